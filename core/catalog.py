@@ -1,0 +1,289 @@
+"""Every event the pipeline emits, by stream category.
+
+Streams: `snapshot-<project>/<date-nn>`, `definition-<critic|grader>`, `run-<uuid>`,
+`grading-<run>-<scorer>`, `scorer-<name>`, `reactor-<name>`. Large content (prompt bytes,
+LLM messages, container logs) is stored once in the blob table and referenced by sha256.
+Change a type's fields only by raising its `schema_version` and registering an upcaster from
+the old version in this module.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from props.core.events import Event, EventRegistry
+
+REGISTRY = EventRegistry()
+
+Sha256 = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+Md5 = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
+SnapshotSlug = Annotated[
+    str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*/\d{4}-\d{2}-\d{2}-\d{2}$")
+]
+NonNegative = Annotated[float, pydantic.Field(ge=0)]
+Count = Annotated[int, pydantic.Field(ge=0)]
+
+AgentType = Literal["critic", "grader"]
+RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
+                    "budget_exceeded", "cancelled"]
+TerminalStatus = Literal["completed", "failed", "timed_out", "budget_exceeded", "cancelled"]
+Severity = Literal["info", "low", "medium", "high", "critical"]
+
+
+class _Part(pydantic.BaseModel):
+    """A value nested inside an event: same strictness as events."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid")
+
+
+class LineRange(_Part):
+    start: int = pydantic.Field(ge=1)
+    end: int = pydantic.Field(ge=1)
+
+    @pydantic.model_validator(mode="after")
+    def _ordered(self) -> LineRange:
+        if self.end < self.start:
+            raise ValueError(f"line range ends ({self.end}) before it starts ({self.start})")
+        return self
+
+
+class Location(_Part):
+    file: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
+    ranges: list[LineRange] = pydantic.Field(default_factory=list)
+
+
+class Example(_Part):
+    """What a critic reviews: a whole snapshot (files_hash None) or one of its file sets."""
+
+    snapshot: SnapshotSlug
+    files_hash: Md5 | None = None
+
+
+class FileEntry(_Part):
+    path: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
+    sha256: Sha256
+    size: Count
+
+
+class Failure(_Part):
+    """Closed facts about a failure: never free text that could carry a secret."""
+
+    phase: Name
+    category: Name
+    retryable: bool
+    exit_code: int | None = None
+
+
+class ScorerRef(_Part):
+    name: Name
+    version: int = pydantic.Field(ge=1)
+    code_hash: Sha256
+    ground_truth_hash: Sha256
+
+
+# -- snapshots (stream snapshot-<slug>) ----------------------------------------------------
+
+
+@REGISTRY.register
+class SnapshotSynced(Event):
+    type_name = "snapshot.synced"
+    slug: SnapshotSlug
+    version: int = pydantic.Field(ge=1)
+    files: list[FileEntry]
+    ground_truth_sha256: Sha256  # blob holding the canonical ground truth
+    counts: dict[str, Count] = pydantic.Field(default_factory=dict)
+
+
+@REGISTRY.register
+class SnapshotRetired(Event):
+    type_name = "snapshot.retired"
+    slug: SnapshotSlug
+    reason: Name
+
+
+# -- agent definitions (stream definition-<agent type>) --------------------------------------
+
+
+@REGISTRY.register
+class DefinitionPushed(Event):
+    type_name = "definition.pushed"
+    agent_type: AgentType
+    name: Name
+    tag: Name
+    digest: Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+# -- critic and grader runs (stream run-<uuid>) ------------------------------------------------
+
+
+@REGISTRY.register
+class RunRequested(Event):
+    type_name = "run.requested"
+    run_id: uuid.UUID
+    agent_type: AgentType
+    definition: Name
+    definition_ref: Name = "latest"  # "latest" or a digest; RunStarted records what was used
+    example: Example
+    model: Name
+    timeout_seconds: float = pydantic.Field(gt=0)
+    budget_usd: NonNegative
+    requested_by: Name | None = None
+
+
+@REGISTRY.register
+class RunStarted(Event):
+    type_name = "run.started"
+    run_id: uuid.UUID
+    digest: Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+@REGISTRY.register
+class ContainerStarted(Event):
+    type_name = "container.started"
+    run_id: uuid.UUID
+    runtime: Literal["docker", "local"]
+    container_name: Name
+    container_id: Name
+
+
+@REGISTRY.register
+class ContainerExited(Event):
+    type_name = "container.exited"
+    run_id: uuid.UUID
+    exit_code: int | None  # None: killed before it reported one
+    oom_killed: bool = False
+    killed_for: Literal["timeout", "budget", "cancel"] | None = None
+    logs_sha256: Sha256 | None = None
+    duration_seconds: NonNegative
+
+
+@REGISTRY.register
+class PromptComposed(Event):
+    type_name = "prompt.composed"
+    run_id: uuid.UUID
+    prompt_sha256: Sha256  # the exact bytes sent, in the blob table
+    size: Count
+    template: Name | None = None
+
+
+@REGISTRY.register
+class LlmRequested(Event):
+    """One model call. The conversation is the list of message blobs, each stored once."""
+
+    type_name = "llm.requested"
+    run_id: uuid.UUID
+    request_id: Name
+    model: Name
+    message_sha256s: list[Sha256]
+
+
+@REGISTRY.register
+class LlmResponded(Event):
+    type_name = "llm.responded"
+    run_id: uuid.UUID
+    request_id: Name
+    response_sha256: Sha256
+    tokens_in: Count
+    tokens_out: Count
+    cost_usd: NonNegative
+    latency_ms: NonNegative
+
+
+@REGISTRY.register
+class PhaseCompleted(Event):
+    type_name = "phase.completed"
+    run_id: uuid.UUID
+    phase: Name
+    duration_seconds: NonNegative
+
+
+@REGISTRY.register
+class IssueReported(Event):
+    type_name = "issue.reported"
+    run_id: uuid.UUID
+    issue_id: Name
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
+    locations: list[Location] = pydantic.Field(min_length=1)
+    severity: Severity | None = None
+
+
+@REGISTRY.register
+class RunFinished(Event):
+    type_name = "run.finished"
+    run_id: uuid.UUID
+    status: TerminalStatus
+    failure: Failure | None = None
+    tokens_in: Count = 0
+    tokens_out: Count = 0
+    cost_usd: NonNegative = 0.0
+
+    @pydantic.model_validator(mode="after")
+    def _failure_matches_status(self) -> RunFinished:
+        if self.status == "completed" and self.failure is not None:
+            raise ValueError("a completed run carries no failure")
+        if self.status == "failed" and self.failure is None:
+            raise ValueError("a failed run must say how it failed (failure)")
+        return self
+
+
+# -- grading (stream grading-<run>-<scorer>) ----------------------------------------------------
+
+
+@REGISTRY.register
+class GradeEmitted(Event):
+    type_name = "grade.emitted"
+    critique_run_id: uuid.UUID
+    critique_issue_id: Name
+    tp_id: Name | None = None
+    fp_id: Name | None = None
+    grade: float = pydantic.Field(ge=0, le=1)
+    scorer: ScorerRef
+
+    @pydantic.model_validator(mode="after")
+    def _one_match(self) -> GradeEmitted:
+        if self.tp_id is not None and self.fp_id is not None:
+            raise ValueError("an issue matches a true positive or a false positive, not both")
+        return self
+
+
+# -- scorers (stream scorer-<name>) --------------------------------------------------------------
+
+
+@REGISTRY.register
+class ScorerRegistered(Event):
+    type_name = "scorer.registered"
+    name: Name
+    version: int = pydantic.Field(ge=1)
+    code_hash: Sha256
+    settings: dict[str, Any] = pydantic.Field(default_factory=dict)
+    deterministic: bool = True
+
+
+@REGISTRY.register
+class ActiveScorerSet(Event):
+    type_name = "scorer.activated"
+    name: Name
+    version: int = pydantic.Field(ge=1)
+
+
+# -- reactors (stream reactor-<name>) ------------------------------------------------------------
+
+
+@REGISTRY.register
+class EventParked(Event):
+    """A reactor gave up on an event (a poison event) and went on; the error is kept here."""
+
+    type_name = "event.parked"
+    reactor: Name
+    event_id: uuid.UUID
+    global_position: int = pydantic.Field(ge=1)
+    error_type: Name
+    error_message: Annotated[str, pydantic.StringConstraints(max_length=4000)]
+    attempts: int = pydantic.Field(ge=1)
+
+
+REGISTRY.check_complete()

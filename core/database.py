@@ -1,0 +1,95 @@
+"""Which PostgreSQL to use, and connections to it with driver errors wrapped.
+
+`PROPS_DSN` set: that server. Unset: the embedded server under `PROPS_HOME`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import asyncpg
+
+from props.core import embedded, errors
+
+APPLICATION_NAME = "props"
+
+# Errors that mean "the server is not there (now)", as opposed to "the request was wrong".
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.InterfaceError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+def resolve_dsn() -> str:
+    """The DSN props uses: `PROPS_DSN`, else the embedded server (started if needed)."""
+    if dsn := os.environ.get("PROPS_DSN", "").strip():
+        return dsn
+    return embedded.ensure_running(embedded.default_home())
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
+
+
+def with_database(dsn: str, database: str) -> str:
+    """The same server as `dsn`, another database (URL-style DSNs only)."""
+    if "://" not in dsn:
+        raise errors.ConfigurationError(
+            f"expected a URL-style DSN (postgresql://...), got {redact(dsn)!r}"
+        )
+    base, _, query = dsn.partition("?")
+    scheme, _, rest = base.partition("://")
+    authority, _, _old_db = rest.partition("/")
+    return f"{scheme}://{authority}/{database}" + (f"?{query}" if query else "")
+
+
+@contextmanager
+def unavailable_as_props_error(dsn: str) -> Iterator[None]:
+    """Turn "cannot reach the server" driver errors into `StoreUnavailable`."""
+    try:
+        yield
+    except asyncpg.InvalidCatalogNameError as exc:
+        raise errors.StoreUnavailable(
+            f"the database in {redact(dsn)} does not exist: {exc}. Create it, or fix PROPS_DSN."
+        ) from exc
+    except CONNECTION_ERRORS as exc:
+        raise errors.StoreUnavailable(
+            f"cannot reach PostgreSQL at {redact(dsn)}: {exc}. Is the server running? "
+            "Set PROPS_DSN to a reachable server, or unset it to use the embedded one."
+        ) from exc
+
+
+async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
+    """One connection (for LISTEN, advisory locks, migrations), errors wrapped."""
+    with unavailable_as_props_error(dsn):
+        conn: asyncpg.Connection = await asyncpg.connect(
+            dsn, server_settings={"application_name": APPLICATION_NAME}, **kwargs
+        )
+    return conn
+
+
+@asynccontextmanager
+async def pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> AsyncIterator[asyncpg.Pool]:
+    with unavailable_as_props_error(dsn):
+        p: asyncpg.Pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            server_settings={"application_name": APPLICATION_NAME},
+        )
+    try:
+        yield p
+    finally:
+        await p.close()

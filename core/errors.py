@@ -1,0 +1,103 @@
+"""One exception root for everything props raises on purpose.
+
+Each class's docstring says what happened; each message adds the specifics and what to do.
+Driver errors (asyncpg, OSError) are wrapped at the boundary so callers catch `PropsError`.
+`exit_code` is what the CLI exits with when the error reaches it.
+"""
+
+from __future__ import annotations
+
+
+class PropsError(Exception):
+    """props could not do what was asked."""
+
+    exit_code = 1
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or type(self).__name__).strip())
+
+
+class ConfigurationError(PropsError):
+    """The configuration (environment variables, files) is invalid."""
+
+    exit_code = 78  # EX_CONFIG
+
+
+class StoreUnavailable(PropsError):
+    """The PostgreSQL server cannot be reached."""
+
+    exit_code = 69  # EX_UNAVAILABLE
+
+
+class EmbeddedServerError(StoreUnavailable):
+    """The embedded PostgreSQL server could not be started or stopped."""
+
+
+class SchemaError(PropsError):
+    """The database schema is missing, outdated or was changed after it was applied."""
+
+    exit_code = 65
+
+
+class InvalidEvent(PropsError):
+    """An event does not match its type's schema; nothing was written."""
+
+    exit_code = 65  # EX_DATAERR
+
+
+class UnknownEventType(InvalidEvent):
+    """The event type is not in the catalog."""
+
+
+class EventVersionError(InvalidEvent):
+    """An event was stored with a schema version this props cannot read."""
+
+
+class PayloadTooLarge(InvalidEvent):
+    """An event payload is larger than an event may be; large content belongs in a blob."""
+
+
+class ConcurrencyConflict(PropsError):
+    """A stream was not at the version the append expected; nothing was written."""
+
+    exit_code = 75  # EX_TEMPFAIL: re-read the stream and decide again
+
+    def __init__(self, stream_id: str, expected: int | None, actual: int, detail: str = "") -> None:
+        self.stream_id = stream_id
+        self.expected = expected
+        self.actual = actual
+        wanted = "no stream (version 0)" if expected == 0 else f"version {expected}"
+        super().__init__(
+            f"stream {stream_id!r} is at version {actual}, the append expected {wanted}"
+            f"{detail}; nothing was written: re-read the stream and retry"
+        )
+
+
+class DuplicateEventConflict(PropsError):
+    """An event id in the batch is already stored, but not as part of this same append."""
+
+    exit_code = 65
+
+
+class AppendOnlyViolation(PropsError):
+    """The log is append-only: rows are never updated, deleted or truncated."""
+
+    exit_code = 77  # EX_NOPERM
+
+
+class BlobNotFound(PropsError):
+    """No blob is stored under that hash."""
+
+    exit_code = 66  # EX_NOINPUT
+
+
+class CorruptBlob(PropsError):
+    """A stored blob does not decompress to the bytes its hash names."""
+
+    exit_code = 65
+
+
+class CheckpointConflict(PropsError):
+    """Another consumer moved this checkpoint; this one must stop (one active consumer)."""
+
+    exit_code = 75

@@ -1,0 +1,189 @@
+"""Typed events: the base model, the registry of types and versions, upcasting, decoding.
+
+An event type is a pydantic model registered under a stable name (`run.requested`) and a
+schema version. Stored events are never rewritten: when a type's schema changes, its version
+goes up and an upcaster turns the stored older data into the current shape on read. A stored
+type this props does not know is still readable, as an `UnknownEvent` with its raw data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+import orjson
+import pydantic
+
+from props.core import errors
+
+# An event's data is small and structured. Prompts, transcripts and logs go to the blob table
+# and events carry their hash: the log stays fast to read and cheap to export.
+MAX_EVENT_BYTES = 256 * 1024
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Event(pydantic.BaseModel):
+    """Base of every event type. Subclasses set `type_name` and `schema_version`."""
+
+    model_config = pydantic.ConfigDict(frozen=True, extra="forbid", strict=False)
+
+    type_name: ClassVar[str]
+    schema_version: ClassVar[int] = 1
+
+
+E = TypeVar("E", bound=type[Event])
+
+
+@dataclasses.dataclass(frozen=True)
+class UnknownEvent:
+    """A stored event whose type is not in the catalog (newer props, foreign import)."""
+
+    type_name: str
+    schema_version: int
+    data: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class NewEvent:
+    """An event to append, with the id that makes a retried append a no-op.
+
+    Pass the same `event_id` when retrying: derive it deterministically (uuid5 of what caused
+    the event) where a retry may come from another process.
+    """
+
+    event: Event
+    event_id: uuid.UUID = dataclasses.field(default_factory=uuid.uuid4)
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """An event as stored in the log, decoded to its current schema version."""
+
+    global_position: int
+    tx_id: int
+    event_id: uuid.UUID
+    stream_id: str
+    stream_version: int
+    type_name: str
+    schema_version: int  # as stored; `event` is upcast to the current version
+    event: Event | UnknownEvent
+    metadata: dict[str, Any]
+    recorded_at: datetime
+
+    @property
+    def category(self) -> str:
+        return self.stream_id.split("-", 1)[0]
+
+
+class EventRegistry:
+    """Event types by name, and the upcasters from each older schema version."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, type[Event]] = {}
+        self._upcasters: dict[tuple[str, int], Upcaster] = {}
+
+    def register(self, cls: E) -> E:
+        """Class decorator: add an event type (its `type_name` and `schema_version`)."""
+        name = cls.type_name
+        if name in self._types and self._types[name] is not cls:
+            raise ValueError(f"event type {name!r} registered twice")
+        if cls.schema_version < 1:
+            raise ValueError(f"{name}: schema_version starts at 1")
+        self._types[name] = cls
+        return cls
+
+    def upcaster(self, type_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:
+        """Decorator: a function turning `type_name` data of `from_version` into the next one."""
+
+        def add(fn: Upcaster) -> Upcaster:
+            self._upcasters[(type_name, from_version)] = fn
+            return fn
+
+        return add
+
+    def check_complete(self) -> None:
+        """Every registered type has an upcaster from each older version (a startup check)."""
+        for name, cls in self._types.items():
+            missing = [v for v in range(1, cls.schema_version) if (name, v) not in self._upcasters]
+            if missing:
+                raise ValueError(f"{name} v{cls.schema_version}: no upcaster from v{missing}")
+
+    def get(self, type_name: str) -> type[Event] | None:
+        return self._types.get(type_name)
+
+    def names(self) -> list[str]:
+        return sorted(self._types)
+
+    def types(self) -> Iterable[type[Event]]:
+        return self._types.values()
+
+    def require(self, type_name: str) -> type[Event]:
+        cls = self._types.get(type_name)
+        if cls is None:
+            raise errors.UnknownEventType(
+                f"unknown event type {type_name!r}; known types: {', '.join(self.names())}"
+            )
+        return cls
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    def decode(self, type_name: str, schema_version: int, data_json: str) -> Event | UnknownEvent:
+        """Decode stored JSON data into the current model of its type, upcasting if older."""
+        cls = self._types.get(type_name)
+        if cls is None:
+            return UnknownEvent(type_name, schema_version, orjson.loads(data_json))
+        if schema_version == cls.schema_version:
+            # The hot path: pydantic parses the JSON text itself, no intermediate dicts.
+            return cls.model_validate_json(data_json)
+        if schema_version > cls.schema_version:
+            raise errors.EventVersionError(
+                f"{type_name} stored with schema version {schema_version}, but this props "
+                f"reads only up to version {cls.schema_version}: upgrade props to read it."
+            )
+        data: dict[str, Any] = orjson.loads(data_json)
+        for version in range(schema_version, cls.schema_version):
+            step = self._upcasters.get((type_name, version))
+            if step is None:
+                raise errors.EventVersionError(
+                    f"{type_name}: no upcaster from schema version {version} to {version + 1}"
+                )
+            data = step(data)
+        return cls.model_validate(data)
+
+    # -- encoding ---------------------------------------------------------------------------
+
+    def encode(self, event: Event) -> str:
+        """Validate and serialise an event for the log; raise a clear error when it cannot."""
+        cls = type(event)
+        if self._types.get(cls.type_name) is not cls:
+            raise errors.UnknownEventType(
+                f"event type {cls.type_name!r} ({cls.__name__}) is not registered in the catalog"
+            )
+        text = event.model_dump_json()
+        if len(text) > MAX_EVENT_BYTES:
+            raise errors.PayloadTooLarge(
+                f"{cls.type_name} event data is {len(text):,} bytes, over the "
+                f"{MAX_EVENT_BYTES:,}-byte limit: store large content with put_blob() and put "
+                f"its sha256 in the event."
+            )
+        return text
+
+    def parse(self, type_name: str, data: Any) -> Event:
+        """Build an event of a named type from untrusted data (CLI, API, import)."""
+        cls = self.require(type_name)
+        try:
+            return cls.model_validate(data)
+        except pydantic.ValidationError as exc:
+            raise errors.InvalidEvent(describe_validation_error(type_name, exc)) from exc
+
+
+def describe_validation_error(type_name: str, exc: pydantic.ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(event)'}: {err['msg']}" for err in exc.errors()
+    )
+    return f"invalid {type_name} event: {problems}"

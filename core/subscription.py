@@ -1,0 +1,187 @@
+"""Follow the log live: LISTEN as a hint, poll as the guarantee, reconnect when cut off.
+
+The subscription LISTENs on a dedicated connection *before* it catches up, then alternates
+"read everything behind the fence" and "wait for a notification or the poll timeout". A lost
+listener connection is re-opened with backoff while reads go on through the pool; after a
+reconnect it reads again from its position, so a notification lost in between costs at most a
+poll interval, never an event. Reads that fail because the server is gone are retried with
+backoff: a subscription outlives a database restart.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import asyncpg
+
+from props.core import database, errors
+from props.core.events import RecordedEvent
+
+if TYPE_CHECKING:
+    from props.core.store import Checkpoint, EventStore, FenceStatus
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "props_events"
+
+
+def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
+    return float(min(cap, first * math.pow(2, max(0, attempt - 1))))
+
+
+class Subscription:
+    """`async with store.subscribe(after) as sub: async for batch in sub: ...`
+
+    Each batch is a list of events in global read order; `sub.position` is the checkpoint
+    after the last event delivered. Consumers that need exactly-once effects store that
+    checkpoint in the same transaction as their effects and resume from it.
+    """
+
+    def __init__(
+        self,
+        store: EventStore,
+        after: Checkpoint,
+        *,
+        category: str | None,
+        batch_size: int,
+        poll_interval: float,
+        stall_warning_seconds: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.position = after
+        self.category = category
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.stall_warning_seconds = stall_warning_seconds
+        self.listening = False
+        self.listener_pid: int | None = None
+        self.reconnects = 0
+        self.notifications = 0
+        self.last_fence: FenceStatus | None = None
+        self._wake = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._last_stall_check = 0.0
+
+    async def __aenter__(self) -> Subscription:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        # LISTEN before the first read, so nothing appended during catch-up goes unnoticed.
+        await self._tg.start(self._listen_forever, name="props-subscription-listener")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    # -- the listener -----------------------------------------------------------------------
+
+    def _on_notify(self, *_: Any) -> None:
+        self.notifications += 1
+        self._wake.set()
+
+    async def _listen_forever(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        started = False
+        failures = 0
+        health_every = max(1.0, self.poll_interval * 5)
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await database.connect(self.store.dsn)
+                lost = anyio.Event()
+                conn.add_termination_listener(lambda _c: lost.set())
+                await conn.add_listener(CHANNEL, self._on_notify)
+                self.listener_pid = conn.get_server_pid()
+                self.listening = True
+                if started:
+                    self.reconnects += 1
+                    log.info("subscription listener reconnected (pid %s)", self.listener_pid)
+                failures = 0
+                self._wake.set()  # re-read: a notification may have been lost meanwhile
+                if not started:
+                    started = True
+                    task_status.started()
+                while not lost.is_set():
+                    with anyio.move_on_after(health_every):
+                        await lost.wait()
+                    if not lost.is_set():
+                        # A half-open socket never reports loss; a ping does.
+                        with anyio.fail_after(health_every):
+                            await conn.fetchval("SELECT 1")
+                log.warning("subscription listener connection lost; polling until it is back")
+            except (errors.StoreUnavailable, TimeoutError, *database.CONNECTION_ERRORS) as exc:
+                log.warning("subscription listener unavailable (%s); polling meanwhile", exc)
+            finally:
+                self.listening = False
+                if conn is not None and not conn.is_closed():
+                    conn.terminate()
+            failures += 1
+            if not started:
+                started = True
+                task_status.started()
+            self._wake.set()
+            await anyio.sleep(backoff(failures))
+
+    # -- delivery ---------------------------------------------------------------------------
+
+    async def _read(self) -> list[RecordedEvent]:
+        failures = 0
+        while True:
+            try:
+                return await self.store.read_all(
+                    self.position, category=self.category, limit=self.batch_size
+                )
+            except (errors.StoreUnavailable, *database.CONNECTION_ERRORS) as exc:
+                failures += 1
+                log.warning("subscription read failed (%s); retrying", exc)
+                await anyio.sleep(backoff(failures))
+
+    async def _check_stall(self) -> None:
+        """When caught up, now and then ask whether a long transaction holds the fence."""
+        now = time.monotonic()
+        if now - self._last_stall_check < min(5.0, self.stall_warning_seconds):
+            return
+        self._last_stall_check = now
+        try:
+            status = await self.store.fence_status()
+        except (errors.StoreUnavailable, *database.CONNECTION_ERRORS):
+            return
+        self.last_fence = status
+        old = [b for b in status.blockers if b.age_seconds >= self.stall_warning_seconds]
+        if status.held_back and old:
+            log.warning("log fence held back: %s", status.describe())
+
+    async def __aiter__(self) -> AsyncIterator[list[RecordedEvent]]:
+        from props.core.store import Checkpoint
+
+        quick = 0  # woken but nothing readable yet: the fence is held, look again soon
+        while True:
+            self._wake = anyio.Event()  # before the read: a notify during it is not lost
+            batch = await self._read()
+            if batch:
+                quick = 0
+                last = batch[-1]
+                self.position = Checkpoint(last.tx_id, last.global_position)
+                yield batch
+                continue
+            await self._check_stall()
+            timeout = self.poll_interval if quick == 0 else min(
+                self.poll_interval, 0.005 * 2**quick
+            )
+            woken = False
+            with anyio.move_on_after(timeout):
+                await self._wake.wait()
+                woken = True
+            quick = min(quick + 1, 16) if woken or quick else 0

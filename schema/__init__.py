@@ -1,0 +1,1 @@
+"""The database schema: ordered migrations, named queries, and the migrator that applies them."""

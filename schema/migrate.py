@@ -1,0 +1,152 @@
+"""Apply the ordered SQL files in `schema/migrations/` and report where a database stands.
+
+Each file runs once, in its own transaction, under a session advisory lock so two migrators
+never interleave. Its sha256 is recorded; a file changed after it was applied is refused,
+never re-run. A database that has migrations this code does not know (a newer props) is
+refused too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from datetime import datetime
+from importlib import resources
+from typing import Literal
+
+import asyncpg
+
+from props.core import errors
+
+# Any 64-bit constant unique to props; held for the whole migrate run.
+MIGRATION_LOCK_KEY = 0x70726F70_73_6D6967  # "props" "mig"
+
+_FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+_BOOTSTRAP = """
+CREATE SCHEMA IF NOT EXISTS props_meta;
+CREATE TABLE IF NOT EXISTS props_meta.migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    sha256     text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrationState:
+    version: int
+    name: str
+    state: Literal["applied", "pending", "changed", "unknown"]
+    applied_at: datetime | None
+
+
+def available() -> list[Migration]:
+    """The migrations shipped with this props, in order."""
+    folder = resources.files("props.schema").joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        if not entry.name.endswith(".sql"):
+            continue
+        match = _FILE_NAME.match(entry.name)
+        if match is None:
+            raise errors.SchemaError(
+                f"migration file {entry.name!r} is not named NNNN_lowercase_words.sql"
+            )
+        found.append(Migration(int(match.group(1)), entry.name, entry.read_text()))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise errors.SchemaError(f"migration numbers must be 1, 2, 3, ... without gaps: {versions}")
+    return found
+
+
+async def _applied(conn: asyncpg.Connection) -> dict[int, asyncpg.Record]:
+    exists = await conn.fetchval("SELECT to_regclass('props_meta.migrations') IS NOT NULL")
+    if not exists:
+        return {}
+    rows = await conn.fetch("SELECT version, name, sha256, applied_at FROM props_meta.migrations")
+    return {row["version"]: row for row in rows}
+
+
+async def status(conn: asyncpg.Connection) -> list[MigrationState]:
+    """Every known and every applied migration with its state, in order."""
+    applied = await _applied(conn)
+    states: list[MigrationState] = []
+    shipped = {m.version: m for m in available()}
+    for version in sorted(set(shipped) | set(applied)):
+        row = applied.get(version)
+        mig = shipped.get(version)
+        if mig is None:
+            states.append(MigrationState(version, row["name"], "unknown", row["applied_at"]))
+        elif row is None:
+            states.append(MigrationState(version, mig.name, "pending", None))
+        elif row["sha256"] != mig.sha256:
+            states.append(MigrationState(version, mig.name, "changed", row["applied_at"]))
+        else:
+            states.append(MigrationState(version, mig.name, "applied", row["applied_at"]))
+    return states
+
+
+def _refuse_drift(states: list[MigrationState]) -> None:
+    for s in states:
+        if s.state == "changed":
+            raise errors.SchemaError(
+                f"migration {s.name} was changed after it was applied to this database "
+                f"(its sha256 no longer matches). Applied migrations are never re-run: restore "
+                f"the file as it was, and put the change in a new migration file."
+            )
+        if s.state == "unknown":
+            raise errors.SchemaError(
+                f"this database has migration {s.version} ({s.name}) that this props does not "
+                f"know: it was migrated by a newer props. Upgrade props to use it."
+            )
+
+
+async def migrate(conn: asyncpg.Connection) -> list[Migration]:
+    """Apply every pending migration; return those applied. Safe to run concurrently."""
+    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    try:
+        await conn.execute(_BOOTSTRAP)
+        states = await status(conn)
+        _refuse_drift(states)
+        pending = {s.version for s in states if s.state == "pending"}
+        done: list[Migration] = []
+        for mig in available():
+            if mig.version not in pending:
+                continue
+            async with conn.transaction():
+                await conn.execute(mig.sql)
+                await conn.execute(
+                    "INSERT INTO props_meta.migrations (version, name, sha256) VALUES ($1, $2, $3)",
+                    mig.version, mig.name, mig.sha256,
+                )
+            done.append(mig)
+        return done
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+
+
+async def require_current(conn: asyncpg.Connection) -> None:
+    """Raise a `SchemaError` that says what to run unless the schema is fully migrated."""
+    states = await status(conn)
+    _refuse_drift(states)
+    pending = [s.name for s in states if s.state == "pending"]
+    if pending:
+        raise errors.SchemaError(
+            f"the database schema is not up to date ({len(pending)} pending migration(s), "
+            f"first {pending[0]}): run `props db migrate`."
+        )

@@ -1,0 +1,92 @@
+-- Queries of the event store (props.core.store). Blocks are named `-- name --`.
+
+-- append_events --
+SELECT global_position, stream_version, appended
+  FROM props.append_events($1, $2, $3, $4, $5, $6, $7)
+
+-- stream_version --
+SELECT coalesce(max(stream_version), 0) FROM props.events WHERE stream_id = $1
+
+-- read_stream --
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE stream_id = $1 AND stream_version >= $2
+ ORDER BY stream_version
+ LIMIT $3
+
+-- read_all --
+-- The visibility fence: only rows of transactions older than every transaction still in
+-- progress, so no row can later appear before the returned ones.
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+ ORDER BY tx_id, global_position
+ LIMIT $3
+
+-- read_category --
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE category = $4
+   AND (tx_id, global_position) > ($1::xid8, $2::bigint)
+   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+ ORDER BY tx_id, global_position
+ LIMIT $3
+
+-- head --
+-- The last event (by read order) that is behind the fence, and the last one at all.
+SELECT (SELECT row(tx_id, global_position)::text FROM props.events
+         WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY tx_id DESC, global_position DESC LIMIT 1) AS fenced,
+       (SELECT count(*) FROM props.events
+         WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held_back,
+       pg_snapshot_xmin(pg_current_snapshot()) AS fence
+
+-- fence_blockers --
+-- Transactions holding the fence back: every transaction with an id at or below the fence is
+-- still running, oldest first. Only closed facts, never the query text.
+SELECT pid, datname, usename, application_name, state,
+       extract(epoch FROM now() - xact_start)::float8 AS age_seconds,
+       backend_xid::text AS xid
+  FROM pg_stat_activity
+ WHERE backend_xid IS NOT NULL
+   AND pid <> pg_backend_pid()
+ ORDER BY xact_start
+ LIMIT $1
+
+-- count_events --
+SELECT count(*) FROM props.events
+
+-- put_blob --
+INSERT INTO props.blobs (sha256, size, compression, content)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (sha256) DO NOTHING
+
+-- get_blob --
+SELECT size, compression, content FROM props.blobs WHERE sha256 = $1
+
+-- has_blobs --
+SELECT sha256 FROM props.blobs WHERE sha256 = ANY ($1::bytea[])
+
+-- load_checkpoint --
+SELECT tx_id, position FROM props.checkpoints WHERE name = $1
+
+-- start_checkpoint --
+-- Compare-and-set from the start of the log: creates the checkpoint, or moves one still at
+-- the start. Returns no row when another consumer moved it meanwhile.
+INSERT INTO props.checkpoints AS c (name, tx_id, position)
+VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE
+   SET tx_id = excluded.tx_id, position = excluded.position, updated_at = now()
+ WHERE c.tx_id = '0'::xid8 AND c.position = 0
+RETURNING name
+
+-- move_checkpoint --
+-- Compare-and-set: moves only from the position the caller last read.
+UPDATE props.checkpoints
+   SET tx_id = $4, position = $5, updated_at = now()
+ WHERE name = $1 AND tx_id = $2::xid8 AND position = $3::bigint
+RETURNING name

@@ -1,0 +1,119 @@
+"""Real PostgreSQL for every test: PROPS_TEST_DSN if set, else an embedded server.
+
+Each test gets its own database, cloned from a migrated template made once per session, and
+dropped afterwards; names carry this session's id so cleanup touches only what it created.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+
+from props.core import database, embedded
+from props.core.store import EventStore
+from props.schema import migrate
+
+SESSION = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"  # asyncpg runs on asyncio only
+
+
+@pytest.fixture(scope="session")
+def server_dsn() -> Iterator[str]:
+    if dsn := os.environ.get("PROPS_TEST_DSN", "").strip():
+        yield dsn
+        return
+    home = Path(tempfile.mkdtemp(prefix="props-test-pg-"))
+    try:
+        yield embedded.ensure_running(home)
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _admin(dsn: str) -> psycopg.Connection[tuple[object, ...]]:
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def create_database(server: str, name: str, template: str | None = None) -> str:
+    with _admin(server) as conn:
+        if template:
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)))
+        else:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return database.with_database(server, name)
+
+
+def drop_database(server: str, name: str) -> None:
+    with _admin(server) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def template_db(server_dsn: str) -> Iterator[str]:
+    name = f"props_test_{SESSION}_template"
+    dsn = create_database(server_dsn, name)
+
+    async def run() -> None:
+        conn = await database.connect(dsn)
+        try:
+            await migrate.migrate(conn)
+        finally:
+            await conn.close()
+
+    anyio.run(run)
+    try:
+        yield name
+    finally:
+        drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def new_database(server_dsn: str) -> Iterator[object]:
+    """A factory: `new_database(migrated=True)` -> DSN of a fresh database for this test."""
+    made: list[str] = []
+
+    def make(template: str | None = None) -> str:
+        name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
+        made.append(name)
+        return create_database(server_dsn, name, template)
+
+    yield make
+    for name in made:
+        drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def dsn(server_dsn: str, template_db: str) -> Iterator[str]:
+    """A migrated database of this test's own."""
+    name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
+    yield create_database(server_dsn, name, template_db)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
+def empty_dsn(server_dsn: str) -> Iterator[str]:
+    """An empty (unmigrated) database of this test's own."""
+    name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
+    yield create_database(server_dsn, name)
+    drop_database(server_dsn, name)
+
+
+@pytest.fixture
+async def store(dsn: str) -> AsyncIterator[EventStore]:
+    async with EventStore.open(dsn) as s:
+        yield s
