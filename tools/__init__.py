@@ -1,1 +1,1 @@
-"""placeholder"""
+"""The `props` command line and the tools around it (benchmarks, demo, schema description)."""

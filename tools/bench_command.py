@@ -1,0 +1,50 @@
+"""`props bench SUITE`: run a benchmark suite on a scratch database and report the checks."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from props.core import database
+from props.tools import scratch
+from props.tools.benchmarks import log_suite
+from props.tools.benchmarks.report import Report
+
+SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
+    "log": log_suite.run,
+}
+
+console = Console(stderr=True, highlight=False)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "bench", help="measure props against raw PostgreSQL",
+        description="Run a benchmark suite on a scratch database (created and dropped on the "
+        "server props uses). Every figure is measured side by side with the raw PostgreSQL "
+        "operation it is built on, in the same run; the checks are ratios. Exit 0 when every "
+        "check passes, 1 when one fails or did not run.",
+    )
+    p.add_argument("suite", choices=sorted(SUITES), help="which suite")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON summary as the last line of standard output")
+    p.set_defaults(handler=bench_cmd)
+
+
+async def bench_cmd(args: argparse.Namespace) -> int:
+    server = database.resolve_dsn()
+    async with scratch.scratch_database(server, "bench") as dsn:
+        report = await SUITES[args.suite](dsn, args.quick, console)
+    table = Table("check", "value", "target", "verdict", title=f"bench {report.suite}")
+    for c in report.checks:
+        value = "-" if c.value is None else f"{c.value:.3f}"
+        table.add_row(c.name, value, f"{c.op} {c.target}", c.verdict)
+    console.print(table)
+    if args.json:
+        print(report.json_line(), flush=True)
+    return 0 if report.passed else 1

@@ -1,0 +1,283 @@
+"""`props bench log`: the event store against the raw PostgreSQL operations under it.
+
+Same database, same row shape (~300 B data, ~100 B metadata), same indexes: the raw table is
+`LIKE props.events INCLUDING ALL` (no triggers), so each ratio is exactly the cost props adds.
+Raw and props blocks alternate, so drift of a noisy machine hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import asyncpg
+import orjson
+from rich.console import Console
+
+from props.core import catalog, database
+from props.core.events import NewEvent
+from props.core.store import START, EventStore
+from props.tools.benchmarks.report import Check, Report
+
+COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
+           "metadata"]
+RAW_INSERT = (
+    "INSERT INTO bench_raw.events (event_id, stream_id, stream_version, type, schema_version, "
+    "data, metadata) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+)
+RAW_INSERT_NOTIFY = (
+    f"WITH ins AS ({RAW_INSERT} RETURNING 1) SELECT pg_notify('bench_raw', '') FROM ins"
+)
+RAW_KEYSET = (
+    "SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version, "
+    "data, metadata, recorded_at FROM props.events WHERE global_position > $1 "
+    "ORDER BY global_position LIMIT $2"
+)
+
+
+def multirow_insert(rows: int) -> str:
+    values = ", ".join(
+        "(" + ", ".join(f"${r * 7 + c + 1}" for c in range(7)) + ")" for r in range(rows)
+    )
+    return (f"INSERT INTO bench_raw.events (event_id, stream_id, stream_version, type, "
+            f"schema_version, data, metadata) VALUES {values}")
+
+
+class Rows:
+    """Events of the benchmark's row shape, with their exact stored JSON."""
+
+    def __init__(self) -> None:
+        probe = self._event(uuid.UUID(int=0), "")
+        pad = max(0, 300 - len(probe.model_dump_json()))
+        self.rationale = "r" * pad
+
+    def _event(self, run: uuid.UUID, rationale: str) -> catalog.IssueReported:
+        return catalog.IssueReported(
+            run_id=run, issue_id="issue-1", severity="high", rationale=rationale,
+            locations=[catalog.Location(file="src/parser/tokens.py",
+                                        ranges=[catalog.LineRange(start=120, end=134)])],
+        )
+
+    def new(self, run: uuid.UUID) -> NewEvent:
+        meta = {"correlation_id": str(run), "causation_id": str(uuid.uuid4()), "actor": "bench"}
+        return NewEvent(self._event(run, self.rationale), uuid.uuid4(), meta)
+
+    @staticmethod
+    def raw(stream: str, version: int, new: NewEvent) -> tuple[Any, ...]:
+        return (new.event_id, stream, version, new.event.type_name, new.event.schema_version,
+                new.event.model_dump_json(), orjson.dumps(new.metadata).decode())
+
+
+async def _alternate(
+    rounds: int, raw: Callable[[], Awaitable[int]], ours: Callable[[], Awaitable[int]]
+) -> tuple[float, float]:
+    """Run raw and props blocks alternately; return rows/s of each over all rounds."""
+    spent = {"raw": 0.0, "ours": 0.0}
+    done = {"raw": 0, "ours": 0}
+    for i in range(rounds):
+        order = [("raw", raw), ("ours", ours)] if i % 2 == 0 else [("ours", ours), ("raw", raw)]
+        for side, fn in order:
+            t0 = time.perf_counter()
+            done[side] += await fn()
+            spent[side] += time.perf_counter() - t0
+    return done["raw"] / spent["raw"], done["ours"] / spent["ours"]
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def run(dsn: str, quick: bool, console: Console) -> Report:
+    sizes = (dict(single=400, batches=30, reads=3, wakes=200) if quick
+             else dict(single=2000, batches=150, reads=5, wakes=1000))
+    report = Report("log", quick)
+    rows = Rows()
+    async with EventStore.open(dsn, max_connections=4) as store:
+        pool = store.pool
+        await pool.execute("CREATE SCHEMA bench_raw; "
+                           "CREATE TABLE bench_raw.events (LIKE props.events INCLUDING ALL)")
+        version = await pool.fetchval("SHOW server_version")
+        report.figures["server_version"] = version
+        report.figures["data_bytes"] = len(rows.new(uuid.uuid4()).event.model_dump_json())
+
+        # -- 1. one event per transaction ----------------------------------------------------
+        console.print("append, one event per transaction ...")
+        block = max(10, sizes["single"] // 10)
+        raw_state = {"i": 0}
+        ours_state = {"i": 0}
+        raw_run = uuid.uuid4()
+        our_run = uuid.uuid4()
+
+        async def raw_single() -> int:
+            for _ in range(block):
+                i = raw_state["i"] = raw_state["i"] + 1
+                await pool.execute(RAW_INSERT, *rows.raw(f"run-{raw_run}", i, rows.new(raw_run)))
+            return block
+
+        async def our_single() -> int:
+            for _ in range(block):
+                ours_state["i"] += 1
+                await store.append(f"run-{our_run}", [rows.new(our_run)])
+            return block
+
+        raw_rate, our_rate = await _alternate(10, raw_single, our_single)
+        report.figures["append_single"] = {"props_per_s": round(our_rate),
+                                           "raw_insert_per_s": round(raw_rate)}
+        report.checks.append(Check("append_single_vs_insert", our_rate / raw_rate, ">=", 0.8))
+
+        # -- 2. 100 events per call ------------------------------------------------------------
+        console.print("append, 100 events per call ...")
+        multi = multirow_insert(100)
+        per_round = max(1, sizes["batches"] // 10)
+
+        def batch(run: uuid.UUID) -> list[NewEvent]:
+            return [rows.new(run) for _ in range(100)]
+
+        async def raw_multirow() -> int:
+            for _ in range(per_round):
+                run = uuid.uuid4()
+                args = [v for n, e in enumerate(batch(run), 1) for v in rows.raw(f"run-{run}", n, e)]
+                await pool.execute(multi, *args)
+            return per_round * 100
+
+        async def raw_copy() -> int:
+            async with pool.acquire() as conn:
+                for _ in range(per_round):
+                    run = uuid.uuid4()
+                    records = [rows.raw(f"run-{run}", n, e) for n, e in enumerate(batch(run), 1)]
+                    async with conn.transaction():
+                        await conn.copy_records_to_table(
+                            "events", schema_name="bench_raw", columns=COLUMNS, records=records
+                        )
+            return per_round * 100
+
+        async def our_batch() -> int:
+            for _ in range(per_round):
+                run = uuid.uuid4()
+                await store.append(f"run-{run}", batch(run), expected_version=0)
+            return per_round * 100
+
+        raw_rate, our_rate = await _alternate(10, raw_multirow, our_batch)
+        copy_rate, our_rate2 = await _alternate(4, raw_copy, our_batch)
+        report.figures["append_batch100"] = {
+            "props_per_s": round(our_rate), "raw_multirow_insert_per_s": round(raw_rate),
+            "raw_copy_per_s": round(copy_rate),
+            "ratio_to_copy": round(our_rate2 / copy_rate, 3),
+        }
+        report.checks.append(Check("append_batch100_vs_insert", our_rate / raw_rate, ">=", 1.0))
+
+        # -- 3. read everything through the fence ---------------------------------------------
+        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        console.print(f"read all {total:,} events ...")
+
+        async def raw_read() -> int:
+            n, last = 0, 0
+            loads = orjson.loads
+            while True:
+                page = await pool.fetch(RAW_KEYSET, last, 1000)
+                if not page:
+                    return n
+                for r in page:
+                    loads(r[7])
+                    loads(r[8])
+                n += len(page)
+                last = page[-1][0]
+
+        async def our_read() -> int:
+            n = 0
+            async for b in store.iter_all(START, batch_size=1000):
+                n += len(b)
+            return n
+
+        raw_rate, our_rate = await _alternate(sizes["reads"] * 2, raw_read, our_read)
+        report.figures["read_all"] = {"events": total, "props_typed_per_s": round(our_rate),
+                                      "raw_keyset_orjson_per_s": round(raw_rate)}
+        report.checks.append(Check("read_all_vs_raw", our_rate / raw_rate, ">=", 0.7))
+
+        # -- 4. wake-up latency ------------------------------------------------------------------
+        console.print("wake-up latency ...")
+        report.figures["wake"], ratio = await _wake_latency(store, rows, sizes["wakes"])
+        report.checks.append(Check("wake_p99_vs_notify", ratio, "<=", 2.0))
+    return report
+
+
+async def _wake_latency(store: EventStore, rows: Rows, samples: int) -> tuple[dict[str, Any],
+                                                                                float]:
+    """Commit of one event -> delivery, props subscriber vs a raw LISTEN on the same server.
+
+    Both sides start the clock before a single-statement transaction that inserts one event
+    and notifies (props: `append`; raw: INSERT + pg_notify) and stop it on delivery (props:
+    the subscription yields the event; raw: the listener callback runs). A bare NOTIFY, which
+    commits without writing, is reported alongside.
+    """
+    listener = await database.connect(store.dsn)
+    sender = await database.connect(store.dsn)
+    arrived: dict[str, anyio.Event] = {}
+    stamps: dict[str, float] = {}
+
+    def on_raw(_c: object, _pid: int, channel: str, _payload: str) -> None:
+        stamps[channel] = time.perf_counter()
+        arrived[channel].set()
+
+    await listener.add_listener("bench_raw", on_raw)
+    await listener.add_listener("bench_pure", on_raw)
+    ours: list[float] = []
+    raw: list[float] = []
+    pure: list[float] = []
+    head = (await store.fence_status()).last_visible or START
+    run = uuid.uuid4()
+    try:
+        async with store.subscribe(head, category="run") as sub, anyio.create_task_group() as tg:
+            expected: dict[uuid.UUID, anyio.Event] = {}
+            got: dict[uuid.UUID, float] = {}
+
+            async def consume() -> None:
+                async for batch in sub:
+                    for rec in batch:
+                        if rec.event_id in expected:
+                            got[rec.event_id] = time.perf_counter()
+                            expected[rec.event_id].set()
+
+            tg.start_soon(consume, name="bench-wake-consumer")
+            await anyio.sleep(0.2)
+            for i in range(samples):
+                new = rows.new(run)
+                expected[new.event_id] = anyio.Event()
+                t0 = time.perf_counter()
+                await store.append(f"run-{run}", [new])
+                with anyio.fail_after(10):
+                    await expected[new.event_id].wait()
+                ours.append(got[new.event_id] - t0)
+
+                arrived["bench_raw"] = anyio.Event()
+                t0 = time.perf_counter()
+                await sender.execute(RAW_INSERT_NOTIFY, *rows.raw("run-raw", i + 1, new))
+                with anyio.fail_after(10):
+                    await arrived["bench_raw"].wait()
+                raw.append(stamps["bench_raw"] - t0)
+
+                arrived["bench_pure"] = anyio.Event()
+                t0 = time.perf_counter()
+                await sender.execute("NOTIFY bench_pure")
+                with anyio.fail_after(10):
+                    await arrived["bench_pure"].wait()
+                pure.append(stamps["bench_pure"] - t0)
+                await anyio.sleep(0.002)
+            tg.cancel_scope.cancel()
+    finally:
+        await listener.close()
+        await sender.close()
+
+    def ms(xs: list[float]) -> dict[str, float]:
+        return {"p50_ms": round(statistics.median(xs) * 1000, 3),
+                "p99_ms": round(_pct(xs, 0.99) * 1000, 3)}
+
+    figures = {"samples": samples, "props": ms(ours), "raw_insert_notify": ms(raw),
+               "raw_bare_notify": ms(pure),
+               "p99_ratio_to_bare_notify": round(_pct(ours, 0.99) / _pct(pure, 0.99), 3)}
+    return figures, _pct(ours, 0.99) / _pct(raw, 0.99)

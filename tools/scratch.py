@@ -1,0 +1,36 @@
+"""Throw-away databases on the server props uses (for benchmarks and checks)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from props.core import database
+from props.schema import migrate
+
+_SAFE = re.compile(r"^props_[a-z]+_[0-9a-f]{12}$")
+
+
+@asynccontextmanager
+async def scratch_database(server_dsn: str, purpose: str) -> AsyncIterator[str]:
+    """A new, migrated database for `purpose`; dropped afterwards, whatever happens."""
+    name = f"props_{purpose}_{uuid.uuid4().hex[:12]}"
+    if not _SAFE.match(name):  # made here, never from input; checked because it is spliced
+        raise ValueError(f"unsafe scratch database name {name!r}")
+    admin = await database.connect(server_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        dsn = database.with_database(server_dsn, name)
+        try:
+            conn = await database.connect(dsn)
+            try:
+                await migrate.migrate(conn)
+            finally:
+                await conn.close()
+            yield dsn
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
