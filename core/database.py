@@ -80,13 +80,21 @@ async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
     return conn
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool connections never carry session state (LISTEN, advisory locks and SET happen on
+    dedicated connections), so releasing one needs no reset query: a round trip saved on
+    every pooled statement. An open transaction is still rolled back by asyncpg."""
+
+
 @asynccontextmanager
 async def pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> AsyncIterator[asyncpg.Pool]:
+    """A connection pool for statements and transactions, never for session state."""
     with unavailable_as_props_error(dsn):
         p: asyncpg.Pool = await asyncpg.create_pool(
             dsn,
             min_size=min_size,
             max_size=max_size,
+            reset=_keep_session,
             server_settings={"application_name": APPLICATION_NAME},
         )
     try:

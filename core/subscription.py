@@ -175,13 +175,18 @@ class Subscription:
                 last = batch[-1]
                 self.position = Checkpoint(last.tx_id, last.global_position)
                 yield batch
-                continue
-            await self._check_stall()
-            timeout = self.poll_interval if quick == 0 else min(
-                self.poll_interval, 0.005 * 2**quick
-            )
+                if len(batch) == self.batch_size:
+                    continue  # a full page: more is likely readable right away
+            else:
+                await self._check_stall()
+            if quick:
+                timeout = min(self.poll_interval, 0.005 * 2**quick)
+            else:
+                timeout = self.poll_interval
             woken = False
             with anyio.move_on_after(timeout):
                 await self._wake.wait()
                 woken = True
-            quick = min(quick + 1, 16) if woken or quick else 0
+            # Woken, yet the last read found nothing: a transaction older than the new rows
+            # may still hold the fence. Re-read soon, backing off to the poll interval.
+            quick = min(quick + 1, 16) if (woken and not batch) or quick else 0

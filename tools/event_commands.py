@@ -104,9 +104,8 @@ async def append_cmd(args: argparse.Namespace) -> int:
         )
     verb = "already stored" if result.already_stored else "appended"
     console.print(
-        f"{verb} {len(result.positions)} event(s) to {stream} "
-        f"(version {result.stream_version}, positions {result.positions[0]}"
-        f"..{result.positions[-1]})"
+        f"{verb} {len(events)} event(s) to {stream} "
+        f"(versions {result.first_version}..{result.last_version})"
     )
     return 0
 

@@ -47,81 +47,58 @@ CREATE TRIGGER events_append_only
     BEFORE UPDATE OR DELETE OR TRUNCATE ON props.events
     FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_log_change();
 
--- NOTIFY is only a hint that something was appended: one tiny, identical payload per
+-- After every INSERT statement, whoever the writer (the store, an import, an agent's
+-- function): (1) each stream's new versions must be dense and continue the stream, written
+-- by a transaction no older than the stream's last writer, so readers ordering by tx_id see
+-- every stream in version order; (2) NOTIFY, only as a hint: one tiny, identical payload per
 -- transaction (PostgreSQL folds duplicates), consumers then read the table.
-CREATE FUNCTION props.notify_appended() RETURNS trigger
+CREATE FUNCTION props.refuse_out_of_order(p_stream_id text, p_first integer, p_last integer)
+RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_actual integer;
+    v_tx xid8;
 BEGIN
+    SELECT e.stream_version, e.tx_id INTO v_actual, v_tx FROM props.events e
+     WHERE e.stream_id = p_stream_id AND e.stream_version < p_first
+     ORDER BY e.stream_version DESC LIMIT 1;
+    RAISE EXCEPTION 'stream % would not stay dense and ordered', p_stream_id
+        USING ERRCODE = 'PX409',
+              DETAIL = coalesce(v_actual, 0)::text,
+              HINT = CASE WHEN v_actual = p_first - 1
+                     THEN 'the stream was last written by a younger transaction: retry'
+                     ELSE format('versions %s..%s do not follow the stream''s version %s',
+                                 p_first, p_last, coalesce(v_actual, 0)) END;
+END
+$$;
+
+CREATE FUNCTION props.after_append() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    s record;
+BEGIN
+    FOR s IN SELECT stream_id, min(stream_version) AS first, max(stream_version) AS last,
+                    count(*) AS rows
+               FROM new_rows GROUP BY stream_id
+    LOOP
+        IF s.last - s.first + 1 <> s.rows
+           OR (s.first > 1 AND NOT EXISTS (
+                SELECT 1 FROM props.events p
+                 WHERE p.stream_id = s.stream_id AND p.stream_version = s.first - 1
+                   AND p.tx_id <= pg_current_xact_id()))
+        THEN
+            PERFORM props.refuse_out_of_order(s.stream_id, s.first, s.last);
+        END IF;
+    END LOOP;
     PERFORM pg_notify('props_events', '');
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER events_notify
+CREATE TRIGGER events_after_append
     AFTER INSERT ON props.events
-    FOR EACH STATEMENT EXECUTE FUNCTION props.notify_appended();
-
--- Append a batch to one stream, atomically, in one round trip.
---   p_expected: NULL = any version, 0 = the stream must not exist, n = exactly version n.
--- Idempotent by event id: if every id of the batch is already in this stream, nothing is
--- written and the stored rows are returned with appended = false.
--- Conflicts raise SQLSTATE PX409 with the actual version in DETAIL.
-CREATE FUNCTION props.append_events(
-    p_stream_id text,
-    p_expected integer,
-    p_event_ids uuid[],
-    p_types text[],
-    p_schema_versions smallint[],
-    p_data jsonb[],
-    p_metadata jsonb[]
-) RETURNS TABLE (global_position bigint, stream_version integer, appended boolean)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_current integer;
-    v_last_tx xid8;
-    v_found integer;
-    v_n integer := cardinality(p_event_ids);
-BEGIN
-    SELECT count(*), count(*) FILTER (WHERE e.stream_id = p_stream_id)
-      INTO v_found, v_current
-      FROM props.events e WHERE e.event_id = ANY (p_event_ids);
-    IF v_found > 0 THEN
-        IF v_current = v_n THEN
-            RETURN QUERY SELECT e.global_position, e.stream_version, false FROM props.events e
-                          WHERE e.event_id = ANY (p_event_ids) ORDER BY e.stream_version;
-            RETURN;
-        END IF;
-        RAISE EXCEPTION 'events of this batch are already stored elsewhere'
-            USING ERRCODE = 'PX410',
-                  DETAIL = format('%s of %s event ids exist, %s of them in stream %s',
-                                  v_found, v_n, v_current, p_stream_id);
-    END IF;
-
-    SELECT e.stream_version, e.tx_id INTO v_current, v_last_tx
-      FROM props.events e WHERE e.stream_id = p_stream_id
-     ORDER BY e.stream_version DESC LIMIT 1;
-    v_current := coalesce(v_current, 0);
-
-    IF p_expected IS NOT NULL AND p_expected <> v_current THEN
-        RAISE EXCEPTION 'wrong expected version' USING ERRCODE = 'PX409', DETAIL = v_current::text;
-    END IF;
-    -- Readers order by transaction id. A transaction that took its id before the stream's
-    -- last writer would be read before it: refuse, so per-stream order is the read order.
-    IF v_last_tx IS NOT NULL AND v_last_tx > pg_current_xact_id() THEN
-        RAISE EXCEPTION 'stream written by a younger transaction'
-            USING ERRCODE = 'PX409', DETAIL = v_current::text;
-    END IF;
-
-    RETURN QUERY
-    INSERT INTO props.events AS e
-        (event_id, stream_id, stream_version, type, schema_version, data, metadata)
-    SELECT u.event_id, p_stream_id, v_current + u.n::integer, u.type, u.schema_version,
-           u.data, u.metadata
-      FROM unnest(p_event_ids, p_types, p_schema_versions, p_data, p_metadata)
-           WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, n)
-    RETURNING e.global_position, e.stream_version, true;
-END
-$$;
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION props.after_append();
 
 -- Content-addressed large payloads (prompts, transcripts, logs): sha256 of the raw bytes,
 -- stored zstd-compressed. Written once, never changed.

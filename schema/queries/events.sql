@@ -1,8 +1,40 @@
 -- Queries of the event store (props.core.store). Blocks are named `-- name --`.
 
 -- append_events --
-SELECT global_position, stream_version, appended
-  FROM props.append_events($1, $2, $3, $4, $5, $6, $7)
+-- One statement: the stream's next versions are computed here. With an expected version
+-- ($2 not null) nothing is inserted unless the stream is exactly there. The dense-version
+-- trigger refuses what a concurrent writer would make inconsistent.
+WITH ins AS (
+    INSERT INTO props.events
+           (event_id, stream_id, stream_version, type, schema_version, data, metadata)
+    SELECT u.event_id, $1, h.version + u.n::integer, u.type, u.schema_version, u.data,
+           u.metadata
+      FROM (SELECT coalesce(max(stream_version), 0) AS version
+              FROM props.events WHERE stream_id = $1) h,
+           unnest($3::uuid[], $4::text[], $5::smallint[], $6::jsonb[], $7::jsonb[])
+           WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, n)
+     WHERE $2::integer IS NULL OR h.version = $2::integer
+    RETURNING stream_version
+)
+SELECT count(*)::integer, max(stream_version) FROM ins
+
+-- append_one --
+-- The same for a single event, without arrays: the most common append, kept lean.
+-- Returns the new version, or no row when the stream is not at the expected version.
+INSERT INTO props.events
+       (event_id, stream_id, stream_version, type, schema_version, data, metadata)
+SELECT $3, $1, h.version + 1, $4, $5, $6, $7
+  FROM (SELECT coalesce(max(stream_version), 0) AS version
+          FROM props.events WHERE stream_id = $1) h
+ WHERE $2::integer IS NULL OR h.version = $2::integer
+RETURNING stream_version
+
+-- stored_event_ids --
+-- For an append that hit a unique violation: is it a retry of an append that is stored?
+SELECT count(*)::integer AS found,
+       (count(*) FILTER (WHERE stream_id = $2))::integer AS in_stream,
+       max(stream_version) FILTER (WHERE stream_id = $2) AS last_version
+  FROM props.events WHERE event_id = ANY ($1::uuid[])
 
 -- stream_version --
 SELECT coalesce(max(stream_version), 0) FROM props.events WHERE stream_id = $1
