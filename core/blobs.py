@@ -12,7 +12,7 @@ import anyio.to_thread
 import asyncpg
 import zstandard
 
-from props.core import errors
+from props.core import database, errors
 from props.schema import queries
 
 _Q = queries.load("events")
@@ -41,7 +41,9 @@ def _unpack(sha_hex: str, size: int, compression: str, content: bytes) -> bytes:
     else:
         data = content
     if len(data) != size or hashlib.sha256(data).hexdigest() != sha_hex:
-        raise errors.CorruptBlob(f"blob {sha_hex} does not match its hash: the stored row is corrupt")
+        raise errors.CorruptBlob(
+            f"blob {sha_hex} does not match its hash: the stored row is corrupt"
+        )
     return data
 
 
@@ -55,7 +57,7 @@ def _digest(sha_hex: str) -> bytes:
     return digest
 
 
-async def put(conn: asyncpg.Pool | asyncpg.Connection, data: bytes) -> str:
+async def put(conn: asyncpg.Pool | database.Connection, data: bytes) -> str:
     """Store `data` once; return its sha256 (hex). Storing the same bytes again is a no-op."""
     if len(data) > _INLINE_LIMIT:
         digest, compression, packed = await anyio.to_thread.run_sync(_pack, data)
@@ -65,7 +67,7 @@ async def put(conn: asyncpg.Pool | asyncpg.Connection, data: bytes) -> str:
     return digest.hex()
 
 
-async def get(conn: asyncpg.Pool | asyncpg.Connection, sha_hex: str) -> bytes:
+async def get(conn: asyncpg.Pool | database.Connection, sha_hex: str) -> bytes:
     """The bytes stored under `sha_hex`, verified against the hash."""
     row = await conn.fetchrow(_Q["get_blob"], _digest(sha_hex))
     if row is None:
@@ -77,7 +79,7 @@ async def get(conn: asyncpg.Pool | asyncpg.Connection, sha_hex: str) -> bytes:
     return _unpack(sha_hex, size, compression, content)
 
 
-async def missing(conn: asyncpg.Pool | asyncpg.Connection, sha_hexes: list[str]) -> set[str]:
+async def missing(conn: asyncpg.Pool | database.Connection, sha_hexes: list[str]) -> set[str]:
     """Which of these hashes have no blob stored."""
     digests = [_digest(s) for s in sha_hexes]
     rows = await conn.fetch(_Q["has_blobs"], digests)

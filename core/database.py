@@ -9,13 +9,19 @@ import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
+import asyncpg.pool
 
 from props.core import embedded, errors
 
 APPLICATION_NAME = "props"
+
+# A connection of its own or one borrowed from a pool: both run statements alike.
+Connection: TypeAlias = (
+    "asyncpg.Connection[asyncpg.Record] | asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+)
 
 # Errors that mean "the server is not there (now)", as opposed to "the request was wrong".
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
@@ -28,6 +34,8 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
 )
+# ... and what a long-running reader retries on, with backoff, rather than dying.
+UNAVAILABLE: tuple[type[BaseException], ...] = (errors.StoreUnavailable, *CONNECTION_ERRORS)
 
 
 def resolve_dsn() -> str:

@@ -100,7 +100,8 @@ class EventRegistry:
         if cls.schema_version < 1:
             raise ValueError(f"{name}: schema_version starts at 1")
         self._types[name] = cls
-        self.current_validators[(name, cls.schema_version)] = cls.__pydantic_validator__.validate_json
+        validator = cls.__pydantic_validator__.validate_json
+        self.current_validators[(name, cls.schema_version)] = validator
         return cls
 
     def upcaster(self, type_name: str, from_version: int) -> Callable[[Upcaster], Upcaster]:

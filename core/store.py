@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import asyncpg
 import orjson
 import tenacity
@@ -136,6 +137,46 @@ class _Batch:
         ]
 
 
+@dataclasses.dataclass
+class _ReadAhead:
+    store: EventStore
+    after: Checkpoint
+    category: str | None
+    limit: int
+    rows: list[asyncpg.Record] = dataclasses.field(default_factory=list)
+
+    async def fetch(self) -> None:
+        self.rows = await self.store._fetch_page(self.after, self.category, self.limit)
+
+
+class StoreTransaction:
+    """Appends inside one database transaction (see `EventStore.transaction`)."""
+
+    def __init__(self, store: EventStore, conn: database.Connection) -> None:
+        self.store = store
+        self.conn = conn
+
+    async def append(
+        self,
+        stream_id: str,
+        events: Sequence[Event | NewEvent],
+        *,
+        expected_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> AppendResult:
+        """As `EventStore.append`, but committed with the transaction. A race with another
+        writer is a `ConcurrencyConflict` here (the transaction cannot be retried from
+        inside): retry the whole transaction."""
+        batch = self.store._prepare(stream_id, events, expected_version, metadata)
+        try:
+            return await self.store._append_once(stream_id, expected_version, batch, self.conn)
+        except _RetryRace:
+            version = await self.store.stream_version(stream_id)
+            raise errors.ConcurrencyConflict(
+                stream_id, expected_version, version, " (a concurrent append won)"
+            ) from None
+
+
 def _retryable(exc: BaseException) -> bool:
     return _transient(exc) or isinstance(exc, _RetryRace)
 
@@ -188,22 +229,7 @@ class EventStore:
         ids (a retry) writes nothing and says `already_stored`. `metadata` is merged under
         each event's own metadata (correlation id, causation id, actor, ...).
         """
-        if not STREAM_ID.match(stream_id):
-            raise errors.InvalidEvent(
-                f"stream id {stream_id!r} is not <category>-<id> (category: lowercase letters, "
-                f"digits, _; e.g. run-3f2a...)"
-            )
-        if not events:
-            raise errors.InvalidEvent(f"nothing to append to {stream_id}: the batch is empty")
-        if len(events) > MAX_BATCH:
-            raise errors.PayloadTooLarge(
-                f"{len(events):,} events in one append; at most {MAX_BATCH:,}: split the batch"
-            )
-        if expected_version is not None and expected_version < 0:
-            raise errors.InvalidEvent(
-                f"expected_version must be None, 0 or positive, not {expected_version}"
-            )
-        batch = self._encode(events, metadata or {})
+        batch = self._prepare(stream_id, events, expected_version, metadata)
         try:
             try:
                 return await self._append_once(stream_id, expected_version, batch)
@@ -230,7 +256,40 @@ class EventStore:
                 f"{database.redact(self.dsn)} ({exc}). Retrying with the same event ids is safe."
             ) from exc
 
-    def _encode(self, events: Sequence[Event | NewEvent], common: dict[str, Any]) -> _Batch:
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[StoreTransaction]:
+        """Several appends (to several streams) that commit together or not at all.
+
+        `async with store.transaction() as tx: await tx.append(...); await tx.append(...)`.
+        Keep it short: while it is open, its transaction holds the read fence for everyone.
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield StoreTransaction(self, conn)
+
+    def _prepare(
+        self,
+        stream_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None,
+        metadata: dict[str, Any] | None,
+    ) -> _Batch:
+        """Check the request and encode the events; raise before anything is sent."""
+        if not STREAM_ID.match(stream_id):
+            raise errors.InvalidEvent(
+                f"stream id {stream_id!r} is not <category>-<id> (category: lowercase letters, "
+                f"digits, _; e.g. run-3f2a...)"
+            )
+        if not events:
+            raise errors.InvalidEvent(f"nothing to append to {stream_id}: the batch is empty")
+        if len(events) > MAX_BATCH:
+            raise errors.PayloadTooLarge(
+                f"{len(events):,} events in one append; at most {MAX_BATCH:,}: split the batch"
+            )
+        if expected_version is not None and expected_version < 0:
+            raise errors.InvalidEvent(
+                f"expected_version must be None, 0 or positive, not {expected_version}"
+            )
+        common = metadata or {}
         batch = _Batch([], [], [], [], [])
         for item in events:
             new = item if isinstance(item, NewEvent) else NewEvent(item)
@@ -249,28 +308,51 @@ class EventStore:
             raise errors.InvalidEvent("the batch repeats an event id")
         return batch
 
-    async def _append_once(self, stream_id: str, expected: int | None, batch: _Batch) -> AppendResult:
+    async def _insert(
+        self,
+        target: asyncpg.Pool | database.Connection,
+        stream_id: str,
+        expected: int | None,
+        batch: _Batch,
+    ) -> tuple[int, int | None]:
+        """Send the append; return (events inserted, last version). Driver errors propagate."""
         n = len(batch.ids)
+        if expected is not None and n >= COPY_THRESHOLD:
+            # The writer knows the versions: COPY, whose bulk insert beats any INSERT.
+            # The dense-version trigger refuses it if the stream is not at `expected`.
+            await target.copy_records_to_table(
+                "events", schema_name="props", columns=_COPY_COLUMNS,
+                records=batch.rows(stream_id, expected),
+            )
+            return n, expected + n
+        if n == 1:
+            last = await target.fetchval(
+                _Q["append_one"], stream_id, expected, batch.ids[0], batch.types[0],
+                batch.versions[0], batch.data[0], batch.metadata[0],
+            )
+            return (0, None) if last is None else (1, last)
+        row = await target.fetchrow(
+            _Q["append_events"], stream_id, expected, batch.ids, batch.types,
+            batch.versions, batch.data, batch.metadata,
+        )
+        assert row is not None  # an aggregate: always one row
+        return row[0], row[1]
+
+    async def _append_once(
+        self,
+        stream_id: str,
+        expected: int | None,
+        batch: _Batch,
+        conn: database.Connection | None = None,
+    ) -> AppendResult:
+        """One attempt, on the pool or inside the caller's transaction (`conn`)."""
         try:
-            if expected is not None and n >= COPY_THRESHOLD:
-                # The writer knows the versions: COPY, whose bulk insert beats any INSERT.
-                # The dense-version trigger refuses it if the stream is not at `expected`.
-                await self.pool.copy_records_to_table(
-                    "events", schema_name="props", columns=_COPY_COLUMNS,
-                    records=batch.rows(stream_id, expected),
-                )
-                return AppendResult(stream_id, expected + 1, expected + n, already_stored=False)
-            if n == 1:
-                last = await self.pool.fetchval(
-                    _Q["append_one"], stream_id, expected, batch.ids[0], batch.types[0],
-                    batch.versions[0], batch.data[0], batch.metadata[0],
-                )
-                count = 0 if last is None else 1
+            if conn is None:
+                count, last = await self._insert(self.pool, stream_id, expected, batch)
             else:
-                count, last = await self.pool.fetchrow(
-                    _Q["append_events"], stream_id, expected, batch.ids, batch.types,
-                    batch.versions, batch.data, batch.metadata,
-                )
+                # A savepoint: a refused append leaves the caller's transaction usable.
+                async with conn.transaction():
+                    count, last = await self._insert(conn, stream_id, expected, batch)
         except asyncpg.UniqueViolationError as exc:
             return await self._after_unique_violation(stream_id, expected, batch, exc)
         except asyncpg.PostgresError as exc:
@@ -280,12 +362,10 @@ class EventStore:
                 raise _RetryRace() from exc
             actual = int(getattr(exc, "detail", None) or 0)
             raise errors.ConcurrencyConflict(stream_id, expected, actual) from None
-        if count == 0:  # the stream was not at the expected version
-            assert expected is not None
+        if count == 0 or last is None:  # the stream was not at the expected version
             actual = await self.stream_version(stream_id)
-            if actual == expected:  # it moved back? impossible; moved on and back: race
-                raise _RetryRace()
             raise errors.ConcurrencyConflict(stream_id, expected, actual)
+        n = len(batch.ids)
         return AppendResult(stream_id, last - n + 1, last, already_stored=False)
 
     async def _after_unique_violation(
@@ -293,9 +373,9 @@ class EventStore:
         exc: asyncpg.UniqueViolationError,
     ) -> AppendResult:
         """Tell a retried append (a no-op) from a conflict, after a unique violation."""
-        found, in_stream, last = await self.pool.fetchrow(
-            _Q["stored_event_ids"], batch.ids, stream_id
-        )
+        row = await self.pool.fetchrow(_Q["stored_event_ids"], batch.ids, stream_id)
+        assert row is not None  # an aggregate: always one row
+        found, in_stream, last = row
         n = len(batch.ids)
         if in_stream == n:
             return AppendResult(stream_id, last - n + 1, last, already_stored=True)
@@ -376,22 +456,18 @@ class EventStore:
         """
         rows = await self._fetch_page(after, category, batch_size)
         while rows:
-            last = rows[-1]
-            following: list[list[asyncpg.Record]] = []
-
-            async def fetch_next(start: Checkpoint = Checkpoint(last[1], last[0])) -> None:
-                following.append(await self._fetch_page(start, category, batch_size))
-
+            ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(fetch_next, name="props-read-ahead")
-                await anyio.sleep(0)  # let the query go out before decoding blocks the loop
+                tg.start_soon(ahead.fetch, name="props-read-ahead")
+                await anyio.lowlevel.checkpoint()  # the query goes out before decoding starts
                 batch = self._decode(rows)
             yield batch
-            rows = following[0]
+            rows = ahead.rows
 
     async def fence_status(self, max_blockers: int = 5) -> FenceStatus:
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(_Q["head"])
+            assert row is not None  # scalar subqueries: always one row
             blockers: list[FenceBlocker] = []
             if row["held_back"]:
                 blockers = [
@@ -400,9 +476,8 @@ class EventStore:
                     for r in await conn.fetch(_Q["fence_blockers"], max_blockers)
                 ]
         last = None
-        if row["fenced"]:
-            tx, pos = row["fenced"].strip("()").split(",")
-            last = Checkpoint(int(tx), int(pos))
+        if row["last_tx"] is not None:
+            last = Checkpoint(row["last_tx"], row["last_position"])
         return FenceStatus(row["fence"], last, row["held_back"], blockers)
 
     def subscribe(
@@ -441,14 +516,14 @@ class EventStore:
         expected: Checkpoint,
         new: Checkpoint,
         *,
-        conn: asyncpg.Connection | None = None,
+        conn: database.Connection | None = None,
     ) -> None:
         """Move checkpoint `name` from `expected` to `new` (compare-and-set).
 
         Pass the connection of the transaction that writes the consumer's effects, so rows
         and checkpoint commit together. `CheckpointConflict` if another consumer moved it.
         """
-        target: asyncpg.Connection | asyncpg.Pool = conn if conn is not None else self.pool
+        target: asyncpg.Pool | database.Connection = conn if conn is not None else self.pool
         if expected == START:
             done = await target.fetchval(_Q["start_checkpoint"], name, new.tx_id, new.position)
         else:

@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import asyncpg
 
-from props.core import database, errors
+from props.core import database
 from props.core.events import RecordedEvent
 
 if TYPE_CHECKING:
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHANNEL = "props_events"
+
+
+def _setter(event: anyio.Event) -> Any:
+    return lambda *_: event.set()
 
 
 def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
@@ -101,7 +105,7 @@ class Subscription:
             try:
                 conn = await database.connect(self.store.dsn)
                 lost = anyio.Event()
-                conn.add_termination_listener(lambda _c: lost.set())
+                conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(CHANNEL, self._on_notify)
                 self.listener_pid = conn.get_server_pid()
                 self.listening = True
@@ -121,7 +125,7 @@ class Subscription:
                         with anyio.fail_after(health_every):
                             await conn.fetchval("SELECT 1")
                 log.warning("subscription listener connection lost; polling until it is back")
-            except (errors.StoreUnavailable, TimeoutError, *database.CONNECTION_ERRORS) as exc:
+            except database.UNAVAILABLE as exc:
                 log.warning("subscription listener unavailable (%s); polling meanwhile", exc)
             finally:
                 self.listening = False
@@ -143,7 +147,7 @@ class Subscription:
                 return await self.store.read_all(
                     self.position, category=self.category, limit=self.batch_size
                 )
-            except (errors.StoreUnavailable, *database.CONNECTION_ERRORS) as exc:
+            except database.UNAVAILABLE as exc:
                 failures += 1
                 log.warning("subscription read failed (%s); retrying", exc)
                 await anyio.sleep(backoff(failures))
@@ -156,7 +160,7 @@ class Subscription:
         self._last_stall_check = now
         try:
             status = await self.store.fence_status()
-        except (errors.StoreUnavailable, *database.CONNECTION_ERRORS):
+        except database.UNAVAILABLE:
             return
         self.last_fence = status
         old = [b for b in status.blockers if b.age_seconds >= self.stall_warning_seconds]

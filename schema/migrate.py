@@ -17,7 +17,7 @@ from typing import Literal
 
 import asyncpg
 
-from props.core import errors
+from props.core import database, errors
 
 # Any 64-bit constant unique to props; held for the whole migrate run.
 MIGRATION_LOCK_KEY = 0x70726F70_73_6D6967  # "props" "mig"
@@ -74,7 +74,7 @@ def available() -> list[Migration]:
     return found
 
 
-async def _applied(conn: asyncpg.Connection) -> dict[int, asyncpg.Record]:
+async def _applied(conn: database.Connection) -> dict[int, asyncpg.Record]:
     exists = await conn.fetchval("SELECT to_regclass('props_meta.migrations') IS NOT NULL")
     if not exists:
         return {}
@@ -82,7 +82,7 @@ async def _applied(conn: asyncpg.Connection) -> dict[int, asyncpg.Record]:
     return {row["version"]: row for row in rows}
 
 
-async def status(conn: asyncpg.Connection) -> list[MigrationState]:
+async def status(conn: database.Connection) -> list[MigrationState]:
     """Every known and every applied migration with its state, in order."""
     applied = await _applied(conn)
     states: list[MigrationState] = []
@@ -91,6 +91,7 @@ async def status(conn: asyncpg.Connection) -> list[MigrationState]:
         row = applied.get(version)
         mig = shipped.get(version)
         if mig is None:
+            assert row is not None  # the version came from one of the two
             states.append(MigrationState(version, row["name"], "unknown", row["applied_at"]))
         elif row is None:
             states.append(MigrationState(version, mig.name, "pending", None))
@@ -116,7 +117,7 @@ def _refuse_drift(states: list[MigrationState]) -> None:
             )
 
 
-async def migrate(conn: asyncpg.Connection) -> list[Migration]:
+async def migrate(conn: database.Connection) -> list[Migration]:
     """Apply every pending migration; return those applied. Safe to run concurrently."""
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
@@ -140,7 +141,7 @@ async def migrate(conn: asyncpg.Connection) -> list[Migration]:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
 
 
-async def require_current(conn: asyncpg.Connection) -> None:
+async def require_current(conn: database.Connection) -> None:
     """Raise a `SchemaError` that says what to run unless the schema is fully migrated."""
     states = await status(conn)
     _refuse_drift(states)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -53,7 +54,7 @@ def add_parser(sub: Any) -> None:
 
 def _read_input(path: str) -> Any:
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()  # noqa: SIM115
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise errors.PropsError(f"cannot read {path}: {exc.strerror}") from exc
     try:

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import asyncpg
 import orjson
 from rich.console import Console
 
@@ -235,7 +234,7 @@ async def _wake_latency(store: EventStore, rows: Rows, samples: int) -> tuple[di
     arrived: dict[str, anyio.Event] = {}
     stamps: dict[str, float] = {}
 
-    def on_raw(_c: object, _pid: int, channel: str, _payload: str) -> None:
+    def on_raw(_c: object, _pid: int, channel: str, _payload: object) -> None:
         stamps[channel] = time.perf_counter()
         arrived[channel].set()
 

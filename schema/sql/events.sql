@@ -70,12 +70,15 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
 
 -- head --
 -- The last event (by read order) that is behind the fence, and the last one at all.
-SELECT (SELECT row(tx_id, global_position)::text FROM props.events
-         WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
-         ORDER BY tx_id DESC, global_position DESC LIMIT 1) AS fenced,
+SELECT last.tx_id AS last_tx, last.global_position AS last_position,
        (SELECT count(*) FROM props.events
          WHERE tx_id >= pg_snapshot_xmin(pg_current_snapshot())) AS held_back,
        pg_snapshot_xmin(pg_current_snapshot()) AS fence
+  FROM (SELECT 1) one
+  LEFT JOIN LATERAL (
+        SELECT tx_id, global_position FROM props.events
+         WHERE tx_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY tx_id DESC, global_position DESC LIMIT 1) last ON true
 
 -- fence_blockers --
 -- Transactions holding the fence back: every transaction with an id at or below the fence is
