@@ -353,8 +353,8 @@ class EventStore:
                 # A savepoint: a refused append leaves the caller's transaction usable.
                 async with conn.transaction():
                     count, last = await self._insert(conn, stream_id, expected, batch)
-        except asyncpg.UniqueViolationError as exc:
-            return await self._after_unique_violation(stream_id, expected, batch, exc)
+        except asyncpg.UniqueViolationError:
+            return await self._explain_refusal(stream_id, expected, batch)
         except asyncpg.PostgresError as exc:
             if exc.sqlstate != "PX409":  # raised by the dense-version trigger
                 raise
@@ -363,16 +363,14 @@ class EventStore:
             actual = int(getattr(exc, "detail", None) or 0)
             raise errors.ConcurrencyConflict(stream_id, expected, actual) from None
         if count == 0 or last is None:  # the stream was not at the expected version
-            actual = await self.stream_version(stream_id)
-            raise errors.ConcurrencyConflict(stream_id, expected, actual)
+            return await self._explain_refusal(stream_id, expected, batch)
         n = len(batch.ids)
         return AppendResult(stream_id, last - n + 1, last, already_stored=False)
 
-    async def _after_unique_violation(
-        self, stream_id: str, expected: int | None, batch: _Batch,
-        exc: asyncpg.UniqueViolationError,
+    async def _explain_refusal(
+        self, stream_id: str, expected: int | None, batch: _Batch
     ) -> AppendResult:
-        """Tell a retried append (a no-op) from a conflict, after a unique violation."""
+        """An append wrote nothing: a retry of a stored append (a no-op), or a conflict."""
         row = await self.pool.fetchrow(_Q["stored_event_ids"], batch.ids, stream_id)
         assert row is not None  # an aggregate: always one row
         found, in_stream, last = row
@@ -383,11 +381,11 @@ class EventStore:
             raise errors.DuplicateEventConflict(
                 f"append to {stream_id} refused: {found} of its {n} event ids are already stored "
                 f"({in_stream} in this stream); an event id may be used once, in one stream"
-            ) from None
+            )
         if expected is None:
-            raise _RetryRace() from exc  # another writer took the same versions: go again
+            raise _RetryRace()  # another writer took the same versions: go again
         actual = await self.stream_version(stream_id)
-        raise errors.ConcurrencyConflict(stream_id, expected, actual) from None
+        raise errors.ConcurrencyConflict(stream_id, expected, actual)
 
     async def stream_version(self, stream_id: str) -> int:
         """The stream's last version; 0 if it has no event."""

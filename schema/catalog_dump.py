@@ -15,15 +15,16 @@ import asyncpg
 SCHEMAS = ["props", "props_meta"]
 
 _TABLES = """
-SELECT c.oid, n.nspname || '.' || c.relname AS name, c.relkind
+SELECT c.oid, n.nspname || '.' || c.relname AS name, c.relkind::text AS relkind
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = ANY ($1) AND c.relkind IN ('r', 'p', 'v', 'm')
  ORDER BY 2
 """
 _COLUMNS = """
 SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull,
-       pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attidentity, a.attgenerated,
-       a.attstorage, t.typstorage
+       pg_get_expr(d.adbin, d.adrelid) AS default_expr, a.attidentity::text AS attidentity,
+       a.attgenerated::text AS attgenerated, a.attstorage::text AS attstorage,
+       t.typstorage::text AS typstorage
   FROM pg_attribute a
   JOIN pg_type t ON t.oid = a.atttypid
   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum

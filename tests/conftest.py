@@ -117,3 +117,15 @@ def empty_dsn(server_dsn: str) -> Iterator[str]:
 async def store(dsn: str) -> AsyncIterator[EventStore]:
     async with EventStore.open(dsn) as s:
         yield s
+
+
+@pytest.fixture
+def new_event() -> object:
+    """A factory of small valid events: `new_event(phase="x")`."""
+    from props.core import catalog
+
+    def make(phase: str = "review", run: uuid.UUID | None = None) -> catalog.PhaseCompleted:
+        return catalog.PhaseCompleted(run_id=run or uuid.UUID(int=1), phase=phase,
+                                      duration_seconds=0.5)
+
+    return make

@@ -1,0 +1,108 @@
+"""Migrations: from empty equals the declared schema; drift and newer databases are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+
+import anyio
+import pytest
+
+from props.core import database, errors
+from props.core.store import EventStore
+from props.schema import catalog_dump, migrate
+
+
+def declared() -> str:
+    return resources.files("props.schema").joinpath("declared_schema.txt").read_text()
+
+
+async def test_migrating_from_empty_gives_the_declared_schema(empty_dsn: str) -> None:
+    conn = await database.connect(empty_dsn)
+    try:
+        applied = await migrate.migrate(conn)
+        assert [m.name for m in applied] == [m.name for m in migrate.available()]
+        assert await catalog_dump.describe(conn) == declared()
+    finally:
+        await conn.close()
+
+
+async def test_schema_comparison_sees_a_missing_index(dsn: str) -> None:
+    """Negative control: the comparison above can fail."""
+    conn = await database.connect(dsn)
+    try:
+        await conn.execute("DROP INDEX props.events_category_fence_idx")
+        described = await catalog_dump.describe(conn)
+    finally:
+        await conn.close()
+    assert described != declared()
+    assert "events_category_fence_idx" in declared()
+    assert "events_category_fence_idx" not in described
+
+
+async def test_migrate_twice_and_concurrently_applies_each_once(empty_dsn: str) -> None:
+    results: list[int] = []
+
+    async def one() -> None:
+        conn = await database.connect(empty_dsn)
+        try:
+            results.append(len(await migrate.migrate(conn)))
+        finally:
+            await conn.close()
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    assert sorted(results) == [0, 0, len(migrate.available())]
+    await one()
+    assert results[-1] == 0
+
+
+async def test_changed_migration_is_refused(dsn: str) -> None:
+    conn = await database.connect(dsn)
+    try:
+        await conn.execute("UPDATE props_meta.migrations SET sha256 = 'x' WHERE version = 1")
+        with pytest.raises(errors.SchemaError, match="0001_log.sql was changed after it was"):
+            await migrate.migrate(conn)
+        states = await migrate.status(conn)
+        assert states[0].state == "changed"
+    finally:
+        await conn.close()
+
+
+async def test_database_from_a_newer_props_is_refused(dsn: str) -> None:
+    conn = await database.connect(dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO props_meta.migrations (version, name, sha256) "
+            "VALUES (999, '0999_future.sql', 'f')"
+        )
+        with pytest.raises(errors.SchemaError, match="newer props"):
+            await migrate.migrate(conn)
+    finally:
+        await conn.close()
+
+
+async def test_store_on_unmigrated_database_says_what_to_run(empty_dsn: str) -> None:
+    with pytest.raises(errors.SchemaError, match="props db migrate"):
+        async with EventStore.open(empty_dsn):
+            pass
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE props.events SET type = 'x'",
+    "DELETE FROM props.events",
+    "TRUNCATE props.events",
+    "UPDATE props.blobs SET size = 0",
+    "DELETE FROM props.blobs",
+    "TRUNCATE props.blobs",
+])
+async def test_log_is_append_only(store: EventStore, statement: str,
+                                  new_event: Callable[..., object]) -> None:
+    await store.append("run-x", [new_event()])
+    await store.put_blob(b"kept")
+    with pytest.raises(Exception, match="append-only") as info:
+        await store.pool.execute(statement)
+    assert getattr(info.value, "sqlstate", None) == "PX001"
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events") == 1
+    assert await store.get_blob(await store.put_blob(b"kept")) == b"kept"

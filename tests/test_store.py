@@ -1,0 +1,255 @@
+"""The store API: append semantics, idempotency, conflicts, bad input, blobs, checkpoints."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pydantic
+import pytest
+
+from props.core import catalog, errors
+from props.core.events import MAX_EVENT_BYTES, Event, EventRegistry, NewEvent, UnknownEvent
+from props.core.store import COPY_THRESHOLD, START, Checkpoint, EventStore
+
+Make = Callable[..., Any]
+
+
+async def count(store: EventStore) -> int:
+    n: int = await store.pool.fetchval("SELECT count(*) FROM props.events")
+    return n
+
+
+async def test_append_and_read_back(store: EventStore, new_event: Make) -> None:
+    events = [new_event(f"p{i}") for i in range(3)]
+    result = await store.append("run-a", events, expected_version=0,
+                                metadata={"actor": "test"})
+    assert (result.first_version, result.last_version, result.already_stored) == (1, 3, False)
+    got = await store.read_stream("run-a")
+    assert [r.event for r in got] == events
+    assert [r.stream_version for r in got] == [1, 2, 3]
+    assert all(r.metadata == {"actor": "test"} and r.category == "run" for r in got)
+    assert [r.event for r in await store.read_all()] == events
+
+
+@pytest.mark.parametrize("size", [1, 5, COPY_THRESHOLD + 5])  # each insert path
+async def test_expected_version_conflict_names_stream_and_versions(
+    store: EventStore, new_event: Make, size: int
+) -> None:
+    await store.append("run-b", [new_event() for _ in range(2)])
+    for wrong in (0, 1, 7):
+        with pytest.raises(errors.ConcurrencyConflict) as info:
+            await store.append("run-b", [new_event() for _ in range(size)],
+                               expected_version=wrong)
+        assert info.value.stream_id == "run-b"
+        assert (info.value.expected, info.value.actual) == (wrong, 2)
+        assert "'run-b' is at version 2" in str(info.value)
+    assert await count(store) == 2  # nothing written
+    ok = await store.append("run-b", [new_event() for _ in range(size)], expected_version=2)
+    assert ok.last_version == 2 + size
+
+
+@pytest.mark.parametrize("size", [1, 5, COPY_THRESHOLD + 5])
+async def test_retried_append_is_a_no_op(store: EventStore, new_event: Make, size: int) -> None:
+    batch = [NewEvent(new_event(f"p{i}")) for i in range(size)]
+    first = await store.append("run-c", batch, expected_version=0)
+    again = await store.append("run-c", batch, expected_version=0)
+    assert not first.already_stored and again.already_stored
+    assert (again.first_version, again.last_version) == (1, size)
+    assert await count(store) == size
+
+
+async def test_event_id_reused_elsewhere_is_refused(store: EventStore, new_event: Make) -> None:
+    e = NewEvent(new_event())
+    await store.append("run-d", [e])
+    with pytest.raises(errors.DuplicateEventConflict, match="already stored"):
+        await store.append("run-other", [NewEvent(new_event()), e])
+    assert await count(store) == 1
+
+
+async def test_malformed_payload_is_refused_with_the_field_named(store: EventStore) -> None:
+    with pytest.raises(errors.InvalidEvent, match=r"duration_seconds: .*greater than or equal"):
+        store.registry.parse("phase.completed", {
+            "run_id": str(uuid.uuid4()), "phase": "x", "duration_seconds": -1})
+    with pytest.raises(errors.InvalidEvent, match="run_id"):
+        store.registry.parse("phase.completed", {"phase": "x", "duration_seconds": 1})
+    with pytest.raises(errors.InvalidEvent, match="bogus: Extra inputs"):
+        store.registry.parse("phase.completed", {
+            "run_id": str(uuid.uuid4()), "phase": "x", "duration_seconds": 1, "bogus": 1})
+    with pytest.raises(errors.UnknownEventType, match="no.such"):
+        store.registry.parse("no.such", {})
+    with pytest.raises(errors.InvalidEvent, match="stream id"):
+        await store.append("Not A Stream", [catalog.PhaseCompleted(
+            run_id=uuid.uuid4(), phase="x", duration_seconds=1)])
+    assert await count(store) == 0
+
+
+async def test_over_large_payload_is_refused(store: EventStore, new_event: Make) -> None:
+    big = catalog.IssueReported(
+        run_id=uuid.uuid4(), issue_id="i", rationale="x" * 20_000,
+        locations=[catalog.Location(file="f" * 1000)] * (MAX_EVENT_BYTES // 1000))
+    with pytest.raises(errors.PayloadTooLarge, match="put_blob"):
+        await store.append("run-e", [new_event(), big])
+    assert await count(store) == 0
+
+
+async def test_unregistered_type_cannot_be_appended(store: EventStore) -> None:
+    class Stray(Event):
+        type_name: ClassVar[str] = "stray.thing"
+        x: int
+
+    with pytest.raises(errors.UnknownEventType, match="stray.thing"):
+        await store.append("run-f", [Stray(x=1)])
+
+
+async def test_unknown_stored_type_reads_as_raw_event(store: EventStore, new_event: Make) -> None:
+    await store.append("run-g", [new_event()])
+    await store.pool.execute(
+        "INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version,"
+        " data) VALUES (gen_random_uuid(), 'run-g', 2, 'from.the.future', 1, '{\"k\": [1]}')")
+    got = await store.read_all()
+    assert isinstance(got[1].event, UnknownEvent)
+    assert got[1].event.type_name == "from.the.future" and got[1].event.data == {"k": [1]}
+
+
+async def test_newer_schema_version_is_a_clear_error(store: EventStore) -> None:
+    await store.pool.execute(
+        "INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version,"
+        " data) VALUES (gen_random_uuid(), 'run-h', 1, 'phase.completed', 9, '{}')")
+    with pytest.raises(errors.EventVersionError, match="upgrade props"):
+        await store.read_all()
+
+
+def test_upcasting_brings_old_versions_to_the_current_model() -> None:
+    registry = EventRegistry()
+
+    @registry.register
+    class Renamed(Event):
+        type_name: ClassVar[str] = "test.renamed"
+        schema_version: ClassVar[int] = 3
+        title: str
+        words: int
+
+    @registry.upcaster("test.renamed", 1)
+    def v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+        return {"title": data["name"]}
+
+    @registry.upcaster("test.renamed", 2)
+    def v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "words": len(data["title"].split())}
+
+    registry.check_complete()
+    assert registry.decode("test.renamed", 1, '{"name": "a b"}') == Renamed(title="a b", words=2)
+    assert registry.decode("test.renamed", 3, '{"title": "c", "words": 1}') == Renamed(
+        title="c", words=1)
+
+    broken = EventRegistry()
+
+    @broken.register
+    class Gap(Event):
+        type_name: ClassVar[str] = "test.gap"
+        schema_version: ClassVar[int] = 2
+
+    with pytest.raises(ValueError, match="no upcaster"):
+        broken.check_complete()
+    with pytest.raises(errors.EventVersionError, match="no upcaster"):
+        broken.decode("test.gap", 1, "{}")
+
+
+def test_every_catalog_type_is_registered_and_versioned() -> None:
+    names = catalog.REGISTRY.names()
+    for required in ["run.requested", "run.started", "run.finished", "container.started",
+                     "container.exited", "prompt.composed", "llm.requested", "llm.responded",
+                     "phase.completed", "issue.reported", "grade.emitted", "definition.pushed",
+                     "snapshot.synced", "scorer.registered", "event.parked"]:
+        assert required in names
+    catalog.REGISTRY.check_complete()
+
+
+def test_catalog_refuses_inconsistent_facts() -> None:
+    run = uuid.uuid4()
+    with pytest.raises(pydantic.ValidationError, match="must say how it failed"):
+        catalog.RunFinished(run_id=run, status="failed")
+    with pytest.raises(pydantic.ValidationError, match="ends"):
+        catalog.LineRange(start=5, end=4)
+    with pytest.raises(pydantic.ValidationError, match="not both"):
+        catalog.GradeEmitted(
+            critique_run_id=run, critique_issue_id="i", tp_id="t", fp_id="f", grade=1,
+            scorer=catalog.ScorerRef(name="s", version=1, code_hash="0" * 64,
+                                     ground_truth_hash="1" * 64))
+
+
+async def test_database_refuses_a_gap_from_any_writer(store: EventStore, new_event: Make) -> None:
+    await store.append("run-i", [new_event()])
+    insert = ("INSERT INTO props.events (event_id, stream_id, stream_version, type, "
+              "schema_version, data) VALUES (gen_random_uuid(), 'run-i', $1, 'phase.completed',"
+              " 1, '{}')")
+    with pytest.raises(Exception, match="dense") as info:
+        await store.pool.execute(insert, 3)
+    assert getattr(info.value, "sqlstate", None) == "PX409"
+    await store.pool.execute(insert, 2)  # control: the next version is accepted
+    assert await store.stream_version("run-i") == 2
+
+
+async def test_transaction_appends_commit_together(store: EventStore, new_event: Make) -> None:
+    async with store.transaction() as tx:
+        await tx.append("run-j", [new_event()])
+        await tx.append("run-k", [new_event(), new_event()])
+        with pytest.raises(errors.ConcurrencyConflict):
+            await tx.append("run-j", [new_event()], expected_version=5)
+        await tx.append("run-j", [new_event()], expected_version=1)  # still usable
+    assert (await store.stream_version("run-j"), await store.stream_version("run-k")) == (2, 2)
+
+    with pytest.raises(RuntimeError):
+        async with store.transaction() as tx:
+            await tx.append("run-l", [new_event()])
+            raise RuntimeError("abort")
+    assert await store.stream_version("run-l") == 0
+
+
+async def test_blobs_are_content_addressed_and_compressed(store: EventStore) -> None:
+    data = b"transcript line\n" * 10_000  # over the threaded size, very compressible
+    sha = await store.put_blob(data)
+    assert sha == __import__("hashlib").sha256(data).hexdigest()
+    assert await store.put_blob(data) == sha  # stored once
+    row = await store.pool.fetchrow("SELECT count(*) AS n, max(octet_length(content)) AS size, "
+                                    "max(compression) AS c FROM props.blobs")
+    assert row is not None and row["n"] == 1 and row["c"] == "zstd"
+    assert row["size"] < len(data) // 20
+    assert await store.get_blob(sha) == data
+    assert await store.get_blob(await store.put_blob(b"")) == b""
+    with pytest.raises(errors.BlobNotFound):
+        await store.get_blob("0" * 64)
+    with pytest.raises(errors.BlobNotFound, match="not a sha256"):
+        await store.get_blob("nope")
+
+
+async def test_corrupt_blob_is_detected(store: EventStore) -> None:
+    sha = await store.put_blob(b"a" * 1000)
+    await store.pool.execute("ALTER TABLE props.blobs DISABLE TRIGGER blobs_append_only")
+    await store.pool.execute("UPDATE props.blobs SET content = '\\x00'::bytea")
+    with pytest.raises(errors.CorruptBlob, match=sha):
+        await store.get_blob(sha)
+
+
+async def test_checkpoints_compare_and_set(store: EventStore) -> None:
+    assert await store.load_checkpoint("proj") == START
+    first = Checkpoint(10, 3)
+    await store.save_checkpoint("proj", START, first)
+    with pytest.raises(errors.CheckpointConflict, match="another consumer"):
+        await store.save_checkpoint("proj", START, Checkpoint(11, 4))
+    await store.save_checkpoint("proj", first, Checkpoint(12, 5))
+    with pytest.raises(errors.CheckpointConflict):
+        await store.save_checkpoint("proj", first, Checkpoint(13, 6))
+    assert await store.load_checkpoint("proj") == Checkpoint(12, 5)
+    with pytest.raises(errors.CheckpointConflict):  # moving one that does not exist
+        await store.save_checkpoint("other", first, Checkpoint(13, 6))
+
+
+async def test_dead_database_is_a_clear_error() -> None:
+    with pytest.raises(errors.StoreUnavailable, match="cannot reach PostgreSQL") as info:
+        async with EventStore.open("postgresql://nobody:secret@127.0.0.1:1/x"):
+            pass
+    assert "secret" not in str(info.value)
+    assert info.value.exit_code == 69
