@@ -170,10 +170,11 @@ class StoreTransaction:
         batch = self.store._prepare(stream_id, events, expected_version, metadata)
         try:
             return await self.store._append_once(stream_id, expected_version, batch, self.conn)
-        except _RetryRace:
+        except (_RetryRace, asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as exc:
+            why = "a concurrent append won" if isinstance(exc, _RetryRace) else str(exc)
             version = await self.store.stream_version(stream_id)
             raise errors.ConcurrencyConflict(
-                stream_id, expected_version, version, " (a concurrent append won)"
+                stream_id, expected_version, version, f" ({why}; retry the transaction)"
             ) from None
 
 

@@ -62,7 +62,7 @@ async def test_changed_migration_is_refused(dsn: str) -> None:
     conn = await database.connect(dsn)
     try:
         await conn.execute("UPDATE props_meta.migrations SET sha256 = 'x' WHERE version = 1")
-        with pytest.raises(errors.SchemaError, match="0001_log.sql was changed after it was"):
+        with pytest.raises(errors.SchemaError, match=r"0001_log\.sql was changed after it was"):
             await migrate.migrate(conn)
         states = await migrate.status(conn)
         assert states[0].state == "changed"

@@ -48,7 +48,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(handler=tail_cmd)
     p = cmds.add_parser("types", help="list the event types of the catalog",
-                        description="List every event type with its schema version and fields.")
+                        description="List every event type of the catalog with its schema version "
+                        "and fields: the `type` and `data` keys that `props events append` "
+                        "takes.")
     p.set_defaults(handler=types_cmd)
 
 

@@ -96,7 +96,7 @@ def _pct(samples: list[float], q: float) -> float:
 
 
 async def run(dsn: str, quick: bool, console: Console) -> Report:
-    sizes = (dict(single=400, batches=30, reads=3, wakes=500) if quick
+    sizes = (dict(single=600, batches=60, reads=3, wakes=500) if quick
              else dict(single=2000, batches=150, reads=5, wakes=2000))
     report = Report("log", quick)
     rows = Rows()

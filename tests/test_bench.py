@@ -1,0 +1,53 @@
+"""`props bench log` runs, measures both sides, and reports honestly.
+
+The figures themselves are not asserted (these machines are noisy; targets live in the
+benchmark, not in timed tests): this checks that the suite runs and that its verdicts mean
+what they say.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from props.tools.benchmarks.report import Check, Report
+
+CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (">=", 1.0),
+          "read_all_vs_raw": (">=", 0.7), "wake_p99_vs_notify": ("<=", 2.0)}
+
+
+def test_verdicts_can_fail_and_say_norun() -> None:
+    assert Check("a", 1.2, ">=", 1.0).verdict == "PASS"
+    assert Check("a", 0.9, ">=", 1.0).verdict == "FAIL"
+    assert Check("a", 2.5, "<=", 2.0).verdict == "FAIL"
+    assert Check("a", None, ">=", 1.0).verdict == "NORUN"
+    report = Report("x", quick=True, checks=[Check("a", None, ">=", 1.0)])
+    assert not report.passed  # a check that did not run is never a pass
+    line = orjson.loads(report.json_line())
+    assert line["checks"][0] == {"name": "a", "value": None, "op": ">=", "target": 1.0,
+                                 "unit": "ratio", "verdict": "NORUN"}
+
+
+@pytest.mark.bench
+def test_quick_log_bench_prints_its_checks_as_the_last_line(server_dsn: str) -> None:
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "log", "--quick",
+                          "--json"], capture_output=True, text=True, env=env, timeout=300,
+                         check=False)
+    assert out.returncode in (0, 1), out.stderr  # 1: a check failed, which it may on noise
+    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["suite"] == "log" and summary["quick"] is True
+    got = {c["name"]: c for c in summary["checks"]}
+    assert set(got) == set(CHECKS)
+    for name, (op, target) in CHECKS.items():
+        assert (got[name]["op"], got[name]["target"]) == (op, target)
+        assert isinstance(got[name]["value"], float) and got[name]["value"] > 0
+    figures = summary["figures"]
+    assert figures["append_single"]["raw_insert_per_s"] > 0
+    assert figures["append_batch100"]["raw_copy_per_s"] > 0
+    assert figures["wake"]["samples"] >= 100
+    assert out.returncode == (0 if all(c["verdict"] == "PASS" for c in got.values()) else 1)

@@ -1,0 +1,129 @@
+"""The `props` command as a user runs it: a real process, a real database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+CLI = [sys.executable, "-m", "props.tools.cli"]
+
+
+def props(*args: str, dsn: str, stdin: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PROPS_DSN": dsn, **(env or {})}
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True,
+                          env=full_env, timeout=120, check=False)
+
+
+def event_json(**over: object) -> str:
+    doc = {"stream": "run-cli", "type": "phase.completed",
+           "data": {"run_id": str(uuid.uuid4()), "phase": "review", "duration_seconds": 1.0}}
+    doc.update(over)
+    return orjson.dumps(doc).decode()
+
+
+@pytest.mark.parametrize("command", [
+    [], ["db"], ["db", "migrate"], ["db", "status"], ["db", "dsn"], ["db", "stop"],
+    ["db", "schema"], ["events"], ["events", "append"], ["events", "tail"], ["events", "types"],
+    ["demo"], ["bench"],
+])
+def test_every_command_has_help(command: list[str]) -> None:
+    out = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
+                         check=False, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "usage: props" in out.stdout and len(out.stdout) > 150
+
+
+def test_migrate_status_dsn(empty_dsn: str) -> None:
+    first = props("db", "migrate", dsn=empty_dsn)
+    assert first.returncode == 0 and "applied 0001_log.sql" in first.stdout
+    again = props("db", "migrate", dsn=empty_dsn)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    status = props("db", "status", dsn=empty_dsn)
+    assert status.returncode == 0, status.stderr
+    assert "events: 0" in status.stdout and "fence is clear" in status.stdout
+    assert props("db", "dsn", dsn=empty_dsn).stdout.strip() == empty_dsn
+
+
+def test_status_of_an_unmigrated_database_says_what_to_do(empty_dsn: str) -> None:
+    out = props("db", "status", dsn=empty_dsn)
+    assert out.returncode == 1 and "props db migrate" in out.stdout
+
+
+def test_append_then_tail(dsn: str) -> None:
+    ok = props("events", "append", "-", dsn=dsn, stdin=event_json())
+    assert ok.returncode == 0, ok.stderr
+    assert "appended 1 event(s) to run-cli (versions 1..1)" in ok.stdout
+    two = "[" + event_json() + "," + event_json() + "]"
+    assert props("events", "append", "--expected-version", "1", dsn=dsn,
+                 stdin=two).returncode == 0
+    tail = props("events", "tail", "--from", "start", "--no-follow", "--json", dsn=dsn)
+    assert tail.returncode == 0, tail.stderr
+    lines = [orjson.loads(line) for line in tail.stdout.splitlines()]
+    assert [d["version"] for d in lines] == [1, 2, 3]
+    assert lines[0]["type"] == "phase.completed" and lines[0]["metadata"] == {"actor": "cli"}
+    human = props("events", "tail", "--from", "start", "--no-follow", dsn=dsn)
+    assert "run-cli@3 phase.completed" in human.stdout
+
+
+@pytest.mark.parametrize(("stdin", "code", "message"), [
+    ("{not json", 65, "not valid JSON"),
+    (event_json(type="no.such"), 65, "unknown event type 'no.such'; known types:"),
+    (event_json(data={"phase": "x", "duration_seconds": -1}), 65,
+     "run_id: Field required; duration_seconds: Input should be greater than or equal to 0"),
+    (event_json(stream="BAD"), 65, "is not <category>-<id>"),
+    (event_json(extra=1), 65, "unknown keys ['extra']"),
+])
+def test_bad_input_is_refused_and_nothing_is_written(
+    dsn: str, stdin: str, code: int, message: str
+) -> None:
+    out = props("events", "append", dsn=dsn, stdin=stdin)
+    assert out.returncode == code, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    tail = props("events", "tail", "--from", "start", "--no-follow", dsn=dsn)
+    assert tail.stdout == ""
+
+
+def test_version_conflict_exit_code(dsn: str) -> None:
+    props("events", "append", dsn=dsn, stdin=event_json())
+    out = props("events", "append", "--expected-version", "0", dsn=dsn, stdin=event_json())
+    assert out.returncode == 75
+    assert "'run-cli' is at version 1, the append expected no stream" in out.stderr
+
+
+def test_dead_database_is_a_clear_error() -> None:
+    out = props("db", "status", dsn="postgresql://props:hunter2@127.0.0.1:1/props")
+    assert out.returncode == 69
+    assert "cannot reach PostgreSQL" in out.stderr and "Traceback" not in out.stderr
+    assert "hunter2" not in out.stderr
+
+
+def test_missing_input_file(dsn: str, tmp_path: Path) -> None:
+    out = props("events", "append", str(tmp_path / "nope.json"), dsn=dsn)
+    assert out.returncode == 1 and "cannot read" in out.stderr
+
+
+def test_demo_migrates_and_records_a_run(empty_dsn: str) -> None:
+    out = props("demo", dsn=empty_dsn)
+    assert out.returncode == 0, out.stderr
+    assert "retried append of the last event: no-op" in out.stdout
+    assert "log holds 10 event(s), 10 readable" in out.stdout
+    again = props("demo", dsn=empty_dsn)
+    assert "log holds 20 event(s)" in again.stdout
+
+
+async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:
+    assert props("demo", dsn=empty_dsn).returncode == 0
+    from props.core.store import EventStore
+
+    async with EventStore.open(empty_dsn) as store:
+        got = await store.read_all()
+        assert [r.type_name for r in got][:2] == ["run.requested", "run.started"]
+        prompt = got[3].event
+        assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]
