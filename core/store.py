@@ -13,8 +13,8 @@ import gc
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,6 +39,10 @@ MAX_BATCH = 10_000
 # From this many events with a known expected version, COPY beats one INSERT statement
 # despite its extra round trip (measured by `props bench log`).
 COPY_THRESHOLD = 20
+# A catch-up read decodes a page in chunks of this many rows, visiting the event loop in
+# between so the read-ahead of the next page is taken off the socket as it arrives and the
+# server is never blocked on a full socket buffer.
+_DECODE_CHUNK = 64
 _COPY_COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
                  "metadata"]
 
@@ -115,6 +119,21 @@ def _transient(exc: BaseException) -> bool:
         "40001",  # serialization_failure
         "40P01",  # deadlock_detected
     )
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Decoding a page allocates thousands of acyclic objects; the cyclic GC walking a large
+    heap meanwhile costs a third of the decode time (measured: bench log). Pause it for those
+    few milliseconds; nested pauses are fine."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -401,20 +420,12 @@ class EventStore:
         loads = orjson.loads
         out: list[RecordedEvent] = []
         append = out.append
-        # Decoding a page allocates thousands of acyclic objects; pausing the cyclic GC for
-        # those few milliseconds saves a third of the decode time (measured: bench log).
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        with _gc_paused():
             for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
                 # Hot path: current version of a known type, validated straight from JSON.
                 validate = validators.get((typ, schv))
                 event = validate(data) if validate is not None else decode(typ, schv, data)
                 append(RecordedEvent(gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at))
-        finally:
-            if paused:
-                gc.enable()
         return out
 
     async def read_stream(
@@ -450,16 +461,19 @@ class EventStore:
     ) -> AsyncIterator[list[RecordedEvent]]:
         """Batches from `after` until the fence is reached (a catch-up, not a subscription).
 
-        The next page is fetched while this one is decoded: the server works on one core
-        while Python decodes on the other.
+        The next page is fetched while this one is decoded: the server produces one page on
+        one core while Python decodes the other (0.47 -> 0.74 of a raw read, measured).
         """
         rows = await self._fetch_page(after, category, batch_size)
         while rows:
             ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size)
+            batch: list[RecordedEvent] = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ahead.fetch, name="props-read-ahead")
-                await anyio.lowlevel.checkpoint()  # the query goes out before decoding starts
-                batch = self._decode(rows)
+                with _gc_paused():  # for the whole page: re-enabling per chunk costs more
+                    for i in range(0, len(rows), _DECODE_CHUNK):
+                        await anyio.lowlevel.checkpoint()  # let the read-ahead take its bytes
+                        batch += self._decode(rows[i:i + _DECODE_CHUNK])
             yield batch
             rows = ahead.rows
 
