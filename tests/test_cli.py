@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import selectors
 import subprocess
 import sys
 import uuid
@@ -127,3 +128,25 @@ async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:
         assert [r.type_name for r in got][:2] == ["run.requested", "run.started"]
         prompt = got[3].event
         assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]
+
+
+def test_tail_follows_the_log_live(dsn: str) -> None:
+    env = {**os.environ, "PROPS_DSN": dsn}
+    tail = subprocess.Popen([*CLI, "events", "tail", "--json"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert tail.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(tail.stdout, selectors.EVENT_READ)
+        lines: list[str] = []
+        for attempt in range(40):  # the tail needs a moment to start; append until it shows
+            assert props("events", "append", dsn=dsn,
+                         stdin=event_json(stream=f"run-live{attempt}")).returncode == 0
+            if sel.select(timeout=0.5):
+                lines.append(tail.stdout.readline())
+                break
+        assert lines, "tail printed nothing"
+        assert orjson.loads(lines[0])["stream"].startswith("run-live")
+    finally:
+        tail.terminate()
+        tail.communicate(timeout=10)  # also closes the pipes
