@@ -436,11 +436,16 @@ class EventStore:
         return self._decode(rows)
 
     async def _fetch_page(
-        self, after: Checkpoint, category: str | None, limit: int
+        self,
+        after: Checkpoint,
+        category: str | None,
+        limit: int,
+        conn: database.Connection | None = None,
     ) -> list[asyncpg.Record]:
+        target: asyncpg.Pool | database.Connection = self.pool if conn is None else conn
         if category is None:
-            return await self.pool.fetch(_Q["read_all"], after.tx_id, after.position, limit)
-        return await self.pool.fetch(
+            return await target.fetch(_Q["read_all"], after.tx_id, after.position, limit)
+        return await target.fetch(
             _Q["read_category"], after.tx_id, after.position, limit, category
         )
 
