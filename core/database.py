@@ -88,6 +88,16 @@ async def connect(dsn: str, **kwargs: Any) -> asyncpg.Connection:
     return conn
 
 
+@asynccontextmanager
+async def session(dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A dedicated connection for the block, closed afterwards."""
+    conn = await connect(dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Pool connections never carry session state (LISTEN, advisory locks and SET happen on
     dedicated connections), so releasing one needs no reset query: a round trip saved on

@@ -141,6 +141,12 @@ async def migrate(conn: database.Connection) -> list[Migration]:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
 
 
+async def migrate_database(dsn: str) -> list[Migration]:
+    """`migrate` on a connection of its own."""
+    async with database.session(dsn) as conn:
+        return await migrate(conn)
+
+
 async def require_current(conn: database.Connection) -> None:
     """Raise a `SchemaError` that says what to run unless the schema is fully migrated."""
     states = await status(conn)

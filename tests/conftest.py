@@ -68,14 +68,7 @@ def template_db(server_dsn: str) -> Iterator[str]:
     name = f"props_test_{SESSION}_template"
     dsn = create_database(server_dsn, name)
 
-    async def run() -> None:
-        conn = await database.connect(dsn)
-        try:
-            await migrate.migrate(conn)
-        finally:
-            await conn.close()
-
-    anyio.run(run)
+    anyio.run(migrate.migrate_database, dsn)
     try:
         yield name
     finally:

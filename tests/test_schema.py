@@ -18,23 +18,17 @@ def declared() -> str:
 
 
 async def test_migrating_from_empty_gives_the_declared_schema(empty_dsn: str) -> None:
-    conn = await database.connect(empty_dsn)
-    try:
+    async with database.session(empty_dsn) as conn:
         applied = await migrate.migrate(conn)
         assert [m.name for m in applied] == [m.name for m in migrate.available()]
         assert await catalog_dump.describe(conn) == declared()
-    finally:
-        await conn.close()
 
 
 async def test_schema_comparison_sees_a_missing_index(dsn: str) -> None:
     """Negative control: the comparison above can fail."""
-    conn = await database.connect(dsn)
-    try:
+    async with database.session(dsn) as conn:
         await conn.execute("DROP INDEX props.events_category_fence_idx")
         described = await catalog_dump.describe(conn)
-    finally:
-        await conn.close()
     assert described != declared()
     assert "events_category_fence_idx" in declared()
     assert "events_category_fence_idx" not in described
@@ -44,11 +38,7 @@ async def test_migrate_twice_and_concurrently_applies_each_once(empty_dsn: str) 
     results: list[int] = []
 
     async def one() -> None:
-        conn = await database.connect(empty_dsn)
-        try:
-            results.append(len(await migrate.migrate(conn)))
-        finally:
-            await conn.close()
+        results.append(len(await migrate.migrate_database(empty_dsn)))
 
     async with anyio.create_task_group() as tg:
         for _ in range(3):
@@ -59,28 +49,22 @@ async def test_migrate_twice_and_concurrently_applies_each_once(empty_dsn: str) 
 
 
 async def test_changed_migration_is_refused(dsn: str) -> None:
-    conn = await database.connect(dsn)
-    try:
+    async with database.session(dsn) as conn:
         await conn.execute("UPDATE props_meta.migrations SET sha256 = 'x' WHERE version = 1")
         with pytest.raises(errors.SchemaError, match=r"0001_log\.sql was changed after it was"):
             await migrate.migrate(conn)
         states = await migrate.status(conn)
         assert states[0].state == "changed"
-    finally:
-        await conn.close()
 
 
 async def test_database_from_a_newer_props_is_refused(dsn: str) -> None:
-    conn = await database.connect(dsn)
-    try:
+    async with database.session(dsn) as conn:
         await conn.execute(
             "INSERT INTO props_meta.migrations (version, name, sha256) "
             "VALUES (999, '0999_future.sql', 'f')"
         )
         with pytest.raises(errors.SchemaError, match="newer props"):
             await migrate.migrate(conn)
-    finally:
-        await conn.close()
 
 
 async def test_store_on_unmigrated_database_says_what_to_run(empty_dsn: str) -> None:

@@ -22,36 +22,28 @@ def add_parser(sub: Any) -> None:
         description="Manage the PostgreSQL database props uses (PROPS_DSN, or the embedded one).",
     )
     cmds = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
-    p = cmds.add_parser("migrate", help="apply pending schema migrations",
-                        description="Apply every pending migration in schema/migrations, in "
-                        "order, under an advisory lock. Refuses a migration changed after it "
-                        "was applied.")
-    p.set_defaults(handler=migrate_cmd)
-    p = cmds.add_parser("status", help="migrations, event count and the visibility fence",
-                        description="Show which migrations are applied, how many events the "
-                        "log holds, and whether a long transaction holds the fence back.")
-    p.set_defaults(handler=status_cmd)
-    p = cmds.add_parser("dsn", help="print the connection string in use",
-                        description='Print the DSN props uses, so that psql "$(props db dsn)" '
-                        "works, on the embedded server too (it is started if needed).")
-    p.set_defaults(handler=dsn_cmd)
-    p = cmds.add_parser("stop", help="stop the embedded server",
-                        description="Stop the embedded PostgreSQL cleanly (no effect with "
-                        "PROPS_DSN set).")
-    p.set_defaults(handler=stop_cmd)
-    p = cmds.add_parser("schema", help="print the schema as the database has it",
-                        description="Print a normalised description of the props schema as "
-                        "this database has it (the format of schema/declared_schema.txt).")
-    p.set_defaults(handler=schema_cmd)
+    for name, summary, description, handler in [
+        ("migrate", "apply pending schema migrations",
+         "Apply every pending migration in schema/migrations, in order, under an advisory "
+         "lock. Refuses a migration changed after it was applied.", migrate_cmd),
+        ("status", "migrations, event count and the visibility fence",
+         "Show which migrations are applied, how many events the log holds, and whether a "
+         "long transaction holds the fence back.", status_cmd),
+        ("dsn", "print the connection string in use",
+         'Print the DSN props uses, so that psql "$(props db dsn)" works, on the embedded '
+         "server too (it is started if needed).", dsn_cmd),
+        ("stop", "stop the embedded server",
+         "Stop the embedded PostgreSQL cleanly (no effect with PROPS_DSN set).", stop_cmd),
+        ("schema", "print the schema as the database has it",
+         "Print a normalised description of the props schema as this database has it (the "
+         "format of schema/declared_schema.txt).", schema_cmd),
+    ]:
+        cmds.add_parser(name, help=summary, description=description).set_defaults(
+            handler=handler)
 
 
 async def migrate_cmd(args: argparse.Namespace) -> int:
-    dsn = database.resolve_dsn()
-    conn = await database.connect(dsn)
-    try:
-        done = await migrate.migrate(conn)
-    finally:
-        await conn.close()
+    done = await migrate.migrate_database(database.resolve_dsn())
     if done:
         for m in done:
             console.print(f"applied {m.name}")
@@ -62,11 +54,8 @@ async def migrate_cmd(args: argparse.Namespace) -> int:
 
 async def status_cmd(args: argparse.Namespace) -> int:
     dsn = database.resolve_dsn()
-    conn = await database.connect(dsn)
-    try:
+    async with database.session(dsn) as conn:
         states = await migrate.status(conn)
-    finally:
-        await conn.close()
     console.print(f"database: {database.redact(dsn)}")
     table = Table("migration", "state", "applied at")
     for s in states:
@@ -99,9 +88,6 @@ async def stop_cmd(args: argparse.Namespace) -> int:
 
 
 async def schema_cmd(args: argparse.Namespace) -> int:
-    conn = await database.connect(database.resolve_dsn())
-    try:
+    async with database.session(database.resolve_dsn()) as conn:
         print(await catalog_dump.describe(conn), end="")
-    finally:
-        await conn.close()
     return 0

@@ -64,11 +64,7 @@ def scripted_run(run_id: uuid.UUID, prompt_sha: str, message_sha: str,
 async def demo_cmd(args: argparse.Namespace) -> int:
     dsn = database.resolve_dsn()
     console.print(f"database: {database.redact(dsn)}")
-    conn = await database.connect(dsn)
-    try:
-        applied = await migrate.migrate(conn)
-    finally:
-        await conn.close()
+    applied = await migrate.migrate_database(dsn)
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date")
     async with EventStore.open(dsn, max_connections=3) as store:

@@ -19,18 +19,11 @@ async def scratch_database(server_dsn: str, purpose: str) -> AsyncIterator[str]:
     name = f"props_{purpose}_{uuid.uuid4().hex[:12]}"
     if not _SAFE.match(name):  # made here, never from input; checked because it is spliced
         raise ValueError(f"unsafe scratch database name {name!r}")
-    admin = await database.connect(server_dsn)
-    try:
+    async with database.session(server_dsn) as admin:
         await admin.execute(f'CREATE DATABASE "{name}"')
         dsn = database.with_database(server_dsn, name)
         try:
-            conn = await database.connect(dsn)
-            try:
-                await migrate.migrate(conn)
-            finally:
-                await conn.close()
+            await migrate.migrate_database(dsn)
             yield dsn
         finally:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
