@@ -78,6 +78,53 @@ class Failure(_Part):
     exit_code: int | None = None
 
 
+class Occurrence(_Part):
+    """Where one occurrence of a defect (or decoy) lies: one or more files, as line ranges."""
+
+    locations: list[Location] = pydantic.Field(min_length=1)
+
+    @property
+    def files(self) -> set[str]:
+        return {loc.file for loc in self.locations}
+
+
+class TruePositive(_Part):
+    id: Name
+    rationale: str
+    severity: Severity | None = None
+    occurrences: list[Occurrence] = pydantic.Field(min_length=1)
+
+
+class FalsePositive(_Part):
+    """A known non-defect that looks like one (a decoy): reporting it is a known-false finding."""
+
+    id: Name
+    rationale: str
+    relevant_files: list[str]
+    occurrences: list[Occurrence] = pydantic.Field(min_length=1)
+
+
+class FileSet(_Part):
+    name: Name
+    files: list[str] = pydantic.Field(min_length=1)  # sorted
+    files_hash: Md5  # md5 of the sorted member paths, one per line
+
+
+class Scope(_Part):
+    """The TP occurrences ("<tp id>#<n>", n from 1) a critic reviewing an example can be
+    expected to find: recall's denominator. `files_hash` None: the whole snapshot."""
+
+    files_hash: Md5 | None
+    occurrences: list[str]
+
+
+class GroundTruth(_Part):
+    true_positives: list[TruePositive]
+    false_positives: list[FalsePositive]
+    file_sets: list[FileSet]
+    scopes: list[Scope]
+
+
 class ScorerRef(_Part):
     name: Name
     version: int = pydantic.Field(ge=1)
@@ -93,9 +140,9 @@ class SnapshotSynced(Event):
     type_name = "snapshot.synced"
     slug: SnapshotSlug
     version: int = pydantic.Field(ge=1)
-    files: list[FileEntry]
-    ground_truth_sha256: Sha256  # blob holding the canonical ground truth
-    counts: dict[str, Count] = pydantic.Field(default_factory=dict)
+    files: list[FileEntry]  # contents in the blob table, by sha256
+    ground_truth: GroundTruth
+    ground_truth_hash: Sha256  # sha256 of the ground truth's canonical JSON
 
 
 @REGISTRY.register

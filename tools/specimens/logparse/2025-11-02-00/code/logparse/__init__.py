@@ -1,0 +1,1 @@
+"""logparse: parse access logs into records and aggregate them."""

@@ -1,0 +1,1 @@
+"""notes: a tiny JSON notes service on the standard library."""
