@@ -143,12 +143,14 @@ class SnapshotSynced(Event):
     files: list[FileEntry]  # contents in the blob table, by sha256
     ground_truth: GroundTruth
     ground_truth_hash: Sha256  # sha256 of the ground truth's canonical JSON
+    source: str  # the specimen directory it was synced from (retirement is per source)
 
 
 @REGISTRY.register
 class SnapshotRetired(Event):
     type_name = "snapshot.retired"
     slug: SnapshotSlug
+    version: int = pydantic.Field(ge=1)  # the last version, which stays readable
     reason: Name
 
 

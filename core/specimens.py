@@ -267,9 +267,9 @@ def _ground_truth(doc: dict[str, Any], check: _Check,
         if not isinstance(item, dict):
             check.add(start, f"{where} must be a table")
             continue
-        check.unknown_keys(item, _TP_KEYS, where, lines, start, end)
         tp_id = check.text(item, "id", where, start)
         where = f"tp {tp_id!r}" if tp_id else where
+        check.unknown_keys(item, _TP_KEYS, where, lines, start, end)
         claim_id(tp_id, lines.find("id", start, end))
         rationale = check.text(item, "rationale", where, start)
         severity = item.get("severity")
@@ -289,9 +289,9 @@ def _ground_truth(doc: dict[str, Any], check: _Check,
         if not isinstance(item, dict):
             check.add(start, f"{where} must be a table")
             continue
-        check.unknown_keys(item, _FP_KEYS, where, lines, start, end)
         fp_id = check.text(item, "id", where, start)
         where = f"fp {fp_id!r}" if fp_id else where
+        check.unknown_keys(item, _FP_KEYS, where, lines, start, end)
         claim_id(fp_id, lines.find("id", start, end))
         rationale = check.text(item, "rationale", where, start)
         occurrences = check.occurrences(item, where, lines, start, end)

@@ -32,7 +32,8 @@ def event_json(**over: object) -> str:
 @pytest.mark.parametrize("command", [
     [], ["db"], ["db", "migrate"], ["db", "status"], ["db", "dsn"], ["db", "stop"],
     ["db", "schema"], ["events"], ["events", "append"], ["events", "tail"], ["events", "types"],
-    ["demo"], ["bench"],
+    ["demo"], ["bench"], ["specimens"], ["specimens", "validate"], ["specimens", "sync"],
+    ["specimens", "list"], ["specimens", "show"], ["specimens", "samples"],
 ])
 def test_every_command_has_help(command: list[str]) -> None:
     out = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
@@ -150,3 +151,34 @@ def test_tail_follows_the_log_live(dsn: str) -> None:
     finally:
         tail.terminate()
         tail.communicate(timeout=10)  # also closes the pipes
+
+
+def test_specimens_commands(dsn: str, tmp_path: Path) -> None:
+    samples = props("specimens", "samples", dsn=dsn).stdout.strip()
+    ok = props("specimens", "validate", samples, dsn=dsn)
+    assert ok.returncode == 0 and "csvtool/2025-09-03-00: ok" in ok.stdout
+    synced = props("specimens", "sync", samples, dsn=dsn)
+    assert synced.returncode == 0, synced.stderr
+    assert "3 event(s) appended" in synced.stdout
+    assert "0 event(s) appended" in props("specimens", "sync", samples, dsn=dsn).stdout
+    listed = [orjson.loads(line) for line in
+              props("specimens", "list", "--json", dsn=dsn).stdout.splitlines()]
+    assert {r["slug"] for r in listed} >= {"csvtool/2025-09-03-00", "notes-api/2025-10-14-00"}
+    shown = props("specimens", "show", "notes-api/2025-10-14-00", dsn=dsn)
+    assert "search-sql-injection" in shown.stdout and "notes/db.py:76-80" in shown.stdout
+    missing = props("specimens", "show", "nope/2025-01-01-00", dsn=dsn)
+    assert missing.returncode == 1 and "props specimens list" in missing.stderr
+
+
+def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
+    bad = tmp_path / "proj" / "2025-01-01-00"
+    (bad / "code").mkdir(parents=True)
+    (bad / "code" / "a.py").write_text("x = 1\n")
+    (bad / "ground_truth.toml").write_text(
+        '[[tp]]\nid = "t"\nrationale = "r"\noccurrences = [ { "a.py" = [[1, 9]] } ]\n')
+    for command in ("validate", "sync"):
+        out = props("specimens", command, str(tmp_path), dsn=dsn)
+        assert out.returncode == 65
+        assert f"{bad / 'ground_truth.toml'}:4: tp 't', occurrence 1: range [1, 9]" in out.stderr
+        assert "nothing was recorded" in out.stderr
+    assert props("events", "tail", "--from", "start", "--no-follow", dsn=dsn).stdout == ""

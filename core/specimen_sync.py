@@ -1,0 +1,123 @@
+"""Specimens into the log: each snapshot version as a `snapshot.synced` event.
+
+Files go to the blob table by content hash; the ground truth travels in the event with its own
+hash. Syncing what is already recorded appends nothing; a changed snapshot is a new version
+beside the old one; a snapshot gone from the directory it was synced from is retired (an
+event), never deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from props.core import catalog, specimens
+from props.core.events import NewEvent
+from props.core.store import START, EventStore
+
+CATEGORY = "snapshot"
+# Event ids derive from what is synced, so two syncs racing append it once.
+_NAMESPACE = uuid.UUID("5b0c6a52-3f7e-4c1e-9a51-7c2b3f6e8d10")
+
+
+def stream_of(slug: str) -> str:
+    return f"{CATEGORY}-{slug}"
+
+
+@dataclasses.dataclass
+class SnapshotHistory:
+    """What the log says about one snapshot."""
+
+    slug: str
+    stream_version: int = 0
+    versions: list[catalog.SnapshotSynced] = dataclasses.field(default_factory=list)
+    synced_at: list[datetime] = dataclasses.field(default_factory=list)
+    retired: bool = False
+
+    @property
+    def latest(self) -> catalog.SnapshotSynced:
+        return self.versions[-1]
+
+    def version(self, number: int) -> catalog.SnapshotSynced | None:
+        return next((v for v in self.versions if v.version == number), None)
+
+
+async def history(store: EventStore) -> dict[str, SnapshotHistory]:
+    """Every snapshot the log knows, with all its versions."""
+    known: dict[str, SnapshotHistory] = {}
+    async for batch in store.iter_all(START, category=CATEGORY):
+        for rec in batch:
+            event = rec.event
+            if isinstance(event, catalog.SnapshotSynced):
+                h = known.setdefault(event.slug, SnapshotHistory(event.slug))
+                h.versions.append(event)
+                h.synced_at.append(rec.recorded_at)
+                h.retired = False
+            elif isinstance(event, catalog.SnapshotRetired):
+                h = known.setdefault(event.slug, SnapshotHistory(event.slug))
+                h.retired = True
+            else:
+                continue
+            h.stream_version = rec.stream_version
+    return known
+
+
+@dataclasses.dataclass
+class SyncReport:
+    added: list[str] = dataclasses.field(default_factory=list)
+    updated: list[str] = dataclasses.field(default_factory=list)
+    unchanged: list[str] = dataclasses.field(default_factory=list)
+    retired: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def appended(self) -> int:
+        return len(self.added) + len(self.updated) + len(self.retired)
+
+
+async def sync(
+    store: EventStore,
+    source: str,
+    found: list[specimens.Specimen],
+    *,
+    retire_missing: bool = True,
+    progress: Callable[[str], None] = lambda _slug: None,
+) -> SyncReport:
+    """Record `found` (validated specimens from `source`) in the log."""
+    known = await history(store)
+    report = SyncReport()
+    for specimen in found:
+        progress(specimen.slug)
+        past = known.get(specimen.slug)
+        entries = specimen.file_entries
+        gt_hash = specimens.ground_truth_hash(specimen.ground_truth)
+        if past and past.versions and not past.retired and past.latest.files == entries \
+                and past.latest.ground_truth_hash == gt_hash:
+            report.unchanged.append(specimen.slug)
+            continue
+        for content in specimen.files.values():
+            await store.put_blob(content)
+        version = past.latest.version + 1 if past and past.versions else 1
+        event = catalog.SnapshotSynced(
+            slug=specimen.slug, version=version, files=entries,
+            ground_truth=specimen.ground_truth, ground_truth_hash=gt_hash, source=source,
+        )
+        event_id = uuid.uuid5(_NAMESPACE, f"{specimen.slug}:{version}:{gt_hash}")
+        await store.append(stream_of(specimen.slug), [NewEvent(event, event_id)],
+                           expected_version=past.stream_version if past else 0)
+        (report.updated if past else report.added).append(specimen.slug)
+    if retire_missing:
+        present = {s.slug for s in found}
+        for slug, past in sorted(known.items()):
+            if slug in present or past.retired or not past.versions \
+                    or past.latest.source != source:
+                continue
+            progress(slug)
+            retired = catalog.SnapshotRetired(slug=slug, version=past.latest.version,
+                                              reason=f"no longer in {source}")
+            event_id = uuid.uuid5(_NAMESPACE, f"{slug}:{past.latest.version}:retired")
+            await store.append(stream_of(slug), [NewEvent(retired, event_id)],
+                               expected_version=past.stream_version)
+            report.retired.append(slug)
+    return report
