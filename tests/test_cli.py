@@ -115,9 +115,11 @@ def test_demo_migrates_and_records_a_run(empty_dsn: str) -> None:
     out = props("demo", dsn=empty_dsn)
     assert out.returncode == 0, out.stderr
     assert "retried append of the last event: no-op" in out.stdout
-    assert "log holds 10 event(s), 10 readable" in out.stdout
+    assert "3 new version(s) recorded" in out.stdout
+    assert "log holds 15 event(s), 15 readable" in out.stdout
     again = props("demo", dsn=empty_dsn)
-    assert "log holds 20 event(s)" in again.stdout
+    assert "0 new version(s) recorded" in again.stdout
+    assert "log holds 27 event(s)" in again.stdout
 
 
 async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:
@@ -126,8 +128,9 @@ async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:
 
     async with EventStore.open(empty_dsn) as store:
         got = await store.read_all()
-        assert [r.type_name for r in got][:2] == ["run.requested", "run.started"]
-        prompt = got[3].event
+        run = [r for r in got if r.category == "run"]
+        assert [r.type_name for r in run][:2] == ["run.requested", "run.started"]
+        prompt = run[3].event
         assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]
 
 

@@ -1,8 +1,9 @@
-"""`props demo`: migrate, record one scripted critic run on the log, show the log.
+"""`props demo`: migrate, sync the sample specimens, record one scripted critic run.
 
-At this stage no agent runs: the demo appends the events a critic run produces (request,
-container, prompt as a blob, an LLM exchange, reported issues, finish) so a newcomer sees the
-log, its streams and its read order. Later issues make it a full evaluation.
+At this stage no agent runs: the demo records the bundled specimens (ground truth), then
+appends the events a critic run on one of them produces (request, container, prompt as a
+blob, an LLM exchange, reported issues, finish) so a newcomer sees the log, its streams and
+its read order. Later issues make it a full evaluation.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from props.core import catalog, database
+from props.core import catalog, database, specimen_sync
 from props.core.events import Event, NewEvent
 from props.core.store import START, EventStore
 from props.schema import migrate
+from props.tools import specimen_commands
 
 console = Console(highlight=False)
 
@@ -33,15 +35,21 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=demo_cmd)
 
 
-def scripted_run(run_id: uuid.UUID, prompt_sha: str, message_sha: str,
-                 response_sha: str) -> list[Event]:
-    ex = catalog.Example(snapshot="ducktape/2025-09-03-00", files_hash="0" * 32)
+SNAPSHOT = "notes-api/2025-10-14-00"
+FILE_SET = "request_path"
+
+
+def _at(file: str, start: int, end: int) -> list[catalog.Location]:
+    return [catalog.Location(file=file, ranges=[catalog.LineRange(start=start, end=end)])]
+
+
+def scripted_run(run_id: uuid.UUID, example: catalog.Example, prompt_sha: str,
+                 message_sha: str, response_sha: str) -> list[Event]:
+    """A critic run on `example` that finds one real defect, one decoy and one non-issue."""
     digest = "sha256:" + "ab" * 32
-    issue_loc = [catalog.Location(file="ducktape/cli.py",
-                                  ranges=[catalog.LineRange(start=41, end=44)])]
     return [
         catalog.RunRequested(run_id=run_id, agent_type="critic", definition="reviewer",
-                             example=ex, model="demo-model", timeout_seconds=600,
+                             example=example, model="demo-model", timeout_seconds=600,
                              budget_usd=1.0, requested_by="props demo"),
         catalog.RunStarted(run_id=run_id, digest=digest),
         catalog.ContainerStarted(run_id=run_id, runtime="local",
@@ -51,9 +59,15 @@ def scripted_run(run_id: uuid.UUID, prompt_sha: str, message_sha: str,
                              message_sha256s=[prompt_sha, message_sha]),
         catalog.LlmResponded(run_id=run_id, request_id="1", response_sha256=response_sha,
                              tokens_in=1200, tokens_out=300, cost_usd=0.004, latency_ms=850),
-        catalog.IssueReported(run_id=run_id, issue_id="i1", severity="medium",
-                              rationale="loop stops one element early (off-by-one)",
-                              locations=issue_loc),
+        catalog.IssueReported(run_id=run_id, issue_id="i1", severity="critical",
+                              rationale="search pattern is formatted into the SQL text",
+                              locations=_at("notes/db.py", 77, 79)),
+        catalog.IssueReported(run_id=run_id, issue_id="i2", severity="low",
+                              rationale="f-string builds an IN (...) clause",
+                              locations=_at("notes/db.py", 69, 71)),
+        catalog.IssueReported(run_id=run_id, issue_id="i3", severity="info",
+                              rationale="delete does not report which note was removed",
+                              locations=_at("notes/db.py", 84, 87)),
         catalog.PhaseCompleted(run_id=run_id, phase="review", duration_seconds=1.2),
         catalog.ContainerExited(run_id=run_id, exit_code=0, duration_seconds=1.4),
         catalog.RunFinished(run_id=run_id, status="completed", tokens_in=1200,
@@ -68,6 +82,14 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date")
     async with EventStore.open(dsn, max_connections=3) as store:
+        samples = specimen_commands.samples_dir()
+        found = specimen_commands.load_valid(samples)
+        report = await specimen_sync.sync(store, str(samples), found)
+        console.print(f"specimens: {len(found)} sample snapshots, "
+                      f"{report.appended} new version(s) recorded")
+        snapshot = (await specimen_sync.history(store))[SNAPSHOT].latest
+        file_set = next(fs for fs in snapshot.ground_truth.file_sets if fs.name == FILE_SET)
+        example = catalog.Example(snapshot=SNAPSHOT, files_hash=file_set.files_hash)
         run_id = uuid.uuid4()
         prompt = b"Review these files and report every defect you find.\n"
         with Progress(console=console, transient=True) as progress:
@@ -76,7 +98,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
             message_sha = await store.put_blob(b"<files of the example>")
             response_sha = await store.put_blob(b'{"issues": [{"id": "i1"}]}')
             progress.advance(task)
-            events = scripted_run(run_id, prompt_sha, message_sha, response_sha)
+            events = scripted_run(run_id, example, prompt_sha, message_sha, response_sha)
             meta = {"correlation_id": str(run_id), "actor": "props demo"}
             stream = f"run-{run_id}"
             await store.append(stream, events[:2], expected_version=0, metadata=meta)
@@ -88,7 +110,8 @@ async def demo_cmd(args: argparse.Namespace) -> int:
             await store.append(stream, [last], expected_version=len(events) - 1)
             again = await store.append(stream, [last])
             progress.advance(task)
-        table = Table("pos", "stream", "ver", "type", title=f"run {run_id}")
+        table = Table("pos", "stream", "ver", "type",
+                      title=f"critic run {run_id} on {SNAPSHOT} ({FILE_SET})")
         for rec in await store.read_stream(stream):
             table.add_row(str(rec.global_position), rec.stream_id[:16] + "…",
                           str(rec.stream_version), rec.type_name)
