@@ -288,6 +288,7 @@ class GradeEmitted(Event):
     critique_run_id: uuid.UUID
     critique_issue_id: Name
     tp_id: Name | None = None
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)  # which occurrence (#n)
     fp_id: Name | None = None
     grade: float = pydantic.Field(ge=0, le=1)
     scorer: ScorerRef
@@ -296,6 +297,8 @@ class GradeEmitted(Event):
     def _one_match(self) -> GradeEmitted:
         if self.tp_id is not None and self.fp_id is not None:
             raise ValueError("an issue matches a true positive or a false positive, not both")
+        if (self.tp_id is None) != (self.tp_occurrence is None):
+            raise ValueError("a true-positive match names the occurrence it found (tp_occurrence)")
         return self
 
 

@@ -12,7 +12,7 @@ import hashlib
 
 import asyncpg
 
-SCHEMAS = ["props", "props_meta"]
+SCHEMAS = ["props", "props_meta", "projections"]
 
 _TABLES = """
 SELECT c.oid, n.nspname || '.' || c.relname AS name, c.relkind::text AS relkind

@@ -14,7 +14,14 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from props.core import errors
-from props.tools import bench_command, db_commands, demo, event_commands, specimen_commands
+from props.tools import (
+    bench_command,
+    db_commands,
+    demo,
+    event_commands,
+    projection_commands,
+    specimen_commands,
+)
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -37,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands.add_parser(sub)
     event_commands.add_parser(sub)
     specimen_commands.add_parser(sub)
+    projection_commands.add_parser(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     return parser

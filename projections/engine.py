@@ -1,0 +1,328 @@
+"""Keeping projections current (the runner) and rebuilding them beside the live ones.
+
+Every write of a projection's rows commits with its checkpoint (compare-and-set), so a
+runner killed at any point resumes exactly where its last commit left it. A rebuild folds the
+log into a shadow schema in chunks (each chunk committed with a shadow checkpoint, so an
+interrupted rebuild resumes), then, in one transaction holding the live tables exclusively,
+catches up to the head, swaps the shadow tables in, recreates the views and moves the
+checkpoints. Analysts see the old rows until that commit and the new rows after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from props.core import database, errors
+from props.core.events import RecordedEvent
+from props.core.store import START, Checkpoint, EventStore
+from props.projections.base import Projection
+from props.projections.grading import GRADING
+from props.projections.ground_truth import GROUND_TRUTH
+from props.projections.runs import RUNS
+from props.projections.tables import Delta, check_schema, create, write
+from props.schema import queries
+
+log = logging.getLogger(__name__)
+
+ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, GRADING)
+LIVE = "projections"
+SHADOW = "projections_next"
+ANALYST_ROLE = "props_analyst"
+RUNNER_LOCK = 0x70726F70_7275_6E  # one live runner per database
+REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
+REBUILD_CHUNK = 50_000
+
+_VIEWS = queries.load("projection_views")
+_Q = queries.load("projections")
+
+Progress = Callable[[int], None]
+
+
+def by_name(names: Sequence[str]) -> tuple[Projection, ...]:
+    known = {p.name: p for p in ALL}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise errors.PropsError(
+            f"unknown projection(s) {', '.join(unknown)}; known: {', '.join(known)}"
+        )
+    return tuple(known[n] for n in names)
+
+
+def _shadow_name(p: Projection) -> str:
+    return f"rebuild:{p.checkpoint_name}"
+
+
+def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
+    return (rec.tx_id, rec.global_position) > (cp.tx_id, cp.position)
+
+
+def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
+         positions: dict[str, Checkpoint], deltas: dict[str, Delta]) -> None:
+    """Fold each event into each projection that has not seen it yet."""
+    for p in projections:
+        cp = positions[p.name]
+        delta = deltas[p.name]
+        for rec in batch:
+            if _after(rec, cp):
+                p.fold(delta, rec)
+
+
+async def _commit(
+    conn: database.Connection, store: EventStore, schema: str,
+    projections: Sequence[Projection], deltas: dict[str, Delta],
+    positions: dict[str, Checkpoint], new: Checkpoint, names: Callable[[Projection], str],
+) -> None:
+    """Write the deltas and move the checkpoints, in the caller's transaction."""
+    for p in projections:
+        await write(conn, schema, deltas[p.name])
+        if new > positions[p.name]:
+            await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
+
+
+async def _views(conn: database.Connection, schema: str) -> None:
+    for sql in _VIEWS.values():
+        await conn.execute(sql.replace("{schema}", check_schema(schema)))
+
+
+# -- the live runner ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RunnerStats:
+    batches: int = 0
+    events: int = 0
+
+
+class Runner:
+    """Keeps the live projections current, as a service: `await Runner(store).run()`."""
+
+    def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
+                 *, poll_interval: float = 1.0, batch_size: int = 2000) -> None:
+        self.store = store
+        self.projections = tuple(projections)
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self.stats = RunnerStats()
+
+    async def run(self, stop: anyio.Event | None = None,
+                  progress: Progress | None = None) -> None:
+        """Serve until `stop` is set (or forever). Holds the runner lock while serving."""
+        stop = stop or anyio.Event()
+        async with database.session(self.store.dsn) as lock_conn:
+            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", RUNNER_LOCK):
+                log.warning("another projection runner is active; waiting to take over")
+                with anyio.move_on_after(2.0):
+                    await stop.wait()
+                if stop.is_set():
+                    return
+            missing = [p for p in self.projections
+                       if await self._checkpoint(p.checkpoint_name) is None]
+            if missing:
+                log.info("building %s from the log", ", ".join(p.name for p in missing))
+                await rebuild(self.store, missing, progress=progress)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._serve, stop, progress, name="props-projection-runner")
+                await stop.wait()
+                tg.cancel_scope.cancel()
+
+    async def _checkpoint(self, name: str) -> Checkpoint | None:
+        row = await self.store.pool.fetchrow(_Q["checkpoint"], name)
+        return None if row is None else Checkpoint(row["tx_id"], row["position"])
+
+    async def _serve(self, stop: anyio.Event, progress: Progress | None) -> None:
+        while not stop.is_set():
+            try:
+                await self._follow(progress)
+            except errors.CheckpointConflict as exc:
+                # A rebuild swapped tables and moved checkpoints: start again from them.
+                log.info("projection checkpoints moved (%s); resuming from them", exc)
+
+    async def _follow(self, progress: Progress | None) -> None:
+        positions: dict[str, Checkpoint] = {}
+        for p in self.projections:
+            cp = await self._checkpoint(p.checkpoint_name)
+            if cp is None:  # dropped meanwhile: rebuild it
+                await rebuild(self.store, [p], progress=progress)
+                cp = await self._checkpoint(p.checkpoint_name) or START
+            positions[p.name] = cp
+        start = min(positions.values())
+        async with self.store.subscribe(start, batch_size=self.batch_size,
+                                        poll_interval=self.poll_interval) as sub:
+            async for batch in sub:
+                deltas = {p.name: Delta(p.tables) for p in self.projections}
+                fold(self.projections, batch, positions, deltas)
+                last = batch[-1]
+                new = Checkpoint(last.tx_id, last.global_position)
+                async with self.store.pool.acquire() as conn, conn.transaction():
+                    await _commit(conn, self.store, LIVE, self.projections, deltas,
+                                  positions, new, lambda p: p.checkpoint_name)
+                for p in self.projections:
+                    positions[p.name] = max(positions[p.name], new)
+                self.stats.batches += 1
+                self.stats.events += len(batch)
+                if progress:
+                    progress(len(batch))
+
+
+# -- rebuild ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RebuildReport:
+    projections: list[str]
+    events: int
+    seconds: float
+    resumed: bool
+
+    @property
+    def events_per_second(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+
+async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
+                  progress: Progress | None = None,
+                  chunk: int = REBUILD_CHUNK) -> RebuildReport:
+    """Rebuild `projections` from the log beside the live tables, then swap them in."""
+    projections = tuple(projections)
+    began = time.perf_counter()
+    async with database.session(store.dsn) as lock_conn:
+        await lock_conn.execute("SELECT pg_advisory_lock($1)", REBUILD_LOCK)
+        try:
+            resumed = await _prepare_shadow(store, projections)
+            positions = {p.name: await _load(store, _shadow_name(p)) for p in projections}
+            events = await _fill_shadow(store, projections, positions, chunk, progress)
+            events += await _swap(store, projections, positions)
+        finally:
+            await lock_conn.execute("SELECT pg_advisory_unlock($1)", REBUILD_LOCK)
+    return RebuildReport([p.name for p in projections], events,
+                         time.perf_counter() - began, resumed)
+
+
+async def _load(store: EventStore, name: str) -> Checkpoint:
+    return await store.load_checkpoint(name)
+
+
+async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) -> bool:
+    """Create the shadow tables, or keep those of an interrupted rebuild of the same set.
+    Returns whether it resumes."""
+    async with store.pool.acquire() as conn, conn.transaction():
+        tables = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], SHADOW)}
+        wanted = {t.name for p in projections for t in p.tables}
+        started = all([await conn.fetchval(_Q["checkpoint_exists"], _shadow_name(p))
+                       for p in projections])
+        if tables == wanted and started:
+            return True
+        await conn.execute(f"DROP SCHEMA IF EXISTS {SHADOW} CASCADE")
+        await conn.execute(f"CREATE SCHEMA {SHADOW}")
+        await conn.execute(_Q["forget_rebuilds"])
+        await create(conn, SHADOW, [t for p in projections for t in p.tables])
+        for p in projections:
+            await store.save_checkpoint(_shadow_name(p), START, START, conn=conn)
+    return False
+
+
+async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
+                       positions: dict[str, Checkpoint], chunk: int,
+                       progress: Progress | None) -> int:
+    """Fold the log into the shadow tables, one committed chunk at a time."""
+    total = 0
+    start = min(positions.values())
+    deltas = {p.name: Delta(p.tables) for p in projections}
+    pending = 0
+    last = start
+    async for batch in store.iter_all(start, batch_size=5000):
+        fold(projections, batch, positions, deltas)
+        pending += len(batch)
+        total += len(batch)
+        last = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
+        if progress:
+            progress(len(batch))
+        if pending >= chunk:
+            await _flush(store, projections, deltas, positions, last)
+            deltas = {p.name: Delta(p.tables) for p in projections}
+            pending = 0
+    if pending:
+        await _flush(store, projections, deltas, positions, last)
+    return total
+
+
+async def _flush(store: EventStore, projections: Sequence[Projection],
+                 deltas: dict[str, Delta], positions: dict[str, Checkpoint],
+                 new: Checkpoint) -> None:
+    async with store.pool.acquire() as conn, conn.transaction():
+        await _commit(conn, store, SHADOW, projections, deltas, positions, new, _shadow_name)
+    for p in projections:
+        positions[p.name] = max(positions[p.name], new)
+
+
+async def _swap(store: EventStore, projections: Sequence[Projection],
+                positions: dict[str, Checkpoint]) -> int:
+    """Catch up and swap, in one transaction that holds the live tables exclusively."""
+    async with store.pool.acquire() as conn, conn.transaction():
+        live = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
+        mine = [t.name for p in projections for t in p.tables]
+        for name in sorted(live & set(mine)):
+            await conn.execute(f"LOCK TABLE {LIVE}.{name} IN ACCESS EXCLUSIVE MODE")
+        # Events committed since the last chunk, read on this transaction's connection.
+        caught_up = 0
+        while True:
+            start = min(positions.values())
+            rows = await store._fetch_page(start, None, 5000, conn)
+            if not rows:
+                break
+            batch = store._decode(rows)
+            deltas = {p.name: Delta(p.tables) for p in projections}
+            fold(projections, batch, positions, deltas)
+            new = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
+            await _commit(conn, store, SHADOW, projections, deltas, positions, new,
+                          _shadow_name)
+            for p in projections:
+                positions[p.name] = max(positions[p.name], new)
+            caught_up += len(batch)
+        # The views read every projection's tables: drop them, swap, recreate them.
+        for view in reversed(list(_VIEWS)):  # dependents first
+            await conn.execute(f"DROP VIEW IF EXISTS {LIVE}.{view}")
+        for name in mine:
+            await conn.execute(f"DROP TABLE IF EXISTS {LIVE}.{name}")
+            await conn.execute(f"ALTER TABLE {SHADOW}.{name} SET SCHEMA {LIVE}")
+        await conn.execute(f"DROP SCHEMA {SHADOW}")
+        complete = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
+        if all(t.name in complete for p in ALL for t in p.tables):
+            await _views(conn, LIVE)
+        await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {LIVE} TO {ANALYST_ROLE}")
+        for p in projections:
+            await conn.execute(_Q["set_checkpoint"], p.checkpoint_name,
+                               positions[p.name].tx_id, positions[p.name].position)
+        await conn.execute(_Q["forget_rebuilds"])
+    return caught_up
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    version: int
+    checkpoint: Checkpoint | None
+    lag_events: int
+    lag_seconds: float | None
+
+
+async def status(store: EventStore) -> list[ProjectionStatus]:
+    out = []
+    for p in ALL:
+        row = await store.pool.fetchrow(_Q["checkpoint"], p.checkpoint_name)
+        cp = None if row is None else Checkpoint(row["tx_id"], row["position"])
+        at = cp or START
+        lag = await store.pool.fetchrow(_Q["lag"], at.tx_id, at.position)
+        assert lag is not None
+        out.append(ProjectionStatus(p.name, p.version, cp, lag["events"], lag["seconds"]))
+    return out
+
+

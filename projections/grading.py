@@ -1,0 +1,59 @@
+"""Grades and scorers: every grading edge under the scorer that produced it, the registered
+scorers, and which one is active."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from props.core import catalog
+from props.core.events import RecordedEvent
+from props.projections.base import Projection
+from props.projections.tables import Column, Delta, Table
+
+GRADING_EDGES = Table("grading_edges", (
+    Column("critique_run_id", "uuid", "key"), Column("critique_issue_id", "text", "key"),
+    Column("scorer_name", "text", "key"), Column("scorer_version", "integer", "key"),
+    Column("code_hash", "text"), Column("ground_truth_hash", "text"),
+    Column("tp_id", "text"), Column("tp_occurrence", "integer"), Column("fp_id", "text"),
+    Column("grade", "float8"), Column("graded_at", "timestamptz"),
+))
+SCORERS = Table("scorers", (
+    Column("name", "text", "key"), Column("version", "integer", "key"),
+    Column("code_hash", "text"), Column("deterministic", "boolean"),
+    Column("registered_at", "timestamptz"),
+))
+ACTIVE_SCORER = Table("active_scorer", (
+    Column("singleton", "boolean", "key"), Column("name", "text"), Column("version", "integer"),
+    Column("activated_at", "timestamptz"),
+))
+
+
+def grade(delta: Delta, rec: RecordedEvent) -> None:
+    e = cast(catalog.GradeEmitted, rec.event)
+    delta.put("grading_edges", critique_run_id=e.critique_run_id,
+              critique_issue_id=e.critique_issue_id, scorer_name=e.scorer.name,
+              scorer_version=e.scorer.version, code_hash=e.scorer.code_hash,
+              ground_truth_hash=e.scorer.ground_truth_hash, tp_id=e.tp_id,
+              tp_occurrence=e.tp_occurrence, fp_id=e.fp_id, grade=e.grade,
+              graded_at=rec.recorded_at)
+
+
+def registered(delta: Delta, rec: RecordedEvent) -> None:
+    e = cast(catalog.ScorerRegistered, rec.event)
+    delta.put("scorers", name=e.name, version=e.version, code_hash=e.code_hash,
+              deterministic=e.deterministic, registered_at=rec.recorded_at)
+
+
+def activated(delta: Delta, rec: RecordedEvent) -> None:
+    e = cast(catalog.ActiveScorerSet, rec.event)
+    delta.put("active_scorer", singleton=True, name=e.name, version=e.version,
+              activated_at=rec.recorded_at)
+
+
+GRADING = Projection(
+    name="grading",
+    version=1,
+    tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
+    folds={"grade.emitted": grade, "scorer.registered": registered,
+           "scorer.activated": activated},
+)

@@ -1,0 +1,78 @@
+-- Views over the projection tables, created in the schema named {schema} (a fixed name,
+-- checked before it is spliced in). Recreated whenever projection tables are swapped.
+
+-- grading_pending --
+-- Issues of finished critic runs that the active scorer has not graded yet.
+CREATE VIEW {schema}.grading_pending AS
+SELECT i.run_id, i.issue_id, s.name AS scorer_name, s.version AS scorer_version
+  FROM {schema}.reported_issues i
+  JOIN {schema}.agent_runs r ON r.run_id = i.run_id
+  JOIN {schema}.active_scorer s ON true
+ WHERE r.agent_type = 'critic'
+   AND r.status IN ('completed', 'failed', 'timed_out', 'budget_exceeded', 'cancelled')
+   AND NOT EXISTS (
+        SELECT 1 FROM {schema}.grading_edges e
+         WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
+           AND e.scorer_name = s.name AND e.scorer_version = s.version)
+
+-- run_scores --
+-- Per run and scorer: TP occurrences recalled over those in the example's scope (under the
+-- ground truth the grades cite), precision over graded issues, known-FP and unmatched counts.
+CREATE VIEW {schema}.run_scores AS
+WITH graded AS (
+    SELECT critique_run_id AS run_id, scorer_name, scorer_version,
+           min(ground_truth_hash) AS ground_truth_hash, count(*) AS graded,
+           count(tp_id) AS tp_matches, count(fp_id) AS known_fp,
+           count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched
+      FROM {schema}.grading_edges
+     GROUP BY critique_run_id, scorer_name, scorer_version
+), counted AS (
+    SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, g.scorer_name,
+           g.scorer_version, g.ground_truth_hash, sv.version AS snapshot_version,
+           (SELECT count(*) FROM {schema}.scopes sc
+             WHERE sc.slug = r.snapshot AND sc.version = sv.version
+               AND sc.files_hash = r.files_hash) AS expected,
+           (SELECT count(DISTINCT (e.tp_id, e.tp_occurrence))
+              FROM {schema}.grading_edges e
+              JOIN {schema}.scopes sc
+                ON sc.slug = r.snapshot AND sc.version = sv.version
+               AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
+               AND sc.occurrence = e.tp_occurrence
+             WHERE e.critique_run_id = r.run_id AND e.scorer_name = g.scorer_name
+               AND e.scorer_version = g.scorer_version) AS recalled,
+           g.graded, g.tp_matches, g.known_fp, g.unmatched
+      FROM graded g
+      JOIN {schema}.agent_runs r ON r.run_id = g.run_id
+      LEFT JOIN {schema}.snapshots sv
+        ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
+)
+SELECT c.*,
+       c.recalled::float8 / nullif(c.expected, 0) AS recall,
+       c.tp_matches::float8 / nullif(c.graded, 0) AS precision
+  FROM counted c
+
+-- model_scores --
+-- Per (model, definition, scorer): pooled recall and precision with Wilson 95% intervals,
+-- and the mean and standard deviation of per-run recall.
+CREATE VIEW {schema}.model_scores AS
+SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
+       sum(recalled) AS recalled, sum(expected) AS expected,
+       sum(recalled)::float8 / nullif(sum(expected), 0) AS recall,
+       projections.wilson_low(sum(recalled)::bigint, sum(expected)::bigint) AS recall_low,
+       projections.wilson_high(sum(recalled)::bigint, sum(expected)::bigint) AS recall_high,
+       sum(tp_matches)::float8 / nullif(sum(graded), 0) AS precision,
+       projections.wilson_low(sum(tp_matches)::bigint, sum(graded)::bigint) AS precision_low,
+       projections.wilson_high(sum(tp_matches)::bigint, sum(graded)::bigint) AS precision_high,
+       sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
+       avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall
+  FROM {schema}.run_scores
+ GROUP BY model, definition, scorer_name, scorer_version
+
+-- example_scores --
+-- Repeated runs of the same example: mean and standard deviation of recall and precision.
+CREATE VIEW {schema}.example_scores AS
+SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
+       count(*) AS runs, avg(recall) AS mean_recall, stddev_samp(recall) AS stddev_recall,
+       avg(precision) AS mean_precision, stddev_samp(precision) AS stddev_precision
+  FROM {schema}.run_scores
+ GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash

@@ -1,0 +1,102 @@
+"""`props projections ...`: run the projection runner, show status, rebuild."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from props.core.store import EventStore
+from props.projections import engine
+
+console = Console(highlight=False, stderr=True)
+
+
+def add_parser(sub: Any) -> None:
+    pj = sub.add_parser("projections", help="the analysts' tables: run, status, rebuild",
+                        description="Projections are tables derived from the log only "
+                        f"(schema `{engine.LIVE}`): " + ", ".join(p.name for p in engine.ALL)
+                        + ".")
+    cmds = pj.add_subparsers(dest="projections_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("run", help="keep every projection current (a service)",
+                        description="Follow the log and keep every projection current until "
+                        "SIGTERM or Ctrl-C. Builds a projection from the log first if it has "
+                        "never been built (or its version changed). One runner is active per "
+                        "database; a second one waits to take over.")
+    p.set_defaults(handler=run_cmd)
+    p = cmds.add_parser("status", help="checkpoints, lag, and what holds the fence",
+                        description="Each projection's checkpoint and lag (events and seconds "
+                        "behind the log), and any long transaction holding the fence back.")
+    p.set_defaults(handler=status_cmd)
+    p = cmds.add_parser("rebuild", help="rebuild projections from the log, then swap",
+                        description="Build the projection(s) again from the whole log beside "
+                        "the live tables, catch up, and swap atomically: readers see the old "
+                        "rows until the swap. An interrupted rebuild resumes where it stopped.")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"projections to rebuild ({', '.join(x.name for x in engine.ALL)})")
+    p.add_argument("--all", action="store_true", help="rebuild every projection")
+    p.set_defaults(handler=rebuild_cmd)
+
+
+def _progress(total: int, label: str) -> Progress:
+    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("events"), console=console, transient=True)
+
+
+async def run_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=4) as store:
+        runner = engine.Runner(store)
+        stop = anyio.Event()
+
+        async def on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    console.print("stopping: finishing the current batch")
+                    stop.set()
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(on_signal, name="props-signals")
+            console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
+            await runner.run(stop)
+            tg.cancel_scope.cancel()
+        console.print(f"stopped after {runner.stats.events:,} events "
+                      f"in {runner.stats.batches:,} batches")
+    return 0
+
+
+async def status_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        states = await engine.status(store)
+        fence = await store.fence_status()
+    table = Table("projection", "version", "checkpoint", "lag (events)", "lag (seconds)")
+    for s in states:
+        lag_s = "-" if s.lag_seconds is None else f"{s.lag_seconds:.1f}"
+        table.add_row(s.name, str(s.version), str(s.checkpoint or "never built"),
+                      f"{s.lag_events:,}", lag_s)
+    Console(highlight=False).print(table)
+    Console(highlight=False).print(fence.describe())
+    return 0
+
+
+async def rebuild_cmd(args: argparse.Namespace) -> int:
+    if args.all == bool(args.names):
+        raise SystemExit("props projections rebuild: name projections, or give --all")
+    chosen = engine.ALL if args.all else engine.by_name(args.names)
+    async with EventStore.open(max_connections=4) as store:
+        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        with _progress(total, "rebuilding") as progress:
+            task = progress.add_task("rebuild", total=total)
+            report = await engine.rebuild(store, chosen,
+                                          progress=lambda n: progress.advance(task, n))
+    Console(highlight=False).print(
+        f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
+        f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"
+        + (", resuming an interrupted rebuild" if report.resumed else "")
+    )
+    return 0
