@@ -63,6 +63,18 @@ def with_database(dsn: str, database: str) -> str:
     return f"{scheme}://{authority}/{database}" + (f"?{query}" if query else "")
 
 
+def with_user(dsn: str, user: str) -> str:
+    """The same server and database as `dsn`, as another role (no password)."""
+    if "://" not in dsn:
+        raise errors.ConfigurationError(
+            f"expected a URL-style DSN (postgresql://...), got {redact(dsn)!r}"
+        )
+    scheme, _, rest = dsn.partition("://")
+    authority, slash, tail = rest.partition("/")
+    host = authority.rpartition("@")[2]
+    return f"{scheme}://{user}@{host}{slash}{tail}"
+
+
 @contextmanager
 def unavailable_as_props_error(dsn: str) -> Iterator[None]:
     """Turn "cannot reach the server" driver errors into `StoreUnavailable`."""

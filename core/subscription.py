@@ -87,11 +87,13 @@ class Subscription:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool | None:
+    ) -> None:
         assert self._tg is not None
+        # The listener is ours to stop; the consumer's own exception, if any, propagates as
+        # it is (not wrapped in an ExceptionGroup) once it has stopped.
         self._tg.cancel_scope.cancel()
         try:
-            return await self._tg.__aexit__(exc_type, exc, tb)
+            await self._tg.__aexit__(None, None, None)
         finally:
             await self._drop_reader()
 

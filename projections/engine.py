@@ -35,6 +35,9 @@ SHADOW = "projections_next"
 ANALYST_ROLE = "props_analyst"
 RUNNER_LOCK = 0x70726F70_7275_6E  # one live runner per database
 REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
+# Taken by each live write (a runner batch, a swap) for its transaction: the two never
+# interleave, so neither can deadlock on the other's table and checkpoint locks.
+LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
 
 _VIEWS = queries.load("projection_views")
@@ -159,6 +162,7 @@ class Runner:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
                 async with self.store.pool.acquire() as conn, conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
                     await _commit(conn, self.store, LIVE, self.projections, deltas,
                                   positions, new, lambda p: p.checkpoint_name)
                 for p in self.projections:
@@ -264,6 +268,7 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions: dict[str, Checkpoint]) -> int:
     """Catch up and swap, in one transaction that holds the live tables exclusively."""
     async with store.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
         live = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         mine = [t.name for p in projections for t in p.tables]
         for name in sorted(live & set(mine)):

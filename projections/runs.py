@@ -3,6 +3,7 @@ facts, the issues it reported, and its LLM usage."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import cast
 
 import orjson
@@ -32,7 +33,7 @@ REPORTED_ISSUES = Table("reported_issues", (
 LLM_USAGE = Table("llm_usage", (
     Column("run_id", "uuid", "key"), Column("requests", "integer", "add"),
     Column("tokens_in", "bigint", "add"), Column("tokens_out", "bigint", "add"),
-    Column("cost_usd", "float8", "add"),
+    Column("cost_usd", "numeric", "add"),  # exact: sums must not depend on batching
 ))
 
 
@@ -78,7 +79,7 @@ def issue(delta: Delta, rec: RecordedEvent) -> None:
 def llm_response(delta: Delta, rec: RecordedEvent) -> None:
     e = cast(catalog.LlmResponded, rec.event)
     delta.put("llm_usage", run_id=e.run_id, requests=1, tokens_in=e.tokens_in,
-              tokens_out=e.tokens_out, cost_usd=e.cost_usd)
+              tokens_out=e.tokens_out, cost_usd=Decimal(repr(e.cost_usd)))
 
 
 RUNS = Projection(

@@ -7,6 +7,7 @@ import signal
 from typing import Any
 
 import anyio
+import anyio.abc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -53,15 +54,16 @@ async def run_cmd(args: argparse.Namespace) -> int:
         runner = engine.Runner(store)
         stop = anyio.Event()
 
-        async def on_signal() -> None:
+        async def on_signal(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                task_status.started()
                 async for _ in signals:
                     console.print("stopping: finishing the current batch")
                     stop.set()
                     return
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(on_signal, name="props-signals")
+            await tg.start(on_signal, name="props-signals")
             console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
             await runner.run(stop)
             tg.cancel_scope.cancel()

@@ -1,0 +1,217 @@
+"""Projections: incremental equals rebuild, exactly-once under SIGKILL, swaps readers never
+see half-built, analysts read projections and nothing else, old event versions project alike."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import uuid
+from typing import Any, ClassVar
+
+import anyio
+import asyncpg
+import pytest
+
+from props.core import catalog, database
+from props.core.events import EventRegistry
+from props.core.store import EventStore
+from props.projections import engine
+from props.tools.workload import Workload
+
+Dump = dict[str, list[tuple[Any, ...]]]
+
+
+async def dump(store: EventStore) -> Dump:
+    out: Dump = {}
+    for p in engine.ALL:
+        for t in p.tables:
+            rows = await store.pool.fetch(
+                f"SELECT {', '.join(t.names)} FROM projections.{t.name}")
+            out[t.name] = sorted(tuple(r) for r in rows)
+    return out
+
+
+async def caught_up(store: EventStore, seconds: float = 60) -> None:
+    with anyio.fail_after(seconds):
+        while any(s.lag_events for s in await engine.status(store)):  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+
+
+async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Workload:
+    w = Workload(seed)
+    await w.setup(store)
+    await w.append_runs(store, runs)
+    slug = w.found[0].slug
+    await store.append(f"snapshot-{slug}", [catalog.SnapshotRetired(
+        slug=slug, version=1, reason="test")])
+    await store.append("reactor-grader", [catalog.EventParked(
+        reactor="grader", event_id=uuid.uuid4(), global_position=1, error_type="ValueError",
+        error_message="bad", attempts=3)])
+    return w
+
+
+async def test_incremental_equals_rebuild(store: EventStore) -> None:
+    w = await every_kind_of_event(store, runs=60)
+    stop = anyio.Event()
+    runner = engine.Runner(store, batch_size=53, poll_interval=0.05)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(runner.run, stop)
+        for _ in range(4):  # appends while the runner follows, in several phases
+            await w.append_runs(store, 40)
+            await anyio.sleep(0.05)
+        await caught_up(store)
+        stop.set()
+    total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+    types = {r[0] for r in await store.pool.fetch("SELECT DISTINCT type FROM props.events")}
+    assert total > 3000 and types == set(catalog.REGISTRY.names())  # every kind of event
+    incremental = await dump(store)
+    assert len(incremental["agent_runs"]) == 220 and incremental["grading_edges"]
+    assert any(r[-1] is not None for r in incremental["snapshots"])  # the retirement landed
+    await engine.rebuild(store)
+    assert await dump(store) == incremental
+
+    # Negative control: the comparison sees a single changed value.
+    await store.pool.execute("UPDATE projections.llm_usage SET requests = requests + 1 "
+                             "WHERE run_id = (SELECT run_id FROM projections.llm_usage LIMIT 1)")
+    assert await dump(store) != incremental
+
+
+@pytest.mark.slow
+async def test_runner_killed_at_random_points_ends_equal_to_a_rebuild(
+    store: EventStore, dsn: str
+) -> None:
+    rng = random.Random(20261130)
+    w = Workload(11)
+    await w.setup(store)
+    await w.append_runs(store, 150)
+    env = {**os.environ, "PROPS_DSN": dsn}
+    cli = [sys.executable, "-m", "props.tools.cli", "projections", "run"]
+    kills = 0
+    for _ in range(20):
+        proc = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            await w.append_runs(store, rng.randint(5, 25))
+            await anyio.sleep(rng.uniform(0.2, 1.5))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            await anyio.to_thread.run_sync(proc.wait)
+        kills += 1
+    assert kills == 20
+    proc = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stderr is not None
+        ready = await anyio.to_thread.run_sync(proc.stderr.readline)  # signals handled now
+        assert "projection runner" in ready
+        await caught_up(store, seconds=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = await anyio.to_thread.run_sync(proc.communicate)
+    assert proc.returncode == 0, err
+    after_kills = await dump(store)
+    await engine.rebuild(store)
+    assert await dump(store) == after_kills
+    assert len(after_kills["agent_runs"]) > 150
+
+
+async def test_rebuild_under_concurrent_reads_and_writes(store: EventStore) -> None:
+    w = Workload(5)
+    await w.setup(store)
+    await w.append_runs(store, 150)
+    await engine.rebuild(store)
+    floor = await store.pool.fetchval("SELECT count(*) FROM projections.agent_runs")
+    assert floor == 150
+    seen: list[int] = []
+    done = anyio.Event()
+    stop = anyio.Event()
+
+    async def reader() -> None:
+        async with database.session(store.dsn) as conn:
+            while not done.is_set():
+                runs = await conn.fetchval("SELECT count(*) FROM projections.agent_runs")
+                issues = await conn.fetchval("SELECT count(*) FROM projections.reported_issues")
+                scores = await conn.fetchval("SELECT count(*) FROM projections.model_scores")
+                seen.append(runs)
+                assert runs >= floor and issues > 0 and scores > 0, (runs, issues, scores)
+                await anyio.sleep(0.005)
+
+    async def writer() -> None:
+        for _ in range(10):
+            await w.append_runs(store, 5)
+            await anyio.sleep(0.02)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine.Runner(store, poll_interval=0.05).run, stop)
+        tg.start_soon(reader)
+        async with anyio.create_task_group() as work:
+            work.start_soon(writer)
+            for _ in range(3):
+                await engine.rebuild(store)
+        await caught_up(store)
+        done.set()
+        stop.set()
+    assert len(seen) > 10 and min(seen) >= floor
+    live = await dump(store)
+    assert len(live["agent_runs"]) == 200  # every write made it
+    await engine.rebuild(store)
+    assert await dump(store) == live
+
+
+async def test_analyst_reads_projections_and_nothing_else(store: EventStore) -> None:
+    await every_kind_of_event(store, runs=5)
+    await engine.rebuild(store)
+    analyst = database.with_user(store.dsn, engine.ANALYST_ROLE)
+    conn = await asyncpg.connect(analyst)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM projections.agent_runs") == 5
+        assert await conn.fetchval("SELECT count(*) FROM projections.model_scores") > 0
+        for table in ("props.events", "props.blobs", "props.checkpoints",
+                      "props_meta.migrations"):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetchval(f"SELECT count(*) FROM {table}")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.execute("DELETE FROM projections.agent_runs")
+    finally:
+        await conn.close()
+
+
+async def test_older_event_versions_project_like_current_ones(dsn: str) -> None:
+    registry = EventRegistry()
+    for name in catalog.REGISTRY.names():
+        if name != "issue.reported":
+            registry.register(catalog.REGISTRY.require(name))
+
+    @registry.register
+    class IssueReportedV2(catalog.IssueReported):
+        """As if `issue.reported` had moved from flat fields (v1) to locations (v2)."""
+
+        schema_version: ClassVar[int] = 2
+
+    @registry.upcaster("issue.reported", 1)
+    def flat_to_locations(data: dict[str, Any]) -> dict[str, Any]:
+        return {"run_id": data["run_id"], "issue_id": data["issue_id"],
+                "rationale": data["text"], "severity": data.get("severity"),
+                "locations": [{"file": data["file"],
+                               "ranges": [{"start": data["line"], "end": data["line"]}]}]}
+
+    run = uuid.uuid4()
+    async with EventStore.open(dsn, registry=registry) as store:
+        await store.append(f"run-{run}", [IssueReportedV2(
+            run_id=run, issue_id="new", rationale="r", severity="low",
+            locations=[catalog.Location(file="a.py", ranges=[catalog.LineRange(start=3,
+                                                                               end=3)])])])
+        await store.pool.execute(
+            "INSERT INTO props.events (event_id, stream_id, stream_version, type, "
+            "schema_version, data) VALUES (gen_random_uuid(), $1, 2, 'issue.reported', 1, $2)",
+            f"run-{run}", f'{{"run_id": "{run}", "issue_id": "old", "text": "r", '
+            f'"severity": "low", "file": "a.py", "line": 3}}')
+        await engine.rebuild(store, [engine.by_name(["runs"])[0]])
+        rows = await store.pool.fetch("SELECT issue_id, files, locations, rationale, severity "
+                                      "FROM projections.reported_issues ORDER BY issue_id")
+    new, old = (tuple(r)[1:] for r in rows)
+    assert [r["issue_id"] for r in rows] == ["new", "old"]
+    assert new == old
