@@ -91,27 +91,28 @@ async def test_runner_killed_at_random_points_ends_equal_to_a_rebuild(
     cli = [sys.executable, "-m", "props.tools.cli", "projections", "run"]
     kills = 0
     for _ in range(20):
-        proc = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = await anyio.open_process(cli, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
         try:
             await w.append_runs(store, rng.randint(5, 25))
             await anyio.sleep(rng.uniform(0.2, 1.5))
         finally:
             proc.send_signal(signal.SIGKILL)
-            await anyio.to_thread.run_sync(proc.wait)
+            await proc.wait()
         kills += 1
     assert kills == 20
-    proc = subprocess.Popen(cli, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    proc = await anyio.open_process(cli, env=env, stdout=subprocess.DEVNULL)
     try:
         assert proc.stderr is not None
-        ready = await anyio.to_thread.run_sync(proc.stderr.readline)  # signals handled now
-        assert "projection runner" in ready
+        ready = b""
+        while b"\n" not in ready:  # the runner says it is ready once it handles signals
+            ready += await proc.stderr.receive()
+        assert b"projection runner" in ready
         await caught_up(store, seconds=120)
     finally:
         proc.send_signal(signal.SIGTERM)
-        _out, err = await anyio.to_thread.run_sync(proc.communicate)
-    assert proc.returncode == 0, err
+        await proc.wait()
+    assert proc.returncode == 0
     after_kills = await dump(store)
     await engine.rebuild(store)
     assert await dump(store) == after_kills
