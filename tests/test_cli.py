@@ -34,6 +34,8 @@ def event_json(**over: object) -> str:
     ["db", "schema"], ["events"], ["events", "append"], ["events", "tail"], ["events", "types"],
     ["demo"], ["bench"], ["specimens"], ["specimens", "validate"], ["specimens", "sync"],
     ["specimens", "list"], ["specimens", "show"], ["specimens", "samples"],
+    ["projections"], ["projections", "run"], ["projections", "status"],
+    ["projections", "rebuild"], ["report"],
 ])
 def test_every_command_has_help(command: list[str]) -> None:
     out = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
@@ -185,3 +187,43 @@ def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
         assert f"{bad / 'ground_truth.toml'}:4: tp 't', occurrence 1: range [1, 9]" in out.stderr
         assert "nothing was recorded" in out.stderr
     assert props("events", "tail", "--from", "start", "--no-follow", dsn=dsn).stdout == ""
+
+
+def test_projections_and_report(dsn: str) -> None:
+    import anyio
+
+    from props.core.store import EventStore
+    from props.tools.workload import Workload
+
+    async def load() -> None:
+        async with EventStore.open(dsn) as store:
+            w = Workload(2)
+            await w.setup(store)
+            await w.append_runs(store, 40)
+
+    anyio.run(load)
+    not_built = props("report", dsn=dsn)
+    assert not_built.returncode == 65 and "props projections rebuild --all" in not_built.stderr
+    built = props("projections", "rebuild", "--all", dsn=dsn)
+    assert built.returncode == 0 and "rebuilt ground_truth, runs, grading" in built.stdout
+    status = props("projections", "status", dsn=dsn)
+    assert "runs" in status.stdout and "fence is clear" in status.stdout
+    report = orjson.loads(props("report", "--format", "json", dsn=dsn).stdout)
+    assert {r["scorer"] for r in report["scores"]} == {"overlap@1", "overlap@2"}
+    assert report["evidence"]["critic_runs"] == 40
+    assert all(0 <= r["recall"] <= 1 for r in report["scores"] if r["recall"] is not None)
+    only = orjson.loads(props("report", "--format", "json", "--scorer", "overlap@2",
+                              dsn=dsn).stdout)
+    assert {r["scorer"] for r in only["scores"]} == {"overlap@2"}
+    csv_out = props("report", "--format", "csv", dsn=dsn).stdout.splitlines()
+    assert csv_out[0].startswith("model,definition,scorer,runs,recall")
+    table = props("report", dsn=dsn).stdout
+    assert "without a finish event (missing evidence): 0" in table
+    bad = props("projections", "rebuild", "nope", dsn=dsn)
+    assert bad.returncode == 1 and "unknown projection(s) nope" in bad.stderr
+
+
+def test_analyst_dsn(dsn: str) -> None:
+    out = props("db", "dsn", "--analyst", dsn=dsn).stdout.strip()
+    assert out.startswith("postgresql://props_analyst@") and out.split("/")[-1] == \
+        dsn.split("/")[-1]

@@ -20,6 +20,7 @@ from props.tools import (
     demo,
     event_commands,
     projection_commands,
+    report_command,
     specimen_commands,
 )
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     event_commands.add_parser(sub)
     specimen_commands.add_parser(sub)
     projection_commands.add_parser(sub)
+    report_command.add_parser(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     return parser

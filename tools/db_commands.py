@@ -11,6 +11,7 @@ from rich.table import Table
 
 from props.core import database, embedded
 from props.core.store import EventStore
+from props.projections.engine import ANALYST_ROLE
 from props.schema import catalog_dump, migrate
 
 console = Console()
@@ -38,8 +39,12 @@ def add_parser(sub: Any) -> None:
          "Print a normalised description of the props schema as this database has it (the "
          "format of schema/declared_schema.txt).", schema_cmd),
     ]:
-        cmds.add_parser(name, help=summary, description=description).set_defaults(
-            handler=handler)
+        sub_parser = cmds.add_parser(name, help=summary, description=description)
+        sub_parser.set_defaults(handler=handler)
+        if name == "dsn":
+            sub_parser.add_argument(
+                "--analyst", action="store_true",
+                help="the connection string of the read-only analyst role (projections only)")
 
 
 async def migrate_cmd(args: argparse.Namespace) -> int:
@@ -73,7 +78,8 @@ async def status_cmd(args: argparse.Namespace) -> int:
 
 
 async def dsn_cmd(args: argparse.Namespace) -> int:
-    print(database.resolve_dsn())
+    dsn = database.resolve_dsn()
+    print(database.with_user(dsn, ANALYST_ROLE) if args.analyst else dsn)
     return 0
 
 

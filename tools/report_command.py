@@ -1,0 +1,106 @@
+"""`props report`: recall and precision per model, definition and scorer, from projections.
+
+It says how many runs lack evidence (never finished) or could not be scored, instead of
+quietly leaving them out of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from props.core import errors
+from props.core.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("report")
+COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
+           "precision", "precision_low", "precision_high", "known_fp", "unmatched",
+           "mean_run_recall", "stddev_run_recall"]
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "report", help="recall and precision per model, definition and scorer",
+        description="Recall (TP occurrences found over those in scope) and precision (issues "
+        "matching a TP over graded issues) per model, critic definition and scorer, with "
+        "Wilson 95%% intervals, from the projections (run `props projections run` or "
+        "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
+        "counted and reported, never silently left out.",
+    )
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
+    p.set_defaults(handler=report_cmd)
+
+
+def _scorer_filter(text: str | None) -> tuple[str | None, int | None]:
+    if not text:
+        return None, None
+    name, _, version = text.partition("@")
+    try:
+        return name, int(version) if version else None
+    except ValueError:
+        raise errors.PropsError(f"--scorer {text!r} is not NAME or NAME@VERSION") from None
+
+
+async def report_cmd(args: argparse.Namespace) -> int:
+    name, version = _scorer_filter(args.scorer)
+    async with EventStore.open(max_connections=2) as store:
+        exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
+        if exists is None:
+            raise errors.SchemaError("the projections are not built yet: run "
+                                     "`props projections rebuild --all` (or `run`)")
+        rows = await store.pool.fetch(_Q["model_scores"], name, version)
+        gaps = await store.pool.fetchrow(_Q["evidence_gaps"])
+    assert gaps is not None
+    records = [{
+        "model": r["model"], "definition": r["definition"],
+        "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
+        **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[4:]},
+    } for r in rows]
+    notes = {k: int(gaps[k]) for k in gaps.keys()}
+    if args.format == "json":
+        print(orjson.dumps({"scores": records, "evidence": notes}).decode())
+    elif args.format == "csv":
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(records)
+        print(out.getvalue(), end="")
+    else:
+        _print_table(records, notes)
+    return 0
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _print_table(records: list[dict[str, Any]], notes: dict[str, int]) -> None:
+    console = Console(highlight=False)
+    table = Table("model", "definition", "scorer", "runs", "recall [95% CI]",
+                  "precision [95% CI]", "known FP", "unmatched", "run recall mean ± sd")
+    for r in records:
+        sd = r["stddev_run_recall"]
+        table.add_row(
+            r["model"], r["definition"], r["scorer"], str(r["runs"]),
+            f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, {_pct(r['recall_high'])}]",
+            f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
+            f"{_pct(r['precision_high'])}]",
+            str(int(r["known_fp"] or 0)), str(int(r["unmatched"] or 0)),
+            f"{_pct(r['mean_run_recall'])} ± {_pct(sd)}",
+        )
+    console.print(table)
+    console.print(
+        f"critic runs: {notes['critic_runs']}; without a finish event (missing evidence): "
+        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
+        f"completed with issues not graded by the active scorer: {notes['ungraded']}; "
+        f"graded against ground truth that is not recorded (unscorable): "
+        f"{notes['unscorable']}"
+    )
