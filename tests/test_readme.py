@@ -30,3 +30,28 @@ def test_readme_names_the_two_fresh_machine_commands() -> None:
     assert ".venv/bin/props demo" in text
     assert "pip install -e '.[dev]' && .venv/bin/pytest" in text
     assert ".venv/bin/pytest" in (README.parent / ".ci" / "run").read_text()
+
+
+async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
+    import asyncpg
+
+    from props.core import database
+    from props.core.store import EventStore
+    from props.projections import engine
+    from props.tools.workload import Workload
+
+    async with EventStore.open(dsn) as store:
+        w = Workload(4)
+        await w.setup(store)
+        await w.append_runs(store, 30)
+        await engine.rebuild(store)
+    (block,) = re.findall(r"```sql\n(.*?)```", README.read_text(), flags=re.S)
+    statements = [s.strip() for s in block.split(";") if s.strip()]
+    assert len(statements) == 3
+    conn = await asyncpg.connect(database.with_user(dsn, engine.ANALYST_ROLE))
+    try:
+        for statement in statements:
+            rows = await conn.fetch(statement)
+            assert rows, statement
+    finally:
+        await conn.close()
