@@ -162,10 +162,12 @@ class _ReadAhead:
     after: Checkpoint
     category: str | None
     limit: int
+    types: Sequence[str] | None
     rows: list[asyncpg.Record] = dataclasses.field(default_factory=list)
 
     async def fetch(self) -> None:
-        self.rows = await self.store._fetch_page(self.after, self.category, self.limit)
+        self.rows = await self.store._fetch_page(self.after, self.category, self.limit,
+                                                 types=self.types)
 
 
 class StoreTransaction:
@@ -441,8 +443,15 @@ class EventStore:
         category: str | None,
         limit: int,
         conn: database.Connection | None = None,
+        types: Sequence[str] | None = None,
     ) -> list[asyncpg.Record]:
         target: asyncpg.Pool | database.Connection = self.pool if conn is None else conn
+        if types is not None:
+            if category is not None:
+                raise ValueError("read by category or by types, not both")
+            return await target.fetch(
+                _Q["read_types"], after.tx_id, after.position, limit, list(types)
+            )
         if category is None:
             return await target.fetch(_Q["read_all"], after.tx_id, after.position, limit)
         return await target.fetch(
@@ -462,16 +471,23 @@ class EventStore:
         return self._decode(await self._fetch_page(after, category, limit))
 
     async def iter_all(
-        self, after: Checkpoint = START, *, category: str | None = None, batch_size: int = 1000
+        self,
+        after: Checkpoint = START,
+        *,
+        category: str | None = None,
+        types: Sequence[str] | None = None,
+        batch_size: int = 1000,
     ) -> AsyncIterator[list[RecordedEvent]]:
         """Batches from `after` until the fence is reached (a catch-up, not a subscription).
+        `types` keeps only events of those types (a rebuild reads only what it folds).
 
         The next page is fetched while this one is decoded: the server produces one page on
         one core while Python decodes the other (0.47 -> 0.74 of a raw read, measured).
         """
-        rows = await self._fetch_page(after, category, batch_size)
+        rows = await self._fetch_page(after, category, batch_size, types=types)
         while rows:
-            ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size)
+            ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size,
+                               types)
             batch: list[RecordedEvent] = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ahead.fetch, name="props-read-ahead")

@@ -20,7 +20,7 @@ import anyio
 from props.core import database, errors
 from props.core.events import RecordedEvent
 from props.core.store import START, Checkpoint, EventStore
-from props.projections.base import Projection
+from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
 from props.projections.runs import RUNS
@@ -67,12 +67,22 @@ def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
 def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
          positions: dict[str, Checkpoint], deltas: dict[str, Delta]) -> None:
     """Fold each event into each projection that has not seen it yet."""
+    steps: dict[str, list[tuple[Checkpoint, Delta, Fold]]] = {}
     for p in projections:
-        cp = positions[p.name]
-        delta = deltas[p.name]
-        for rec in batch:
-            if _after(rec, cp):
-                p.fold(delta, rec)
+        for type_name, step in p.folds.items():
+            steps.setdefault(type_name, []).append((positions[p.name], deltas[p.name], step))
+    newest = max(positions.values())
+    for rec in batch:
+        todo = steps.get(rec.type_name)
+        if todo is None:
+            continue
+        if _after(rec, newest):  # the usual case: every projection is behind this event
+            for _cp, delta, step in todo:
+                step(delta, rec)
+        else:
+            for cp, delta, step in todo:
+                if _after(rec, cp):
+                    step(delta, rec)
 
 
 async def _commit(
@@ -239,7 +249,8 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     deltas = {p.name: Delta(p.tables) for p in projections}
     pending = 0
     last = start
-    async for batch in store.iter_all(start, batch_size=5000):
+    wanted = sorted({t for p in projections for t in p.folds})
+    async for batch in store.iter_all(start, types=wanted, batch_size=1000):
         fold(projections, batch, positions, deltas)
         pending += len(batch)
         total += len(batch)

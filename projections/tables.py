@@ -31,14 +31,13 @@ class Column:
 class Table:
     name: str
     columns: tuple[Column, ...]
+    keys: tuple[str, ...] = dataclasses.field(init=False)
+    names: tuple[str, ...] = dataclasses.field(init=False)
 
-    @property
-    def keys(self) -> list[str]:
-        return [c.name for c in self.columns if c.merge == "key"]
-
-    @property
-    def names(self) -> list[str]:
-        return [c.name for c in self.columns]
+    def __post_init__(self) -> None:
+        # Read on every row a fold puts: computed once.
+        object.__setattr__(self, "keys", tuple(c.name for c in self.columns if c.merge == "key"))
+        object.__setattr__(self, "names", tuple(c.name for c in self.columns))
 
     def ddl(self, schema: str) -> str:
         cols = ",\n    ".join(
@@ -119,7 +118,8 @@ async def write(conn: database.Connection, schema: str, delta: Delta) -> None:
             f"CREATE TEMP TABLE IF NOT EXISTS {staging} "
             f"(LIKE {check_schema(schema)}.{name}) ON COMMIT DELETE ROWS"
         )
-        records = [tuple(row.get(c) for c in table.names) for row in rows.values()]
-        await conn.copy_records_to_table(staging, records=records, columns=table.names)
+        names = table.names
+        records = [tuple([row.get(c) for c in names]) for row in rows.values()]
+        await conn.copy_records_to_table(staging, records=records, columns=list(names))
         await conn.execute(table.merge_sql(schema, staging))
         await conn.execute(f"TRUNCATE {staging}")

@@ -68,6 +68,16 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
  ORDER BY tx_id, global_position
  LIMIT $3
 
+-- read_types --
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+   AND type = ANY ($4::text[])
+ ORDER BY tx_id, global_position
+ LIMIT $3
+
 -- head --
 -- The last event (by read order) that is behind the fence, and the last one at all.
 SELECT last.tx_id AS last_tx, last.global_position AS last_position,
