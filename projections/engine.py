@@ -115,11 +115,13 @@ class Runner:
     """Keeps the live projections current, as a service: `await Runner(store).run()`."""
 
     def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
-                 *, poll_interval: float = 1.0, batch_size: int = 2000) -> None:
+                 *, poll_interval: float = 1.0, batch_size: int = 2000,
+                 on_commit: Callable[[Sequence[RecordedEvent]], None] | None = None) -> None:
         self.store = store
         self.projections = tuple(projections)
         self.poll_interval = poll_interval
         self.batch_size = batch_size
+        self.on_commit = on_commit  # told of each batch once its rows are committed
         self.stats = RunnerStats()
 
     async def run(self, stop: anyio.Event | None = None,
@@ -179,6 +181,8 @@ class Runner:
                     positions[p.name] = max(positions[p.name], new)
                 self.stats.batches += 1
                 self.stats.events += len(batch)
+                if self.on_commit:
+                    self.on_commit(batch)
                 if progress:
                     progress(len(batch))
 

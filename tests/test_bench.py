@@ -51,3 +51,18 @@ def test_quick_log_bench_prints_its_checks_as_the_last_line(server_dsn: str) -> 
     assert figures["append_batch100"]["raw_copy_per_s"] > 0
     assert figures["wake"]["samples"] >= 100
     assert out.returncode == (0 if all(c["verdict"] == "PASS" for c in got.values()) else 1)
+
+
+@pytest.mark.bench
+def test_quick_projections_bench_reports_its_three_checks(server_dsn: str) -> None:
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "projections",
+                          "--quick", "--json"], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    got = {c["name"]: c for c in summary["checks"]}
+    assert set(got) == {"rebuild_vs_raw_read", "rebuild_events_per_s", "lag_p99_ms"}
+    assert summary["figures"]["events"] > 40_000
+    assert summary["figures"]["lag"]["events"] > 1000  # the load really ran
+    assert all(isinstance(c["value"], float) for c in got.values())
