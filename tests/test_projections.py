@@ -216,3 +216,26 @@ async def test_older_event_versions_project_like_current_ones(dsn: str) -> None:
     new, old = (tuple(r)[1:] for r in rows)
     assert [r["issue_id"] for r in rows] == ["new", "old"]
     assert new == old
+
+
+async def test_interrupted_rebuild_resumes(store: EventStore) -> None:
+    w = Workload(9)
+    await w.setup(store)
+    await w.append_runs(store, 120)
+    total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+    seen = 0
+
+    def crash_midway(n: int) -> None:
+        nonlocal seen
+        seen += n
+        if seen > total // 2:
+            raise KeyboardInterrupt  # as if the operator pressed Ctrl-C
+
+    with pytest.raises(KeyboardInterrupt):
+        await engine.rebuild(store, progress=crash_midway, chunk=300)
+    resumed = await engine.rebuild(store, chunk=300)
+    assert resumed.resumed and resumed.events < total
+    first = await dump(store)
+    fresh = await engine.rebuild(store)
+    assert not fresh.resumed and fresh.events >= resumed.events
+    assert await dump(store) == first
