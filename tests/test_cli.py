@@ -209,12 +209,12 @@ def test_projections_and_report(dsn: str) -> None:
     status = props("projections", "status", dsn=dsn)
     assert "runs" in status.stdout and "fence is clear" in status.stdout
     report = orjson.loads(props("report", "--format", "json", dsn=dsn).stdout)
-    assert {r["scorer"] for r in report["scores"]} == {"overlap@1", "overlap@2"}
+    assert {r["scorer"] for r in report["scores"]} == {"overlap@1"}
     assert report["evidence"]["critic_runs"] == 40
     assert all(0 <= r["recall"] <= 1 for r in report["scores"] if r["recall"] is not None)
     only = orjson.loads(props("report", "--format", "json", "--scorer", "overlap@2",
                               dsn=dsn).stdout)
-    assert {r["scorer"] for r in only["scores"]} == {"overlap@2"}
+    assert only["scores"] == []  # nothing graded by overlap@2 yet
     csv_out = props("report", "--format", "csv", dsn=dsn).stdout.splitlines()
     assert csv_out[0].startswith("model,definition,scorer,runs,recall")
     table = props("report", dsn=dsn).stdout

@@ -1,9 +1,10 @@
 """A realistic, reproducible log: critic runs on the sample specimens, with their issues,
-LLM calls and grades. Used by the projection benchmark and by tests that need thousands of
-events of every type.
+LLM calls and grades. Used by the benchmarks and by tests that need thousands of events of
+every type.
 
 Each run reports some issues on real TP and FP locations of its example and some that match
-nothing; grades come from two scorer versions. A fixed seed gives the same log every time.
+nothing; completed runs are graded by the historic scorer `overlap@1` (the real one), and
+`overlap@2` is registered for re-scoring. A fixed seed gives the same log every time.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import random
 import uuid
 from collections.abc import Callable
 
-from props.core import catalog, specimen_sync, specimens
+from props.core import catalog, scoring, specimen_sync, specimens
 from props.core.events import Event, NewEvent
 from props.core.store import EventStore
 from props.tools.specimen_commands import samples_dir
@@ -21,8 +22,7 @@ from props.tools.specimen_commands import samples_dir
 MODELS = ["model-a", "model-b", "model-c"]
 DEFINITIONS = ["reviewer", "strict-reviewer"]
 STATUSES = ["completed"] * 16 + ["failed", "timed_out", "budget_exceeded", "cancelled"]
-SCORER_CODE = {1: hashlib.sha256(b"overlap@1").hexdigest(),
-               2: hashlib.sha256(b"overlap@2").hexdigest()}
+HISTORIC = scoring.scorer("overlap@1")
 
 
 def _uuid(rng: random.Random) -> uuid.UUID:
@@ -30,9 +30,10 @@ def _uuid(rng: random.Random) -> uuid.UUID:
 
 
 class Workload:
-    def __init__(self, seed: int = 7) -> None:
+    def __init__(self, seed: int = 7, issues_per_run: tuple[int, int] = (1, 7)) -> None:
         self.rng = random.Random(seed)
         self.found = specimens.discover(samples_dir())[0]
+        self.issues_per_run = issues_per_run
 
     async def setup(self, store: EventStore) -> int:
         """Specimens, a definition and two scorers (the second one active). Returns events."""
@@ -41,12 +42,11 @@ class Workload:
         digest = "sha256:" + hashlib.sha256(b"reviewer").hexdigest()
         await store.append("definition-critic", [catalog.DefinitionPushed(
             agent_type="critic", name="reviewer", tag="latest", digest=digest)])
-        for version in (1, 2):
-            await store.append("scorer-overlap", [catalog.ScorerRegistered(
-                name="overlap", version=version, code_hash=SCORER_CODE[version],
-                settings={"min_overlap": 0.5})])
+        for ref in ("overlap@1", "overlap@2"):
+            await store.append("scorer-overlap",
+                               [scoring.registration(scoring.scorer(ref))])
         await store.append("scorer-overlap", [catalog.ActiveScorerSet(name="overlap",
-                                                                      version=2)])
+                                                                      version=1)])
         return count + 4
 
     def run_events(self) -> tuple[uuid.UUID, list[Event], list[Event]]:
@@ -85,23 +85,13 @@ class Workload:
                                                tokens_out=t_out,
                                                cost_usd=round((t_in + 4 * t_out) * 1e-6, 6),
                                                latency_ms=rng.uniform(200, 3000)))
-        grades: list[Event] = []
         issues = self._issues(run, gt, set(files))
-        for issue, match in issues:
-            events.append(issue)
-            for version in (1, 2):
-                if version == 1 and rng.random() < 0.3:
-                    continue  # the old scorer graded only part of the history
-                kind, ident, occ = match if (version == 2 or rng.random() < 0.8) else ("", "", 0)
-                grades.append(catalog.GradeEmitted(
-                    critique_run_id=run, critique_issue_id=issue.issue_id,
-                    tp_id=ident if kind == "tp" else None,
-                    tp_occurrence=occ if kind == "tp" else None,
-                    fp_id=ident if kind == "fp" else None,
-                    grade=1.0 if kind == "tp" else 0.0,
-                    scorer=catalog.ScorerRef(name="overlap", version=version,
-                                             code_hash=SCORER_CODE[version],
-                                             ground_truth_hash=gt_hash)))
+        events.extend(issues)
+        grades: list[Event] = [
+            scoring.grade_event(HISTORIC, run, i.issue_id, HISTORIC.match(i.locations, gt),
+                                gt_hash)
+            for i in issues
+        ]
         events.append(catalog.PhaseCompleted(run_id=run, phase="review",
                                              duration_seconds=rng.uniform(5, 120)))
         events.append(catalog.ContainerExited(run_id=run, exit_code=0 if status == "completed"
@@ -116,32 +106,33 @@ class Workload:
             grades = []  # unfinished evidence: only completed runs were graded here
         return run, events, grades
 
-    def _issues(self, run: uuid.UUID, gt: catalog.GroundTruth, files: set[str]
-                ) -> list[tuple[catalog.IssueReported, tuple[str, str, int]]]:
+    def _issues(self, run: uuid.UUID, gt: catalog.GroundTruth,
+                files: set[str]) -> list[catalog.IssueReported]:
+        """Issues at real TP and FP locations of the example, and a few that match nothing."""
         rng = self.rng
-        candidates: list[tuple[str, str, int, catalog.Location]] = []
+        places: list[tuple[str, catalog.Location]] = []
         for tp in gt.true_positives:
-            for n, occ in enumerate(tp.occurrences, start=1):
+            for occ in tp.occurrences:
                 if occ.files <= files:
-                    candidates.append(("tp", tp.id, n, occ.locations[0]))
+                    places.append((tp.id, occ.locations[0]))
         for fp in gt.false_positives:
             for occ in fp.occurrences:
                 if occ.files <= files:
-                    candidates.append(("fp", fp.id, 0, occ.locations[0]))
-        picked = rng.sample(candidates, k=min(len(candidates), rng.randint(1, 5)))
-        out = []
-        for i, (kind, ident, number, loc) in enumerate(picked, start=1):
-            out.append((catalog.IssueReported(
-                run_id=run, issue_id=f"i{i}", rationale=f"finding about {ident}",
-                severity=rng.choice(["low", "medium", "high"]), locations=[loc]),
-                (kind, ident, number)))
-        some_file = rng.choice(sorted(files))
-        for j in range(rng.randint(0, 2)):
-            out.append((catalog.IssueReported(
+                    places.append((fp.id, occ.locations[0]))
+        low, high = self.issues_per_run
+        wanted = rng.randint(low, high)
+        picked = rng.sample(places, k=min(len(places), max(1, wanted * 2 // 3)))
+        out = [catalog.IssueReported(
+            run_id=run, issue_id=f"i{i}", rationale=f"finding about {ident}",
+            severity=rng.choice(["low", "medium", "high"]), locations=[loc])
+            for i, (ident, loc) in enumerate(picked, start=1)]
+        ordered = sorted(files)
+        for j in range(max(0, wanted - len(out))):
+            start = rng.randint(1, 60)
+            out.append(catalog.IssueReported(
                 run_id=run, issue_id=f"u{j}", rationale="a style remark",
-                locations=[catalog.Location(file=some_file,
-                                            ranges=[catalog.LineRange(start=1, end=2)])]),
-                ("", "", 0)))
+                locations=[catalog.Location(file=rng.choice(ordered), ranges=[
+                    catalog.LineRange(start=start, end=start + rng.randint(0, 3))])]))
         return out
 
     async def append_runs(self, store: EventStore, runs: int,
@@ -153,15 +144,11 @@ class Workload:
             await store.append(f"run-{run}", [NewEvent(e, _uuid(self.rng)) for e in events],
                                expected_version=0)
             total += len(events)
-            by_scorer: dict[int, list[Event]] = {}
-            for g in grades:
-                assert isinstance(g, catalog.GradeEmitted)
-                by_scorer.setdefault(g.scorer.version, []).append(g)
-            for version, batch in sorted(by_scorer.items()):
-                await store.append(f"grading-{run}-overlap@{version}",
-                                   [NewEvent(e, _uuid(self.rng)) for e in batch],
+            if grades:
+                await store.append(f"grading-{run}-{scoring.ref(HISTORIC)}",
+                                   [NewEvent(e, _uuid(self.rng)) for e in grades],
                                    expected_version=0)
-                total += len(batch)
+                total += len(grades)
             if progress:
                 progress(len(events) + len(grades))
         return total

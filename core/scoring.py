@@ -1,0 +1,137 @@
+"""Scorers: versioned, deterministic functions from (reported issue, ground truth) to a match.
+
+A scorer is named and versioned (`overlap@2`). Its code hash covers its source and its
+settings, so a grade says exactly what produced it; the ground-truth hash says what it was
+computed against. Grading the same issues against the same ground truth with the same scorer
+gives byte-identical grades.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+from typing import Any, Protocol
+
+import orjson
+
+from props.core import catalog, errors
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """What an issue was found to be: a TP occurrence, a known FP, or nothing known."""
+
+    tp_id: str | None = None
+    tp_occurrence: int | None = None
+    fp_id: str | None = None
+    grade: float = 0.0
+
+    @property
+    def key(self) -> tuple[str | None, int | None, str | None]:
+        return self.tp_id, self.tp_occurrence, self.fp_id
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def deterministic(self) -> bool: ...
+
+    @property
+    def settings(self) -> dict[str, Any]: ...
+
+    @property
+    def code_hash(self) -> str: ...
+
+    def match(self, locations: list[catalog.Location], gt: catalog.GroundTruth) -> Match: ...
+
+
+def _overlap(a: catalog.LineRange, b: catalog.LineRange, slack: int) -> int:
+    """Lines two ranges share, with `b` widened by `slack` lines on both sides."""
+    return max(0, min(a.end, b.end + slack) - max(a.start, b.start - slack) + 1)
+
+
+def _score(issue: list[catalog.Location], occurrence: catalog.Occurrence, slack: int) -> int:
+    total = 0
+    for mine in issue:
+        for theirs in occurrence.locations:
+            if mine.file == theirs.file:
+                total += sum(_overlap(a, b, slack) for a in mine.ranges for b in theirs.ranges)
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class OverlapScorer:
+    """An issue matches the TP occurrence (else the FP) its line ranges overlap most, each
+    occurrence widened by `tolerance` lines; ties go to the smallest id."""
+
+    version: int
+    tolerance: int = 0
+    name: str = "overlap"
+    deterministic: bool = True
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"tolerance": self.tolerance}
+
+    @property
+    def code_hash(self) -> str:
+        source = inspect.getsource(type(self)) + inspect.getsource(_score) + \
+            inspect.getsource(_overlap)
+        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
+
+    def match(self, locations: list[catalog.Location], gt: catalog.GroundTruth) -> Match:
+        best: tuple[int, str, int] | None = None
+        for tp in gt.true_positives:
+            for n, occ in enumerate(tp.occurrences, start=1):
+                score = _score(locations, occ, self.tolerance)
+                if score and (best is None or (-score, tp.id, n) < (-best[0], best[1], best[2])):
+                    best = (score, tp.id, n)
+        if best is not None:
+            return Match(tp_id=best[1], tp_occurrence=best[2], grade=1.0)
+        decoy: tuple[int, str] | None = None
+        for fp in gt.false_positives:
+            score = sum(_score(locations, occ, self.tolerance) for occ in fp.occurrences)
+            if score and (decoy is None or (-score, fp.id) < (-decoy[0], decoy[1])):
+                decoy = (score, fp.id)
+        if decoy is not None:
+            return Match(fp_id=decoy[1])
+        return Match()
+
+
+SCORERS: dict[str, Scorer] = {
+    "overlap@1": OverlapScorer(version=1, tolerance=0),
+    "overlap@2": OverlapScorer(version=2, tolerance=3),
+}
+
+
+def scorer(ref: str) -> Scorer:
+    """The scorer named `NAME@VERSION`."""
+    found = SCORERS.get(ref)
+    if found is None:
+        raise errors.PropsError(f"unknown scorer {ref!r}; known: {', '.join(SCORERS)}")
+    return found
+
+
+def ref(s: Scorer) -> str:
+    return f"{s.name}@{s.version}"
+
+
+def registration(s: Scorer) -> catalog.ScorerRegistered:
+    return catalog.ScorerRegistered(name=s.name, version=s.version, code_hash=s.code_hash,
+                                    settings=s.settings, deterministic=s.deterministic)
+
+
+def grade_event(s: Scorer, run_id: Any, issue_id: str, m: Match,
+                ground_truth_hash: str) -> catalog.GradeEmitted:
+    return catalog.GradeEmitted(
+        critique_run_id=run_id, critique_issue_id=issue_id, tp_id=m.tp_id,
+        tp_occurrence=m.tp_occurrence, fp_id=m.fp_id, grade=m.grade,
+        scorer=catalog.ScorerRef(name=s.name, version=s.version, code_hash=s.code_hash,
+                                 ground_truth_hash=ground_truth_hash))
