@@ -21,6 +21,7 @@ from props.tools import (
     event_commands,
     projection_commands,
     report_command,
+    scoring_commands,
     specimen_commands,
 )
 
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     specimen_commands.add_parser(sub)
     projection_commands.add_parser(sub)
     report_command.add_parser(sub)
+    scoring_commands.add_parsers(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     return parser

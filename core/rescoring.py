@@ -1,0 +1,301 @@
+"""Re-scoring recorded runs under a scorer version, and comparing two scorers run by run.
+
+Re-scoring reads what was recorded (the runs' reported issues, the ground truth synced in the
+log) and appends grades to the scorer version's own streams (`grading-<run>-<name>@<n>`),
+never touching another version's. Event ids derive from (run, issue, scorer, ground truth),
+so a second identical rescore appends nothing and a crashed one resumes by running again.
+Every selected run ends in exactly one place: graded, or unscorable with a named reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+import pydantic
+
+from props.core import catalog, errors, scoring, specimen_sync
+from props.core.events import NewEvent
+from props.core.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("rescoring")
+_NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
+_LOCATIONS = pydantic.TypeAdapter(list[catalog.Location])
+GroundTruthChoice = Literal["at-run", "latest"]
+FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Which recorded critic runs (all filters combine; nothing set means nothing selected
+    unless `everything`)."""
+
+    run_ids: Sequence[uuid.UUID] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    model: str | None = None
+    definition: str | None = None
+    snapshot: str | None = None
+    everything: bool = False
+
+    def check(self) -> None:
+        if not self.everything and not any(
+            (self.run_ids, self.since, self.until, self.model, self.definition, self.snapshot)
+        ):
+            raise errors.PropsError(
+                "select runs (--run, --since, --until, --model, --definition, --snapshot) "
+                "or say --all"
+            )
+
+    def args(self) -> tuple[Any, ...]:
+        return (list(self.run_ids) if self.run_ids else None, self.since, self.until,
+                self.model, self.definition, self.snapshot)
+
+
+@dataclasses.dataclass
+class RunRecord:
+    run_id: uuid.UUID
+    status: str
+    snapshot: str
+    files_hash: str
+    requested_at: datetime
+    model: str
+    definition: str
+    issues: dict[str, Any] = dataclasses.field(default_factory=dict)  # issue id -> locations
+
+
+async def selected_runs(store: EventStore, selection: Selection) -> list[RunRecord]:
+    selection.check()
+    rows = await store.pool.fetch(_Q["select_runs"], *selection.args())
+    runs = {r["run_id"]: RunRecord(r["run_id"], r["status"], r["snapshot"], r["files_hash"],
+                                   r["requested_at"], r["model"], r["definition"])
+            for r in rows}
+    ids = list(runs)
+    for start in range(0, len(ids), 5000):
+        for r in await store.pool.fetch(_Q["issues_of"], ids[start:start + 5000]):
+            runs[r["run_id"]].issues[r["issue_id"]] = r["locations"]
+    return list(runs.values())
+
+
+def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHistory],
+                     choice: GroundTruthChoice) -> catalog.SnapshotSynced | None:
+    """The snapshot version a run is scored against: the one current when it was requested
+    (default), or the latest."""
+    history = known.get(run.snapshot)
+    if history is None or not history.versions:
+        return None
+    if choice == "latest":
+        return history.latest
+    current = None
+    for version, synced_at in zip(history.versions, history.synced_at, strict=True):
+        if synced_at <= run.requested_at:
+            current = version
+    return current
+
+
+def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None) -> str | None:
+    if run.status not in FINISHED:
+        return "no finish event"
+    if snapshot is None:
+        return "ground truth missing"
+    files = {f.path for f in snapshot.files}
+    for issue_id, raw in sorted(run.issues.items()):
+        try:
+            locations = _LOCATIONS.validate_json(raw)
+        except pydantic.ValidationError:
+            return f"malformed issue: {issue_id}: locations do not parse"
+        for loc in locations:
+            if not loc.ranges:
+                return f"malformed issue: {issue_id}: a location without line ranges"
+            if loc.file not in files:
+                return f"malformed issue: {issue_id}: {loc.file} is not in the snapshot"
+    return None
+
+
+def grades_for(s: scoring.Scorer, run: RunRecord,
+               snapshot: catalog.SnapshotSynced) -> list[catalog.GradeEmitted]:
+    gt = snapshot.ground_truth
+    return [
+        scoring.grade_event(s, run.run_id, issue_id,
+                            s.match(_LOCATIONS.validate_json(raw), gt),
+                            snapshot.ground_truth_hash)
+        for issue_id, raw in sorted(run.issues.items())
+    ]
+
+
+def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
+    s = grade.scorer
+    return uuid.uuid5(_NAMESPACE, f"{grade.critique_run_id}:{grade.critique_issue_id}:"
+                                  f"{s.name}@{s.version}:{s.ground_truth_hash}")
+
+
+async def ensure_registered(store: EventStore, s: scoring.Scorer) -> bool:
+    """Record the scorer's registration unless it is there; refuse a changed scorer that
+    kept its version. Returns whether a registration was appended."""
+    for rec in await store.read_stream(f"scorer-{s.name}"):
+        event = rec.event
+        if isinstance(event, catalog.ScorerRegistered) and event.version == s.version:
+            if event.code_hash != s.code_hash:
+                raise errors.PropsError(
+                    f"{scoring.ref(s)} is registered with code hash {event.code_hash[:12]}, "
+                    f"but this props computes {s.code_hash[:12]}: a changed scorer (code or "
+                    f"settings) needs a new version"
+                )
+            return False
+    event_id = uuid.uuid5(_NAMESPACE, f"register:{scoring.ref(s)}:{s.code_hash}")
+    await store.append(f"scorer-{s.name}", [NewEvent(scoring.registration(s), event_id)])
+    return True
+
+
+@dataclasses.dataclass
+class RescoreReport:
+    scorer: str
+    ground_truth: GroundTruthChoice
+    selected: int = 0
+    graded_runs: int = 0
+    grades: int = 0
+    appended: int = 0
+    unscorable: Counter[str] = dataclasses.field(default_factory=Counter)
+
+    @property
+    def accounted(self) -> bool:
+        return self.graded_runs + sum(self.unscorable.values()) == self.selected
+
+
+def reason_kind(reason: str) -> str:
+    """"malformed issue: i3: ..." -> "malformed issue": what counts are kept by."""
+    return reason.split(":", 1)[0]
+
+
+async def rescore(
+    store: EventStore,
+    s: scoring.Scorer,
+    selection: Selection,
+    *,
+    ground_truth: GroundTruthChoice = "at-run",
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> RescoreReport:
+    """Grade the selected runs under `s`; append the grades unless `dry_run`."""
+    report = RescoreReport(scoring.ref(s), ground_truth)
+    if not dry_run:
+        await ensure_registered(store, s)
+    known = await specimen_sync.history(store)
+    runs = await selected_runs(store, selection)
+    report.selected = len(runs)
+    for run in runs:
+        snapshot = ground_truth_for(run, known, ground_truth)
+        reason = unscorable_reason(run, snapshot)
+        if reason is not None:
+            report.unscorable[reason_kind(reason)] += 1
+        else:
+            assert snapshot is not None
+            grades = grades_for(s, run, snapshot)
+            report.graded_runs += 1
+            report.grades += len(grades)
+            if grades and not dry_run:
+                result = await store.append(
+                    f"grading-{run.run_id}-{scoring.ref(s)}",
+                    [NewEvent(g, grade_id(g)) for g in grades],
+                )
+                if not result.already_stored:
+                    report.appended += len(grades)
+        if progress:
+            progress(1)
+    return report
+
+
+# -- comparing two scorers ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class RunDiff:
+    run_id: uuid.UUID
+    model: str
+    definition: str
+    recall_a: float | None
+    recall_b: float | None
+    precision_a: float | None
+    precision_b: float | None
+    changed_issues: list[str]
+
+
+@dataclasses.dataclass
+class Comparison:
+    a: str
+    b: str
+    selected: int = 0
+    unchanged: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    changed: list[RunDiff] = dataclasses.field(default_factory=list)
+    unscorable: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
+    groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.unchanged) + len(self.changed) + len(self.unscorable) == self.selected
+
+
+def _split(ref: str) -> tuple[str, int]:
+    scoring.scorer(ref)  # a known scorer
+    name, _, version = ref.partition("@")
+    return name, int(version)
+
+
+async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
+    """Put every selected run in exactly one bucket: unchanged, changed, or unscorable."""
+    (name_a, ver_a), (name_b, ver_b) = _split(a), _split(b)
+    result = Comparison(a, b)
+    known = await specimen_sync.history(store)
+    runs = await selected_runs(store, selection)
+    result.selected = len(runs)
+    ids = [r.run_id for r in runs]
+    edges: dict[tuple[uuid.UUID, str, int], dict[str, tuple[Any, ...]]] = {}
+    scores: dict[tuple[uuid.UUID, str, int], Any] = {}
+    for start in range(0, len(ids), 5000):
+        chunk = ids[start:start + 5000]
+        for r in await store.pool.fetch(_Q["edges_of"], chunk, [name_a, name_b]):
+            key = (r["critique_run_id"], r["scorer_name"], r["scorer_version"])
+            edges.setdefault(key, {})[r["critique_issue_id"]] = (r["tp_id"], r["tp_occurrence"],
+                                                                 r["fp_id"])
+        for r in await store.pool.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
+            scores[(r["run_id"], r["scorer_name"], r["scorer_version"])] = r
+    for run in runs:
+        reason = unscorable_reason(run, ground_truth_for(run, known, "at-run"))
+        got_a = edges.get((run.run_id, name_a, ver_a), {})
+        got_b = edges.get((run.run_id, name_b, ver_b), {})
+        if reason is None and run.issues and len(got_a) < len(run.issues):
+            reason = f"not graded by {a}"
+        if reason is None and run.issues and len(got_b) < len(run.issues):
+            reason = f"not graded by {b}"
+        if reason is not None:
+            result.unscorable[run.run_id] = reason
+            continue
+        changed = sorted(i for i in run.issues if got_a.get(i) != got_b.get(i))
+        if not changed:
+            result.unchanged.append(run.run_id)
+            continue
+        sa = scores.get((run.run_id, name_a, ver_a))
+        sb = scores.get((run.run_id, name_b, ver_b))
+        result.changed.append(RunDiff(
+            run.run_id, run.model, run.definition,
+            sa["recall"] if sa else None, sb["recall"] if sb else None,
+            sa["precision"] if sa else None, sb["precision"] if sb else None, changed))
+    scorable = [i for i in ids if i not in result.unscorable]
+    rows = await store.pool.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
+    result.groups = [dict(r) for r in rows]
+    return result
+
+
+def comparison_json(c: Comparison) -> bytes:
+    return orjson.dumps({
+        "a": c.a, "b": c.b, "selected": c.selected, "unchanged": len(c.unchanged),
+        "changed": [dataclasses.asdict(d) for d in c.changed],
+        "unscorable": {str(k): v for k, v in c.unscorable.items()},
+        "complete": c.complete, "groups": c.groups,
+    }, default=str)

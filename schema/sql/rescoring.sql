@@ -1,0 +1,55 @@
+-- Queries of re-scoring and scorer comparison (props.core.rescoring); they read projections.
+
+-- select_runs --
+SELECT run_id, status, snapshot, files_hash, requested_at, model, definition
+  FROM projections.agent_runs
+ WHERE agent_type = 'critic'
+   AND ($1::uuid[] IS NULL OR run_id = ANY ($1::uuid[]))
+   AND ($2::timestamptz IS NULL OR requested_at >= $2)
+   AND ($3::timestamptz IS NULL OR requested_at < $3)
+   AND ($4::text IS NULL OR model = $4)
+   AND ($5::text IS NULL OR definition = $5)
+   AND ($6::text IS NULL OR snapshot = $6)
+ ORDER BY requested_at, run_id
+
+-- issues_of --
+SELECT run_id, issue_id, locations FROM projections.reported_issues
+ WHERE run_id = ANY ($1::uuid[])
+
+-- edges_of --
+SELECT critique_run_id, critique_issue_id, scorer_name, scorer_version, tp_id, tp_occurrence,
+       fp_id
+  FROM projections.grading_edges
+ WHERE critique_run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
+
+-- scores_of --
+SELECT run_id, scorer_name, scorer_version, recall, precision FROM projections.run_scores
+ WHERE run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
+
+-- group_scores --
+-- Per model and definition over the scorable runs: recall and precision under A and B with
+-- Wilson 95% intervals, and B minus A.
+WITH s AS (
+    SELECT * FROM projections.run_scores WHERE run_id = ANY ($1::uuid[])
+), a AS (
+    SELECT model, definition, count(*) AS runs, sum(recalled)::bigint AS k,
+           sum(expected)::bigint AS n, sum(tp_matches)::bigint AS pk, sum(graded)::bigint AS pn
+      FROM s WHERE scorer_name = $2 AND scorer_version = $3 GROUP BY model, definition
+), b AS (
+    SELECT model, definition, count(*) AS runs, sum(recalled)::bigint AS k,
+           sum(expected)::bigint AS n, sum(tp_matches)::bigint AS pk, sum(graded)::bigint AS pn
+      FROM s WHERE scorer_name = $4 AND scorer_version = $5 GROUP BY model, definition
+)
+SELECT model, definition, a.runs AS runs_a, b.runs AS runs_b,
+       a.k::float8 / nullif(a.n, 0) AS recall_a,
+       projections.wilson_low(a.k, a.n) AS recall_a_low,
+       projections.wilson_high(a.k, a.n) AS recall_a_high,
+       b.k::float8 / nullif(b.n, 0) AS recall_b,
+       projections.wilson_low(b.k, b.n) AS recall_b_low,
+       projections.wilson_high(b.k, b.n) AS recall_b_high,
+       b.k::float8 / nullif(b.n, 0) - a.k::float8 / nullif(a.n, 0) AS recall_delta,
+       a.pk::float8 / nullif(a.pn, 0) AS precision_a,
+       b.pk::float8 / nullif(b.pn, 0) AS precision_b,
+       b.pk::float8 / nullif(b.pn, 0) - a.pk::float8 / nullif(a.pn, 0) AS precision_delta
+  FROM a FULL JOIN b USING (model, definition)
+ ORDER BY model, definition

@@ -1,0 +1,194 @@
+"""`props scorers ...`, `props rescore`, `props compare`: grade history again, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import uuid
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from props.core import catalog, errors, rescoring, scoring
+from props.core.store import EventStore
+
+console = Console(highlight=False)
+
+
+def add_parsers(sub: Any) -> None:
+    sc = sub.add_parser("scorers", help="registered scorers; register or activate one",
+                        description="Scorers are named and versioned (NAME@VERSION). Each "
+                        "registration is an event with the scorer's code hash; the active "
+                        "scorer (also an event) is the one grading_pending follows.")
+    cmds = sc.add_subparsers(dest="scorers_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("list", help="scorers this props knows, and their registration",
+                        description="Every scorer this props can run, its code hash, and "
+                        "whether the log has it registered and active.")
+    p.set_defaults(handler=list_cmd)
+    for name, text in (("register", "record a scorer's registration in the log"),
+                       ("activate", "make a scorer the active one (registers it if needed)")):
+        p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
+        p.set_defaults(handler=register_cmd if name == "register" else activate_cmd)
+
+    p = sub.add_parser(
+        "rescore", help="grade recorded runs again under a scorer version",
+        description="Grade the selected runs again from what was recorded (their issues, the "
+        "ground truth in the log), without running any agent. Grades go to the scorer "
+        "version's own streams; other versions' grades are never touched. Running it again "
+        "appends nothing; after a crash, run it again to finish.")
+    p.add_argument("--scorer", required=True, help="NAME@VERSION, e.g. overlap@2")
+    _selectors(p)
+    p.add_argument("--ground-truth", choices=["at-run", "latest"], default="at-run",
+                   help="the snapshot version current when each run was requested "
+                   "(default), or the latest")
+    p.add_argument("--dry-run", action="store_true", help="grade and report, write nothing")
+    p.set_defaults(handler=rescore_cmd)
+
+    p = sub.add_parser(
+        "compare", help="compare two scorers run by run",
+        description="Put every selected run in exactly one bucket (unchanged, changed with its "
+        "deltas and changed issues, or unscorable with the reason) and show recall and "
+        "precision per model and definition under A and B. Reads projections: run "
+        "`props projections run` (or rebuild) after a rescore. Exit 0 only when every run is "
+        "accounted for.")
+    p.add_argument("a", help="scorer A, NAME@VERSION")
+    p.add_argument("b", help="scorer B, NAME@VERSION")
+    _selectors(p)
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.set_defaults(handler=compare_cmd)
+
+
+def _selectors(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", action="append", type=uuid.UUID, metavar="RUN_ID",
+                   help="a run id (repeatable)")
+    p.add_argument("--since", type=datetime.fromisoformat, help="requested at or after (ISO)")
+    p.add_argument("--until", type=datetime.fromisoformat, help="requested before (ISO)")
+    p.add_argument("--model")
+    p.add_argument("--definition")
+    p.add_argument("--snapshot", help="PROJECT/YYYY-MM-DD-NN")
+    p.add_argument("--all", action="store_true", help="every recorded critic run")
+
+
+def _selection(args: argparse.Namespace) -> rescoring.Selection:
+    return rescoring.Selection(args.run, args.since, args.until, args.model, args.definition,
+                               args.snapshot, args.all)
+
+
+async def list_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        registered: dict[str, str] = {}
+        active = None
+        async for batch in store.iter_all(category="scorer"):
+            for rec in batch:
+                if isinstance(rec.event, catalog.ScorerRegistered):
+                    registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
+                elif isinstance(rec.event, catalog.ActiveScorerSet):
+                    active = f"{rec.event.name}@{rec.event.version}"
+    table = Table("scorer", "settings", "code hash", "in the log")
+    for ref, s in scoring.SCORERS.items():
+        state = ("active" if ref == active else "registered") if ref in registered else "-"
+        if ref in registered and registered[ref] != s.code_hash:
+            state = "registered with another code hash"
+        table.add_row(ref, str(s.settings), s.code_hash[:16], state)
+    console.print(table)
+    return 0
+
+
+async def register_cmd(args: argparse.Namespace) -> int:
+    s = scoring.scorer(args.scorer)
+    async with EventStore.open(max_connections=2) as store:
+        added = await rescoring.ensure_registered(store, s)
+    console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
+                  f"(code hash {s.code_hash[:16]})")
+    return 0
+
+
+async def activate_cmd(args: argparse.Namespace) -> int:
+    s = scoring.scorer(args.scorer)
+    async with EventStore.open(max_connections=2) as store:
+        await rescoring.ensure_registered(store, s)
+        await store.append(f"scorer-{s.name}",
+                           [catalog.ActiveScorerSet(name=s.name, version=s.version)])
+    console.print(f"{args.scorer} is now the active scorer")
+    return 0
+
+
+async def rescore_cmd(args: argparse.Namespace) -> int:
+    s = scoring.scorer(args.scorer)
+    selection = _selection(args)
+    async with EventStore.open(max_connections=3) as store:
+        selected = len(await rescoring.selected_runs(store, selection))
+        columns = (TextColumn(f"rescoring with {args.scorer}"), BarColumn(),
+                   MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("rescore", total=selected)
+            report = await rescoring.rescore(
+                store, s, selection, ground_truth=args.ground_truth, dry_run=args.dry_run,
+                progress=lambda n: bar.advance(task, n))
+    verb = "would append" if args.dry_run else "appended"
+    console.print(
+        f"{report.selected} run(s) selected; {report.graded_runs} graded with {report.scorer} "
+        f"against the ground truth {args.ground_truth}; {report.grades} grade(s), "
+        f"{verb} {report.appended if not args.dry_run else report.grades}")
+    for reason, count in sorted(report.unscorable.items()):
+        console.print(f"unscorable: {count} run(s): {reason}")
+    if not report.accounted:
+        raise errors.PropsError("some runs are neither graded nor unscorable: a bug")
+    return 0
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+async def compare_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        c = await rescoring.compare(store, args.a, args.b, _selection(args))
+    if args.format == "json":
+        sys.stdout.buffer.write(rescoring.comparison_json(c) + b"\n")
+    elif args.format == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["run_id", "bucket", "reason", "recall_a", "recall_b", "precision_a",
+                         "precision_b", "changed_issues"])
+        for run_id in c.unchanged:
+            writer.writerow([run_id, "unchanged", "", "", "", "", "", ""])
+        for d in c.changed:
+            writer.writerow([d.run_id, "changed", "", d.recall_a, d.recall_b, d.precision_a,
+                             d.precision_b, " ".join(d.changed_issues)])
+        for run_id, reason in c.unscorable.items():
+            writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
+        print(out.getvalue(), end="")
+    else:
+        table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
+                      f"precision {c.a}", f"precision {c.b}", "delta")
+        for g in c.groups:
+            table.add_row(
+                g["model"], g["definition"],
+                f"{_pct(g['recall_a'])} [{_pct(g['recall_a_low'])}, {_pct(g['recall_a_high'])}]",
+                f"{_pct(g['recall_b'])} [{_pct(g['recall_b_low'])}, {_pct(g['recall_b_high'])}]",
+                _pct(g["recall_delta"]), _pct(g["precision_a"]), _pct(g["precision_b"]),
+                _pct(g["precision_delta"]))
+        console.print(table)
+        reasons: dict[str, int] = {}
+        for reason in c.unscorable.values():
+            kind = rescoring.reason_kind(reason)
+            reasons[kind] = reasons.get(kind, 0) + 1
+        console.print(
+            f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
+            f"changed + {len(c.unscorable)} unscorable"
+            + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
+    return 0 if c.complete else 1
