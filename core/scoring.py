@@ -9,6 +9,7 @@ gives byte-identical grades.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import inspect
 from typing import Any, Protocol
@@ -79,7 +80,7 @@ class OverlapScorer:
     def settings(self) -> dict[str, Any]:
         return {"tolerance": self.tolerance}
 
-    @property
+    @functools.cached_property
     def code_hash(self) -> str:
         source = inspect.getsource(type(self)) + inspect.getsource(_score) + \
             inspect.getsource(_overlap)
