@@ -278,6 +278,71 @@ class EventStore:
                 f"{database.redact(self.dsn)} ({exc}). Retrying with the same event ids is safe."
             ) from exc
 
+    async def append_many(
+        self,
+        batches: Sequence[tuple[str, Sequence[Event | NewEvent]]],
+        *,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[AppendResult]:
+        """Append to many streams in one COPY, all or nothing; each stream continues at its
+        current version (no expected version). For bulk writers: re-scoring, imports.
+
+        Idempotent per stream: a batch whose event ids are all stored in its stream already
+        is left out and reported `already_stored`; a batch only partly stored is refused.
+        """
+        streams = [stream for stream, _ in batches]
+        if len(set(streams)) != len(streams):
+            raise errors.InvalidEvent("append_many takes each stream once")
+        prepared = {stream: self._prepare(stream, events, None, metadata)
+                    for stream, events in batches}
+        stored: dict[str, AppendResult] = {}
+        for _attempt in range(5):
+            todo = [s for s in streams if s not in stored]
+            if not todo:
+                break
+            current = {r[0]: r[1] for r in await self.pool.fetch(_Q["stream_versions"], todo)}
+            records = [row for s in todo for row in prepared[s].rows(s, current.get(s, 0))]
+            try:
+                await self.pool.copy_records_to_table(
+                    "events", schema_name="props", columns=_COPY_COLUMNS, records=records)
+            except asyncpg.UniqueViolationError:
+                await self._find_stored(todo, prepared, stored)
+                continue
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate != "PX409":
+                    raise
+                continue  # a concurrent writer moved a stream: read versions again
+            for s in todo:
+                n = len(prepared[s].ids)
+                base = current.get(s, 0)
+                stored[s] = AppendResult(s, base + 1, base + n, already_stored=False)
+        else:
+            raise errors.ConcurrencyConflict(
+                streams[0], None, await self.stream_version(streams[0]),
+                " (append_many kept racing with other writers)")
+        return [stored[s] for s in streams]
+
+    async def _find_stored(self, streams: list[str], prepared: dict[str, _Batch],
+                           stored: dict[str, AppendResult]) -> None:
+        """After a unique violation in a bulk append: which batches are retries."""
+        ids = [i for s in streams for i in prepared[s].ids]
+        rows = await self.pool.fetch(_Q["stored_by_stream"], ids)
+        found = {r["stream_id"]: r for r in rows}
+        for s in streams:
+            row = found.get(s)
+            n = len(prepared[s].ids)
+            if row is None:
+                continue
+            if row["found"] != n:
+                raise errors.DuplicateEventConflict(
+                    f"append to {s} refused: {row['found']} of its {n} event ids are already "
+                    f"stored; an event id may be used once, in one stream")
+            stored[s] = AppendResult(s, row["last"] - n + 1, row["last"], already_stored=True)
+        total = sum(r["found"] for r in rows)
+        if total > sum(len(prepared[s].ids) for s in found if s in streams):
+            raise errors.DuplicateEventConflict(
+                "some event ids of this bulk append are already stored in other streams")
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[StoreTransaction]:
         """Several appends (to several streams) that commit together or not at all.

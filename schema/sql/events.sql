@@ -29,6 +29,14 @@ SELECT $3, $1, h.version + 1, $4, $5, $6, $7
  WHERE $2::integer IS NULL OR h.version = $2::integer
 RETURNING stream_version
 
+-- stream_versions --
+SELECT stream_id, max(stream_version) FROM props.events
+ WHERE stream_id = ANY ($1::text[]) GROUP BY stream_id
+
+-- stored_by_stream --
+SELECT stream_id, count(*)::integer AS found, max(stream_version) AS last
+  FROM props.events WHERE event_id = ANY ($1::uuid[]) GROUP BY stream_id
+
 -- stored_event_ids --
 -- For an append that hit a unique violation: is it a retry of an append that is stored?
 SELECT count(*)::integer AS found,
