@@ -29,6 +29,8 @@ _NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
 _LOCATIONS = pydantic.TypeAdapter(list[catalog.Location])
 GroundTruthChoice = Literal["at-run", "latest"]
 FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
+FLUSH_RUNS = 25
+FLUSH_GRADES = 5000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,17 +101,27 @@ def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHist
     return current
 
 
-def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None) -> str | None:
+def parse_issues(run: RunRecord) -> dict[str, list[catalog.Location] | str]:
+    """Each issue's locations, or why they do not parse."""
+    parsed: dict[str, list[catalog.Location] | str] = {}
+    for issue_id, raw in run.issues.items():
+        try:
+            parsed[issue_id] = _LOCATIONS.validate_json(raw)
+        except pydantic.ValidationError:
+            parsed[issue_id] = "locations do not parse"
+    return parsed
+
+
+def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
+                      parsed: dict[str, list[catalog.Location] | str]) -> str | None:
     if run.status not in FINISHED:
         return "no finish event"
     if snapshot is None:
         return "ground truth missing"
     files = {f.path for f in snapshot.files}
-    for issue_id, raw in sorted(run.issues.items()):
-        try:
-            locations = _LOCATIONS.validate_json(raw)
-        except pydantic.ValidationError:
-            return f"malformed issue: {issue_id}: locations do not parse"
+    for issue_id, locations in sorted(parsed.items()):
+        if isinstance(locations, str):
+            return f"malformed issue: {issue_id}: {locations}"
         for loc in locations:
             if not loc.ranges:
                 return f"malformed issue: {issue_id}: a location without line ranges"
@@ -118,15 +130,15 @@ def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None) -
     return None
 
 
-def grades_for(s: scoring.Scorer, run: RunRecord,
-               snapshot: catalog.SnapshotSynced) -> list[catalog.GradeEmitted]:
+def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+               parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
     gt = snapshot.ground_truth
-    return [
-        scoring.grade_event(s, run.run_id, issue_id,
-                            s.match(_LOCATIONS.validate_json(raw), gt),
-                            snapshot.ground_truth_hash)
-        for issue_id, raw in sorted(run.issues.items())
-    ]
+    out = []
+    for issue_id, locations in sorted(parsed.items()):
+        assert not isinstance(locations, str)  # unscorable_reason refused those
+        out.append(scoring.grade_event(s, run.run_id, issue_id, s.match(locations, gt),
+                                       snapshot.ground_truth_hash))
+    return out
 
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
@@ -189,25 +201,35 @@ async def rescore(
     known = await specimen_sync.history(store)
     runs = await selected_runs(store, selection)
     report.selected = len(runs)
+    pending: list[tuple[str, list[NewEvent]]] = []
+
+    async def flush() -> None:
+        if pending and not dry_run:
+            results = await store.append_many(pending)
+            report.appended += sum(r.last_version - r.first_version + 1
+                                   for r in results if not r.already_stored)
+        pending.clear()
+
     for run in runs:
         snapshot = ground_truth_for(run, known, ground_truth)
-        reason = unscorable_reason(run, snapshot)
+        parsed = parse_issues(run)
+        reason = unscorable_reason(run, snapshot, parsed)
         if reason is not None:
             report.unscorable[reason_kind(reason)] += 1
         else:
             assert snapshot is not None
-            grades = grades_for(s, run, snapshot)
+            grades = grades_for(s, run, snapshot, parsed)
             report.graded_runs += 1
             report.grades += len(grades)
-            if grades and not dry_run:
-                result = await store.append(
-                    f"grading-{run.run_id}-{scoring.ref(s)}",
-                    [NewEvent(g, grade_id(g)) for g in grades],
-                )
-                if not result.already_stored:
-                    report.appended += len(grades)
+            if grades:
+                pending.append((f"grading-{run.run_id}-{scoring.ref(s)}",
+                                [NewEvent(g, grade_id(g)) for g in grades]))
+            # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
+            if len(pending) >= FLUSH_RUNS or sum(len(b) for _, b in pending) >= FLUSH_GRADES:
+                await flush()
         if progress:
             progress(1)
+    await flush()
     return report
 
 
@@ -266,7 +288,8 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
         for r in await store.pool.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
             scores[(r["run_id"], r["scorer_name"], r["scorer_version"])] = r
     for run in runs:
-        reason = unscorable_reason(run, ground_truth_for(run, known, "at-run"))
+        reason = unscorable_reason(run, ground_truth_for(run, known, "at-run"),
+                                   parse_issues(run))
         got_a = edges.get((run.run_id, name_a, ver_a), {})
         got_b = edges.get((run.run_id, name_b, ver_b), {})
         if reason is None and run.issues and len(got_a) < len(run.issues):
