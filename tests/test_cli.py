@@ -35,7 +35,8 @@ def event_json(**over: object) -> str:
     ["demo"], ["bench"], ["specimens"], ["specimens", "validate"], ["specimens", "sync"],
     ["specimens", "list"], ["specimens", "show"], ["specimens", "samples"],
     ["projections"], ["projections", "run"], ["projections", "status"],
-    ["projections", "rebuild"], ["report"],
+    ["projections", "rebuild"], ["report"], ["scorers"], ["scorers", "list"],
+    ["scorers", "register"], ["scorers", "activate"], ["rescore"], ["compare"],
 ])
 def test_every_command_has_help(command: list[str]) -> None:
     out = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
@@ -227,3 +228,39 @@ def test_analyst_dsn(dsn: str) -> None:
     out = props("db", "dsn", "--analyst", dsn=dsn).stdout.strip()
     assert out.startswith("postgresql://props_analyst@") and out.split("/")[-1] == \
         dsn.split("/")[-1]
+
+
+def test_rescore_and_compare_commands(dsn: str) -> None:
+    import anyio
+
+    from props.core.store import EventStore
+    from props.projections import engine
+    from props.tools.workload import Workload
+
+    async def load() -> None:
+        async with EventStore.open(dsn) as store:
+            w = Workload(6)
+            await w.setup(store)
+            await w.append_runs(store, 30)
+            await engine.rebuild(store)
+
+    anyio.run(load)
+    assert "select runs" in props("rescore", "--scorer", "overlap@2", dsn=dsn).stderr
+    dry = props("rescore", "--scorer", "overlap@2", "--all", "--dry-run", dsn=dsn)
+    assert dry.returncode == 0 and "30 run(s) selected; 30 graded" in dry.stdout
+    done = props("rescore", "--scorer", "overlap@2", "--all", dsn=dsn)
+    assert done.returncode == 0 and "against the ground truth at-run" in done.stdout
+    assert ", appended 0" in props("rescore", "--scorer", "overlap@2", "--all",
+                                   dsn=dsn).stdout
+    assert props("projections", "rebuild", "--all", dsn=dsn).returncode == 0
+    out = props("compare", "overlap@1", "overlap@2", "--all", "--format", "json", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    c = orjson.loads(out.stdout)
+    assert c["complete"] and c["selected"] == 30
+    assert c["unchanged"] + len(c["changed"]) + len(c["unscorable"]) == 30
+    table = props("compare", "overlap@1", "overlap@2", "--all", dsn=dsn).stdout
+    assert "30 run(s) selected = " in table
+    listed = props("scorers", "list", dsn=dsn).stdout
+    assert "overlap@1" in listed and "active" in listed
+    assert props("scorers", "activate", "overlap@2", dsn=dsn).returncode == 0
+    assert props("compare", "nope@1", "overlap@2", "--all", dsn=dsn).returncode == 1

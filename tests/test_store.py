@@ -253,3 +253,21 @@ async def test_dead_database_is_a_clear_error() -> None:
             pass
     assert "secret" not in str(info.value)
     assert info.value.exit_code == 69
+
+
+async def test_append_many_is_atomic_and_idempotent_per_stream(
+    store: EventStore, new_event: Make
+) -> None:
+    await store.append("run-m1", [new_event()])
+    batches = [("run-m1", [NewEvent(new_event(f"a{i}")) for i in range(3)]),
+               ("run-m2", [NewEvent(new_event("b"))])]
+    first = await store.append_many(batches)
+    assert [(r.first_version, r.last_version, r.already_stored) for r in first] == [
+        (2, 4, False), (1, 1, False)]
+    again = await store.append_many([*batches, ("run-m3", [NewEvent(new_event("c"))])])
+    assert [r.already_stored for r in again] == [True, True, False]
+    assert await count(store) == 6
+    partly = [("run-m4", [batches[1][1][0], NewEvent(new_event("d"))])]
+    with pytest.raises(errors.DuplicateEventConflict):
+        await store.append_many(partly)
+    assert await count(store) == 6
