@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import anyio
+import asyncpg
 
 from props.core import database, errors
 from props.core.events import RecordedEvent
@@ -39,6 +40,7 @@ REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 # interleave, so neither can deadlock on the other's table and checkpoint locks.
 LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
+SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
 
 _VIEWS = queries.load("projection_views")
 _Q = queries.load("projections")
@@ -214,7 +216,7 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             resumed = await _prepare_shadow(store, projections)
             positions = {p.name: await _load(store, _shadow_name(p)) for p in projections}
             events = await _fill_shadow(store, projections, positions, chunk, progress)
-            events += await _swap(store, projections, positions)
+            events += await _swap_when_unlocked(store, projections, positions)
         finally:
             await lock_conn.execute("SELECT pg_advisory_unlock($1)", REBUILD_LOCK)
     return RebuildReport([p.name for p in projections], events,
@@ -279,11 +281,32 @@ async def _flush(store: EventStore, projections: Sequence[Projection],
         positions[p.name] = max(positions[p.name], new)
 
 
+async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projection],
+                              positions: dict[str, Checkpoint]) -> int:
+    """The swap must lock several live tables while analysts' queries lock them too, in their
+    own order. Waiting on one lock while holding another could deadlock with a reader (and
+    the reader is the one PostgreSQL might cancel), so the swap waits briefly for each lock,
+    and on a timeout rolls back everything, releasing what it held, and tries again."""
+    for attempt in range(1, 200):
+        trial = dict(positions)
+        try:
+            caught_up = await _swap(store, projections, trial)
+        except asyncpg.LockNotAvailableError:
+            await anyio.sleep(min(1.0, 0.01 * attempt))
+            continue
+        positions.update(trial)
+        return caught_up
+    raise errors.PropsError("could not take the live projection tables for the swap: "
+                            "readers kept them busy; the rebuilt tables are kept, run the "
+                            "rebuild again to retry the swap")
+
+
 async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions: dict[str, Checkpoint]) -> int:
     """Catch up and swap, in one transaction that holds the live tables exclusively."""
     async with store.pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
+        await conn.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT_MS}ms'")
         live = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         mine = [t.name for p in projections for t in p.tables]
         for name in sorted(live & set(mine)):
