@@ -71,15 +71,24 @@ class Subscription:
         self.notifications = 0
         self.last_fence: FenceStatus | None = None
         self._wake = anyio.Event()
+        self._first_attempt = anyio.Event()  # the listener tried once (connected or not)
         self._tg: anyio.abc.TaskGroup | None = None
         self._reader: asyncpg.pool.PoolConnectionProxy[asyncpg.Record] | None = None
         self._last_stall_check = 0.0
 
     async def __aenter__(self) -> Subscription:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        # LISTEN before the first read, so nothing appended during catch-up goes unnoticed.
-        await self._tg.start(self._listen_forever, name="props-subscription-listener")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        tg.start_soon(self._listen_forever, name="props-subscription-listener")
+        try:
+            # LISTEN before the first read, so nothing appended during catch-up goes unnoticed.
+            await self._first_attempt.wait()
+        except BaseException as exc:
+            # Cancelled while starting: leave the task group in order, then go on with it.
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     async def __aexit__(
@@ -103,7 +112,7 @@ class Subscription:
         self.notifications += 1
         self._wake.set()
 
-    async def _listen_forever(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _listen_forever(self) -> None:
         started = False
         failures = 0
         health_every = max(1.0, self.poll_interval * 5)
@@ -123,7 +132,7 @@ class Subscription:
                 self._wake.set()  # re-read: a notification may have been lost meanwhile
                 if not started:
                     started = True
-                    task_status.started()
+                    self._first_attempt.set()
                 while not lost.is_set():
                     with anyio.move_on_after(health_every):
                         await lost.wait()
@@ -141,7 +150,7 @@ class Subscription:
             failures += 1
             if not started:
                 started = True
-                task_status.started()
+                self._first_attempt.set()
             self._wake.set()
             await anyio.sleep(backoff(failures))
 

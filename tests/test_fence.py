@@ -190,3 +190,14 @@ async def test_category_reads_only_that_category(store: EventStore, new_event: M
     await store.append("run-2", [new_event()])
     got = await store.read_all(category="run")
     assert [r.stream_id for r in got] == ["run-1", "run-2"]
+
+
+async def test_subscription_cancelled_while_starting_leaves_cleanly(store: EventStore) -> None:
+    """A cancel that lands while the listener connects must not strand a cancel scope."""
+    for _ in range(5):
+        with anyio.move_on_after(0.001):
+            async with store.subscribe(START) as sub:
+                async for _batch in sub:
+                    break
+        async with store.subscribe(START, poll_interval=0.05) as sub:  # still usable after
+            assert sub.listening
