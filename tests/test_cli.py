@@ -117,12 +117,15 @@ def test_missing_input_file(dsn: str, tmp_path: Path) -> None:
 def test_demo_migrates_and_records_a_run(empty_dsn: str) -> None:
     out = props("demo", dsn=empty_dsn)
     assert out.returncode == 0, out.stderr
-    assert "retried append of the last event: no-op" in out.stdout
     assert "3 new version(s) recorded" in out.stdout
-    assert "log holds 15 event(s), 15 readable" in out.stdout
+    assert "retried append was a no-op" in out.stdout
+    assert "13 run(s) selected = " in out.stdout and "0 unscorable" in out.stdout
+    assert "critic runs: 13; without a finish event (missing evidence): 0" in out.stdout
+    first_total = int(out.stdout.split("log: ")[1].split(" event")[0])
     again = props("demo", dsn=empty_dsn)
-    assert "0 new version(s) recorded" in again.stdout
-    assert "log holds 27 event(s)" in again.stdout
+    assert again.returncode == 0, again.stderr
+    assert "(reused)" in again.stdout and "0 new simulated" in again.stdout
+    assert f"log: {first_total} event(s)" in again.stdout  # duplicates nothing
 
 
 async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:

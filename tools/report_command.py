@@ -49,22 +49,28 @@ def _scorer_filter(text: str | None) -> tuple[str | None, int | None]:
         raise errors.PropsError(f"--scorer {text!r} is not NAME or NAME@VERSION") from None
 
 
-async def report_cmd(args: argparse.Namespace) -> int:
-    name, version = _scorer_filter(args.scorer)
-    async with EventStore.open(max_connections=2) as store:
-        exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
-        if exists is None:
-            raise errors.SchemaError("the projections are not built yet: run "
-                                     "`props projections rebuild --all` (or `run`)")
-        rows = await store.pool.fetch(_Q["model_scores"], name, version)
-        gaps = await store.pool.fetchrow(_Q["evidence_gaps"])
+async def load(store: EventStore, name: str | None = None,
+               version: int | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The score rows and the counts of what they leave out."""
+    exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
+    if exists is None:
+        raise errors.SchemaError("the projections are not built yet: run "
+                                 "`props projections rebuild --all` (or `run`)")
+    rows = await store.pool.fetch(_Q["model_scores"], name, version)
+    gaps = await store.pool.fetchrow(_Q["evidence_gaps"])
     assert gaps is not None
     records = [{
         "model": r["model"], "definition": r["definition"],
         "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
         **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[4:]},
     } for r in rows]
-    notes = {k: int(gaps[k]) for k in gaps.keys()}
+    return records, {k: int(gaps[k]) for k in gaps.keys()}
+
+
+async def report_cmd(args: argparse.Namespace) -> int:
+    name, version = _scorer_filter(args.scorer)
+    async with EventStore.open(max_connections=2) as store:
+        records, notes = await load(store, name, version)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
@@ -74,7 +80,7 @@ async def report_cmd(args: argparse.Namespace) -> int:
         writer.writerows(records)
         print(out.getvalue(), end="")
     else:
-        _print_table(records, notes)
+        print_table(records, notes)
     return 0
 
 
@@ -82,7 +88,7 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _print_table(records: list[dict[str, Any]], notes: dict[str, int]) -> None:
+def print_table(records: list[dict[str, Any]], notes: dict[str, int]) -> None:
     console = Console(highlight=False)
     table = Table("model", "definition", "scorer", "runs", "recall [95% CI]",
                   "precision [95% CI]", "known FP", "unmatched", "run recall mean ± sd")

@@ -173,22 +173,26 @@ async def compare_cmd(args: argparse.Namespace) -> int:
             writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
         print(out.getvalue(), end="")
     else:
-        table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
-                      f"precision {c.a}", f"precision {c.b}", "delta")
-        for g in c.groups:
-            table.add_row(
-                g["model"], g["definition"],
-                f"{_pct(g['recall_a'])} [{_pct(g['recall_a_low'])}, {_pct(g['recall_a_high'])}]",
-                f"{_pct(g['recall_b'])} [{_pct(g['recall_b_low'])}, {_pct(g['recall_b_high'])}]",
-                _pct(g["recall_delta"]), _pct(g["precision_a"]), _pct(g["precision_b"]),
-                _pct(g["precision_delta"]))
-        console.print(table)
-        reasons: dict[str, int] = {}
-        for reason in c.unscorable.values():
-            kind = rescoring.reason_kind(reason)
-            reasons[kind] = reasons.get(kind, 0) + 1
-        console.print(
-            f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
-            f"changed + {len(c.unscorable)} unscorable"
-            + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
+        print_comparison(c)
     return 0 if c.complete else 1
+
+
+def print_comparison(c: rescoring.Comparison) -> None:
+    table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
+                  f"precision {c.a}", f"precision {c.b}", "delta")
+    for g in c.groups:
+        table.add_row(
+            g["model"], g["definition"],
+            f"{_pct(g['recall_a'])} [{_pct(g['recall_a_low'])}, {_pct(g['recall_a_high'])}]",
+            f"{_pct(g['recall_b'])} [{_pct(g['recall_b_low'])}, {_pct(g['recall_b_high'])}]",
+            _pct(g["recall_delta"]), _pct(g["precision_a"]), _pct(g["precision_b"]),
+            _pct(g["precision_delta"]))
+    console.print(table)
+    reasons: dict[str, int] = {}
+    for reason in c.unscorable.values():
+        kind = rescoring.reason_kind(reason)
+        reasons[kind] = reasons.get(kind, 0) + 1
+    console.print(
+        f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
+        f"changed + {len(c.unscorable)} unscorable"
+        + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
