@@ -129,10 +129,17 @@ def registration(s: Scorer) -> catalog.ScorerRegistered:
                                     settings=s.settings, deterministic=s.deterministic)
 
 
+@functools.lru_cache(maxsize=1024)
+def _scorer_ref(name: str, version: int, code_hash: str,
+                ground_truth_hash: str) -> catalog.ScorerRef:
+    # The same for every grade of a run: built (and validated) once.
+    return catalog.ScorerRef(name=name, version=version, code_hash=code_hash,
+                             ground_truth_hash=ground_truth_hash)
+
+
 def grade_event(s: Scorer, run_id: Any, issue_id: str, m: Match,
                 ground_truth_hash: str) -> catalog.GradeEmitted:
     return catalog.GradeEmitted(
         critique_run_id=run_id, critique_issue_id=issue_id, tp_id=m.tp_id,
         tp_occurrence=m.tp_occurrence, fp_id=m.fp_id, grade=m.grade,
-        scorer=catalog.ScorerRef(name=s.name, version=s.version, code_hash=s.code_hash,
-                                 ground_truth_hash=ground_truth_hash))
+        scorer=_scorer_ref(s.name, s.version, s.code_hash, ground_truth_hash))

@@ -66,3 +66,17 @@ def test_quick_projections_bench_reports_its_three_checks(server_dsn: str) -> No
     assert summary["figures"]["events"] > 40_000
     assert summary["figures"]["lag"]["events"] > 1000  # the load really ran
     assert all(isinstance(c["value"], float) for c in got.values())
+
+
+@pytest.mark.bench
+def test_quick_rescore_bench_reports_its_two_checks(server_dsn: str) -> None:
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "rescore",
+                          "--quick", "--json"], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    got = {c["name"]: c for c in summary["checks"]}
+    assert set(got) == {"rescore_issues_per_s", "rescore_vs_raw_read"}
+    assert summary["figures"]["grades"] == summary["figures"]["issues"] == 50_000
+    assert all(isinstance(c["value"], float) and c["value"] > 0 for c in got.values())

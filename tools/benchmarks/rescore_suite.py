@@ -8,6 +8,10 @@ issue events in position order and decodes them with orjson.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import anyio
@@ -57,9 +61,15 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         report.figures["issues"] = issues
         raw_n, raw_s = await _raw_issue_read(store)
         console.print(f"re-scoring {issues:,} issues with overlap@2 ...")
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(engine.Runner(store, poll_interval=0.1).run, stop)
+        # The projection runner is its own service, as deployed (`props projections run`).
+        runner = await anyio.open_process(
+            [sys.executable, "-m", "props.tools.cli", "projections", "run"],
+            env={**os.environ, "PROPS_DSN": dsn}, stdout=subprocess.DEVNULL)
+        try:
+            assert runner.stderr is not None
+            ready = b""
+            while b"\n" not in ready:  # it prints a line once it is up
+                ready += await runner.stderr.receive()
             t0 = time.perf_counter()
             result = await rescoring.rescore(store, scoring.scorer("overlap@2"),
                                              rescoring.Selection(everything=True))
@@ -68,7 +78,9 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                 while any(s.lag_events for s in await engine.status(store)):  # noqa: ASYNC110
                     await anyio.sleep(0.05)
             seconds = time.perf_counter() - t0
-            stop.set()
+        finally:
+            runner.send_signal(signal.SIGTERM)
+            await runner.wait()
         raw2_n, raw2_s = await _raw_issue_read(store)
         raw_rate = (raw_n + raw2_n) / (raw_s + raw2_s)
         rate = result.grades / seconds
