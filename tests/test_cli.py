@@ -37,6 +37,7 @@ def event_json(**over: object) -> str:
     ["projections"], ["projections", "run"], ["projections", "status"],
     ["projections", "rebuild"], ["report"], ["scorers"], ["scorers", "list"],
     ["scorers", "register"], ["scorers", "activate"], ["rescore"], ["compare"],
+    ["export"], ["import"], ["verify"],
 ])
 def test_every_command_has_help(command: list[str]) -> None:
     out = subprocess.run([*CLI, *command, "--help"], capture_output=True, text=True,
@@ -267,3 +268,22 @@ def test_rescore_and_compare_commands(dsn: str) -> None:
     assert "overlap@1" in listed and "active" in listed
     assert props("scorers", "activate", "overlap@2", dsn=dsn).returncode == 0
     assert props("compare", "nope@1", "overlap@2", "--all", dsn=dsn).returncode == 1
+
+
+def test_export_verify_import_commands(dsn: str, empty_dsn: str, tmp_path: Path) -> None:
+    assert props("demo", dsn=dsn).returncode == 0
+    out = tmp_path / "range.jsonl.zst"
+    exported = props("export", "-o", str(out), "--exclude-category", "snapshot", dsn=dsn)
+    assert exported.returncode == 0 and "exported" in exported.stdout
+    assert "intact" in props("verify", str(out), dsn=dsn).stdout
+    whole = tmp_path / "all.jsonl.zst"
+    assert props("export", "-o", str(whole), dsn=dsn).returncode == 0
+    assert props("db", "migrate", dsn=empty_dsn).returncode == 0
+    first = props("import", str(whole), dsn=empty_dsn)
+    assert first.returncode == 0 and "0 already present" in first.stdout
+    again = props("import", str(whole), dsn=empty_dsn)
+    assert "imported 0," in again.stdout
+    broken = tmp_path / "broken.jsonl.zst"
+    broken.write_bytes(whole.read_bytes()[:-40])
+    refused = props("import", str(broken), dsn=empty_dsn)
+    assert refused.returncode == 65 and "nothing was written" in refused.stderr

@@ -15,6 +15,7 @@ import anyio
 
 from props.core import errors
 from props.tools import (
+    archive_commands,
     bench_command,
     db_commands,
     demo,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     projection_commands.add_parser(sub)
     report_command.add_parser(sub)
     scoring_commands.add_parsers(sub)
+    archive_commands.add_parsers(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     return parser

@@ -1,0 +1,146 @@
+"""Export, verify and import ranges of the log."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+import zstandard
+
+from props.core import archive
+from props.core.store import EventStore
+from props.projections import engine
+from props.schema import migrate
+from props.tools.workload import Workload
+
+EVERYTHING = archive.Selection()
+
+
+async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
+    out = {}
+    for table, order in (("agent_runs", "run_id"),
+                         ("grading_edges", "critique_run_id, critique_issue_id, scorer_name"),
+                         ("model_scores", "model, definition, scorer_name, scorer_version")):
+        rows = await store.pool.fetch(f"SELECT * FROM projections.{table} ORDER BY {order}")
+        out[table] = [tuple(r) for r in rows]
+    return out
+
+
+@pytest.fixture
+async def exported(store: EventStore, tmp_path: Path) -> Path:
+    w = Workload(31)
+    await w.setup(store)
+    await w.append_runs(store, 40)
+    path = tmp_path / "log.jsonl.zst"
+    report = await archive.export(store, EVERYTHING, path)
+    assert report.events == await store.pool.fetchval("SELECT count(*) FROM props.events")
+    assert report.blobs > 0  # the specimens' files travel with their snapshots
+    return path
+
+
+async def test_round_trip_rebuilds_identical_projections(
+    store: EventStore, exported: Path, new_database: object
+) -> None:
+    await engine.rebuild(store)
+    source = await projected(store)
+    other = new_database()  # type: ignore[operator]
+    await migrate.migrate_database(other)
+    async with EventStore.open(other) as target:
+        first = await archive.import_archive(target, exported)
+        assert first.imported == first.events and first.already_present == 0
+        second = await archive.import_archive(target, exported)
+        assert second.imported == 0 and second.already_present == first.events
+        await engine.rebuild(target)
+        assert await projected(target) == source
+        origin = await target.pool.fetchval(
+            "SELECT count(*) FROM props.events WHERE metadata ? 'origin_position'")
+        assert origin == first.events
+        blob_count = await target.pool.fetchval("SELECT count(*) FROM props.blobs")
+        assert blob_count == first.blobs
+
+
+def _lines(path: Path) -> list[bytes]:
+    return zstandard.ZstdDecompressor().decompress(path.read_bytes(),
+                                                   max_output_size=1 << 30).splitlines(True)
+
+
+def _write(path: Path, lines: list[bytes]) -> None:
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"".join(lines)))
+
+
+async def test_every_mutation_is_refused_before_anything_is_written(
+    exported: Path, tmp_path: Path, new_database: object
+) -> None:
+    archive.verify(exported)  # the control: the intact file passes
+    rng = random.Random(6)
+    original = exported.read_bytes()
+    lines = _lines(exported)
+    events = [i for i, line in enumerate(lines) if b'"kind":"event"' in line]
+    mutant = tmp_path / "mutant.jsonl.zst"
+    kinds: dict[str, int] = {}
+    for n in range(240):
+        kind = ("flip", "truncate", "reorder", "drop", "edit", "truncate_lines")[n % 6]
+        if kind == "flip":
+            data = bytearray(original)
+            at = rng.randrange(len(data))
+            data[at] ^= 1 << rng.randrange(8)
+            mutant.write_bytes(bytes(data))
+        elif kind == "truncate":
+            mutant.write_bytes(original[:rng.randrange(len(original))])
+        elif kind == "truncate_lines":
+            _write(mutant, lines[:rng.randrange(1, len(lines))])
+        else:
+            changed = list(lines)
+            a, b = sorted(rng.sample(events, 2))
+            if kind == "reorder":
+                changed[a], changed[b] = changed[b], changed[a]
+            elif kind == "drop":
+                del changed[a]
+            else:
+                obj = orjson.loads(changed[a])
+                obj["stream_version"] += 1
+                changed[a] = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
+            _write(mutant, changed)
+        with pytest.raises(archive.ArchiveError):
+            archive.verify(mutant)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    assert sum(kinds.values()) >= 200 and len(kinds) == 6
+
+    # And through a real import: refused, nothing written.
+    other = new_database()  # type: ignore[operator]
+    await migrate.migrate_database(other)
+    async with EventStore.open(other) as target:
+        for cut in (len(original) // 3, len(original) - 7):
+            mutant.write_bytes(original[:cut])
+            with pytest.raises(archive.ArchiveError):
+                await archive.import_archive(target, mutant)
+        assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
+        assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
+
+
+async def test_selection_by_category_and_position(store: EventStore, exported: Path,
+                                                  tmp_path: Path) -> None:
+    no_gt = tmp_path / "no-ground-truth.jsonl.zst"
+    report = await archive.export(store, archive.Selection(exclude_categories=("snapshot",)),
+                                  no_gt)
+    kinds = {orjson.loads(line).get("stream_id", "-").split("-")[0] for line in _lines(no_gt)}
+    assert "snapshot" not in kinds and "run" in kinds
+    assert report.blobs == 0  # the specimen files belonged to the snapshots
+    part = tmp_path / "part.jsonl.zst"
+    cut = await archive.export(store, archive.Selection(after_position=10, to_position=30),
+                               part)
+    positions = [orjson.loads(x)["position"] for x in _lines(part) if b'"event"' in x]
+    assert cut.events == 20 and positions == list(range(11, 31))
+
+
+async def test_a_newer_format_version_is_refused(exported: Path, tmp_path: Path) -> None:
+    lines = _lines(exported)
+    header = orjson.loads(lines[0])
+    header["version"] = 99
+    lines[0] = orjson.dumps(header) + b"\n"
+    newer = tmp_path / "newer.jsonl.zst"
+    _write(newer, lines)
+    with pytest.raises(archive.ArchiveError, match="upgrade props"):
+        archive.verify(newer)
