@@ -4,16 +4,20 @@ The file is zstd-compressed JSON lines, readable without props (`zstd -dc FILE |
 
     {"kind": "header", "format": "props-export", "version": 1, "selection": {...}}
     {"kind": "blob", "sha256": ..., "size": ..., "base64": ...}      # before its first use
-    {"kind": "event", "position": ..., "event_id": ..., ..., "chain": ...}
+    {"kind": "event", "position": ..., "event_id": ..., ...}   # every 1000th: "chain"
     {"kind": "manifest", "events": N, "blobs": M, "counts": {...}, "first": ..., "last": ...,
      "chain": <last chain>, "sha256": <sha256 of every line before this one>}
 
-Each event line carries `chain` = sha256(previous chain + the line's own bytes without it),
-so an edit, a deletion, a reordering or a truncation anywhere is detected; the manifest's
-sha256 covers headers and blobs too. An import verifies the whole file first and writes
-nothing unless every check passes; then it appends, keeping event ids and stream versions
-(new global positions, the origin position in metadata), skipping events already present,
-so a second import changes nothing and an interrupted one finishes when run again.
+A hash chain runs across the events: link = sha256(previous link + the event line's bytes
+without `chain`); every 1000th event line (and the manifest) carries the link, so an edit,
+deletion, reordering or truncation is detected and located within 1,000 events, while the
+file stays small (a link on every line would add 64 incompressible characters per event).
+The manifest's sha256 covers every line before it, headers and blobs too.
+
+An import verifies the whole file first and writes nothing unless every check passes; then it
+appends, keeping event ids and stream versions (new global positions, the origin position in
+metadata), skipping events already present, so a second import changes nothing and an
+interrupted one finishes when run again.
 """
 
 from __future__ import annotations
@@ -81,10 +85,17 @@ def _line(obj: dict[str, Any]) -> bytes:
     return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
 
 
-def _chained(obj: dict[str, Any], previous: str) -> tuple[bytes, str]:
+CHAIN_EVERY = 1000
+
+
+def _chained(obj: dict[str, Any], previous: str, n: int) -> tuple[bytes, str]:
+    """The event's line, and the next link; the `n`th event's line shows the link every
+    CHAIN_EVERY events."""
     body = _line(obj)
     chain = hashlib.sha256(previous.encode() + body).hexdigest()
-    return _line({**obj, "chain": chain}), chain
+    if n % CHAIN_EVERY == 0:
+        return _line({**obj, "chain": chain}), chain
+    return body, chain
 
 
 async def export(store: EventStore, selection: Selection, out: Path,
@@ -131,7 +142,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
                          "data": orjson.loads(r["data"]),
                          "metadata": orjson.loads(r["metadata"]),
                          "recorded_at": r["recorded_at"].isoformat()}
-                line, chain = _chained(event, chain)
+                line, chain = _chained(event, chain, report.events + 1)
                 lines.append(line)
                 counts[r["type"]] += 1
                 report.events += 1
@@ -250,14 +261,16 @@ class _Verifier:
             self.blobs += 1
         elif kind == "event":
             claimed = obj.pop("chain", None)
-            _body, expected = _chained(obj, self.chain)
-            if claimed != expected:
-                raise ArchiveError(f"{where}: the hash chain breaks at event "
-                                   f"{obj.get('event_id')}: an event was changed, removed or "
-                                   f"reordered; nothing was written")
+            self.events += 1
+            _body, expected = _chained(obj, self.chain, self.events)
+            shown = self.events % CHAIN_EVERY == 0
+            if shown != (claimed is not None) or (shown and claimed != expected):
+                raise ArchiveError(
+                    f"{where}: the hash chain breaks at event {obj.get('event_id')}: an event "
+                    f"in the {CHAIN_EVERY} before it was changed, removed or reordered; "
+                    f"nothing was written")
             self.chain = expected
             self.counts[str(obj["type"])] += 1
-            self.events += 1
         elif kind != "header":
             raise ArchiveError(f"{where}: unknown line kind {kind!r}")
 
