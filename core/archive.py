@@ -105,7 +105,9 @@ async def export(store: EventStore, selection: Selection, out: Path,
     tmp = out.with_name(out.name + ".partial")
     content = hashlib.sha256()
     raw = await anyio.to_thread.run_sync(tmp.open, "wb")
-    sink = zstandard.ZstdCompressor(level=10, write_checksum=True).stream_writer(raw)
+    # Level 17 on worker threads: within a few percent of `zstd -19` in size, while the
+    # compression runs beside (not after) the reading (measured: bench export).
+    sink = zstandard.ZstdCompressor(level=17, write_checksum=True, threads=-1).stream_writer(raw)
 
     async def emit(lines: list[bytes], hashed: bool = True) -> None:
         data = b"".join(lines)

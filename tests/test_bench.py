@@ -80,3 +80,17 @@ def test_quick_rescore_bench_reports_its_two_checks(server_dsn: str) -> None:
     assert set(got) == {"rescore_issues_per_s", "rescore_vs_raw_read"}
     assert summary["figures"]["grades"] == summary["figures"]["issues"] == 50_000
     assert all(isinstance(c["value"], float) and c["value"] > 0 for c in got.values())
+
+
+@pytest.mark.bench
+def test_quick_export_bench_reports_its_three_checks(server_dsn: str) -> None:
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "export",
+                          "--quick", "--json"], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    got = {c["name"]: c for c in summary["checks"]}
+    assert set(got) == {"export_time_vs_pgdump", "size_vs_pgdump", "import_vs_copy"}
+    assert summary["figures"]["pg_dump_zstd19_bytes"] > 0  # pg_dump really ran
+    assert all(isinstance(c["value"], float) and c["value"] > 0 for c in got.values())

