@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio.to_thread
+import asyncpg
 import orjson
 import zstandard
 
@@ -48,9 +49,6 @@ VERSION = 1
 _Q = queries.load("archive")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
-_COPY_COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
-                 "metadata", "recorded_at"]
-
 
 class ArchiveError(errors.PropsError):
     """The archive is corrupt, truncated, tampered with or not a props export; nothing was
@@ -217,14 +215,9 @@ def _parse(path: Path, number: int, line: bytes) -> dict[str, Any]:
 def verify(path: Path) -> Verified:
     """Check the whole archive: header, every chain link, blob hashes, the manifest."""
     state = _Verifier(path)
-    for number, line in _lines(path):
-        try:
-            state.check(number, line)
-        except ArchiveError:
-            raise
-        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
-            raise ArchiveError(f"{path}:{number}: malformed line ({exc!r}); nothing was "
-                               f"written") from exc
+    lines = _lines(path)
+    while _next_checked(state, lines, 10_000):
+        pass
     return state.finish()
 
 
@@ -238,7 +231,8 @@ class _Verifier:
         self.blobs = 0
         self.manifest: dict[str, Any] | None = None
 
-    def check(self, number: int, line: bytes) -> None:
+    def check(self, number: int, line: bytes) -> dict[str, Any]:
+        """Check one line; return it parsed (an event without its chain link)."""
         where = f"{self.path}:{number}"
         if self.manifest is not None:
             raise ArchiveError(f"{where}: data after the manifest; nothing was written")
@@ -254,7 +248,7 @@ class _Verifier:
             raise ArchiveError(f"{where}: a second header")
         if kind == "manifest":
             self.manifest = obj
-            return
+            return obj
         self.content.update(line)
         if kind == "blob":
             payload = base64.b64decode(obj["base64"], validate=True)
@@ -275,6 +269,7 @@ class _Verifier:
             self.counts[str(obj["type"])] += 1
         elif kind != "header":
             raise ArchiveError(f"{where}: unknown line kind {kind!r}")
+        return obj
 
     def finish(self) -> Verified:
         manifest = self.manifest
@@ -303,59 +298,79 @@ class ImportReport:
 
 async def import_archive(store: EventStore, path: Path,
                          progress: Callable[[int], None] | None = None) -> ImportReport:
-    """Verify `path` completely, then append what the database does not have yet."""
-    verified = await anyio.to_thread.run_sync(verify, path)
-    report = ImportReport(events=verified.events)
+    """Verify `path` while staging it in temporary tables, then, only if every check passed,
+    append in one transaction what the database does not have yet.
+
+    The file is read once. Staging is not the log: if verification fails, the temporary
+    tables go with the session and nothing was written.
+    """
+    report = ImportReport()
+    state = _Verifier(path)
     lines = _lines(path)
-    while True:
-        # Decompressing and parsing run in a worker thread, a thousand lines at a time.
-        chunk = await anyio.to_thread.run_sync(_next_objects, lines, 1000)
-        if not chunk:
-            return report
-        events = []
-        for obj in chunk:
-            if obj["kind"] == "blob":
-                await store.put_blob(base64.b64decode(obj["base64"]))
-                report.blobs += 1
-            elif obj["kind"] == "event":
-                events.append(obj)
-        if events:
-            await _import_events(store, events, report)
-            if progress:
-                progress(len(events))
+    async with store.pool.acquire() as conn:
+        await conn.execute(_Q["stage_tables"])
+        try:
+            while True:
+                # Decompressing, parsing and checking run in a worker thread.
+                chunk = await anyio.to_thread.run_sync(_next_checked, state, lines, 2000)
+                if not chunk:
+                    break
+                staged_events = [_staged(o) for o in chunk if o["kind"] == "event"]
+                staged_blobs = [blobs.packed(base64.b64decode(o["base64"]))
+                                for o in chunk if o["kind"] == "blob"]
+                if staged_events:
+                    await conn.copy_records_to_table("import_events", records=staged_events,
+                                                     columns=_STAGE_COLUMNS)
+                if staged_blobs:
+                    await conn.copy_records_to_table("import_blobs", records=staged_blobs,
+                                                     columns=_STAGE_BLOB_COLUMNS)
+                if progress:
+                    progress(len(staged_events))
+            verified = state.finish()  # raises before anything is written
+            report.events, report.blobs = verified.events, verified.blobs
+            try:
+                async with conn.transaction():
+                    await conn.execute(_Q["insert_staged_blobs"])
+                    inserted = await conn.fetchval(_Q["insert_staged_events"])
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate != "PX409":
+                    raise
+                raise errors.PropsError(
+                    f"{path}: its streams continue events this database does not have "
+                    f"({exc}); import the range before it first. Nothing was written."
+                ) from exc
+            report.imported = inserted
+            report.already_present = report.events - inserted
+        finally:
+            await conn.execute(_Q["drop_stage_tables"])
+    return report
 
 
-def _next_objects(lines: Iterator[tuple[int, bytes]], n: int) -> list[dict[str, Any]]:
+_STAGE_COLUMNS = ["position", "event_id", "stream_id", "stream_version", "type",
+                  "schema_version", "data", "metadata", "recorded_at"]
+_STAGE_BLOB_COLUMNS = ["sha256", "size", "compression", "content"]
+
+
+def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
+                  n: int) -> list[dict[str, Any]]:
+    """The next `n` lines, each checked on the way (raises on the first bad one)."""
     out = []
-    for _number, line in lines:
-        out.append(orjson.loads(line))
-        if len(out) >= n:
-            break
+    for number, line in lines:
+        try:
+            obj = state.check(number, line)
+        except ArchiveError:
+            raise
+        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
+            raise ArchiveError(f"{state.path}:{number}: malformed line ({exc!r}); nothing was "
+                               f"written") from exc
+        if obj["kind"] in ("event", "blob"):
+            out.append(obj)
+            if len(out) >= n:
+                break
     return out
 
 
-async def _import_events(store: EventStore, batch: list[dict[str, Any]],
-                         report: ImportReport) -> None:
-    ids = [e["event_id"] for e in batch]
-    present = {str(r[0]) for r in await store.pool.fetch(_Q["present_ids"], ids)}
-    records = []
-    for e in batch:
-        if e["event_id"] in present:
-            report.already_present += 1
-            continue
-        metadata = {**e["metadata"], "origin_position": e["position"]}
-        records.append((e["event_id"], e["stream_id"], e["stream_version"], e["type"],
-                        e["schema_version"], orjson.dumps(e["data"]).decode(),
-                        orjson.dumps(metadata).decode(),
-                        datetime.fromisoformat(e["recorded_at"])))
-    if records:
-        try:
-            await store.pool.copy_records_to_table(
-                "events", schema_name="props", columns=_COPY_COLUMNS,
-                records=[(uuid.UUID(r[0]), *r[1:]) for r in records])
-        except Exception as exc:  # the dense-version trigger, or a race with another import
-            raise errors.PropsError(
-                f"import stopped at stream {records[0][1]}: {exc}. Events already imported "
-                f"stay; the stream's earlier events may be missing from this database "
-                f"(import the range before it first)") from exc
-        report.imported += len(records)
+def _staged(e: dict[str, Any]) -> tuple[Any, ...]:
+    return (e["position"], uuid.UUID(e["event_id"]), e["stream_id"], e["stream_version"],
+            e["type"], e["schema_version"], orjson.dumps(e["data"]).decode(),
+            orjson.dumps(e["metadata"]).decode(), datetime.fromisoformat(e["recorded_at"]))

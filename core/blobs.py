@@ -57,6 +57,12 @@ def _digest(sha_hex: str) -> bytes:
     return digest
 
 
+def packed(data: bytes) -> tuple[bytes, int, str, bytes]:
+    """A blob row (sha256, size, compression, content), for bulk writers."""
+    digest, compression, content = _pack(data)
+    return digest, len(data), compression, content
+
+
 async def put(conn: asyncpg.Pool | database.Connection, data: bytes) -> str:
     """Store `data` once; return its sha256 (hex). Storing the same bytes again is a no-op."""
     if len(data) > _INLINE_LIMIT:

@@ -144,3 +144,19 @@ async def test_a_newer_format_version_is_refused(exported: Path, tmp_path: Path)
     _write(newer, lines)
     with pytest.raises(archive.ArchiveError, match="upgrade props"):
         archive.verify(newer)
+
+
+async def test_a_range_without_its_beginning_is_refused_whole(
+    store: EventStore, exported: Path, tmp_path: Path, new_database: object
+) -> None:
+    tail = tmp_path / "tail.jsonl.zst"
+    middle = await store.pool.fetchval(  # an event in the middle of a run's stream
+        "SELECT min(global_position) FROM props.events WHERE stream_version > 2 "
+        "AND stream_id LIKE 'run-%'")
+    await archive.export(store, archive.Selection(after_position=middle - 1), tail)
+    other = new_database()  # type: ignore[operator]
+    await migrate.migrate_database(other)
+    async with EventStore.open(other) as target:
+        with pytest.raises(archive.errors.PropsError, match="import the range before it"):
+            await archive.import_archive(target, tail)
+        assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0

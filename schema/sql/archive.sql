@@ -15,5 +15,33 @@ SELECT global_position, event_id, stream_id, stream_version, type, schema_versio
  ORDER BY global_position
  LIMIT $7
 
--- present_ids --
-SELECT event_id FROM props.events WHERE event_id = ANY ($1::uuid[])
+-- stage_tables --
+-- Per-session staging for an import: verified rows wait here; nothing of the log changes.
+CREATE TEMP TABLE import_events (
+    position bigint, event_id uuid, stream_id text, stream_version integer, type text,
+    schema_version smallint, data jsonb, metadata jsonb, recorded_at timestamptz
+);
+CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, content bytea);
+
+-- drop_stage_tables --
+DROP TABLE IF EXISTS import_events, import_blobs
+
+-- insert_staged_blobs --
+INSERT INTO props.blobs (sha256, size, compression, content)
+SELECT DISTINCT ON (sha256) sha256, size, compression, content FROM import_blobs
+ON CONFLICT (sha256) DO NOTHING
+
+-- insert_staged_events --
+-- The verified events the database does not have yet, in their original order, with their
+-- origin position kept in metadata. Returns how many were appended.
+WITH ins AS (
+    INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data,
+                              metadata, recorded_at)
+    SELECT s.event_id, s.stream_id, s.stream_version, s.type, s.schema_version, s.data,
+           s.metadata || jsonb_build_object('origin_position', s.position), s.recorded_at
+      FROM import_events s
+     WHERE NOT EXISTS (SELECT 1 FROM props.events e WHERE e.event_id = s.event_id)
+     ORDER BY s.position
+    RETURNING 1
+)
+SELECT count(*)::integer FROM ins
