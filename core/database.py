@@ -51,28 +51,32 @@ def redact(dsn: str) -> str:
     return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
 
 
-def with_database(dsn: str, database: str) -> str:
-    """The same server as `dsn`, another database (URL-style DSNs only)."""
+def _url_parts(dsn: str) -> tuple[str, str, str, str]:
+    """(scheme, authority, database, query) of a URL-style DSN."""
     if "://" not in dsn:
         raise errors.ConfigurationError(
             f"expected a URL-style DSN (postgresql://...), got {redact(dsn)!r}"
         )
     base, _, query = dsn.partition("?")
     scheme, _, rest = base.partition("://")
-    authority, _, _old_db = rest.partition("/")
-    return f"{scheme}://{authority}/{database}" + (f"?{query}" if query else "")
+    authority, _, name = rest.partition("/")
+    return scheme, authority, name, query
+
+
+def _url(scheme: str, authority: str, name: str, query: str) -> str:
+    return f"{scheme}://{authority}/{name}" + (f"?{query}" if query else "")
+
+
+def with_database(dsn: str, database: str) -> str:
+    """The same server as `dsn`, another database."""
+    scheme, authority, _name, query = _url_parts(dsn)
+    return _url(scheme, authority, database, query)
 
 
 def with_user(dsn: str, user: str) -> str:
     """The same server and database as `dsn`, as another role (no password)."""
-    if "://" not in dsn:
-        raise errors.ConfigurationError(
-            f"expected a URL-style DSN (postgresql://...), got {redact(dsn)!r}"
-        )
-    scheme, _, rest = dsn.partition("://")
-    authority, slash, tail = rest.partition("/")
-    host = authority.rpartition("@")[2]
-    return f"{scheme}://{user}@{host}{slash}{tail}"
+    scheme, authority, name, query = _url_parts(dsn)
+    return _url(scheme, f"{user}@{authority.rpartition('@')[2]}", name, query)
 
 
 @contextmanager

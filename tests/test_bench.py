@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Any
 
 import orjson
 import pytest
@@ -18,6 +19,22 @@ from props.tools.benchmarks.report import Check, Report
 
 CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (">=", 1.0),
           "read_all_vs_raw": (">=", 0.7), "wake_p99_vs_notify": ("<=", 2.0)}
+
+
+def run_bench(suite: str, server_dsn: str) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """Run `props bench SUITE --quick --json`; return (checks by name, summary, exit code)."""
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", suite, "--quick",
+                          "--json"], capture_output=True, text=True, env=env, timeout=600,
+                         check=False)
+    assert out.returncode in (0, 1), out.stderr  # 1: a check failed, which it may on noise
+    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["suite"] == suite and summary["quick"] is True
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert all(isinstance(c["value"], float) and c["value"] > 0 for c in checks.values())
+    verdicts_pass = all(c["verdict"] == "PASS" for c in checks.values())
+    assert out.returncode == (0 if verdicts_pass else 1)
+    return checks, summary, out.returncode
 
 
 def test_verdicts_can_fail_and_say_norun() -> None:
@@ -34,63 +51,33 @@ def test_verdicts_can_fail_and_say_norun() -> None:
 
 @pytest.mark.bench
 def test_quick_log_bench_prints_its_checks_as_the_last_line(server_dsn: str) -> None:
-    env = {**os.environ, "PROPS_DSN": server_dsn}
-    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "log", "--quick",
-                          "--json"], capture_output=True, text=True, env=env, timeout=300,
-                         check=False)
-    assert out.returncode in (0, 1), out.stderr  # 1: a check failed, which it may on noise
-    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
-    assert summary["suite"] == "log" and summary["quick"] is True
-    got = {c["name"]: c for c in summary["checks"]}
+    got, summary, _code = run_bench("log", server_dsn)
     assert set(got) == set(CHECKS)
     for name, (op, target) in CHECKS.items():
         assert (got[name]["op"], got[name]["target"]) == (op, target)
-        assert isinstance(got[name]["value"], float) and got[name]["value"] > 0
     figures = summary["figures"]
     assert figures["append_single"]["raw_insert_per_s"] > 0
     assert figures["append_batch100"]["raw_copy_per_s"] > 0
     assert figures["wake"]["samples"] >= 100
-    assert out.returncode == (0 if all(c["verdict"] == "PASS" for c in got.values()) else 1)
 
 
 @pytest.mark.bench
 def test_quick_projections_bench_reports_its_three_checks(server_dsn: str) -> None:
-    env = {**os.environ, "PROPS_DSN": server_dsn}
-    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "projections",
-                          "--quick", "--json"], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode in (0, 1), out.stderr
-    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
-    got = {c["name"]: c for c in summary["checks"]}
+    got, summary, _code = run_bench("projections", server_dsn)
     assert set(got) == {"rebuild_vs_raw_read", "rebuild_events_per_s", "lag_p99_ms"}
     assert summary["figures"]["events"] > 40_000
     assert summary["figures"]["lag"]["events"] > 1000  # the load really ran
-    assert all(isinstance(c["value"], float) for c in got.values())
 
 
 @pytest.mark.bench
 def test_quick_rescore_bench_reports_its_two_checks(server_dsn: str) -> None:
-    env = {**os.environ, "PROPS_DSN": server_dsn}
-    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "rescore",
-                          "--quick", "--json"], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode in (0, 1), out.stderr
-    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
-    got = {c["name"]: c for c in summary["checks"]}
+    got, summary, _code = run_bench("rescore", server_dsn)
     assert set(got) == {"rescore_issues_per_s", "rescore_vs_raw_read"}
     assert summary["figures"]["grades"] == summary["figures"]["issues"] == 50_000
-    assert all(isinstance(c["value"], float) and c["value"] > 0 for c in got.values())
 
 
 @pytest.mark.bench
 def test_quick_export_bench_reports_its_three_checks(server_dsn: str) -> None:
-    env = {**os.environ, "PROPS_DSN": server_dsn}
-    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "export",
-                          "--quick", "--json"], capture_output=True, text=True, env=env,
-                         timeout=600, check=False)
-    assert out.returncode in (0, 1), out.stderr
-    summary = orjson.loads(out.stdout.strip().splitlines()[-1])
-    got = {c["name"]: c for c in summary["checks"]}
+    got, summary, _code = run_bench("export", server_dsn)
     assert set(got) == {"export_time_vs_pgdump", "size_vs_pgdump", "import_vs_copy"}
     assert summary["figures"]["pg_dump_zstd19_bytes"] > 0  # pg_dump really ran
-    assert all(isinstance(c["value"], float) and c["value"] > 0 for c in got.values())

@@ -15,31 +15,15 @@ import uuid
 from typing import Any
 
 import anyio
-import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from props.core.events import NewEvent, RecordedEvent
 from props.core.store import EventStore
 from props.projections import engine
-from props.tools.benchmarks.log_suite import RAW_KEYSET
+from props.tools.benchmarks.log_suite import raw_read_all
 from props.tools.benchmarks.report import Check, Report
 from props.tools.workload import Workload
-
-
-async def _raw_read(store: EventStore) -> tuple[int, float]:
-    t0 = time.perf_counter()
-    n, last = 0, 0
-    loads = orjson.loads
-    while True:
-        page = await store.pool.fetch(RAW_KEYSET, last, 1000)
-        if not page:
-            return n, time.perf_counter() - t0
-        for r in page:
-            loads(r[7])
-            loads(r[8])
-        n += len(page)
-        last = page[-1][0]
 
 
 async def run(dsn: str, quick: bool, console: Console) -> Report:
@@ -59,7 +43,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         spent = {"raw": 0.0, "rebuild": 0.0}
         counted = {"raw": 0, "rebuild": 0}
         for _ in range(2):
-            n, seconds = await _raw_read(store)
+            n, seconds = await raw_read_all(store.pool)
             counted["raw"] += n
             spent["raw"] += seconds
             result = await engine.rebuild(store)
