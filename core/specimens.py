@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -261,40 +261,21 @@ def _ground_truth(doc: dict[str, Any], check: _Check,
             seen_ids[item_id] = line
 
     tps: list[catalog.TruePositive] = []
-    for i, (item, start) in enumerate(_items(doc, "tp", lines)):
-        where = f"tp {i + 1}"
-        end = lines.block_end(start)
-        if not isinstance(item, dict):
-            check.add(start, f"{where} must be a table")
-            continue
-        tp_id = check.text(item, "id", where, start)
-        where = f"tp {tp_id!r}" if tp_id else where
-        check.unknown_keys(item, _TP_KEYS, where, lines, start, end)
-        claim_id(tp_id, lines.find("id", start, end))
-        rationale = check.text(item, "rationale", where, start)
-        severity = item.get("severity")
+    for entry in _entries(doc, "tp", _TP_KEYS, check, lines, claim_id):
+        severity = entry.item.get("severity")
         if severity is not None and severity not in SEVERITIES:
-            check.add(lines.find("severity", start, end),
-                      f"{where}: severity {severity!r} is not one of {sorted(SEVERITIES)}")
+            check.add(lines.find("severity", entry.start, entry.end),
+                      f"{entry.where}: severity {severity!r} is not one of "
+                      f"{sorted(SEVERITIES)}")
             severity = None
-        occurrences = check.occurrences(item, where, lines, start, end)
-        if tp_id and rationale and occurrences:
-            tps.append(catalog.TruePositive(id=tp_id, rationale=rationale, severity=severity,
-                                            occurrences=occurrences))
+        if entry.complete:
+            tps.append(catalog.TruePositive(id=entry.ident, rationale=entry.rationale,
+                                            severity=severity, occurrences=entry.occurrences))
 
     fps: list[catalog.FalsePositive] = []
-    for i, (item, start) in enumerate(_items(doc, "fp", lines)):
-        where = f"fp {i + 1}"
-        end = lines.block_end(start)
-        if not isinstance(item, dict):
-            check.add(start, f"{where} must be a table")
-            continue
-        fp_id = check.text(item, "id", where, start)
-        where = f"fp {fp_id!r}" if fp_id else where
-        check.unknown_keys(item, _FP_KEYS, where, lines, start, end)
-        claim_id(fp_id, lines.find("id", start, end))
-        rationale = check.text(item, "rationale", where, start)
-        occurrences = check.occurrences(item, where, lines, start, end)
+    for entry in _entries(doc, "fp", _FP_KEYS, check, lines, claim_id):
+        item, where, start, end = entry.item, entry.where, entry.start, entry.end
+        occurrences = entry.occurrences
         relevant = item.get("relevant_files")
         if relevant is None:
             relevant = sorted({f for o in occurrences for f in o.files})
@@ -307,8 +288,8 @@ def _ground_truth(doc: dict[str, Any], check: _Check,
                 check.add(lines.find(f'"{f}"', start, end),
                           f"{where}: relevant file {f!r} does not exist in "
                           f"{check.slug}/{CODE_DIR}")
-        if fp_id and rationale and occurrences:
-            fps.append(catalog.FalsePositive(id=fp_id, rationale=rationale,
+        if entry.complete:
+            fps.append(catalog.FalsePositive(id=entry.ident, rationale=entry.rationale,
                                              relevant_files=sorted(relevant),
                                              occurrences=occurrences))
 
@@ -318,6 +299,40 @@ def _ground_truth(doc: dict[str, Any], check: _Check,
         return None
     return catalog.GroundTruth(true_positives=tps, false_positives=fps, file_sets=file_sets,
                                scopes=scopes)
+
+
+@dataclasses.dataclass
+class _Entry:
+    """The fields every [[tp]] and [[fp]] table has, checked, and where it stands."""
+
+    item: dict[str, Any]
+    where: str
+    start: int | None
+    end: int | None
+    ident: str
+    rationale: str
+    occurrences: list[catalog.Occurrence]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.ident and self.rationale and self.occurrences)
+
+
+def _entries(doc: dict[str, Any], kind: str, keys: set[str], check: _Check, lines: _Lines,
+             claim_id: Any) -> Iterator[_Entry]:
+    for i, (item, start) in enumerate(_items(doc, kind, lines)):
+        where = f"{kind} {i + 1}"
+        end = lines.block_end(start)
+        if not isinstance(item, dict):
+            check.add(start, f"{where} must be a table")
+            continue
+        ident = check.text(item, "id", where, start)
+        where = f"{kind} {ident!r}" if ident else where
+        check.unknown_keys(item, keys, where, lines, start, end)
+        claim_id(ident, lines.find("id", start, end))
+        rationale = check.text(item, "rationale", where, start)
+        occurrences = check.occurrences(item, where, lines, start, end)
+        yield _Entry(item, where, start, end, ident or "", rationale or "", occurrences)
 
 
 def _items(doc: dict[str, Any], key: str, lines: _Lines) -> list[tuple[Any, int | None]]:
