@@ -119,7 +119,13 @@ class Subscription:
         while True:
             conn: asyncpg.Connection | None = None
             try:
-                conn = await database.connect(self.store.dsn)
+                # Let a started connect finish (up to 10 s) even when cancelled: asyncpg
+                # reports a handshake cut in the middle as an error of the event loop.
+                with anyio.CancelScope(shield=True) as connecting:
+                    connecting.deadline = anyio.current_time() + 10
+                    conn = await database.connect(self.store.dsn)
+                if conn is None or connecting.cancelled_caught:
+                    raise TimeoutError("connecting the listener took over 10 s")
                 lost = anyio.Event()
                 conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(CHANNEL, self._on_notify)

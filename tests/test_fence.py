@@ -194,26 +194,7 @@ async def test_category_reads_only_that_category(store: EventStore, new_event: M
 
 async def test_subscription_cancelled_while_starting_leaves_cleanly(store: EventStore) -> None:
     """A cancel that lands while the listener connects must not strand a cancel scope."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    previous = loop.get_exception_handler()
-
-    def quiet(lp: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
-        # asyncpg reports a connect cancelled mid-handshake through the loop's handler;
-        # that is asyncpg's noise about the cancel this test makes on purpose.
-        if "unexpected connection_lost" in str(context.get("exception", "")):
-            return
-        if previous is not None:
-            previous(lp, context)
-        else:
-            lp.default_exception_handler(context)
-
-    loop.set_exception_handler(quiet)
-    try:
-        await _cancel_starts(store)
-    finally:
-        loop.set_exception_handler(previous)
+    await _cancel_starts(store)
 
 
 async def _cancel_starts(store: EventStore) -> None:
