@@ -1,9 +1,11 @@
 """The event store: append to streams, read streams and the global log, blobs, checkpoints.
 
-Writes go through one SQL function (`props.append_events`) in one round trip, so an append is
-atomic, checks the expected version and is idempotent by event id. Reads of the global log go
-through the visibility fence (see `read_all`), so a consumer that checkpoints
-`(tx_id, global_position)` never skips an event committed out of order.
+An append is one statement (an INSERT that computes the stream's next versions, or a COPY
+when the writer states the expected version of a large batch): atomic, checked against the
+expected version, and idempotent by event id. A trigger keeps every stream dense and in
+transaction order whoever writes. Reads of the global log go through the visibility fence
+(see `read_all`), so a consumer that checkpoints `(tx_id, global_position)` never skips an
+event committed out of order.
 """
 
 from __future__ import annotations
