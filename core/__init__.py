@@ -1,1 +1,2 @@
-"""The log and what every other part needs from it: events, the store, blobs, subscriptions."""
+"""The log and what the other parts need from it: events, the store, blobs, subscriptions,
+specimens, scoring and archives."""
