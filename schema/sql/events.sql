@@ -1,4 +1,7 @@
 -- Queries of the event store (props.core.store). Blocks are named `-- name --`.
+-- read_all, read_category and read_types repeat their select list on purpose: one query
+-- with optional filters ("$4 IS NULL OR category = $4") would get a generic plan that
+-- cannot use the category index.
 
 -- append_events --
 -- One statement: the stream's next versions are computed here. With an expected version
