@@ -20,10 +20,6 @@ _INLINE_LIMIT = 64 * 1024  # below this, threading costs more than it saves
 _LEVEL = 3
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _pack(data: bytes) -> tuple[bytes, str, bytes]:
     digest = hashlib.sha256(data).digest()
     packed = zstandard.ZstdCompressor(level=_LEVEL).compress(data)
@@ -83,11 +79,3 @@ async def get(conn: asyncpg.Pool | database.Connection, sha_hex: str) -> bytes:
         result: bytes = await anyio.to_thread.run_sync(_unpack, sha_hex, size, compression, content)
         return result
     return _unpack(sha_hex, size, compression, content)
-
-
-async def missing(conn: asyncpg.Pool | database.Connection, sha_hexes: list[str]) -> set[str]:
-    """Which of these hashes have no blob stored."""
-    digests = [_digest(s) for s in sha_hexes]
-    rows = await conn.fetch(_Q["has_blobs"], digests)
-    present = {bytes(r["sha256"]).hex() for r in rows}
-    return set(sha_hexes) - present

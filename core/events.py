@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -125,9 +125,6 @@ class EventRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._types)
-
-    def types(self) -> Iterable[type[Event]]:
-        return self._types.values()
 
     def require(self, type_name: str) -> type[Event]:
         cls = self._types.get(type_name)

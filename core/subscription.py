@@ -26,7 +26,7 @@ from props.core import database
 from props.core.events import RecordedEvent
 
 if TYPE_CHECKING:
-    from props.core.store import Checkpoint, EventStore, FenceStatus
+    from props.core.store import Checkpoint, EventStore
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,6 @@ class Subscription:
         self.listener_pid: int | None = None
         self.reconnects = 0
         self.notifications = 0
-        self.last_fence: FenceStatus | None = None
         self._wake = anyio.Event()
         self._first_attempt = anyio.Event()  # the listener tried once (connected or not)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -196,7 +195,6 @@ class Subscription:
             status = await self.store.fence_status()
         except database.UNAVAILABLE:
             return
-        self.last_fence = status
         old = [b for b in status.blockers if b.age_seconds >= self.stall_warning_seconds]
         if status.held_back and old:
             log.warning("log fence held back: %s", status.describe())
