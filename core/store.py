@@ -607,9 +607,14 @@ class EventStore:
 
     # -- checkpoints ------------------------------------------------------------------------
 
-    async def load_checkpoint(self, name: str) -> Checkpoint:
+    async def find_checkpoint(self, name: str) -> Checkpoint | None:
+        """Checkpoint `name`, or None if no consumer of that name ever saved one."""
         row = await self.pool.fetchrow(_Q["load_checkpoint"], name)
-        return START if row is None else Checkpoint(row["tx_id"], row["position"])
+        return None if row is None else Checkpoint(row["tx_id"], row["position"])
+
+    async def load_checkpoint(self, name: str) -> Checkpoint:
+        """Checkpoint `name`, or START: where a consumer of that name resumes."""
+        return await self.find_checkpoint(name) or START
 
     async def save_checkpoint(
         self,

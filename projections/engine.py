@@ -138,7 +138,7 @@ class Runner:
                 if stop.is_set():
                     return
             missing = [p for p in self.projections
-                       if await self._checkpoint(p.checkpoint_name) is None]
+                       if await self.store.find_checkpoint(p.checkpoint_name) is None]
             if missing:
                 log.info("building %s from the log", ", ".join(p.name for p in missing))
                 await rebuild(self.store, missing, progress=progress)
@@ -146,10 +146,6 @@ class Runner:
                 tg.start_soon(self._serve, stop, progress, name="props-projection-runner")
                 await stop.wait()
                 tg.cancel_scope.cancel()
-
-    async def _checkpoint(self, name: str) -> Checkpoint | None:
-        row = await self.store.pool.fetchrow(_Q["checkpoint"], name)
-        return None if row is None else Checkpoint(row["tx_id"], row["position"])
 
     async def _serve(self, stop: anyio.Event, progress: Progress | None) -> None:
         while not stop.is_set():
@@ -162,10 +158,10 @@ class Runner:
     async def _follow(self, progress: Progress | None) -> None:
         positions: dict[str, Checkpoint] = {}
         for p in self.projections:
-            cp = await self._checkpoint(p.checkpoint_name)
+            cp = await self.store.find_checkpoint(p.checkpoint_name)
             if cp is None:  # dropped meanwhile: rebuild it
                 await rebuild(self.store, [p], progress=progress)
-                cp = await self._checkpoint(p.checkpoint_name) or START
+                cp = await self.store.load_checkpoint(p.checkpoint_name)
             positions[p.name] = cp
         start = min(positions.values())
         async with self.store.subscribe(start, batch_size=self.batch_size,
@@ -214,7 +210,8 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         await lock_conn.execute("SELECT pg_advisory_lock($1)", REBUILD_LOCK)
         try:
             resumed = await _prepare_shadow(store, projections)
-            positions = {p.name: await _load(store, _shadow_name(p)) for p in projections}
+            positions = {p.name: await store.load_checkpoint(_shadow_name(p))
+                         for p in projections}
             events = await _fill_shadow(store, projections, positions, chunk, progress)
             events += await _swap_when_unlocked(store, projections, positions)
         finally:
@@ -223,17 +220,13 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
                          time.perf_counter() - began, resumed)
 
 
-async def _load(store: EventStore, name: str) -> Checkpoint:
-    return await store.load_checkpoint(name)
-
-
 async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) -> bool:
     """Create the shadow tables, or keep those of an interrupted rebuild of the same set.
     Returns whether it resumes."""
     async with store.pool.acquire() as conn, conn.transaction():
         tables = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], SHADOW)}
         wanted = {t.name for p in projections for t in p.tables}
-        started = all([await conn.fetchval(_Q["checkpoint_exists"], _shadow_name(p))
+        started = all([await store.find_checkpoint(_shadow_name(p)) is not None
                        for p in projections])
         if tables == wanted and started:
             return True
@@ -360,8 +353,7 @@ class ProjectionStatus:
 async def status(store: EventStore) -> list[ProjectionStatus]:
     out = []
     for p in ALL:
-        row = await store.pool.fetchrow(_Q["checkpoint"], p.checkpoint_name)
-        cp = None if row is None else Checkpoint(row["tx_id"], row["position"])
+        cp = await store.find_checkpoint(p.checkpoint_name)
         at = cp or START
         lag = await store.pool.fetchrow(_Q["lag"], at.tx_id, at.position)
         assert lag is not None

@@ -1,11 +1,5 @@
 -- Queries of the projection runner and rebuild (props.projections.engine).
 
--- checkpoint --
-SELECT tx_id, position FROM props.checkpoints WHERE name = $1
-
--- checkpoint_exists --
-SELECT EXISTS (SELECT 1 FROM props.checkpoints WHERE name = $1)
-
 -- set_checkpoint --
 INSERT INTO props.checkpoints (name, tx_id, position) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE
