@@ -193,14 +193,18 @@ async def rescore(
     ground_truth: GroundTruthChoice = "at-run",
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
+    selected: Callable[[int], None] | None = None,
 ) -> RescoreReport:
-    """Grade the selected runs under `s`; append the grades unless `dry_run`."""
+    """Grade the selected runs under `s`; append the grades unless `dry_run`.
+    `selected` is told how many runs were selected, before any is graded."""
     report = RescoreReport(scoring.ref(s), ground_truth)
     if not dry_run:
         await ensure_registered(store, s)
     known = await specimen_sync.history(store)
     runs = await selected_runs(store, selection)
     report.selected = len(runs)
+    if selected:
+        selected(len(runs))
     pending: list[tuple[str, list[NewEvent]]] = []
 
     async def flush() -> None:

@@ -99,13 +99,14 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         console.print(f"critic runs: 1 scripted + {SIMULATED_RUNS} simulated ({new_runs} new "
                       f"simulated, the rest reused); the scripted run's retried append was "
                       f"{'a no-op' if again else 'a DUPLICATE'}")
+        await engine.rebuild(store)  # the runs, for the grader to select
         await _grade(store, "overlap@1", "grading every run with overlap@1")
-        await _rebuild(store)
+        await engine.rebuild(store)
         records, notes = await report_command.load(store)
         report_command.print_table(records, notes)
         console.print("re-scoring every run with overlap@2 (3 lines of tolerance) ...")
         await _grade(store, "overlap@2", "re-scoring with overlap@2")
-        await _rebuild(store)
+        await engine.rebuild(store)
         comparison = await rescoring.compare(store, "overlap@1", "overlap@2", _EVERY_RUN)
         scoring_commands.print_comparison(comparison)
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
@@ -157,12 +158,8 @@ async def _simulated_runs(store: EventStore) -> int:
 
 
 async def _grade(store: EventStore, ref: str, label: str) -> None:
-    await _rebuild(store)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task(label, total=SIMULATED_RUNS + 1)
         await rescoring.rescore(store, scoring.scorer(ref), _EVERY_RUN,
                                 progress=lambda n: progress.advance(task, n))
 
-
-async def _rebuild(store: EventStore) -> None:
-    await engine.rebuild(store)

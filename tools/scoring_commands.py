@@ -130,14 +130,14 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
     s = scoring.scorer(args.scorer)
     selection = _selection(args)
     async with EventStore.open(max_connections=3) as store:
-        selected = len(await rescoring.selected_runs(store, selection))
         columns = (TextColumn(f"rescoring with {args.scorer}"), BarColumn(),
                    MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("rescore", total=selected)
+            task = bar.add_task("rescore", total=None)
             report = await rescoring.rescore(
                 store, s, selection, ground_truth=args.ground_truth, dry_run=args.dry_run,
-                progress=lambda n: bar.advance(task, n))
+                progress=lambda n: bar.advance(task, n),
+                selected=lambda n: bar.update(task, total=n))
     verb = "would append" if args.dry_run else "appended"
     console.print(
         f"{report.selected} run(s) selected; {report.graded_runs} graded with {report.scorer} "
