@@ -98,9 +98,6 @@ class Delta:
             elif column.merge == "add":
                 row[column.name] = row.get(column.name, 0) + value
 
-    def __len__(self) -> int:
-        return sum(len(rows) for rows in self.rows.values())
-
 
 async def create(conn: database.Connection, schema: str, tables: Iterable[Table]) -> None:
     for table in tables:
