@@ -157,13 +157,44 @@ class SnapshotRetired(Event):
 # -- agent definitions (stream definition-<agent type>) --------------------------------------
 
 
+Digest = Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class AgentLimits(_Part):
+    """What a run of a definition may use; the launcher enforces each."""
+
+    network: bool = False  # no network unless the definition asks
+    cpus: float = pydantic.Field(default=1.0, gt=0)
+    memory_mb: int = pydantic.Field(default=512, ge=16)
+    max_events: int = pydantic.Field(default=2000, ge=1)  # reported by the agent
+    max_bytes: int = pydantic.Field(default=64 * 1024 * 1024, ge=1)  # events + blobs
+
+
 @REGISTRY.register
 class DefinitionPushed(Event):
+    """An agent image recorded under `name:tag`, by the digest the engine gave it.
+    `runtime` "local" means a command run on the host (`image` names it), with the digest
+    of what it runs."""
+
     type_name = "definition.pushed"
+    schema_version = 2
     agent_type: AgentType
     name: Name
     tag: Name
-    digest: Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+    digest: Digest
+    runtime: Literal["docker", "local"] = "docker"
+    image: Name | None = None  # the reference it was pushed as
+    command: list[str] = pydantic.Field(default_factory=list)  # empty: the image's own
+    config: dict[str, Any] = pydantic.Field(default_factory=dict)  # given to the agent
+    limits: AgentLimits = pydantic.Field(default_factory=AgentLimits)
+    # Mount the host's Python and props read-only into the container: for the small images
+    # `props definitions build-reference` makes with `docker import`, which carry no Python.
+    host_python: bool = False
+
+
+@REGISTRY.upcaster("definition.pushed", 1)
+def _definition_v1(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only added fields with defaults
 
 
 # -- critic and grader runs (stream run-<uuid>) ------------------------------------------------
@@ -187,7 +218,7 @@ class RunRequested(Event):
 class RunStarted(Event):
     type_name = "run.started"
     run_id: uuid.UUID
-    digest: Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+    digest: Digest
 
 
 @REGISTRY.register
@@ -258,6 +289,13 @@ class IssueReported(Event):
     rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
     locations: list[Location] = pydantic.Field(min_length=1)
     severity: Severity | None = None
+
+
+@REGISTRY.register
+class RunCancelRequested(Event):
+    type_name = "run.cancel_requested"
+    run_id: uuid.UUID
+    requested_by: Name | None = None
 
 
 @REGISTRY.register

@@ -51,7 +51,7 @@ def redact(dsn: str) -> str:
     return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
 
 
-def _url_parts(dsn: str) -> tuple[str, str, str, str]:
+def url_parts(dsn: str) -> tuple[str, str, str, str]:
     """(scheme, authority, database, query) of a URL-style DSN."""
     if "://" not in dsn:
         raise errors.ConfigurationError(
@@ -69,13 +69,13 @@ def _url(scheme: str, authority: str, name: str, query: str) -> str:
 
 def with_database(dsn: str, database: str) -> str:
     """The same server as `dsn`, another database."""
-    scheme, authority, _name, query = _url_parts(dsn)
+    scheme, authority, _name, query = url_parts(dsn)
     return _url(scheme, authority, database, query)
 
 
 def with_user(dsn: str, user: str) -> str:
     """The same server and database as `dsn`, as another role (no password)."""
-    scheme, authority, name, query = _url_parts(dsn)
+    scheme, authority, name, query = url_parts(dsn)
     return _url(scheme, f"{user}@{authority.rpartition('@')[2]}", name, query)
 
 

@@ -205,6 +205,22 @@ async def rescore(
     report.selected = len(runs)
     if selected:
         selected(len(runs))
+    await grade_runs(store, s, runs, known, report, dry_run=dry_run, progress=progress)
+    return report
+
+
+async def grade_runs(
+    store: EventStore,
+    s: scoring.Scorer,
+    runs: Sequence[RunRecord],
+    known: dict[str, specimen_sync.SnapshotHistory],
+    report: RescoreReport,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
+    loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[NewEvent]]] = []
 
     async def flush() -> None:
@@ -215,7 +231,7 @@ async def rescore(
         pending.clear()
 
     for run in runs:
-        snapshot = ground_truth_for(run, known, ground_truth)
+        snapshot = ground_truth_for(run, known, report.ground_truth)
         parsed = parse_issues(run)
         reason = unscorable_reason(run, snapshot, parsed)
         if reason is not None:
@@ -234,7 +250,6 @@ async def rescore(
         if progress:
             progress(1)
     await flush()
-    return report
 
 
 # -- comparing two scorers ----------------------------------------------------------------------

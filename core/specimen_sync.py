@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from props.core import catalog, specimens
-from props.core.events import NewEvent
+from props.core.events import NewEvent, RecordedEvent
 from props.core.store import START, EventStore
 
 CATEGORY = "snapshot"
@@ -44,24 +44,35 @@ class SnapshotHistory:
         return next((v for v in self.versions if v.version == number), None)
 
 
+def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -> None:
+    for rec in records:
+        event = rec.event
+        if isinstance(event, catalog.SnapshotSynced):
+            h = known.setdefault(event.slug, SnapshotHistory(event.slug))
+            h.versions.append(event)
+            h.synced_at.append(rec.recorded_at)
+            h.retired = False
+        elif isinstance(event, catalog.SnapshotRetired):
+            h = known.setdefault(event.slug, SnapshotHistory(event.slug))
+            h.retired = True
+        else:
+            continue
+        h.stream_version = rec.stream_version
+
+
 async def history(store: EventStore) -> dict[str, SnapshotHistory]:
     """Every snapshot the log knows, with all its versions."""
     known: dict[str, SnapshotHistory] = {}
     async for batch in store.iter_all(START, category=CATEGORY):
-        for rec in batch:
-            event = rec.event
-            if isinstance(event, catalog.SnapshotSynced):
-                h = known.setdefault(event.slug, SnapshotHistory(event.slug))
-                h.versions.append(event)
-                h.synced_at.append(rec.recorded_at)
-                h.retired = False
-            elif isinstance(event, catalog.SnapshotRetired):
-                h = known.setdefault(event.slug, SnapshotHistory(event.slug))
-                h.retired = True
-            else:
-                continue
-            h.stream_version = rec.stream_version
+        _fold(known, batch)
     return known
+
+
+async def history_of(store: EventStore, slug: str) -> SnapshotHistory | None:
+    """One snapshot's history, read from its own stream."""
+    known: dict[str, SnapshotHistory] = {}
+    _fold(known, await store.read_stream(stream_of(slug)))
+    return known.get(slug)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,85 @@
+"""The container runtime contract: what the launcher needs from Docker or from local processes.
+
+A container is known by a deterministic name (derived from the run id): `start` finds the
+container of that name before it launches one, so a launcher restarted mid-run adopts the
+running container instead of starting a second. `wait` returns once the container has exited
+(or None at the deadline); `kill` stops it; `outcome` says how it ended and `logs` what it
+printed; `remove` forgets it. `names` lists the containers carrying a label, so orphans left
+by a crash are found and reaped at start-up. Both runtimes pass the same contract tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Literal, Protocol
+
+LABEL = "props.run"  # every props container carries it, valued with its run id
+MAX_LOG_BYTES = 1024 * 1024  # the tail kept of a container's output
+
+
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    host: str
+    target: str  # where the container sees it; the local runtime sees `host` itself
+    read_only: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str  # an image reference or digest (docker); ignored by the local runtime
+    command: list[str]
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    mounts: list[Mount] = dataclasses.field(default_factory=list)
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    network: bool = False
+    cpus: float = 1.0
+    memory_mb: int = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """How a container ended: `exit_code` None when it was killed by a signal or lost."""
+
+    exit_code: int | None
+    oom_killed: bool = False
+
+
+class ContainerRuntime(Protocol):
+    kind: Literal["docker", "local"]
+
+    async def start(self, spec: ContainerSpec) -> str:
+        """Start the container named `spec.name`, or find it if it exists; return its id."""
+
+    async def wait(self, name: str, timeout: float | None) -> Outcome | None:
+        """The outcome once the container has exited; None if `timeout` passed first."""
+
+    async def kill(self, name: str) -> None:
+        """Stop the container now (no-op if it has exited or does not exist)."""
+
+    async def logs(self, name: str) -> bytes:
+        """Its output so far (stdout and stderr), at most the last MAX_LOG_BYTES."""
+
+    async def remove(self, name: str) -> None:
+        """Forget the container (no-op if it does not exist)."""
+
+    async def names(self, label: str = LABEL) -> dict[str, str]:
+        """The containers carrying `label`, by name, with the label's value."""
+
+    def visible_path(self, mount: Mount) -> str:
+        """The path under which the container sees `mount`."""
+
+    def capacity(self) -> int:
+        """How many containers this host can run at once."""
+
+
+def host_capacity(memory_mb_each: int = 512) -> int:
+    """What the host can hold: a container per core, bounded by memory."""
+    cores = os.cpu_count() or 1
+    try:
+        pages = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        by_memory = max(1, pages // (memory_mb_each * 1024 * 1024))
+    except (ValueError, OSError):
+        by_memory = cores
+    return int(max(1, min(cores * 4, by_memory)))

@@ -1,0 +1,128 @@
+"""Agent definitions: push (record an image by its digest) and resolve (`latest` or a digest).
+
+A definition is a `definition.pushed` event in stream `definition-<critic|grader>`. A run asks
+for a definition by name and `latest`, a tag or a digest; the launcher resolves it when it
+starts the run and records the digest used (`run.started`), so a run is always scored against
+what actually ran, not what the name means today.
+
+Docker definitions take their digest from the engine (the image id). Local definitions run a
+command on the host; their digest is a sha256 over the command, the config and the source of
+the Python module they run, so changing the agent's code changes the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from props.core import catalog, errors
+from props.core.events import NewEvent
+from props.core.store import EventStore
+
+_NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
+REFERENCE_MODULE = "props.reactors.agents.reference_critic"
+REFERENCE_IMAGE = "props-reference-critic:latest"
+
+
+def stream(agent_type: str) -> str:
+    return f"definition-{agent_type}"
+
+
+def local_digest(command: list[str], config: dict[str, Any]) -> str:
+    h = hashlib.sha256(orjson.dumps({"command": command, "config": config},
+                                    option=orjson.OPT_SORT_KEYS))
+    if "-m" in command[:-1]:
+        spec = importlib.util.find_spec(command[command.index("-m") + 1])
+        if spec is not None and spec.origin:
+            h.update(Path(spec.origin).read_bytes())
+    return "sha256:" + h.hexdigest()
+
+
+def reference_command() -> list[str]:
+    return [sys.executable, "-m", REFERENCE_MODULE]
+
+
+async def push(store: EventStore, definition: catalog.DefinitionPushed) -> bool:
+    """Record `definition` unless the same name, tag and digest are already recorded.
+    Returns whether it was appended."""
+    event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
+                                      f"{definition.tag}:{definition.digest}")
+    for rec in await store.read_stream(stream(definition.agent_type)):
+        if rec.event_id == event_id:
+            return False
+    await store.append(stream(definition.agent_type), [NewEvent(definition, event_id)])
+    return True
+
+
+async def all_pushed(store: EventStore, agent_type: str) -> list[catalog.DefinitionPushed]:
+    return [rec.event for rec in await store.read_stream(stream(agent_type))
+            if isinstance(rec.event, catalog.DefinitionPushed)]
+
+
+async def resolve(store: EventStore, agent_type: str, name: str,
+                  ref: str) -> catalog.DefinitionPushed | None:
+    """The definition `name` at `ref`: "latest" (the last pushed), a tag, or a digest."""
+    found = None
+    for d in await all_pushed(store, agent_type):
+        if d.name == name and (ref == "latest" or ref in (d.tag, d.digest)):
+            found = d  # the last push wins
+    return found
+
+
+# -- the reference critic as a small Docker image ------------------------------------------------
+
+_SYSTEM_DIRS = ("bin", "lib", "lib64", "sbin", "usr")
+
+
+def reference_rootfs() -> bytes:
+    """A root filesystem with nothing but mount points and a user: the host's Python and
+    props are mounted read-only into it at run time (`host_python`). Where the host links
+    /bin or /lib into /usr, the image links them the same way."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in (*_SYSTEM_DIRS, "etc", "tmp", "proc", "sys", "dev", "run", "example",
+                  "root", "work"):
+            info = tarfile.TarInfo(d)
+            host = Path("/") / d
+            if d in _SYSTEM_DIRS and host.is_symlink():
+                info.type = tarfile.SYMTYPE
+                info.linkname = os.readlink(host)
+            else:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/tmp:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    return buf.getvalue()
+
+
+def host_python_paths() -> list[str]:
+    """What a `host_python` container mounts read-only: the system's binaries and libraries,
+    the interpreter's installation, the virtual environment, and props itself."""
+    import props
+
+    paths = [f"/{d}" for d in _SYSTEM_DIRS if os.path.isdir(f"/{d}")
+             and not os.path.islink(f"/{d}")]
+    paths += [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *props.__path__)]
+    out: list[str] = []
+    for p in sorted(set(paths)):
+        if not any(p == o or p.startswith(o.rstrip("/") + "/") for o in out):
+            out.append(p)
+    return out
+
+
+def missing_definition(agent_type: str, name: str, ref: str) -> errors.PropsError:
+    return errors.PropsError(
+        f"no {agent_type} definition {name!r} at {ref!r}: push one first "
+        f"(props definitions push --type {agent_type} ...)")

@@ -1,0 +1,175 @@
+"""Containers on a Docker engine, through aiodocker.
+
+The container name is the identity: `start` inspects the name first and adopts what it finds
+(starting it if it was created but never started), so a launcher restarted mid-run never
+launches a second container for a run. No network unless the spec asks (`NetworkMode` none),
+CPU and memory limits (swap included, so the memory limit is real), every container labelled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import aiodocker
+import anyio
+
+from props.core import errors
+from props.reactors.containers import (
+    LABEL,
+    MAX_LOG_BYTES,
+    ContainerSpec,
+    Mount,
+    Outcome,
+    host_capacity,
+)
+
+DEFAULT_URL = "unix:///var/run/docker.sock"
+
+
+def engine_url() -> str:
+    return os.environ.get("DOCKER_HOST", DEFAULT_URL)
+
+
+async def reachable(url: str | None = None) -> bool:
+    """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket)."""
+    url = url or engine_url()
+    if url.startswith("unix://") and not os.path.exists(url.removeprefix("unix://")):
+        return False
+    try:
+        with anyio.fail_after(3):
+            async with aiodocker.Docker(url=url) as docker:
+                await docker.version()
+    except (aiodocker.DockerError, OSError, TimeoutError, ValueError):
+        return False
+    return True
+
+
+def _config(spec: ContainerSpec) -> dict[str, Any]:
+    memory = spec.memory_mb * 1024 * 1024
+    return {
+        "Image": spec.image,
+        "Cmd": spec.command or None,
+        "Env": [f"{k}={v}" for k, v in sorted(spec.env.items())],
+        "Labels": spec.labels,
+        "NetworkDisabled": not spec.network,
+        "HostConfig": {
+            "Binds": [f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"
+                      for m in spec.mounts],
+            "NetworkMode": "default" if spec.network else "none",
+            "Memory": memory,
+            "MemorySwap": memory,
+            "NanoCpus": int(spec.cpus * 1e9),
+            "PidsLimit": 256,
+            "ReadonlyRootfs": True,
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+        },
+    }
+
+
+class DockerRuntime:
+    kind: Literal["docker", "local"] = "docker"
+
+    def __init__(self, docker: aiodocker.Docker) -> None:
+        self.docker = docker
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, url: str | None = None) -> AsyncIterator[DockerRuntime]:
+        url = url or engine_url()
+        try:
+            async with aiodocker.Docker(url=url) as docker:
+                await docker.version()
+                yield cls(docker)
+        except (aiodocker.DockerError, OSError) as exc:
+            raise errors.StoreUnavailable(
+                f"cannot reach the Docker engine at {url} ({exc}): start dockerd, or set "
+                f"DOCKER_HOST, or use the local runtime") from exc
+
+    async def _find(self, name: str) -> Any | None:
+        try:
+            return await self.docker.containers.get(name)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def start(self, spec: ContainerSpec) -> str:
+        container = await self._find(spec.name)
+        if container is None:
+            try:
+                container = await self.docker.containers.create(_config(spec), name=spec.name)
+            except aiodocker.DockerError as exc:
+                if exc.status == 409:  # another launcher created it a moment ago
+                    return await self.start(spec)
+                if exc.status == 404:
+                    raise errors.PropsError(
+                        f"image {spec.image} is not on the Docker engine: push the "
+                        f"definition again (props definitions push)") from exc
+                raise
+        state = (await container.show())["State"]
+        if state["Status"] == "created":
+            await container.start()
+        return str(container.id)
+
+    async def _outcome(self, container: Any) -> Outcome | None:
+        state = (await container.show())["State"]
+        if state["Status"] in ("created", "running", "restarting", "paused"):
+            return None
+        oom = bool(state.get("OOMKilled"))
+        code = int(state.get("ExitCode", -1))
+        # 137 = SIGKILL (our kill, or the kernel's OOM killer): no exit code of its own.
+        return Outcome(exit_code=None if code == 137 else code, oom_killed=oom)
+
+    async def wait(self, name: str, timeout: float | None) -> Outcome | None:
+        container = await self._find(name)
+        if container is None:
+            raise errors.PropsError(f"no Docker container named {name}")
+        with anyio.move_on_after(timeout):
+            await container.wait()
+        return await self._outcome(container)
+
+    async def kill(self, name: str) -> None:
+        container = await self._find(name)
+        if container is None:
+            return
+        try:
+            await container.kill(signal="SIGKILL")
+        except aiodocker.DockerError as exc:
+            if exc.status not in (404, 409):  # gone, or not running
+                raise
+
+    async def logs(self, name: str) -> bytes:
+        container = await self._find(name)
+        if container is None:
+            return b""
+        lines = await container.log(stdout=True, stderr=True)
+        return "".join(lines).encode()[-MAX_LOG_BYTES:]
+
+    async def remove(self, name: str) -> None:
+        container = await self._find(name)
+        if container is None:
+            return
+        try:
+            await container.delete(force=True)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise
+
+    async def names(self, label: str = LABEL) -> dict[str, str]:
+        found = await self.docker.containers.list(all=True, filters=f'{{"label": ["{label}"]}}')
+        out = {}
+        for c in found:
+            info = c._container
+            name = (info.get("Names") or ["/" + c.id])[0].lstrip("/")
+            out[name] = info.get("Labels", {}).get(label, "")
+        return out
+
+    def visible_path(self, mount: Mount) -> str:
+        return mount.target
+
+    def capacity(self) -> int:
+        return host_capacity()

@@ -1,0 +1,391 @@
+"""The critic launcher: a requested run becomes a container, and the container a finished run.
+
+It handles `run.requested` (queue the run) and `run.cancel_requested`. Each run goes through:
+resolve the definition (the digest used is recorded in `run.started`), create the run's agent
+role, write the example's files to a read-only directory, start the container (named by the
+run id: a restarted launcher adopts it), then watch it until it exits, its time runs out, its
+budget or caps are exceeded, or it is cancelled, appending what the agent reported as it goes.
+Then `container.exited` with the logs (a blob), the role dropped, and `run.finished` with a
+status and closed failure facts. Every event the launcher appends has an id derived from the
+run, so a launcher killed at any point and restarted appends each one exactly once.
+
+The durable state is the log: at start the launcher resumes every run requested and not
+finished. At most `capacity` runs hold a container at once; the others wait queued (their
+status stays `requested`), never dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import anyio.abc
+
+from props.core import catalog, errors, specimen_sync
+from props.core.events import Event, NewEvent, RecordedEvent
+from props.core.store import EventStore
+from props.reactors import agent_roles, definitions
+from props.reactors.agents.sdk import Task
+from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, Outcome
+from props.schema import queries
+
+log = logging.getLogger(__name__)
+
+_NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
+_Q = queries.load("agents")
+WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
+EXAMPLE_TARGET = "/example"
+SOCKET_TARGET = "/run/props-pg"
+
+KillReason = Literal["timeout", "budget", "cancel"]
+
+
+def container_name(run_id: uuid.UUID) -> str:
+    return f"props-run-{run_id}"
+
+
+def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
+    return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
+
+
+@dataclasses.dataclass
+class RunState:
+    """What the log says about one run, read before the launcher acts on it."""
+
+    requested: catalog.RunRequested
+    requested_at: datetime
+    started: catalog.RunStarted | None = None
+    started_at: datetime | None = None
+    container_started: bool = False
+    container_exited: catalog.ContainerExited | None = None
+    finished: bool = False
+    cancel_requested: bool = False
+    stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
+    totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
+
+
+def fold_run(records: list[RecordedEvent]) -> RunState | None:
+    state: RunState | None = None
+    for rec in records:
+        e = rec.event
+        if isinstance(e, catalog.RunRequested):
+            state = RunState(e, rec.recorded_at)
+        if state is None:
+            continue
+        state.stored.add(rec.event_id)
+        if isinstance(e, catalog.RunStarted):
+            state.started, state.started_at = e, rec.recorded_at
+        elif isinstance(e, catalog.ContainerStarted):
+            state.container_started = True
+        elif isinstance(e, catalog.ContainerExited):
+            state.container_exited = e
+        elif isinstance(e, catalog.RunFinished):
+            state.finished = True
+        elif isinstance(e, catalog.RunCancelRequested):
+            state.cancel_requested = True
+        elif isinstance(e, catalog.LlmResponded):
+            state.totals.cost_usd += e.cost_usd
+            state.totals.tokens_in += e.tokens_in
+            state.totals.tokens_out += e.tokens_out
+    return state
+
+
+@dataclasses.dataclass
+class LauncherStats:
+    launched: int = 0
+    adopted: int = 0
+    finished: int = 0
+
+
+class Launcher:
+    name = "launcher"
+    types = ("run.requested", "run.cancel_requested")
+
+    def __init__(self, store: EventStore, runtime: ContainerRuntime, work_dir: Path, *,
+                 max_concurrent: int = 8) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.work_dir = work_dir
+        self.capacity = max(1, min(max_concurrent, runtime.capacity()))
+        self.stats = LauncherStats()
+        self._slots = anyio.Semaphore(self.capacity)
+        self._known: set[uuid.UUID] = set()  # runs queued or running in this process
+        self._cancelled: set[uuid.UUID] = set()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
+
+    # -- the Reactor protocol ---------------------------------------------------------------
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        self._tg = tg
+        await agent_roles.reap(self.store)
+        await self._reap_orphans()
+        for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
+            self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
+
+    async def handle(self, rec: RecordedEvent) -> None:
+        e = rec.event
+        if isinstance(e, catalog.RunRequested) and e.agent_type == "critic":
+            self._queue(e.run_id)
+        elif isinstance(e, catalog.RunCancelRequested):
+            self._cancelled.add(e.run_id)
+            self._queue(e.run_id)  # a run not seen yet (or finished) is settled by _run
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _queue(self, run_id: uuid.UUID) -> None:
+        if run_id in self._known:
+            return
+        assert self._tg is not None, "start() first"
+        self._known.add(run_id)
+        self._tg.start_soon(self._run_guarded, run_id, name=f"props-run-{run_id}")
+
+    async def _reap_orphans(self) -> None:
+        """Containers of runs that are finished (a crash between exit and removal)."""
+        for name, run in (await self.runtime.names(LABEL)).items():
+            try:
+                run_id = uuid.UUID(run)
+            except ValueError:
+                continue
+            state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+            if state is None or state.finished:
+                await self.runtime.remove(name)
+
+    async def _run_guarded(self, run_id: uuid.UUID) -> None:
+        try:
+            async with self._slots:
+                await self._run(run_id)
+        except Exception:
+            # Transient trouble (database, engine): the run stays unfinished in the log and
+            # is resumed by the next launcher start; this one lets it go for now.
+            log.exception("run %s could not be completed now; it resumes on restart", run_id)
+        finally:
+            self._known.discard(run_id)
+
+    async def _append(self, run_id: uuid.UUID, what: str, event: Event,
+                      state: RunState) -> None:
+        event_id = lifecycle_id(run_id, what)
+        if event_id in state.stored:
+            return
+        await self.store.append(f"run-{run_id}", [NewEvent(event, event_id,
+                                                           {"actor": "launcher"})])
+        state.stored.add(event_id)
+
+    async def _finish(self, state: RunState, status: catalog.TerminalStatus,
+                      failure: catalog.Failure | None = None) -> None:
+        run_id = state.requested.run_id
+        t = state.totals
+        await self._append(run_id, "finished", catalog.RunFinished(
+            run_id=run_id, status=status, failure=failure, tokens_in=t.tokens_in,
+            tokens_out=t.tokens_out, cost_usd=t.cost_usd), state)
+        self.stats.finished += 1
+
+    async def _run(self, run_id: uuid.UUID) -> None:
+        state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+        if state is None or state.finished:
+            return
+        if state.cancel_requested and not state.container_started:
+            await self._finish(state, "cancelled")
+            return
+        req = state.requested
+        if state.container_exited is None:
+            definition = await self._definition(state)
+            if definition is None:
+                await self._finish(state, "failed", catalog.Failure(
+                    phase="launch", category="definition_missing", retryable=False))
+                return
+            outcome, killed_for = await self._contain(state, definition)
+            logs = await self.runtime.logs(container_name(run_id))
+            started = state.started_at or state.requested_at
+            exited = catalog.ContainerExited(
+                run_id=run_id, exit_code=outcome.exit_code, oom_killed=outcome.oom_killed,
+                killed_for=killed_for,
+                logs_sha256=await self.store.put_blob(logs) if logs else None,
+                duration_seconds=max(0.0, (datetime.now(UTC) - started).total_seconds()))
+            await self._append(run_id, "container.exited", exited, state)
+        else:
+            exited = state.container_exited
+            await agent_roles.drain(self.store, run_id, state.stored, state.totals)
+        binding = await agent_roles.binding(self.store, run_id)
+        capped = binding is not None and binding.over_cap
+        await agent_roles.drop(self.store, run_id)
+        status, failure = self._verdict(state, exited, req, capped)
+        await self._finish(state, status, failure)
+        await self.runtime.remove(container_name(run_id))
+        shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True)
+
+    async def _definition(self, state: RunState) -> catalog.DefinitionPushed | None:
+        req = state.requested
+        ref = state.started.digest if state.started else req.definition_ref
+        found = await definitions.resolve(self.store, req.agent_type, req.definition, ref)
+        if found is not None and state.started is None:
+            await self._append(req.run_id, "started", catalog.RunStarted(
+                run_id=req.run_id, digest=found.digest), state)
+            fresh = fold_run(await self.store.read_stream(f"run-{req.run_id}"))
+            assert fresh is not None
+            state.started_at = fresh.started_at
+        return found
+
+    async def _contain(self, state: RunState, definition: catalog.DefinitionPushed,
+                       ) -> tuple[Outcome, KillReason | None]:
+        """Start (or adopt) the container and watch it until it ends."""
+        req = state.requested
+        run_id = req.run_id
+        name = container_name(run_id)
+        password = await agent_roles.create(self.store, run_id, definition.limits)
+        spec = await self._spec(state, definition, password)
+        container_id = await self.runtime.start(spec)
+        if state.container_started:
+            self.stats.adopted += 1
+        else:
+            self.stats.launched += 1
+            await self._append(run_id, "container.started", catalog.ContainerStarted(
+                run_id=run_id, runtime=self.runtime.kind, container_name=name,
+                container_id=container_id), state)
+        # The deadline counts from run.started as recorded: a restart does not extend it.
+        began = state.started_at or state.requested_at
+        deadline = time.monotonic() + req.timeout_seconds - \
+            (datetime.now(UTC) - began).total_seconds()
+        killed_for: KillReason | None = None
+        malformed_or_capped = False
+        while True:
+            remaining = deadline - time.monotonic()
+            outcome = await self.runtime.wait(name, max(0.0, min(WATCH_INTERVAL, remaining)))
+            await agent_roles.drain(self.store, run_id, state.stored, state.totals)
+            if outcome is not None:
+                return outcome, killed_for
+            if killed_for is not None or malformed_or_capped:
+                continue  # killed: wait for it to be gone
+            binding = await agent_roles.binding(self.store, run_id)
+            if run_id in self._cancelled:
+                killed_for = "cancel"
+            elif state.totals.cost_usd > req.budget_usd:
+                killed_for = "budget"
+            elif time.monotonic() >= deadline:
+                killed_for = "timeout"
+            elif state.totals.malformed or (binding is not None and binding.over_cap):
+                malformed_or_capped = True
+            else:
+                continue
+            await self.runtime.kill(name)
+
+    async def _spec(self, state: RunState, definition: catalog.DefinitionPushed,
+                    password: str) -> ContainerSpec:
+        req = state.requested
+        run_dir = self.work_dir / str(req.run_id)
+        example = await self._materialise(req, run_dir / "example", state.requested_at)
+        mounts = [Mount(str(example), EXAMPLE_TARGET)]
+        role = agent_roles.role_name(req.run_id)
+        if self.runtime.kind == "docker" and not definition.limits.network:
+            # Only the socket file itself is mounted: the embedded server keeps its socket
+            # inside its data directory, which an agent must never see.
+            host_dir, port = await self._server_socket()
+            socket = f".s.PGSQL.{port}"
+            mounts.append(Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}"))
+            dsn = agent_roles.agent_dsn(self.store.dsn, role, password, (SOCKET_TARGET, port))
+        else:
+            dsn = agent_roles.agent_dsn(self.store.dsn, role, password)
+        if definition.host_python:
+            mounts += [Mount(p, p) for p in definitions.host_python_paths()]
+        task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,
+                    example=req.example, config=definition.config,
+                    timeout_seconds=req.timeout_seconds, budget_usd=req.budget_usd)
+        env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
+               "PROPS_EXAMPLE_DIR": self.runtime.visible_path(mounts[0]),
+               "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        if self.runtime.kind == "local":
+            env["HOME"] = str(run_dir)
+        return ContainerSpec(
+            name=container_name(req.run_id),
+            image=definition.image or definition.digest,
+            command=list(definition.command),
+            env=env, mounts=mounts, labels={LABEL: str(req.run_id)},
+            network=definition.limits.network, cpus=definition.limits.cpus,
+            memory_mb=definition.limits.memory_mb,
+        )
+
+    async def _server_socket(self) -> tuple[str, str]:
+        """The directory of the server's Unix socket (on this host) and its port: how an
+        agent without network reaches the database."""
+        if self._socket is None:
+            dirs = await self.store.pool.fetchval("SHOW unix_socket_directories")
+            port = await self.store.pool.fetchval("SHOW port")
+            found = [d.strip() for d in str(dirs).split(",")
+                     if d.strip() and os.path.isdir(d.strip())]
+            if not found:
+                raise errors.ConfigurationError(
+                    "the database server has no Unix socket on this host, so agents without "
+                    "network cannot reach it: run the launcher on the database host, or give "
+                    "the definition network access")
+            self._socket = (found[0], str(port))
+        return self._socket
+
+    async def _materialise(self, req: catalog.RunRequested, target: Path,
+                           requested_at: datetime) -> Path:
+        """The example's files (and nothing else), as of the snapshot version current when
+        the run was requested, in a directory the agent can only read."""
+        snapshot = await self._snapshot(req.example.snapshot, requested_at)
+        if snapshot is None:
+            raise errors.PropsError(f"snapshot {req.example.snapshot} is not in the log")
+        members = {f.path for f in snapshot.files}
+        if req.example.files_hash is not None:
+            chosen = next((fs for fs in snapshot.ground_truth.file_sets
+                           if fs.files_hash == req.example.files_hash), None)
+            if chosen is None:
+                raise errors.PropsError(f"{req.example.snapshot} has no file set "
+                                        f"{req.example.files_hash}")
+            members = set(chosen.files)
+        if target.exists():
+            shutil.rmtree(target)
+        for f in snapshot.files:
+            if f.path not in members:
+                continue
+            path = target / f.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(await self.store.get_blob(f.sha256))
+            path.chmod(0o444)
+        target.mkdir(parents=True, exist_ok=True)
+        return target
+
+    async def _snapshot(self, slug: str, at: datetime) -> catalog.SnapshotSynced | None:
+        chosen = None
+        for rec in await self.store.read_stream(specimen_sync.stream_of(slug)):
+            if isinstance(rec.event, catalog.SnapshotSynced) and rec.recorded_at <= at:
+                chosen = rec.event
+        return chosen
+
+    @staticmethod
+    def _verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
+                 capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
+        """The run's status from closed facts only (never from the agent's words)."""
+        code = exited.exit_code
+        if exited.killed_for == "cancel":
+            return "cancelled", None
+        if exited.killed_for == "timeout":
+            return "timed_out", None
+        if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
+            return "budget_exceeded", None
+        if capped:
+            return "failed", catalog.Failure(phase="report", category="event_cap",
+                                             retryable=False, exit_code=code)
+        if state.totals.malformed:
+            return "failed", catalog.Failure(phase="report", category="malformed_event",
+                                             retryable=False, exit_code=code)
+        if exited.oom_killed:
+            return "failed", catalog.Failure(phase="run", category="out_of_memory",
+                                             retryable=False, exit_code=code)
+        if code == 0:
+            return "completed", None
+        if code is None:
+            return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
+        return "failed", catalog.Failure(phase="run", category="exit_nonzero",
+                                         retryable=False, exit_code=code)
+

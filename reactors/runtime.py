@@ -1,0 +1,184 @@
+"""What every reactor shares: one active instance, a durable checkpoint, retries, parking.
+
+A reactor handles the events of the types it names, one at a time, in log order. The host
+that runs it:
+- takes the reactor's advisory lock on a dedicated connection, so of two replicas one serves
+  and the other waits to take over (the lock dies with its session: a crashed replica frees it);
+- follows the log from the reactor's checkpoint and moves the checkpoint (compare-and-set)
+  after each batch is handled: delivery is at least once, and handlers make their effects
+  idempotent (deterministic event ids, containers named by run id);
+- retries a handler that fails for a transient reason (the database or the engine went away)
+  with exponential backoff, for as long as it takes: such an event is never parked;
+- parks an event whose handler fails otherwise, after a few attempts: an `event.parked` event
+  in stream `reactor-<name>` keeps the reactor, the event and the error, and the reactor goes on;
+- stops gracefully when asked: it finishes the event in hand and returns; work a reactor
+  runs in the background (containers) is handed back to the log and adopted on restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Protocol
+
+import aiodocker
+import anyio
+import anyio.abc
+import tenacity
+
+from props.core import catalog, database
+from props.core.events import NewEvent, RecordedEvent
+from props.core.store import Checkpoint, EventStore
+from props.core.subscription import backoff
+
+log = logging.getLogger(__name__)
+
+_NAMESPACE = uuid.UUID("8d7f9a52-1b0c-4c55-9f0e-3f4de0a3a0c1")
+PARK_AFTER_ATTEMPTS = 3
+TRANSIENT: tuple[type[BaseException], ...] = (*database.UNAVAILABLE, aiodocker.DockerError)
+
+
+class Reactor(Protocol):
+    name: str
+    types: tuple[str, ...]  # the event types it handles
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Called once the reactor is the active instance, before it follows the log:
+        resume work in flight, start background tasks in `tg`."""
+
+    async def handle(self, rec: RecordedEvent) -> None:
+        """Act on one event. Must be idempotent: after a crash it may see the event again."""
+
+
+def checkpoint_name(reactor: str) -> str:
+    return f"reactor:{reactor}"
+
+
+def lock_key(reactor: str) -> int:
+    digest = hashlib.sha256(f"props reactor {reactor}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def parked_id(reactor: str, event_id: uuid.UUID) -> uuid.UUID:
+    return uuid.uuid5(_NAMESPACE, f"{reactor}:{event_id}")
+
+
+@dataclasses.dataclass
+class HostStats:
+    handled: int = 0
+    parked: int = 0
+    retries: int = 0
+
+
+class ReactorHost:
+    """Serves one reactor: `await ReactorHost(store, reactor).run(stop)`."""
+
+    def __init__(self, store: EventStore, reactor: Reactor, *, poll_interval: float = 1.0,
+                 batch_size: int = 200) -> None:
+        self.store = store
+        self.reactor = reactor
+        self.poll_interval = poll_interval
+        self.batch_size = batch_size
+        self.stats = HostStats()
+        self.active = anyio.Event()  # set once this instance holds the lock
+
+    async def run(self, stop: anyio.Event) -> None:
+        """Serve until `stop` is set, surviving database restarts."""
+        attempt = 0
+        while not stop.is_set():
+            try:
+                await self._serve(stop)
+                return
+            except TRANSIENT as exc:
+                attempt += 1
+                log.warning("reactor %s lost the database (%s); retrying", self.reactor.name,
+                            exc)
+                with anyio.move_on_after(backoff(attempt, first=0.2)):
+                    await stop.wait()
+
+    async def _serve(self, stop: anyio.Event) -> None:
+        name = self.reactor.name
+        async with database.session(self.store.dsn) as lock_conn:
+            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)",
+                                               lock_key(name)):
+                log.info("reactor %s: another instance is active; waiting to take over", name)
+                with anyio.move_on_after(2.0):
+                    await stop.wait()
+                if stop.is_set():
+                    return
+            self.active.set()
+            async with anyio.create_task_group() as tg:
+                await self.reactor.start(tg)
+                tg.start_soon(self._follow, stop, tg.cancel_scope)
+                await stop.wait()
+                tg.cancel_scope.cancel()
+
+    async def _follow(self, stop: anyio.Event, scope: anyio.CancelScope) -> None:
+        wanted = set(self.reactor.types)
+        position = await self.store.load_checkpoint(checkpoint_name(self.reactor.name))
+        async with self.store.subscribe(position, batch_size=self.batch_size,
+                                        poll_interval=self.poll_interval) as sub:
+            async for batch in sub:
+                for rec in batch:
+                    if rec.type_name in wanted:
+                        # Shielded: a stop lets the event in hand finish, never half-handled.
+                        with anyio.CancelScope(shield=True):
+                            await self._handle(rec)
+                    if stop.is_set():
+                        break
+                done = rec  # the last event handled (all of the batch unless stopping)
+                new = Checkpoint(done.tx_id, done.global_position)
+                await self.store.save_checkpoint(checkpoint_name(self.reactor.name),
+                                                 position, new)
+                position = new
+                if stop.is_set():
+                    scope.cancel()
+                    return
+
+    async def _handle(self, rec: RecordedEvent) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.reactor.handle(rec)
+                self.stats.handled += 1
+                return
+            except TRANSIENT as exc:
+                self.stats.retries += 1
+                log.warning("reactor %s: transient failure on event %s (%s); retrying",
+                            self.reactor.name, rec.global_position, exc)
+                await anyio.sleep(backoff(min(self.stats.retries, 8), first=0.1))
+            except Exception as exc:  # a poison event: park it after a few tries
+                failures += 1
+                if failures < PARK_AFTER_ATTEMPTS:
+                    await anyio.sleep(backoff(failures, first=0.05))
+                    continue
+                await self._park(rec, exc, failures)
+                return
+
+    async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
+        log.error("reactor %s parked event %s (%s): %s", self.reactor.name,
+                  rec.global_position, rec.type_name, exc)
+        parked = catalog.EventParked(
+            reactor=self.reactor.name, event_id=rec.event_id,
+            global_position=rec.global_position, error_type=type(exc).__name__,
+            error_message=str(exc)[:4000], attempts=attempts)
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(TRANSIENT),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=5), reraise=True)
+        await retrying(self.store.append, f"reactor-{self.reactor.name}",
+                       [NewEvent(parked, parked_id(self.reactor.name, rec.event_id))])
+        self.stats.parked += 1
+
+
+async def serve(store: EventStore, reactors: Sequence[Reactor], stop: anyio.Event, *,
+                poll_interval: float = 1.0) -> list[ReactorHost]:
+    """Run every reactor until `stop` is set."""
+    hosts = [ReactorHost(store, r, poll_interval=poll_interval) for r in reactors]
+    async with anyio.create_task_group() as tg:
+        for host in hosts:
+            tg.start_soon(host.run, stop, name=f"props-reactor-{host.reactor.name}")
+    return hosts
+

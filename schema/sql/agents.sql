@@ -1,0 +1,34 @@
+-- Queries of the launcher about agent roles and what agents reported (props.reactors.agent_roles).
+
+-- bind --
+INSERT INTO props.agent_bindings (role_name, run_id, max_events, max_bytes)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (role_name) DO NOTHING
+
+-- close --
+UPDATE props.agent_bindings SET closed = true WHERE role_name = $1 AND NOT closed
+
+-- terminate --
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1
+
+-- leftover_roles --
+-- Roles of closed bindings (their runs ended) that a crash kept from being dropped.
+SELECT r.rolname FROM pg_roles r
+  JOIN props.agent_bindings b ON b.role_name = r.rolname
+ WHERE r.rolname LIKE $1 AND b.closed
+
+-- binding --
+SELECT events, bytes, over_cap FROM props.agent_bindings WHERE role_name = $1
+
+-- outbox --
+SELECT seq, event_id, type, data::text AS data, reported_at
+  FROM props.agent_outbox WHERE run_id = $1 AND seq > $2 ORDER BY seq
+
+-- unfinished_runs --
+-- Runs requested and not finished: the launcher's work after a restart, in request order.
+SELECT r.stream_id
+  FROM props.events r
+ WHERE r.category = 'run' AND r.type = 'run.requested'
+   AND NOT EXISTS (SELECT 1 FROM props.events f
+                    WHERE f.stream_id = r.stream_id AND f.type = 'run.finished')
+ ORDER BY r.global_position
