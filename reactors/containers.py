@@ -52,8 +52,8 @@ class ContainerRuntime(Protocol):
     async def start(self, spec: ContainerSpec) -> str:
         """Start the container named `spec.name`, or find it if it exists; return its id."""
 
-    async def wait(self, name: str, timeout: float | None) -> Outcome | None:
-        """The outcome once the container has exited; None if `timeout` passed first."""
+    async def wait(self, name: str, within: float | None) -> Outcome | None:
+        """The outcome once the container has exited; None if `within` seconds passed first."""
 
     async def kill(self, name: str) -> None:
         """Stop the container now (no-op if it has exited or does not exist)."""

@@ -27,6 +27,7 @@ import orjson
 from props.core import catalog, errors
 from props.core.events import NewEvent
 from props.core.store import EventStore
+from props.reactors.docker_runtime import DockerRuntime
 
 _NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
 REFERENCE_MODULE = "props.reactors.agents.reference_critic"
@@ -126,3 +127,19 @@ def missing_definition(agent_type: str, name: str, ref: str) -> errors.PropsErro
     return errors.PropsError(
         f"no {agent_type} definition {name!r} at {ref!r}: push one first "
         f"(props definitions push --type {agent_type} ...)")
+
+
+def reference_local() -> catalog.DefinitionPushed:
+    command = reference_command()
+    return catalog.DefinitionPushed(
+        agent_type="critic", name="reference", tag="local", runtime="local",
+        image="local:reference", command=command, digest=local_digest(command, {}))
+
+
+async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:
+    """`docker import` the reference rootfs (no registry needed) as REFERENCE_IMAGE."""
+    image = await rt.import_image(reference_rootfs(), REFERENCE_IMAGE)
+    return catalog.DefinitionPushed(
+        agent_type="critic", name="reference", tag="docker", runtime="docker",
+        image=REFERENCE_IMAGE, command=reference_command(), digest=image,
+        host_python=True)

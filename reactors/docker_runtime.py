@@ -36,7 +36,7 @@ def engine_url() -> str:
 async def reachable(url: str | None = None) -> bool:
     """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket)."""
     url = url or engine_url()
-    if url.startswith("unix://") and not os.path.exists(url.removeprefix("unix://")):
+    if url.startswith("unix://") and not await anyio.Path(url.removeprefix("unix://")).exists():
         return False
     try:
         with anyio.fail_after(3):
@@ -124,11 +124,11 @@ class DockerRuntime:
         # 137 = SIGKILL (our kill, or the kernel's OOM killer): no exit code of its own.
         return Outcome(exit_code=None if code == 137 else code, oom_killed=oom)
 
-    async def wait(self, name: str, timeout: float | None) -> Outcome | None:
+    async def wait(self, name: str, within: float | None) -> Outcome | None:
         container = await self._find(name)
         if container is None:
             raise errors.PropsError(f"no Docker container named {name}")
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(within):
             await container.wait()
         return await self._outcome(container)
 
@@ -167,6 +167,18 @@ class DockerRuntime:
             name = (info.get("Names") or ["/" + c.id])[0].lstrip("/")
             out[name] = info.get("Labels", {}).get(label, "")
         return out
+
+    async def import_image(self, rootfs_tar: bytes, ref: str) -> str:
+        """`docker import`: an image from a root filesystem tar, tagged `ref`; returns its
+        digest. No registry is involved (aiodocker has no call for this endpoint)."""
+        repo, _, tag = ref.rpartition(":") if ":" in ref else (ref, "", "latest")
+        async with self.docker._query(
+                "images/create", method="POST", data=rootfs_tar,
+                params={"fromSrc": "-", "repo": repo, "tag": tag},
+                headers={"Content-Type": "application/x-tar"}) as response:
+            await response.read()
+        info = await self.docker.images.inspect(ref)
+        return str(info["Id"])
 
     def visible_path(self, mount: Mount) -> str:
         return mount.target

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from props.core import catalog, errors, specimen_sync
 from props.core.events import Event, NewEvent, RecordedEvent
@@ -46,6 +47,17 @@ EXAMPLE_TARGET = "/example"
 SOCKET_TARGET = "/run/props-pg"
 
 KillReason = Literal["timeout", "budget", "cancel"]
+
+
+def _write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for rel, content in files:
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(0o444)
 
 
 def container_name(run_id: uuid.UUID) -> str:
@@ -109,12 +121,12 @@ class Launcher:
     name = "launcher"
     types = ("run.requested", "run.cancel_requested")
 
-    def __init__(self, store: EventStore, runtime: ContainerRuntime, work_dir: Path, *,
-                 max_concurrent: int = 8) -> None:
+    def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
+                 work_dir: Path, *, max_concurrent: int = 8) -> None:
         self.store = store
-        self.runtime = runtime
+        self.runtimes = {rt.kind: rt for rt in runtimes}
         self.work_dir = work_dir
-        self.capacity = max(1, min(max_concurrent, runtime.capacity()))
+        self.capacity = max(1, min([max_concurrent, *(rt.capacity() for rt in runtimes)]))
         self.stats = LauncherStats()
         self._slots = anyio.Semaphore(self.capacity)
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
@@ -150,19 +162,26 @@ class Launcher:
 
     async def _reap_orphans(self) -> None:
         """Containers of runs that are finished (a crash between exit and removal)."""
-        for name, run in (await self.runtime.names(LABEL)).items():
-            try:
-                run_id = uuid.UUID(run)
-            except ValueError:
-                continue
-            state = fold_run(await self.store.read_stream(f"run-{run_id}"))
-            if state is None or state.finished:
-                await self.runtime.remove(name)
+        for rt in self.runtimes.values():
+            for name, run in (await rt.names(LABEL)).items():
+                try:
+                    run_id = uuid.UUID(run)
+                except ValueError:
+                    continue
+                state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+                if state is None or state.finished:
+                    await rt.remove(name)
 
     async def _run_guarded(self, run_id: uuid.UUID) -> None:
         try:
             async with self._slots:
-                await self._run(run_id)
+                try:
+                    await self._run(run_id)
+                except errors.PropsError as exc:
+                    if isinstance(exc, errors.StoreUnavailable):
+                        raise
+                    log.warning("run %s could not be launched: %s", run_id, exc)
+                    await self._fail_launch(run_id, exc)
         except Exception:
             # Transient trouble (database, engine): the run stays unfinished in the log and
             # is resumed by the next launcher start; this one lets it go for now.
@@ -196,14 +215,20 @@ class Launcher:
             await self._finish(state, "cancelled")
             return
         req = state.requested
+        definition = await self._definition(state)
+        if definition is None:
+            await self._finish(state, "failed", catalog.Failure(
+                phase="launch", category="definition_missing", retryable=False))
+            return
+        rt = self.runtimes.get(definition.runtime)
+        if rt is None:
+            await self._finish(state, "failed", catalog.Failure(
+                phase="launch", category="runtime_unavailable", retryable=True))
+            return
+        name = container_name(run_id)
         if state.container_exited is None:
-            definition = await self._definition(state)
-            if definition is None:
-                await self._finish(state, "failed", catalog.Failure(
-                    phase="launch", category="definition_missing", retryable=False))
-                return
-            outcome, killed_for = await self._contain(state, definition)
-            logs = await self.runtime.logs(container_name(run_id))
+            outcome, killed_for = await self._contain(state, definition, rt)
+            logs = await rt.logs(name)
             started = state.started_at or state.requested_at
             exited = catalog.ContainerExited(
                 run_id=run_id, exit_code=outcome.exit_code, oom_killed=outcome.oom_killed,
@@ -219,8 +244,20 @@ class Launcher:
         await agent_roles.drop(self.store, run_id)
         status, failure = self._verdict(state, exited, req, capped)
         await self._finish(state, status, failure)
-        await self.runtime.remove(container_name(run_id))
+        await rt.remove(name)
         shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True)
+
+    async def _fail_launch(self, run_id: uuid.UUID, exc: errors.PropsError) -> None:
+        """A launch that cannot succeed by retrying (no image, no snapshot): the run fails
+        with the error's class as its category, never its message (it may hold secrets)."""
+        state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+        if state is None or state.finished:
+            return
+        await agent_roles.drop(self.store, run_id)
+        category = "".join(f"_{c.lower()}" if c.isupper() else c
+                           for c in type(exc).__name__).lstrip("_")
+        await self._finish(state, "failed", catalog.Failure(
+            phase="launch", category=category, retryable=False))
 
     async def _definition(self, state: RunState) -> catalog.DefinitionPushed | None:
         req = state.requested
@@ -235,20 +272,20 @@ class Launcher:
         return found
 
     async def _contain(self, state: RunState, definition: catalog.DefinitionPushed,
-                       ) -> tuple[Outcome, KillReason | None]:
+                       rt: ContainerRuntime) -> tuple[Outcome, KillReason | None]:
         """Start (or adopt) the container and watch it until it ends."""
         req = state.requested
         run_id = req.run_id
         name = container_name(run_id)
         password = await agent_roles.create(self.store, run_id, definition.limits)
-        spec = await self._spec(state, definition, password)
-        container_id = await self.runtime.start(spec)
+        spec = await self._spec(state, definition, password, rt)
+        container_id = await rt.start(spec)
         if state.container_started:
             self.stats.adopted += 1
         else:
             self.stats.launched += 1
             await self._append(run_id, "container.started", catalog.ContainerStarted(
-                run_id=run_id, runtime=self.runtime.kind, container_name=name,
+                run_id=run_id, runtime=rt.kind, container_name=name,
                 container_id=container_id), state)
         # The deadline counts from run.started as recorded: a restart does not extend it.
         began = state.started_at or state.requested_at
@@ -258,7 +295,7 @@ class Launcher:
         malformed_or_capped = False
         while True:
             remaining = deadline - time.monotonic()
-            outcome = await self.runtime.wait(name, max(0.0, min(WATCH_INTERVAL, remaining)))
+            outcome = await rt.wait(name, max(0.0, min(WATCH_INTERVAL, remaining)))
             await agent_roles.drain(self.store, run_id, state.stored, state.totals)
             if outcome is not None:
                 return outcome, killed_for
@@ -275,16 +312,16 @@ class Launcher:
                 malformed_or_capped = True
             else:
                 continue
-            await self.runtime.kill(name)
+            await rt.kill(name)
 
     async def _spec(self, state: RunState, definition: catalog.DefinitionPushed,
-                    password: str) -> ContainerSpec:
+                    password: str, rt: ContainerRuntime) -> ContainerSpec:
         req = state.requested
         run_dir = self.work_dir / str(req.run_id)
         example = await self._materialise(req, run_dir / "example", state.requested_at)
         mounts = [Mount(str(example), EXAMPLE_TARGET)]
         role = agent_roles.role_name(req.run_id)
-        if self.runtime.kind == "docker" and not definition.limits.network:
+        if rt.kind == "docker" and not definition.limits.network:
             # Only the socket file itself is mounted: the embedded server keeps its socket
             # inside its data directory, which an agent must never see.
             host_dir, port = await self._server_socket()
@@ -299,9 +336,9 @@ class Launcher:
                     example=req.example, config=definition.config,
                     timeout_seconds=req.timeout_seconds, budget_usd=req.budget_usd)
         env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
-               "PROPS_EXAMPLE_DIR": self.runtime.visible_path(mounts[0]),
+               "PROPS_EXAMPLE_DIR": rt.visible_path(mounts[0]),
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
-        if self.runtime.kind == "local":
+        if rt.kind == "local":
             env["HOME"] = str(run_dir)
         return ContainerSpec(
             name=container_name(req.run_id),
@@ -319,7 +356,7 @@ class Launcher:
             dirs = await self.store.pool.fetchval("SHOW unix_socket_directories")
             port = await self.store.pool.fetchval("SHOW port")
             found = [d.strip() for d in str(dirs).split(",")
-                     if d.strip() and os.path.isdir(d.strip())]
+                     if d.strip() and await anyio.Path(d.strip()).is_dir()]
             if not found:
                 raise errors.ConfigurationError(
                     "the database server has no Unix socket on this host, so agents without "
@@ -343,16 +380,9 @@ class Launcher:
                 raise errors.PropsError(f"{req.example.snapshot} has no file set "
                                         f"{req.example.files_hash}")
             members = set(chosen.files)
-        if target.exists():
-            shutil.rmtree(target)
-        for f in snapshot.files:
-            if f.path not in members:
-                continue
-            path = target / f.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(await self.store.get_blob(f.sha256))
-            path.chmod(0o444)
-        target.mkdir(parents=True, exist_ok=True)
+        files = [(f.path, await self.store.get_blob(f.sha256))
+                 for f in snapshot.files if f.path in members]
+        await anyio.to_thread.run_sync(_write_read_only, target, files)
         return target
 
     async def _snapshot(self, slug: str, at: datetime) -> catalog.SnapshotSynced | None:

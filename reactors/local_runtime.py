@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 
 from props.core import errors
 from props.reactors.containers import (
@@ -68,6 +69,9 @@ class LocalRuntime:
             return None
 
     async def start(self, spec: ContainerSpec) -> str:
+        return await anyio.to_thread.run_sync(self._start, spec)
+
+    def _start(self, spec: ContainerSpec) -> str:
         state = self._dir(spec.name)
         if (state / "shim.pid").exists():
             return spec.name  # started before (perhaps by a launcher that died): adopt it
@@ -79,7 +83,7 @@ class LocalRuntime:
             [sys.executable, "-m", "props.reactors.local_shim", str(state), "--",
              *spec.command],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(state / "logs", "ab"),  # noqa: SIM115 - the shim owns it from here
+            stderr=open(state / "logs", "ab"),  # the shim owns it from here
             start_new_session=True,  # survives this process: a restart adopts it
         )
         self._children[spec.name] = proc
@@ -106,10 +110,10 @@ class LocalRuntime:
             return Outcome(exit_code=None)
         return Outcome(exit_code=data["exit_code"], oom_killed=bool(data["oom_killed"]))
 
-    async def wait(self, name: str, timeout: float | None) -> Outcome | None:
+    async def wait(self, name: str, within: float | None) -> Outcome | None:
         if not self._dir(name).exists():
             raise errors.PropsError(f"no local container named {name}")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if within is None else time.monotonic() + within
         while True:
             found = self._outcome(name)
             if found is not None:
@@ -134,6 +138,9 @@ class LocalRuntime:
             os.kill(pid, signal.SIGKILL)  # killed before it started the command
 
     async def logs(self, name: str) -> bytes:
+        return await anyio.to_thread.run_sync(self._logs, name)
+
+    def _logs(self, name: str) -> bytes:
         path = self._dir(name) / "logs"
         try:
             with open(path, "rb") as f:

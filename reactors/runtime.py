@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import logging
 import uuid
-from collections.abc import Sequence
 from typing import Protocol
 
 import aiodocker
@@ -171,14 +170,4 @@ class ReactorHost:
         await retrying(self.store.append, f"reactor-{self.reactor.name}",
                        [NewEvent(parked, parked_id(self.reactor.name, rec.event_id))])
         self.stats.parked += 1
-
-
-async def serve(store: EventStore, reactors: Sequence[Reactor], stop: anyio.Event, *,
-                poll_interval: float = 1.0) -> list[ReactorHost]:
-    """Run every reactor until `stop` is set."""
-    hosts = [ReactorHost(store, r, poll_interval=poll_interval) for r in reactors]
-    async with anyio.create_task_group() as tg:
-        for host in hosts:
-            tg.start_soon(host.run, stop, name=f"props-reactor-{host.reactor.name}")
-    return hosts
 

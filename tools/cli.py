@@ -22,7 +22,9 @@ from props.tools import (
     demo,
     event_commands,
     projection_commands,
+    reactor_commands,
     report_command,
+    run_commands,
     scoring_commands,
     specimen_commands,
 )
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     report_command.add_parser(sub)
     scoring_commands.add_parsers(sub)
     archive_commands.add_parsers(sub)
+    reactor_commands.add_parsers(sub)
+    run_commands.add_parsers(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     return parser

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 from typing import Any
 
 import anyio
@@ -14,6 +13,7 @@ from rich.table import Table
 
 from props.core.store import EventStore
 from props.projections import engine
+from props.reactors.service import stop_on_signal
 
 console = Console(highlight=False, stderr=True)
 
@@ -54,16 +54,8 @@ async def run_cmd(args: argparse.Namespace) -> int:
         runner = engine.Runner(store)
         stop = anyio.Event()
 
-        async def on_signal(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                task_status.started()
-                async for _ in signals:
-                    console.print("stopping: finishing the current batch")
-                    stop.set()
-                    return
-
         async with anyio.create_task_group() as tg:
-            await tg.start(on_signal, name="props-signals")
+            await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
             console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
             await runner.run(stop)
             tg.cancel_scope.cancel()

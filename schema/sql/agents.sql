@@ -32,3 +32,20 @@ SELECT r.stream_id
    AND NOT EXISTS (SELECT 1 FROM props.events f
                     WHERE f.stream_id = r.stream_id AND f.type = 'run.finished')
  ORDER BY r.global_position
+
+-- run_counts --
+-- Critic runs by where they stand, from the log: queued (requested, no container yet),
+-- running (a container, no finish) and finished.
+SELECT count(*) FILTER (WHERE s.started IS NULL AND NOT s.finished) AS queued,
+       count(*) FILTER (WHERE s.started IS NOT NULL AND NOT s.finished) AS running,
+       count(*) FILTER (WHERE s.finished) AS finished
+  FROM (SELECT stream_id,
+               max(global_position) FILTER (WHERE type = 'container.started') AS started,
+               bool_or(type = 'run.finished') AS finished
+          FROM props.events
+         WHERE category = 'run'
+           AND type IN ('run.requested', 'container.started', 'run.finished')
+         GROUP BY stream_id) s
+
+-- parked --
+SELECT count(*) FROM props.events WHERE stream_id = $1 AND type = 'event.parked'

@@ -1,0 +1,98 @@
+"""Everything `props serve` runs, in one process: the reactors and the projection runner.
+
+The container runtime is Docker when an engine answers (DOCKER_HOST or the local socket),
+else local processes, unless the caller chooses. Several `props serve` processes can share a
+database: each reactor and the projection runner is active in one of them at a time (advisory
+locks), the others stand by and take over when the active one stops or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import anyio.abc
+
+from props.core import embedded, errors
+from props.core.store import EventStore
+from props.projections import engine
+from props.reactors import docker_runtime
+from props.reactors.containers import ContainerRuntime
+from props.reactors.grader import Grader
+from props.reactors.launcher import Launcher
+from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtime import Reactor, ReactorHost
+
+log = logging.getLogger(__name__)
+
+RuntimeChoice = Literal["auto", "docker", "local"]  # local: no Docker even if reachable
+SERVICES = ("launcher", "grader", "projections")
+
+
+def work_dir() -> Path:
+    return embedded.default_home() / "runs"
+
+
+@contextlib.asynccontextmanager
+async def container_runtimes(choice: RuntimeChoice = "auto",
+                             ) -> AsyncIterator[list[ContainerRuntime]]:
+    """The runtimes runs may use: local processes (for local definitions) always, and a
+    Docker engine (for image definitions) when one answers, or when `choice` demands it."""
+    local = LocalRuntime(work_dir() / "local-containers")
+    if choice == "docker" or (choice == "auto" and await docker_runtime.reachable()):
+        async with docker_runtime.DockerRuntime.connect() as docker:
+            yield [local, docker]
+    else:
+        yield [local]
+
+
+@dataclasses.dataclass
+class Service:
+    store: EventStore
+    runtimes: Sequence[ContainerRuntime]
+    only: Sequence[str] = SERVICES
+    max_concurrent: int = 8
+    poll_interval: float = 1.0
+    hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
+    runner: engine.Runner | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.only) - set(SERVICES))
+        if unknown:
+            raise errors.PropsError(f"unknown service(s) {', '.join(unknown)}; known: "
+                                    f"{', '.join(SERVICES)}")
+        reactors: list[Reactor] = []
+        if "launcher" in self.only:
+            reactors.append(Launcher(self.store, self.runtimes, work_dir(),
+                                     max_concurrent=self.max_concurrent))
+        if "grader" in self.only:
+            reactors.append(Grader(self.store))
+        self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval)
+                      for r in reactors]
+        if "projections" in self.only:
+            self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
+
+    async def run(self, stop: anyio.Event) -> None:
+        async with anyio.create_task_group() as tg:
+            for host in self.hosts:
+                tg.start_soon(host.run, stop, name=f"props-reactor-{host.reactor.name}")
+            if self.runner is not None:
+                tg.start_soon(self.runner.run, stop, name="props-projection-runner")
+
+
+async def stop_on_signal(stop: anyio.Event, say: str, *,
+                         task_status: anyio.abc.TaskStatus[None]) -> None:
+    """Set `stop` on SIGTERM or SIGINT (a service's graceful stop)."""
+    import signal
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            log.warning(say)
+            stop.set()
+            return

@@ -1,0 +1,232 @@
+"""`props definitions ...` and `props runs ...`: agent images, and critic runs on examples."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import pydantic
+from rich.console import Console
+from rich.table import Table
+
+from props.core import catalog, errors, specimen_sync
+from props.core.events import describe_validation_error
+from props.core.store import EventStore
+from props.reactors import definitions, docker_runtime
+
+out = Console(highlight=False)
+
+
+def add_parsers(sub: Any) -> None:
+    d = sub.add_parser("definitions", help="agent images (critics, graders): push, list",
+                       description="A definition is an agent image recorded by its digest. "
+                       "Runs name a definition and `latest`, a tag or a digest; the digest "
+                       "actually used is recorded on the run.")
+    cmds = d.add_subparsers(dest="definitions_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("push", help="record an image (or a local command) as a definition",
+                        description="Record IMAGE (already on the Docker engine) under NAME:TAG "
+                        "with the digest the engine reports, or with --local a command run "
+                        "on the host (its digest covers the command, the config and the "
+                        "module's source).")
+    p.add_argument("--type", choices=("critic", "grader"), required=True, dest="agent_type")
+    p.add_argument("--image", required=True, help="the image reference (or a label, --local)")
+    p.add_argument("--name", help="definition name (default: the image name)")
+    p.add_argument("--tag", default="latest", help="tag (default: latest)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="JSON or TOML given to the agent as its config")
+    p.add_argument("--local", action="store_true", help="a local command, not a Docker image")
+    p.add_argument("--host-python", action="store_true",
+                   help="mount the host's Python and props read-only into the container")
+    p.add_argument("--network", action="store_true", help="give runs network access")
+    p.add_argument("--memory-mb", type=int, default=512, help="memory limit (default 512)")
+    p.add_argument("--cpus", type=float, default=1.0, help="CPU limit (default 1)")
+    p.add_argument("--max-events", type=int, default=2000,
+                   help="cap on the events a run may report (default 2000)")
+    p.add_argument("command", nargs="*", help="the command to run (after --)")
+    p.set_defaults(handler=push_cmd)
+    p = cmds.add_parser("reference", help="push the bundled reference critic",
+                        description="Push the deterministic reference critic (static checks "
+                        "of Python files, no network) as definition `reference`: a local "
+                        "command, or with --docker a small image made with `docker import`.")
+    p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
+    p.set_defaults(handler=reference_cmd)
+    p = cmds.add_parser("list", help="every definition pushed")
+    p.set_defaults(handler=list_definitions_cmd)
+
+    r = sub.add_parser("runs", help="critic runs: request, list, show, cancel",
+                       description="A critic run is one definition on one example with one "
+                       "model, a timeout and a budget. `props serve` carries it out.")
+    cmds = r.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("request", help="request critic runs on an example")
+    p.add_argument("--definition", required=True, metavar="NAME[@REF]",
+                   help="definition name, optionally @tag or @sha256:... (default @latest)")
+    p.add_argument("--snapshot", required=True, help="snapshot slug, e.g. csvtool/2025-09-03-00")
+    p.add_argument("--file-set", metavar="NAME", help="review only this file set")
+    p.add_argument("--model", required=True, help="the model the critic uses")
+    p.add_argument("--timeout", type=float, default=600, help="seconds (default 600)")
+    p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
+    p.add_argument("--count", type=int, default=1, help="how many runs (default 1)")
+    p.set_defaults(handler=request_cmd)
+    p = cmds.add_parser("list", help="runs and their status (from the projections)")
+    p.add_argument("--status", help="only runs in this status")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(handler=list_runs_cmd)
+    p = cmds.add_parser("show", help="a run's timeline, from the log")
+    p.add_argument("run_id", type=uuid.UUID)
+    p.set_defaults(handler=show_cmd)
+    p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
+    p.add_argument("run_id", type=uuid.UUID)
+    p.set_defaults(handler=cancel_cmd)
+
+
+def _config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise errors.ConfigurationError(f"cannot read the config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise errors.ConfigurationError(f"the config {path} must be an object")
+    return data
+
+
+async def image_digest(image: str) -> str:
+    async with docker_runtime.DockerRuntime.connect() as rt:
+        try:
+            info = await rt.docker.images.inspect(image)
+        except aiodocker.DockerError as exc:
+            raise errors.PropsError(f"image {image} is not on the Docker engine ({exc.message})"
+                                    f": build or pull it first") from exc
+    return str(info["Id"])
+
+
+async def push_cmd(args: argparse.Namespace) -> int:
+    config = _config(args.config)
+    command = list(args.command)
+    if args.local and not command:
+        raise errors.PropsError("a --local definition needs its command (after --)")
+    digest = definitions.local_digest(command, config) if args.local \
+        else await image_digest(args.image)
+    try:
+        definition = catalog.DefinitionPushed(
+            agent_type=args.agent_type, name=args.name or args.image.split(":")[0],
+            tag=args.tag, digest=digest, runtime="local" if args.local else "docker",
+            image=args.image, command=command, config=config, host_python=args.host_python,
+            limits=catalog.AgentLimits(network=args.network, cpus=args.cpus,
+                                       memory_mb=args.memory_mb, max_events=args.max_events))
+    except pydantic.ValidationError as exc:
+        raise errors.InvalidEvent(describe_validation_error("definition.pushed", exc)) from exc
+    async with EventStore.open(max_connections=2) as store:
+        new = await definitions.push(store, definition)
+    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} = {digest}"
+              + ("" if new else " (already recorded)"))
+    return 0
+
+
+async def reference_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        if args.docker:
+            async with docker_runtime.DockerRuntime.connect() as rt:
+                definition = await definitions.build_reference_image(rt)
+        else:
+            definition = definitions.reference_local()
+        new = await definitions.push(store, definition)
+    out.print(f"critic {definition.name}:{definition.tag} ({definition.runtime}) = "
+              f"{definition.digest}" + ("" if new else " (already recorded)"))
+    return 0
+
+
+async def list_definitions_cmd(args: argparse.Namespace) -> int:
+    table = Table("type", "name", "tag", "runtime", "digest", "image / command")
+    async with EventStore.open(max_connections=2) as store:
+        for agent_type in ("critic", "grader"):
+            for d in await definitions.all_pushed(store, agent_type):
+                table.add_row(agent_type, d.name, d.tag, d.runtime, d.digest[:19],
+                              d.image or " ".join(d.command))
+    out.print(table)
+    return 0
+
+
+async def request_cmd(args: argparse.Namespace) -> int:
+    name, _, ref = args.definition.partition("@")
+    async with EventStore.open(max_connections=2) as store:
+        if await definitions.resolve(store, "critic", name, ref or "latest") is None:
+            raise definitions.missing_definition("critic", name, ref or "latest")
+        history = await specimen_sync.history_of(store, args.snapshot)
+        if history is None or history.retired:
+            raise errors.PropsError(f"snapshot {args.snapshot} is not in the log (or retired):"
+                                    f" props specimens sync first")
+        files_hash = None
+        if args.file_set:
+            found = [fs for fs in history.latest.ground_truth.file_sets
+                     if fs.name == args.file_set]
+            if not found:
+                raise errors.PropsError(f"{args.snapshot} has no file set {args.file_set!r}")
+            files_hash = found[0].files_hash
+        for _ in range(args.count):
+            run_id = uuid.uuid4()
+            try:
+                event = catalog.RunRequested(
+                    run_id=run_id, agent_type="critic", definition=name,
+                    definition_ref=ref or "latest",
+                    example=catalog.Example(snapshot=args.snapshot, files_hash=files_hash),
+                    model=args.model, timeout_seconds=args.timeout, budget_usd=args.budget,
+                    requested_by="props runs request")
+            except pydantic.ValidationError as exc:
+                raise errors.InvalidEvent(describe_validation_error("run.requested", exc)) \
+                    from exc
+            await store.append(f"run-{run_id}", [event], expected_version=0)
+            out.print(f"requested run {run_id}")
+    return 0
+
+
+async def list_runs_cmd(args: argparse.Namespace) -> int:
+    table = Table("run", "status", "definition", "model", "snapshot", "requested")
+    async with EventStore.open(max_connections=2) as store:
+        rows = await store.pool.fetch(
+            "SELECT run_id, status, definition, model, snapshot, requested_at "
+            "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
+            "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
+    for r in rows:
+        table.add_row(str(r["run_id"]), r["status"], r["definition"], r["model"],
+                      r["snapshot"], f"{r['requested_at']:%Y-%m-%d %H:%M:%S}")
+    out.print(table)
+    return 0
+
+
+async def show_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        records = await store.read_stream(f"run-{args.run_id}")
+    if not records:
+        raise errors.PropsError(f"no run {args.run_id} in the log")
+    table = Table("#", "time", "event", "details")
+    for rec in records:
+        e = rec.event
+        details = e.model_dump(exclude={"run_id"}, mode="json") \
+            if isinstance(e, pydantic.BaseModel) else {}
+        text = json.dumps(details, separators=(",", ":"))
+        table.add_row(str(rec.stream_version), f"{rec.recorded_at:%H:%M:%S.%f}"[:-3],
+                      rec.type_name, text[:100] + ("…" if len(text) > 100 else ""))
+    out.print(table)
+    return 0
+
+
+async def cancel_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        records = await store.read_stream(f"run-{args.run_id}")
+        if not records:
+            raise errors.PropsError(f"no run {args.run_id} in the log")
+        if any(r.type_name == "run.finished" for r in records):
+            out.print(f"run {args.run_id} has already finished: nothing to cancel")
+            return 0
+        await store.append(f"run-{args.run_id}", [catalog.RunCancelRequested(
+            run_id=args.run_id, requested_by="props runs cancel")])
+    out.print(f"cancel requested for run {args.run_id}")
+    return 0
