@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from props.reactors.containers import (
 )
 
 _POLL = 0.05
+LOST_AFTER = 10.0  # seconds a claim may stand without a shim before the run counts as lost
 
 
 def _alive(pid: int) -> bool:
@@ -49,13 +49,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _reap(pid: int) -> None:
+    """Collect the shim's exit if this process started it (else it is not ours to reap)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
 class LocalRuntime:
     kind: Literal["docker", "local"] = "local"
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
 
     def _dir(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):
@@ -73,22 +80,31 @@ class LocalRuntime:
 
     def _start(self, spec: ContainerSpec) -> str:
         state = self._dir(spec.name)
-        if (state / "shim.pid").exists():
-            return spec.name  # started before (perhaps by a launcher that died): adopt it
         state.mkdir(parents=True, exist_ok=True)
+        try:
+            # The claim is atomic: of two starts (a launcher and its restarted self), one
+            # spawns and the other adopts, whatever the timing.
+            os.close(os.open(state / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return spec.name
         (state / "spec.json").write_text(json.dumps({"labels": spec.labels}))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **spec.env,
                "PROPS_SHIM_MEMORY_MB": str(spec.memory_mb)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "props.reactors.local_shim", str(state), "--",
-             *spec.command],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(state / "logs", "ab"),  # the shim owns it from here
-            start_new_session=True,  # survives this process: a restart adopts it
-        )
-        self._children[spec.name] = proc
+        log_fd = os.open(state / "logs", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            # A new session: the shim outlives this process, and a restart adopts it.
+            pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-m", "props.reactors.local_shim", str(state), "--",
+                 *spec.command],
+                env, setsid=True,
+                file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                              (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                              (os.POSIX_SPAWN_DUP2, log_fd, 2)])
+        finally:
+            os.close(log_fd)
         tmp = state / "shim.pid.tmp"
-        tmp.write_text(str(proc.pid))
+        tmp.write_text(str(pid))
         tmp.rename(state / "shim.pid")
         return spec.name
 
@@ -98,13 +114,18 @@ class LocalRuntime:
             data = json.loads((state / "exit.json").read_text())
         except FileNotFoundError:
             pid = self._shim_pid(name)
-            child = self._children.get(name)
-            if child is not None:
-                child.poll()  # reap our own child, so it does not linger as a zombie
-            if pid is None or _alive(pid):
+            if pid is None:
+                # Claimed, but the claimer died before it spawned the shim: lost, once the
+                # claim is clearly not a spawn in progress.
+                claimed = state / "claimed"
+                if claimed.exists() and time.time() - claimed.stat().st_mtime > LOST_AFTER:
+                    return Outcome(exit_code=None)
                 return None
-            # The shim died without a word (killed from outside): the run is lost.
-            time.sleep(0)  # exit.json may have landed between the two reads
+            _reap(pid)
+            if _alive(pid):
+                return None
+            # The shim died without a word (killed from outside): the run is lost, unless
+            # exit.json landed between the two reads.
             if (state / "exit.json").exists():
                 return self._outcome(name)
             return Outcome(exit_code=None)
@@ -117,7 +138,6 @@ class LocalRuntime:
         while True:
             found = self._outcome(name)
             if found is not None:
-                self._children.pop(name, None)
                 return found
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -152,7 +172,6 @@ class LocalRuntime:
     async def remove(self, name: str) -> None:
         await self.kill(name)
         shutil.rmtree(self._dir(name), ignore_errors=True)
-        self._children.pop(name, None)
 
     async def names(self, label: str = LABEL) -> dict[str, str]:
         found = {}

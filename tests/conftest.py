@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -20,6 +21,7 @@ from psycopg import sql
 
 from props.core import database, embedded
 from props.core.store import EventStore
+from props.reactors.docker_runtime import DockerRuntime
 from props.schema import migrate
 
 SESSION = uuid.uuid4().hex[:8]
@@ -122,3 +124,33 @@ def new_event() -> object:
                                       duration_seconds=0.5)
 
     return make
+
+
+# -- container runtimes --------------------------------------------------------------------------
+
+def docker_required() -> bool:
+    """In CI (PROPS_REQUIRE_DOCKER=1) a missing engine fails the Docker tests; on a
+    developer's machine they are skipped, visibly."""
+    return os.environ.get("PROPS_REQUIRE_DOCKER") == "1"
+
+
+@asynccontextmanager
+async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
+    """A DockerRuntime on the engine at DOCKER_HOST (or the local socket), with the reference
+    image imported (a rootfs made here, `docker import`ed, never pulled)."""
+    from props.reactors import definitions, docker_runtime
+
+    if not await docker_runtime.reachable():
+        message = "no Docker engine reachable (start dockerd or set DOCKER_HOST)"
+        if docker_required():
+            pytest.fail(f"{message}; PROPS_REQUIRE_DOCKER=1 demands one")
+        pytest.skip(message)
+    async with docker_runtime.DockerRuntime.connect() as rt:
+        await rt.import_image(definitions.reference_rootfs(), definitions.REFERENCE_IMAGE)
+        yield rt
+
+
+@pytest.fixture
+async def docker() -> AsyncIterator[DockerRuntime]:
+    async with docker_or_skip() as rt:
+        yield rt
