@@ -33,9 +33,20 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
+    # A pooled connection that the server cut while it sat idle can be handed out before
+    # asyncpg notices; its first statement then fails with "another operation is in
+    # progress". The connection is gone, not the request wrong: retry on another.
+    asyncpg.InternalClientError,
 )
 # ... and what a long-running reader retries on, with backoff, rather than dying.
 UNAVAILABLE: tuple[type[BaseException], ...] = (errors.StoreUnavailable, *CONNECTION_ERRORS)
+
+
+def only(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    """Whether `exc` is of `kinds`, or is a group (from a task group) of only such errors."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(only(e, kinds) for e in exc.exceptions)
+    return isinstance(exc, kinds)
 
 
 def resolve_dsn() -> str:

@@ -500,8 +500,14 @@ class EventStore:
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, limit: int | None = None
     ) -> list[RecordedEvent]:
-        """Events of one stream in version order (streams are read directly, no fence)."""
-        rows = await self.pool.fetch(_Q["read_stream"], stream_id, from_version, limit)
+        """Events of one stream in version order (streams are read directly, no fence).
+        A read cut by a lost connection is retried on another (a read is idempotent)."""
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
+            wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
+            stop=tenacity.stop_after_attempt(5), reraise=True)
+        rows: list[asyncpg.Record] = await retrying(
+            self.pool.fetch, _Q["read_stream"], stream_id, from_version, limit)
         return self._decode(rows)
 
     async def _fetch_page(

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import asyncpg
-import asyncpg.pool
 
 from props.core import database
 from props.core.events import RecordedEvent
@@ -72,7 +71,9 @@ class Subscription:
         self._wake = anyio.Event()
         self._first_attempt = anyio.Event()  # the listener tried once (connected or not)
         self._tg: anyio.abc.TaskGroup | None = None
-        self._reader: asyncpg.pool.PoolConnectionProxy[asyncpg.Record] | None = None
+        # A connection of its own, not a pooled one: held for the subscription's life, and
+        # dropped when broken without any doubt about whose connection it was.
+        self._reader: asyncpg.Connection | None = None
         self._last_stall_check = 0.0
 
     async def __aenter__(self) -> Subscription:
@@ -168,22 +169,26 @@ class Subscription:
         while True:
             try:
                 if self._reader is None:
-                    self._reader = await self.store.pool.acquire()
+                    self._reader = await database.connect(self.store.dsn)
                 rows = await self.store._fetch_page(
                     self.position, self.category, self.batch_size, self._reader
                 )
                 return self.store._decode(rows)
             except database.UNAVAILABLE as exc:
-                await self._drop_reader()
+                await self._drop_reader(broken=True)
                 failures += 1
                 log.warning("subscription read failed (%s); retrying", exc)
                 await anyio.sleep(backoff(failures))
 
-    async def _drop_reader(self) -> None:
+    async def _drop_reader(self, *, broken: bool = False) -> None:
         reader, self._reader = self._reader, None
-        if reader is not None:
-            with anyio.CancelScope(shield=True):
-                await self.store.pool.release(reader)
+        if reader is None or reader.is_closed():
+            return
+        if broken:
+            reader.terminate()
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await reader.close()
 
     async def _check_stall(self) -> None:
         """When caught up, now and then ask whether a long transaction holds the fence."""

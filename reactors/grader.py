@@ -66,7 +66,7 @@ async def activate(store: EventStore, s: scoring.Scorer) -> None:
 
 class Grader:
     name = "grader"
-    types = ("run.finished", "scorer.activated")
+    types: tuple[str, ...] = ("run.finished", "scorer.activated")
 
     def __init__(self, store: EventStore, default_scorer: str = DEFAULT_SCORER) -> None:
         self.store = store

@@ -33,6 +33,7 @@ import anyio.to_thread
 from props.core import catalog, errors, specimen_sync
 from props.core.events import Event, NewEvent, RecordedEvent
 from props.core.store import EventStore
+from props.core.subscription import backoff
 from props.reactors import agent_roles, definitions
 from props.reactors.agents.sdk import Task
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, Outcome
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 _Q = queries.load("agents")
+MAX_ATTEMPTS = 20  # transient failures of one run before this launcher lets it go
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
 EXAMPLE_TARGET = "/example"
 SOCKET_TARGET = "/run/props-pg"
@@ -119,7 +121,7 @@ class LauncherStats:
 
 class Launcher:
     name = "launcher"
-    types = ("run.requested", "run.cancel_requested")
+    types: tuple[str, ...] = ("run.requested", "run.cancel_requested")
 
     def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
                  work_dir: Path, *, max_concurrent: int = 8) -> None:
@@ -173,19 +175,27 @@ class Launcher:
                     await rt.remove(name)
 
     async def _run_guarded(self, run_id: uuid.UUID) -> None:
+        """Carry the run out, again and again while trouble is transient: every step of
+        `_run` is idempotent, so a retry picks up where the failed attempt stopped."""
         try:
             async with self._slots:
-                try:
-                    await self._run(run_id)
-                except errors.PropsError as exc:
-                    if isinstance(exc, errors.StoreUnavailable):
-                        raise
-                    log.warning("run %s could not be launched: %s", run_id, exc)
-                    await self._fail_launch(run_id, exc)
-        except Exception:
-            # Transient trouble (database, engine): the run stays unfinished in the log and
-            # is resumed by the next launcher start; this one lets it go for now.
-            log.exception("run %s could not be completed now; it resumes on restart", run_id)
+                for attempt in range(1, MAX_ATTEMPTS + 1):
+                    try:
+                        await self._run(run_id)
+                        return
+                    except errors.PropsError as exc:
+                        if not isinstance(exc, errors.StoreUnavailable):
+                            log.warning("run %s could not be launched: %s", run_id, exc)
+                            await self._fail_launch(run_id, exc)
+                            return
+                        failure: Exception = exc
+                    except Exception as exc:  # the database or the engine went away
+                        failure = exc
+                    log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id,
+                                attempt, type(failure).__name__, failure)
+                    await anyio.sleep(backoff(attempt, first=0.2, cap=10.0))
+                log.error("run %s failed %d times; it resumes when the launcher restarts",
+                          run_id, MAX_ATTEMPTS)
         finally:
             self._known.discard(run_id)
 

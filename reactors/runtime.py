@@ -91,7 +91,9 @@ class ReactorHost:
             try:
                 await self._serve(stop)
                 return
-            except TRANSIENT as exc:
+            except Exception as exc:
+                if not database.only(exc, TRANSIENT):
+                    raise
                 attempt += 1
                 log.warning("reactor %s lost the database (%s); retrying", self.reactor.name,
                             exc)

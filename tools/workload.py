@@ -94,6 +94,8 @@ class Workload:
         ]
         events.append(catalog.PhaseCompleted(run_id=run, phase="review",
                                              duration_seconds=rng.uniform(5, 120)))
+        if status == "cancelled":
+            events.append(catalog.RunCancelRequested(run_id=run, requested_by="workload"))
         events.append(catalog.ContainerExited(run_id=run, exit_code=0 if status == "completed"
                                               else rng.choice([1, 137, None]),
                                               duration_seconds=rng.uniform(5, 130)))

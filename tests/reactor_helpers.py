@@ -1,0 +1,88 @@
+"""Shared by the reactor tests: agent definitions from code, and waiting for runs."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+from props.core import catalog, specimen_sync
+from props.core.store import EventStore
+from props.reactors import definitions
+from props.tools import specimen_commands
+
+SNAPSHOT = "csvtool/2025-09-03-00"
+
+# An agent that reports `N` issues (from the SDK), after sleeping `SLEEP` seconds.
+QUICK_AGENT = """
+import os, time
+from props.core import catalog
+from props.reactors.agents.sdk import Agent
+with Agent.from_environment() as a:
+    time.sleep(float(a.task.config.get("sleep", 0)))
+    a.prompt("review " + ",".join(a.files()))
+    for n in range(int(a.task.config.get("issues", 2))):
+        a.issue(f"i{n}", "why", [catalog.Location(file="csvtool/cli.py",
+                ranges=[catalog.LineRange(start=37 + n, end=40 + n)])])
+    a.phase("review")
+"""
+
+
+async def sync_samples(store: EventStore) -> None:
+    samples = specimen_commands.samples_dir()
+    await specimen_sync.sync(store, str(samples), specimen_commands.load_valid(samples))
+
+
+async def push_code(store: EventStore, name: str, code: str, *,
+                    config: dict[str, object] | None = None, **limits: object,
+                    ) -> catalog.DefinitionPushed:
+    command = [sys.executable, "-c", code]
+    d = catalog.DefinitionPushed(
+        agent_type="critic", name=name, tag="test", runtime="local", image=f"local:{name}",
+        command=command, config=config or {},
+        digest=definitions.local_digest(command, config or {}),
+        limits=catalog.AgentLimits.model_validate(limits))
+    await definitions.push(store, d)
+    return d
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float = 30) -> None:
+    """Wait until `check()` holds (polling: the tests watch the log from outside)."""
+    with anyio.fail_after(seconds):
+        while True:
+            result = check()
+            if result if isinstance(result, bool) else await result:
+                return
+            await anyio.sleep(0.05)
+
+
+async def request(store: EventStore, definition: str, *, count: int = 1,
+                  timeout_seconds: float = 60, budget: float = 1.0) -> list[uuid.UUID]:
+    ids = []
+    for _ in range(count):
+        run_id = uuid.uuid4()
+        await store.append(f"run-{run_id}", [catalog.RunRequested(
+            run_id=run_id, agent_type="critic", definition=definition,
+            example=catalog.Example(snapshot=SNAPSHOT), model="test-model",
+            timeout_seconds=timeout_seconds, budget_usd=budget)])
+        ids.append(run_id)
+    return ids
+
+
+async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
+                   seconds: float = 120) -> dict[uuid.UUID, catalog.RunFinished]:
+    """Wait until every run has finished; its finish event by run."""
+    done: dict[uuid.UUID, catalog.RunFinished] = {}
+
+    async def all_done() -> bool:
+        for run_id in run_ids:
+            if run_id not in done:
+                for rec in await store.read_stream(f"run-{run_id}"):
+                    if isinstance(rec.event, catalog.RunFinished):
+                        done[run_id] = rec.event
+        return len(done) == len(run_ids)
+
+    await eventually(all_done, seconds)
+    return done

@@ -1,0 +1,331 @@
+"""Reactors: the runtime's guarantees, and the launcher and grader end to end on real
+processes (the local runtime) and, where marked, real Docker containers."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import pytest
+
+from props.core import catalog, database
+from props.core.events import RecordedEvent
+from props.core.store import EventStore
+from props.reactors import definitions, runtime
+from props.reactors.containers import ContainerRuntime
+from props.reactors.local_runtime import LocalRuntime
+from props.reactors.service import Service
+from tests.conftest import docker_or_skip
+from tests.reactor_helpers import (
+    QUICK_AGENT,
+    eventually,
+    finished,
+    push_code,
+    request,
+    sync_samples,
+)
+
+# -- the runtime ----------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A reactor that records what it handled and fails on phases named "poison"."""
+
+    name = "recorder"
+    types: tuple[str, ...] = ("phase.completed",)
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.attempts = 0
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        pass
+
+    async def handle(self, rec: RecordedEvent) -> None:
+        assert isinstance(rec.event, catalog.PhaseCompleted)
+        self.attempts += 1
+        if rec.event.phase == "poison":
+            raise ValueError("cannot digest this")
+        self.seen.append(rec.event.phase)
+
+
+async def host_until(store: EventStore, host: runtime.ReactorHost, done: object) -> None:
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(host.run, stop)
+        await eventually(done)  # type: ignore[arg-type]
+        stop.set()
+
+
+async def test_poison_event_is_parked_and_the_reactor_goes_on(store: EventStore,
+                                                              new_event: object) -> None:
+    make = new_event  # type: ignore[assignment]
+    await store.append("run-a", [make("one"), make("poison"), make("two")])  # type: ignore[operator]
+    reactor = Recorder()
+    host = runtime.ReactorHost(store, reactor, poll_interval=0.1)
+    await host_until(store, host, lambda: reactor.seen == ["one", "two"])
+    parked = [r.event for r in await store.read_stream("reactor-recorder")]
+    assert len(parked) == 1 and isinstance(parked[0], catalog.EventParked)
+    assert parked[0].error_type == "ValueError" and parked[0].attempts == 3
+    cp = await store.find_checkpoint(runtime.checkpoint_name("recorder"))
+    assert cp is not None and cp.position >= 3
+
+
+async def test_a_restarted_reactor_resumes_from_its_checkpoint(store: EventStore,
+                                                               new_event: object) -> None:
+    make = new_event  # type: ignore[assignment]
+    await store.append("run-a", [make("one")])  # type: ignore[operator]
+    first = Recorder()
+    await host_until(store, runtime.ReactorHost(store, first, poll_interval=0.1),
+                     lambda: first.seen == ["one"])
+    await store.append("run-a", [make("two")])  # type: ignore[operator]
+    second = Recorder()
+    await host_until(store, runtime.ReactorHost(store, second, poll_interval=0.1),
+                     lambda: second.seen == ["two"])
+    assert second.seen == ["two"]  # "one" was not handled again
+
+
+async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
+                                                        new_event: object) -> None:
+    make = new_event  # type: ignore[assignment]
+    a, b = Recorder(), Recorder()
+    host_a = runtime.ReactorHost(store, a, poll_interval=0.1)
+    host_b = runtime.ReactorHost(store, b, poll_interval=0.1)
+    stop_a, stop_b = anyio.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(host_a.run, stop_a)
+        with anyio.fail_after(10):
+            await host_a.active.wait()
+        tg.start_soon(host_b.run, stop_b)
+        await store.append("run-a", [make(f"p{i}") for i in range(20)])  # type: ignore[operator]
+        await eventually(lambda: len(a.seen) == 20)
+        assert not host_b.active.is_set() and b.seen == []
+        stop_a.set()  # the active one goes: the standby takes over, without repeating work
+        with anyio.fail_after(20):
+            await host_b.active.wait()
+        await store.append("run-a", [make("after")])  # type: ignore[operator]
+        await eventually(lambda: b.seen == ["after"])
+        stop_b.set()
+
+
+# -- the launcher and the grader ------------------------------------------------------------------
+
+
+@pytest.fixture
+async def served(store: EventStore, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EventStore]:
+    """The launcher, the grader and the projection runner serving, on local processes."""
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+        yield store
+
+
+class serving:  # a context manager, named as it reads: `async with serving(...)`
+    def __init__(self, store: EventStore, runtimes: list[ContainerRuntime]) -> None:
+        self.service = Service(store, runtimes, poll_interval=0.1)
+        self.stop = anyio.Event()
+
+    async def __aenter__(self) -> Service:
+        self.tg = anyio.create_task_group()
+        await self.tg.__aenter__()
+        self.tg.start_soon(self.service.run, self.stop)
+        return self.service
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        await self.tg.__aexit__(None, None, None)
+
+
+async def test_reference_critic_run_is_launched_reported_and_graded(served: EventStore) -> None:
+    store = served
+    await definitions.push(store, definitions.reference_local())
+    run_id = uuid.uuid4()
+    await store.append(f"run-{run_id}", [catalog.RunRequested(
+        run_id=run_id, agent_type="critic", definition="reference", definition_ref="local",
+        example=catalog.Example(snapshot="csvtool/2025-09-03-00"), model="ref",
+        timeout_seconds=60, budget_usd=0)])
+    done = await finished(store, [run_id])
+    assert done[run_id].status == "completed"
+    types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+    assert types[:3] == ["run.requested", "run.started", "container.started"]
+    assert types[-2:] == ["container.exited", "run.finished"]
+    issues = types.count("issue.reported")
+    assert issues >= 5 and "prompt.composed" in types and "phase.completed" in types
+    async def graded() -> bool:
+        return len(await store.read_stream(f"grading-{run_id}-overlap@1")) == issues
+
+    await eventually(graded)
+    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-overlap@1")]
+    assert {g.tp_id for g in grades if isinstance(g, catalog.GradeEmitted) and g.tp_id} >= {
+        "head-off-by-one", "file-handle-leak", "percentile-rank-overflow"}
+    async def projected() -> bool:  # the projections follow, and nothing stays pending
+        status = await store.pool.fetchval(
+            "SELECT status FROM projections.agent_runs WHERE run_id = $1", run_id)
+        pending = await store.pool.fetchval("SELECT count(*) FROM projections.grading_pending")
+        return bool(status == "completed" and pending == 0)
+
+    await eventually(projected)
+    roles = await store.pool.fetchval("SELECT count(*) FROM pg_roles WHERE rolname = $1",
+                                      f"props_run_{run_id.hex}")
+    assert roles == 0  # the agent's role is gone with its run
+
+
+FAILING_AGENTS = {
+    "crash": ("import sys; sys.exit(3)", {}, ("failed", "exit_nonzero", 3)),
+    "slow": ("import time; time.sleep(60)", {}, ("timed_out", None, None)),
+    "hungry": ("b = bytearray(600 * 1024 * 1024)", {"memory_mb": 128},
+               ("failed", "out_of_memory", None)),
+    "flood": ("from props.reactors.agents.sdk import Agent\n"
+              "from props.core import catalog\n"
+              "with Agent.from_environment() as a:\n"
+              "    for i in range(50): a.phase(f'p{i}')\n", {"max_events": 10},
+              ("failed", "event_cap", None)),
+    "liar": ("import os, psycopg, uuid\n"
+             "c = psycopg.connect(os.environ['PROPS_AGENT_DSN'], autocommit=True)\n"
+             "c.execute(\"SELECT agent.report(%s, 'issue.reported', '{\\\"issue_id\\\": 1}')\","
+             " (uuid.uuid4(),))\n", {}, ("failed", "malformed_event", 0)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FAILING_AGENTS))
+async def test_failing_agents_end_in_the_right_status_with_closed_facts(
+        served: EventStore, kind: str) -> None:
+    store = served
+    code, limits, (status, category, exit_code) = FAILING_AGENTS[kind]
+    await push_code(store, kind, code, config={"api_key": "sk-SECRET-VALUE"}, **limits)
+    [run_id] = await request(store, kind, timeout_seconds=3)
+    done = (await finished(store, [run_id]))[run_id]
+    assert done.status == status
+    assert (done.failure.category if done.failure else None) == category
+    if exit_code is not None:
+        assert done.failure is not None and done.failure.exit_code == exit_code
+    records = await store.read_stream(f"run-{run_id}")
+    assert [r.type_name for r in records].count("run.finished") == 1
+    for rec in records:  # no secret in any event of the run, closed facts only
+        assert "SECRET" not in catalog.REGISTRY.encode(rec.event)  # type: ignore[arg-type]
+    if kind == "liar":  # the malformed report never reached the log
+        assert "issue.reported" not in [r.type_name for r in records]
+
+
+async def test_cancel_stops_a_running_run(served: EventStore) -> None:
+    store = served
+    await push_code(store, "sleeper", "import time; time.sleep(60)")
+    [run_id] = await request(store, "sleeper", timeout_seconds=60)
+    async def started() -> bool:
+        return "container.started" in [r.type_name for r in
+                                        await store.read_stream(f"run-{run_id}")]
+
+    await eventually(started)
+    await store.append(f"run-{run_id}", [catalog.RunCancelRequested(run_id=run_id)])
+    assert (await finished(store, [run_id]))[run_id].status == "cancelled"
+
+
+async def test_unknown_definition_fails_the_run_with_a_reason(served: EventStore) -> None:
+    [run_id] = await request(served, "nobody-pushed-this")
+    done = (await finished(served, [run_id]))[run_id]
+    assert done.status == "failed" and done.failure is not None
+    assert done.failure.category == "definition_missing"
+
+
+async def test_runs_over_capacity_wait_queued_and_all_finish(served: EventStore) -> None:
+    store = served
+    await push_code(store, "quick", QUICK_AGENT, config={"sleep": 0.2})
+    ids = await request(store, "quick", count=20)
+    done = await finished(store, ids)
+    assert {d.status for d in done.values()} == {"completed"}
+
+
+@pytest.mark.docker
+async def test_reference_critic_in_docker(store: EventStore, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    async with docker_or_skip() as docker:
+        definition = await definitions.build_reference_image(docker)
+        await definitions.push(store, definition)
+        ids = await request(store, "reference")
+        crash = catalog.DefinitionPushed(**{**definition.model_dump(), "name": "crash",
+                                            "command": ["/bin/false"]})
+        await definitions.push(store, crash)
+        ids += await request(store, "crash")
+        async with serving(store, [LocalRuntime(tmp_path / "c"), docker]):
+            done = await finished(store, ids)
+        assert done[ids[0]].status == "completed"
+        assert done[ids[1]].status == "failed" and done[ids[1]].failure is not None
+        assert done[ids[1]].failure.exit_code == 1
+        started = [r.event for r in await store.read_stream(f"run-{ids[0]}")
+                   if isinstance(r.event, catalog.ContainerStarted)]
+        assert [s.runtime for s in started] == ["docker"]
+        assert not [n for n, v in (await docker.names()).items() if v in map(str, ids)]
+
+
+@pytest.mark.slow
+async def test_launcher_killed_at_random_points_runs_each_run_once(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    """50 runs in flight; `props serve` SIGKILLed at random points and restarted. Every run
+    ends in exactly one terminal state, got one container, and reported its issues once."""
+    rng = random.Random(20261130)
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT, config={"sleep": 0.5, "issues": 3})
+    ids = await request(store, "quick", count=50, timeout_seconds=120)
+    env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
+    cli = [sys.executable, "-m", "props.tools.cli", "serve", "--only", "launcher",
+           "--only", "grader", "--runtime", "local", "--max-concurrent", "8"]
+    kills = 0
+    for _ in range(6):
+        proc = await anyio.open_process(cli, env=env, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        try:
+            await anyio.sleep(rng.uniform(0.5, 2.5))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+        kills += 1
+    proc = await anyio.open_process(cli, env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+    try:
+        done = await finished(store, ids, seconds=180)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await proc.wait()
+    assert kills == 6 and proc.returncode == 0
+    assert {d.status for d in done.values()} == {"completed"}
+    for run_id in ids:
+        types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+        assert types.count("run.finished") == 1
+        assert types.count("container.started") == 1
+        assert types.count("container.exited") == 1
+        assert types.count("issue.reported") == 3  # reported once, appended once
+    shims = list((tmp_path / "home" / "runs" / "local-containers").glob("*/claimed"))
+    assert shims == []  # every container removed after its run
+
+
+@pytest.mark.slow
+async def test_reactors_finish_runs_across_a_database_restart(
+        store: EventStore, server_dsn: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every connection of the service is cut (as a server restart does) while runs are in
+    flight: the reactors reconnect and finish the work."""
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT, config={"sleep": 1.0})
+    ids = await request(store, "quick", count=6)
+    database_name = database.url_parts(store.dsn)[2]
+    async with serving(store, [LocalRuntime(tmp_path / "c")]):
+        await anyio.sleep(0.7)
+        async with database.session(server_dsn) as admin:
+            cut = await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid()", database_name)
+        assert cut > 0
+        done = await finished(store, ids, seconds=120)
+    assert {d.status for d in done.values()} == {"completed"}
