@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import aiodocker
 import orjson
 
 from props.core import catalog, errors
@@ -31,7 +32,7 @@ from props.reactors.docker_runtime import DockerRuntime
 
 _NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
 REFERENCE_MODULE = "props.reactors.agents.reference_critic"
-REFERENCE_IMAGE = "props-reference-critic:latest"
+REFERENCE_REPO = "props-reference-critic"
 
 
 def stream(agent_type: str) -> str:
@@ -137,9 +138,15 @@ def reference_local() -> catalog.DefinitionPushed:
 
 
 async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:
-    """`docker import` the reference rootfs (no registry needed) as REFERENCE_IMAGE."""
-    image = await rt.import_image(reference_rootfs(), REFERENCE_IMAGE)
+    """`docker import` the reference rootfs (no registry needed), tagged by the rootfs's
+    own hash: an image already there is reused, so its digest (and the definition) stays
+    the same from one push to the next."""
+    rootfs = reference_rootfs()
+    ref = f"{REFERENCE_REPO}:{hashlib.sha256(rootfs).hexdigest()[:12]}"
+    try:
+        image = str((await rt.docker.images.inspect(ref))["Id"])
+    except aiodocker.DockerError:
+        image = await rt.import_image(rootfs, ref)
     return catalog.DefinitionPushed(
         agent_type="critic", name="reference", tag="docker", runtime="docker",
-        image=REFERENCE_IMAGE, command=reference_command(), digest=image,
-        host_python=True)
+        image=ref, command=reference_command(), digest=image, host_python=True)

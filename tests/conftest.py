@@ -134,6 +134,9 @@ def docker_required() -> bool:
     return os.environ.get("PROPS_REQUIRE_DOCKER") == "1"
 
 
+REFERENCE_IMAGE = "props-reference-critic:test"  # the reference rootfs, for the tests
+
+
 @asynccontextmanager
 async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
     """A DockerRuntime on the engine at DOCKER_HOST (or the local socket), with the reference
@@ -146,7 +149,7 @@ async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
             pytest.fail(f"{message}; PROPS_REQUIRE_DOCKER=1 demands one")
         pytest.skip(message)
     async with docker_runtime.DockerRuntime.connect() as rt:
-        await rt.import_image(definitions.reference_rootfs(), definitions.REFERENCE_IMAGE)
+        await rt.import_image(definitions.reference_rootfs(), REFERENCE_IMAGE)
         yield rt
 
 

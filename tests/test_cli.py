@@ -12,6 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from props.core import catalog
+
 CLI = [sys.executable, "-m", "props.tools.cli"]
 
 
@@ -115,30 +117,46 @@ def test_missing_input_file(dsn: str, tmp_path: Path) -> None:
     assert out.returncode == 1 and "cannot read" in out.stderr
 
 
-def test_demo_migrates_and_records_a_run(empty_dsn: str) -> None:
-    out = props("demo", dsn=empty_dsn)
+def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
+    """The newcomer's command: no PROPS_DSN, a new data directory, then the same again."""
+    env = {k: v for k, v in os.environ.items() if k != "PROPS_DSN"}
+    env["PROPS_HOME"] = str(tmp_path / "home")
+    try:
+        out = subprocess.run([*CLI, "demo"], capture_output=True, text=True, env=env,
+                             timeout=300, check=False)
+        assert out.returncode == 0, out.stderr
+        assert "3 new version(s) recorded" in out.stdout
+        assert "12 requested across 3 snapshots (12 new, 0 reused)" in out.stdout
+        assert "12 run(s) finished and graded under overlap@1, none pending" in out.stdout
+        assert ("critic runs: 12; without a finish event (missing evidence): 0; finished "
+                "but not \ncompleted: 0; completed with issues not graded by the active "
+                "scorer: 0") in out.stdout
+        assert "12 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
+        assert "chain and manifest intact" in out.stdout
+        first = int(out.stdout.split("archive: ")[1].split(" events")[0])
+        again = subprocess.run([*CLI, "demo"], capture_output=True, text=True, env=env,
+                               timeout=300, check=False)
+        assert again.returncode == 0, again.stderr
+        assert "(0 new, 12 reused)" in again.stdout and "(reused)" in again.stdout
+        assert f"archive: {first} events" in again.stdout  # duplicates nothing
+    finally:
+        subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, timeout=60,
+                       check=False)
+
+
+async def test_demo_leaves_a_typed_readable_log(empty_dsn: str, tmp_path: Path) -> None:
+    out = props("demo", dsn=empty_dsn, env={"PROPS_HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    assert "3 new version(s) recorded" in out.stdout
-    assert "retried append was a no-op" in out.stdout
-    assert "13 run(s) selected = " in out.stdout and "0 unscorable" in out.stdout
-    assert "critic runs: 13; without a finish event (missing evidence): 0" in out.stdout
-    first_total = int(out.stdout.split("log: ")[1].split(" event")[0])
-    again = props("demo", dsn=empty_dsn)
-    assert again.returncode == 0, again.stderr
-    assert "(reused)" in again.stdout and "0 new simulated" in again.stdout
-    assert f"log: {first_total} event(s)" in again.stdout  # duplicates nothing
-
-
-async def test_demo_leaves_a_typed_readable_log(empty_dsn: str) -> None:
-    assert props("demo", dsn=empty_dsn).returncode == 0
     from props.core.store import EventStore
 
     async with EventStore.open(empty_dsn) as store:
-        got = await store.read_all()
+        got = [r async for batch in store.iter_all() for r in batch]
         run = [r for r in got if r.category == "run"]
         assert [r.type_name for r in run][:2] == ["run.requested", "run.started"]
-        prompt = run[3].event
+        prompt = next(r.event for r in run if r.type_name == "prompt.composed")
         assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]
+        finished = [r.event for r in run if isinstance(r.event, catalog.RunFinished)]
+        assert len(finished) == 12 and {f.status for f in finished} == {"completed"}
 
 
 def test_tail_follows_the_log_live(dsn: str) -> None:
@@ -271,7 +289,7 @@ def test_rescore_and_compare_commands(dsn: str) -> None:
 
 
 def test_export_verify_import_commands(dsn: str, empty_dsn: str, tmp_path: Path) -> None:
-    assert props("demo", dsn=dsn).returncode == 0
+    assert props("demo", dsn=dsn, env={"PROPS_HOME": str(tmp_path)}).returncode == 0
     out = tmp_path / "range.jsonl.zst"
     exported = props("export", "-o", str(out), "--exclude-category", "snapshot", dsn=dsn)
     assert exported.returncode == 0 and "exported" in exported.stdout

@@ -16,7 +16,7 @@ from props.reactors import definitions
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from tests.conftest import docker_or_skip
+from tests.conftest import REFERENCE_IMAGE, docker_or_skip
 
 
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
@@ -26,7 +26,7 @@ async def runtime(request: pytest.FixtureRequest, tmp_path: Path,
         yield LocalRuntime(tmp_path / "containers"), ""
         return
     async with docker_or_skip() as docker:
-        yield docker, definitions.REFERENCE_IMAGE
+        yield docker, REFERENCE_IMAGE
 
 
 class Made:
@@ -131,7 +131,7 @@ async def test_mounts_are_read_only(made: Made, tmp_path: Path) -> None:
 @pytest.mark.docker
 async def test_docker_containers_have_no_network_unless_asked(docker: DockerRuntime,
                                                               tmp_path: Path) -> None:
-    m = Made(docker, definitions.REFERENCE_IMAGE, tmp_path)
+    m = Made(docker, REFERENCE_IMAGE, tmp_path)
     try:
         code = ("import socket; print(sorted({i[1] for i in socket.if_nameindex()}))")
         spec = m.spec(code)

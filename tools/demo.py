@@ -1,10 +1,11 @@
-"""`props demo`: from nothing to a scored and re-scored evaluation, on the log.
+"""`props demo`: from nothing to a scored, re-scored and archived evaluation, on the log.
 
-Migrate; sync the bundled specimens; record critic runs; grade them with overlap@1; build the
-projections and print the report; re-score with overlap@2 and print the comparison. At this
-stage no agent runs in a container: one critic run is scripted and a dozen are simulated
-(issues at known defect and decoy locations, and some noise, from a fixed seed). Running it
-again reuses everything and duplicates nothing.
+Migrate; sync the bundled specimens; push the reference critic in two variants (all checks,
+and a "lite" one with fewer: two "models"); request a dozen runs across the samples; serve
+the reactors and the projection runner in this process until every run is finished and
+graded (on Docker when an engine answers, else as local processes); print the report;
+re-score under overlap@2 and print the comparison; export the log and verify the archive.
+Run ids derive from what they run, so running the demo again reuses everything.
 """
 
 from __future__ import annotations
@@ -12,73 +13,59 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 from rich.console import Console
 from rich.progress import Progress
 
-from props.core import catalog, database, errors, rescoring, scoring, specimen_sync
-from props.core.events import Event, NewEvent
-from props.core.store import START, EventStore
+from props.core import (
+    archive,
+    catalog,
+    database,
+    embedded,
+    errors,
+    rescoring,
+    scoring,
+    specimen_sync,
+)
+from props.core.store import EventStore
 from props.projections import engine
+from props.reactors import definitions
+from props.reactors.containers import ContainerRuntime
+from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.service import Service, container_runtimes
 from props.schema import migrate
-from props.tools import report_command, scoring_commands, specimen_commands, workload
+from props.tools import report_command, scoring_commands, specimen_commands
 
 console = Console(highlight=False)
+_NAMESPACE = uuid.UUID("9e3c2f7a-52d1-4b8e-a6c4-0d1e2f3a4b5c")
+
+# The reference critic twice: every check, and a "lite" variant with a few. Their names
+# double as the "models" of the report.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "reference": {},
+    "reference-lite": {"checks": ["open-without-with", "swallowed-exception",
+                                  "mutable-default"]},
+}
+REPEATS = 2  # runs per variant and snapshot: the report's spread across repeated runs
+SCORER, RESCORER = "overlap@1", "overlap@2"
+WAIT_SECONDS = 150
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "demo", help="migrate and record a sample critic run on the log",
-        description="Migrate the database (PROPS_DSN, or the embedded server), append the "
-        "events of one scripted critic run, and print the log. Safe to run repeatedly: "
-        "each run is a new run stream.",
-    )
+        "demo", help="the whole pipeline, from nothing to a re-scored, archived evaluation",
+        description="Migrate the database (PROPS_DSN, or the embedded server); sync the "
+        "sample specimens; push the reference critic in two variants; run a dozen critic "
+        "runs through the reactors in this process (Docker when an engine answers, else "
+        "local processes); grade them; print the report; re-score under overlap@2 and "
+        "compare; export the log and verify the archive. Safe to run again: it reuses what "
+        "is there and says so.")
+    p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
+                   help="where the critics run (default: Docker if reachable, else local)")
     p.set_defaults(handler=demo_cmd)
-
-
-SNAPSHOT = "notes-api/2025-10-14-00"
-FILE_SET = "request_path"
-
-
-def _at(file: str, start: int, end: int) -> list[catalog.Location]:
-    return [catalog.Location(file=file, ranges=[catalog.LineRange(start=start, end=end)])]
-
-
-def scripted_run(run_id: uuid.UUID, example: catalog.Example, prompt_sha: str,
-                 message_sha: str, response_sha: str) -> list[Event]:
-    """A critic run on `example` that finds one real defect, one decoy and one non-issue."""
-    digest = "sha256:" + "ab" * 32
-    return [
-        catalog.RunRequested(run_id=run_id, agent_type="critic", definition="reviewer",
-                             example=example, model="demo-model", timeout_seconds=600,
-                             budget_usd=1.0, requested_by="props demo"),
-        catalog.RunStarted(run_id=run_id, digest=digest),
-        catalog.ContainerStarted(run_id=run_id, runtime="local",
-                                 container_name=f"props-run-{run_id}", container_id="demo"),
-        catalog.PromptComposed(run_id=run_id, prompt_sha256=prompt_sha, size=64),
-        catalog.LlmRequested(run_id=run_id, request_id="1", model="demo-model",
-                             message_sha256s=[prompt_sha, message_sha]),
-        catalog.LlmResponded(run_id=run_id, request_id="1", response_sha256=response_sha,
-                             tokens_in=1200, tokens_out=300, cost_usd=0.004, latency_ms=850),
-        catalog.IssueReported(run_id=run_id, issue_id="i1", severity="critical",
-                              rationale="search pattern is formatted into the SQL text",
-                              locations=_at("notes/db.py", 77, 79)),
-        catalog.IssueReported(run_id=run_id, issue_id="i2", severity="low",
-                              rationale="f-string builds an IN (...) clause",
-                              locations=_at("notes/db.py", 69, 71)),
-        catalog.IssueReported(run_id=run_id, issue_id="i3", severity="info",
-                              rationale="delete does not report which note was removed",
-                              locations=_at("notes/db.py", 84, 87)),
-        catalog.PhaseCompleted(run_id=run_id, phase="review", duration_seconds=1.2),
-        catalog.ContainerExited(run_id=run_id, exit_code=0, duration_seconds=1.4),
-        catalog.RunFinished(run_id=run_id, status="completed", tokens_in=1200,
-                            tokens_out=300, cost_usd=0.004),
-    ]
-
-
-SCRIPTED_RUN = uuid.UUID("6d1d2c3e-0000-4000-8000-00000000d3e0")
-SIMULATED_RUNS = 12
 
 
 async def demo_cmd(args: argparse.Namespace) -> int:
@@ -88,78 +75,123 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     applied = await migrate.migrate_database(dsn)
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date (reused)")
-    async with EventStore.open(dsn, max_connections=4) as store:
+    async with EventStore.open(dsn, max_connections=8) as store, \
+            container_runtimes(args.runtime) as runtimes:
         samples = specimen_commands.samples_dir()
         found = specimen_commands.load_valid(samples)
         synced = await specimen_sync.sync(store, str(samples), found)
         console.print(f"specimens: {len(found)} sample snapshots, {synced.appended} new "
                       f"version(s) recorded" + ("" if synced.appended else " (reused)"))
-        again = await _scripted_run(store)
-        new_runs = await _simulated_runs(store)
-        console.print(f"critic runs: 1 scripted + {SIMULATED_RUNS} simulated ({new_runs} new "
-                      f"simulated, the rest reused); the scripted run's retried append was "
-                      f"{'a no-op' if again else 'a DUPLICATE'}")
-        await engine.rebuild(store)  # the runs, for the grader to select
-        await _grade(store, "overlap@1", "grading every run with overlap@1")
-        await engine.rebuild(store)
-        records, notes = await report_command.load(store)
-        report_command.print_table(records, notes)
-        console.print("re-scoring every run with overlap@2 (3 lines of tolerance) ...")
-        await _grade(store, "overlap@2", "re-scoring with overlap@2")
-        await engine.rebuild(store)
-        comparison = await rescoring.compare(store, "overlap@1", "overlap@2", _EVERY_RUN)
-        scoring_commands.print_comparison(comparison)
+        runtime = await _push_critics(store, runtimes)
+        slugs = sorted(s.slug for s in found)
+        run_ids, new = await _request_runs(store, slugs)
+        console.print(f"critic runs: {len(run_ids)} requested across {len(slugs)} snapshots "
+                      f"({new} new, {len(run_ids) - new} reused); runtime: {runtime}")
+        comparison = await _serve_and_score(store, runtimes, run_ids)
+        out = embedded.default_home() / "demo-export.jsonl.zst"
+        out.parent.mkdir(parents=True, exist_ok=True)
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
-        readable = sum([len(b) async for b in store.iter_all(START)])
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("exporting the log", total=total)
+            exported = await archive.export(store, archive.Selection(), out,
+                                            progress=lambda n: progress.advance(task, n))
+        verified = await anyio.to_thread.run_sync(archive.verify, out)
+        console.print(f"archive: {exported.events} events and {exported.blobs} blobs in "
+                      f"{out} ({exported.bytes_out:,} bytes); verified: {verified.events} "
+                      f"events, chain and manifest intact")
     console.print(
-        f"log: {total} event(s), {readable} readable behind the fence; "
         f"done in {time.perf_counter() - began:.1f}s\n"
-        "explore: `props report`, `props compare overlap@1 overlap@2 --all`, "
-        "`props events tail --from start --no-follow`, "
-        '`psql "$(props db dsn --analyst)"` (the analyst role reads projections only)')
+        "explore: `props report`, `props runs list`, `props runs show RUN_ID`, "
+        f"`props compare {SCORER} {RESCORER} --all`, `props events tail --from start "
+        '--no-follow`, `psql "$(props db dsn --analyst)"` (the analyst role reads '
+        "projections only), `props serve` to keep the reactors running")
     if not comparison.complete:
         raise errors.PropsError("the comparison did not account for every run")
     return 0
 
 
+async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]) -> str:
+    """The two variants, as Docker images when an engine is there, else local commands."""
+    docker = next((rt for rt in runtimes if isinstance(rt, DockerRuntime)), None)
+    base = (await definitions.build_reference_image(docker) if docker
+            else definitions.reference_local())
+    pushed = 0
+    for name, config in VARIANTS.items():
+        digest = base.digest if base.runtime == "docker" \
+            else definitions.local_digest(base.command, config)
+        variant = base.model_copy(update={"name": name, "tag": "demo", "config": config,
+                                          "digest": digest})
+        pushed += await definitions.push(store, variant)
+    console.print(f"definitions: {len(VARIANTS)} critic variants "
+                  + (f"({pushed} new)" if pushed else "(reused)"))
+    return base.runtime
+
+
+async def _request_runs(store: EventStore, slugs: list[str]) -> tuple[list[uuid.UUID], int]:
+    ids, new = [], 0
+    for name in VARIANTS:
+        for slug in slugs:
+            for i in range(REPEATS):
+                run_id = uuid.uuid5(_NAMESPACE, f"{name}:{slug}:{i}")
+                ids.append(run_id)
+                if await store.stream_version(f"run-{run_id}"):
+                    continue
+                await store.append(f"run-{run_id}", [catalog.RunRequested(
+                    run_id=run_id, agent_type="critic", definition=name,
+                    definition_ref="demo", example=catalog.Example(snapshot=slug),
+                    model=name, timeout_seconds=60, budget_usd=0.0,
+                    requested_by="props demo")], expected_version=0)
+                new += 1
+    return ids, new
+
+
+async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
+                           run_ids: list[uuid.UUID]) -> rescoring.Comparison:
+    stop = anyio.Event()
+    service = Service(store, runtimes, poll_interval=0.2)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.run, stop)
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("critics running, grading", total=len(run_ids))
+            await _settled(store, run_ids, lambda n: progress.update(task, completed=n))
+        console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
+                      f"{SCORER}, none pending")
+        records, notes = await report_command.load(store)
+        report_command.print_table(records, notes)
+        console.print(f"re-scoring every run with {RESCORER} (3 lines of tolerance) ...")
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task(f"re-scoring with {RESCORER}", total=None)
+            report = await rescoring.rescore(
+                store, scoring.scorer(RESCORER), _EVERY_RUN,
+                selected=lambda n: progress.update(task, total=n),
+                progress=lambda n: progress.advance(task, n))
+        console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
+                      + ("" if report.appended else " (reused)"))
+        await _settled(store, run_ids, lambda n: None)
+        comparison = await rescoring.compare(store, SCORER, RESCORER, _EVERY_RUN)
+        scoring_commands.print_comparison(comparison)
+        stop.set()
+    return comparison
+
+
 _EVERY_RUN = rescoring.Selection(everything=True)
 
 
-async def _scripted_run(store: EventStore) -> bool:
-    """One hand-written critic run on a real file set; its id and event ids are fixed, so a
-    second demo reuses it. Returns whether a retried append was a no-op."""
-    snapshot = (await specimen_sync.history(store))[SNAPSHOT].latest
-    file_set = next(fs for fs in snapshot.ground_truth.file_sets if fs.name == FILE_SET)
-    example = catalog.Example(snapshot=SNAPSHOT, files_hash=file_set.files_hash)
-    prompt_sha = await store.put_blob(b"Review these files and report every defect you find.\n")
-    message_sha = await store.put_blob(b"<files of the example>")
-    response_sha = await store.put_blob(b'{"issues": [{"id": "i1"}]}')
-    events = scripted_run(SCRIPTED_RUN, example, prompt_sha, message_sha, response_sha)
-    meta = {"correlation_id": str(SCRIPTED_RUN), "actor": "props demo"}
-    batch = [NewEvent(e, uuid.uuid5(SCRIPTED_RUN, f"event-{i}"), meta)
-             for i, e in enumerate(events)]
-    stream = f"run-{SCRIPTED_RUN}"
-    await store.append(stream, batch, expected_version=0)
-    retried = await store.append(stream, batch[-1:])
-    return retried.already_stored
+async def _settled(store: EventStore, run_ids: list[uuid.UUID],
+                   show: Callable[[int], None]) -> None:
+    """Until every run is finished and graded, and the projections show it."""
+    with anyio.fail_after(WAIT_SECONDS):
+        while True:
+            statuses = await engine.status(store)
+            built = all(s.checkpoint is not None for s in statuses)
+            done = await store.pool.fetchval(_FINISHED, run_ids) if built else 0
+            show(done)
+            if done == len(run_ids) and not any(s.lag_events for s in statuses) \
+                    and not await store.pool.fetchval(_PENDING):
+                return
+            await anyio.sleep(0.2)
 
 
-async def _simulated_runs(store: EventStore) -> int:
-    """A dozen runs of two "models" across the samples, with reproducible issues and grades
-    (a fixed seed). Returns how many were new."""
-    work = workload.Workload(seed=2026, issues_per_run=(2, 6))
-    new = 0
-    for _ in range(SIMULATED_RUNS):
-        run, events, _grades = work.run_events()  # graded below, by the demo's grader
-        result = await store.append(f"run-{run}", [NewEvent(e, uuid.uuid5(run, f"event-{i}"))
-                                                   for i, e in enumerate(events)])
-        new += not result.already_stored
-    return new
-
-
-async def _grade(store: EventStore, ref: str, label: str) -> None:
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task(label, total=SIMULATED_RUNS + 1)
-        await rescoring.rescore(store, scoring.scorer(ref), _EVERY_RUN,
-                                progress=lambda n: progress.advance(task, n))
-
+_FINISHED = ("SELECT count(*) FROM projections.agent_runs "
+             "WHERE run_id = ANY($1::uuid[]) AND finished_at IS NOT NULL")
+_PENDING = "SELECT count(*) FROM projections.grading_pending"
