@@ -81,3 +81,20 @@ def test_quick_export_bench_reports_its_three_checks(server_dsn: str) -> None:
     got, summary, _code = run_bench("export", server_dsn)
     assert set(got) == {"export_time_vs_pgdump", "size_vs_pgdump", "import_vs_copy"}
     assert summary["figures"]["pg_dump_zstd19_bytes"] > 0  # pg_dump really ran
+
+
+@pytest.mark.bench
+@pytest.mark.docker
+def test_quick_reactors_bench_reports_its_two_checks(server_dsn: str) -> None:
+    import anyio
+
+    from props.reactors import docker_runtime
+    from tests.conftest import docker_required
+
+    if not anyio.run(docker_runtime.reachable) and not docker_required():
+        pytest.skip("no Docker engine: overhead_vs_docker_run would say NORUN")
+    got, summary, _code = run_bench("reactors", server_dsn)
+    assert set(got) == {"overhead_vs_docker_run", "grade_issues_per_s"}
+    figures = summary["figures"]
+    assert figures["grades_appended"] == figures["issues"] == 10_000  # every issue graded
+    assert figures["docker_bare_s"] > 0 and figures["local_bare_s"] > 0  # both sides ran

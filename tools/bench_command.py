@@ -11,7 +11,13 @@ from rich.table import Table
 
 from props.core import database
 from props.tools import scratch
-from props.tools.benchmarks import export_suite, log_suite, projections_suite, rescore_suite
+from props.tools.benchmarks import (
+    export_suite,
+    log_suite,
+    projections_suite,
+    reactors_suite,
+    rescore_suite,
+)
 from props.tools.benchmarks.report import Report
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
@@ -19,6 +25,7 @@ SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "projections": projections_suite.run,
     "rescore": rescore_suite.run,
     "export": export_suite.run,
+    "reactors": reactors_suite.run,
 }
 
 console = Console(stderr=True, highlight=False)
