@@ -132,13 +132,11 @@ def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
 
 def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
                parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
-    gt = snapshot.ground_truth
-    out = []
-    for issue_id, locations in sorted(parsed.items()):
-        assert not isinstance(locations, str)  # unscorable_reason refused those
-        out.append(scoring.grade_event(s, run.run_id, issue_id, s.match(locations, gt),
-                                       snapshot.ground_truth_hash))
-    return out
+    issues = {i: locs for i, locs in parsed.items() if not isinstance(locs, str)}
+    assert len(issues) == len(parsed)  # unscorable_reason refused malformed issues
+    matches = s.match_run(issues, snapshot.ground_truth)
+    return [scoring.grade_event(s, run.run_id, issue_id, matches[issue_id],
+                                snapshot.ground_truth_hash) for issue_id in sorted(issues)]
 
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:

@@ -161,10 +161,10 @@ async def test_reference_critic_run_is_launched_reported_and_graded(served: Even
     issues = types.count("issue.reported")
     assert issues >= 5 and "prompt.composed" in types and "phase.completed" in types
     async def graded() -> bool:
-        return len(await store.read_stream(f"grading-{run_id}-overlap@1")) == issues
+        return len(await store.read_stream(f"grading-{run_id}-tiered@1")) == issues
 
     await eventually(graded)
-    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-overlap@1")]
+    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-tiered@1")]
     assert {g.tp_id for g in grades if isinstance(g, catalog.GradeEmitted) and g.tp_id} >= {
         "head-off-by-one", "file-handle-leak", "percentile-rank-overflow"}
     async def projected() -> bool:  # the projections follow, and nothing stays pending

@@ -87,9 +87,9 @@ class Workload:
                                                latency_ms=rng.uniform(200, 3000)))
         issues = self._issues(run, gt, set(files))
         events.extend(issues)
+        matches = HISTORIC.match_run({i.issue_id: i.locations for i in issues}, gt)
         grades: list[Event] = [
-            scoring.grade_event(HISTORIC, run, i.issue_id, HISTORIC.match(i.locations, gt),
-                                gt_hash)
+            scoring.grade_event(HISTORIC, run, i.issue_id, matches[i.issue_id], gt_hash)
             for i in issues
         ]
         events.append(catalog.PhaseCompleted(run_id=run, phase="review",

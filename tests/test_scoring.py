@@ -1,0 +1,76 @@
+"""The deterministic scorers: tiers, one-to-one assignment, tie-breaks, order independence."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from props.core import catalog, scoring
+
+TIERED = scoring.TieredScorer(version=1, near=5)
+
+
+def loc(file: str, start: int, end: int) -> list[catalog.Location]:
+    return [catalog.Location(file=file, ranges=[catalog.LineRange(start=start, end=end)])]
+
+
+def occurrence(file: str, start: int, end: int) -> catalog.Occurrence:
+    return catalog.Occurrence(locations=loc(file, start, end))
+
+
+GT = catalog.GroundTruth(
+    true_positives=[
+        catalog.TruePositive(id="leak", rationale="r", occurrences=[
+            occurrence("a.py", 10, 12), occurrence("b.py", 40, 41)]),
+        catalog.TruePositive(id="off-by-one", rationale="r", occurrences=[
+            occurrence("a.py", 30, 30)]),
+    ],
+    false_positives=[
+        catalog.FalsePositive(id="decoy", rationale="r", relevant_files=["c.py"],
+                              occurrences=[occurrence("c.py", 5, 6)]),
+    ],
+    file_sets=[], scopes=[])
+
+
+def test_tiers_overlap_then_near_then_same_file() -> None:
+    got = TIERED.match_run({"overlap": loc("a.py", 11, 11), "near": loc("a.py", 33, 34),
+                            "file": loc("b.py", 90, 95), "elsewhere": loc("z.py", 1, 1),
+                            "decoy": loc("c.py", 6, 9)}, GT)
+    assert got["overlap"] == scoring.Match(tp_id="leak", tp_occurrence=1, grade=1.0)
+    assert got["near"] == scoring.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.6)
+    assert got["file"] == scoring.Match(tp_id="leak", tp_occurrence=2, grade=0.3)
+    assert got["elsewhere"] == scoring.Match()
+    assert got["decoy"] == scoring.Match(fp_id="decoy")
+
+
+def test_each_occurrence_goes_to_one_issue_the_closest() -> None:
+    got = TIERED.match_run({"i1": loc("a.py", 13, 14), "i2": loc("a.py", 10, 12),
+                            "i3": loc("a.py", 11, 11)}, GT)
+    assert got["i2"].tp_id == "leak" and got["i2"].grade == 1.0  # shares the most lines
+    taken = [m for m in got.values() if m.key == ("leak", 1, None)]
+    assert len(taken) == 1  # one to one: the others do not count it again
+    # i1 and i3 both lie near leak#1, taken; of the two, i1 is nearer off-by-one (line 30),
+    # which only shares their file: i1 takes it, and i3 is left with nothing
+    assert got["i1"] == scoring.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.3)
+    assert got["i3"] == scoring.Match()
+
+
+def test_the_overlap_scorer_counts_one_occurrence_many_times() -> None:
+    """Negative control for the one-to-one rule: overlap@1 has none."""
+    got = scoring.scorer("overlap@1").match_run(
+        {"i1": loc("a.py", 10, 12), "i2": loc("a.py", 11, 11)}, GT)
+    assert got["i1"].key == got["i2"].key == ("leak", 1, None)
+
+
+def test_result_does_not_depend_on_the_order_of_issues() -> None:
+    rng = random.Random(7)
+    issues = {f"i{n}": loc(rng.choice(["a.py", "b.py", "c.py"]), s, s + rng.randint(0, 3))
+              for n, s in enumerate(rng.randint(1, 50) for _ in range(12))}
+    expected = TIERED.match_run(issues, GT)
+    for perm in itertools.islice(itertools.permutations(list(issues.items())), 50):
+        assert TIERED.match_run(dict(perm), GT) == expected
+
+
+def test_tiered_is_registered_and_its_hash_covers_its_settings() -> None:
+    assert scoring.scorer("tiered@1") == TIERED
+    assert scoring.TieredScorer(version=1, near=6).code_hash != TIERED.code_hash
