@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -350,6 +351,11 @@ class Launcher:
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
         if rt.kind == "local":
             env["HOME"] = str(run_dir)
+        # A key is named by the definition and passed from the launcher's environment: it
+        # never sits in the definition's config, so it never enters the log.
+        key_env = definition.config.get("api_key_env")
+        if isinstance(key_env, str) and key_env in os.environ:
+            env[key_env] = os.environ[key_env]
         return ContainerSpec(
             name=container_name(req.run_id),
             image=definition.image or definition.digest,

@@ -157,3 +157,17 @@ async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
 async def docker() -> AsyncIterator[DockerRuntime]:
     async with docker_or_skip() as rt:
         yield rt
+
+
+@pytest.fixture
+async def served(store: EventStore, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EventStore]:
+    """The samples synced; the launcher, the grader and the projection runner serving on
+    local processes, with a PROPS_HOME of this test's own."""
+    from props.reactors.local_runtime import LocalRuntime
+    from tests.reactor_helpers import serving, sync_samples
+
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+        yield store

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
 from props.core import catalog, specimen_sync
 from props.core.store import EventStore
 from props.reactors import definitions
+from props.reactors.containers import ContainerRuntime
+from props.reactors.service import Service
 from props.tools import specimen_commands
 
 SNAPSHOT = "csvtool/2025-09-03-00"
@@ -86,3 +89,16 @@ async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
 
     await eventually(all_done, seconds)
     return done
+
+
+@contextlib.asynccontextmanager
+async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncIterator[Service]:
+    """The launcher, the grader and the projection runner, in this process, for the block."""
+    service = Service(store, runtimes, poll_interval=0.1)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.run, stop)
+        try:
+            yield service
+        finally:
+            stop.set()

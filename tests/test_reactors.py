@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -20,9 +19,7 @@ from props.core import catalog, database
 from props.core.events import RecordedEvent
 from props.core.store import EventStore
 from props.reactors import definitions, runtime
-from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from props.reactors.service import Service
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,
@@ -30,6 +27,7 @@ from tests.reactor_helpers import (
     finished,
     push_code,
     request,
+    serving,
     sync_samples,
 )
 
@@ -117,32 +115,6 @@ async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
 
 
 # -- the launcher and the grader ------------------------------------------------------------------
-
-
-@pytest.fixture
-async def served(store: EventStore, tmp_path: Path,
-                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EventStore]:
-    """The launcher, the grader and the projection runner serving, on local processes."""
-    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
-    await sync_samples(store)
-    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
-        yield store
-
-
-class serving:  # a context manager, named as it reads: `async with serving(...)`
-    def __init__(self, store: EventStore, runtimes: list[ContainerRuntime]) -> None:
-        self.service = Service(store, runtimes, poll_interval=0.1)
-        self.stop = anyio.Event()
-
-    async def __aenter__(self) -> Service:
-        self.tg = anyio.create_task_group()
-        await self.tg.__aenter__()
-        self.tg.start_soon(self.service.run, self.stop)
-        return self.service
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        await self.tg.__aexit__(None, None, None)
 
 
 async def test_reference_critic_run_is_launched_reported_and_graded(served: EventStore) -> None:
