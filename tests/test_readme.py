@@ -16,7 +16,7 @@ def python_blocks() -> list[str]:
 
 
 def test_readme_store_example_runs(dsn: str, tmp_path: Path) -> None:
-    (block,) = python_blocks()
+    block, _agent = python_blocks()
     script = tmp_path / "example.py"
     script.write_text(block)
     out = subprocess.run([sys.executable, str(script)], env={**os.environ, "PROPS_DSN": dsn},
@@ -54,3 +54,23 @@ async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
         assert results[0] and results[2]  # the middle one may rightly find nothing
     finally:
         await conn.close()
+
+
+async def test_readme_agent_example_runs_as_an_agent(served: object, tmp_path: Path) -> None:
+    from props.core import catalog
+    from props.core.store import EventStore
+    from props.reactors import definitions
+    from tests.reactor_helpers import finished, request
+
+    assert isinstance(served, EventStore)
+    _store, block = python_blocks()
+    script = tmp_path / "agent.py"
+    script.write_text(block)
+    command = [sys.executable, str(script)]
+    await definitions.push(served, catalog.DefinitionPushed(
+        agent_type="critic", name="readme", tag="t", runtime="local", image="local:readme",
+        command=command, digest=definitions.local_digest(command, {})))
+    [run_id] = await request(served, "readme")
+    assert (await finished(served, [run_id]))[run_id].status == "completed"
+    types = [r.type_name for r in await served.read_stream(f"run-{run_id}")]
+    assert types.count("issue.reported") >= 1 and "prompt.composed" in types
