@@ -22,6 +22,8 @@ import orjson
 from props.core import catalog, database, errors
 from props.core.events import NewEvent
 from props.core.store import EventStore
+from props.reactors import grader_runs
+from props.reactors.grader_runs import GradingTask
 from props.schema import queries
 
 _Q = queries.load("agents")
@@ -50,7 +52,8 @@ def agent_dsn(dsn: str, role: str, password: str,
         (f"?{'&'.join(params)}" if params else "")
 
 
-async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimits) -> str:
+async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimits,
+                 agent_type: catalog.AgentType = "critic") -> str:
     """Create (or re-key, after a restart) the run's role and binding; return its password."""
     role = role_name(run_id)
     password = secrets.token_hex(16)  # hex: safe inside the quoted literal below
@@ -60,7 +63,8 @@ async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimi
         member = "" if exists else " IN ROLE props_agent"
         await conn.execute(f"{verb} ROLE {role} LOGIN PASSWORD '{password}' "
                            f"CONNECTION LIMIT 4{member}")
-        await conn.execute(_Q["bind"], role, run_id, limits.max_events, limits.max_bytes)
+        await conn.execute(_Q["bind"], role, run_id, agent_type, limits.max_events,
+                           limits.max_bytes)
     return password
 
 
@@ -104,25 +108,37 @@ class Drained:
 
 
 async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
-                totals: Drained) -> Drained:
-    """Append what the agent reported since the last drain to its run's stream.
+                totals: Drained, grading: GradingTask | None = None) -> Drained:
+    """Append what the agent reported since the last drain to its run's stream, and a
+    grader's grades to the grading streams of the runs they grade.
 
-    `stored` holds the event ids already in the stream and grows with each append. A report
-    that fails validation is not appended: `totals.malformed` names it, and the launcher ends
-    the run as failed."""
+    `stored` holds the event ids already in the run's stream and grows with each append. A
+    report that fails validation (or a grade the grader was not asked for) is not appended:
+    `totals.malformed` names it, and the launcher ends the run as failed."""
     rows = await store.pool.fetch(_Q["outbox"], run_id, totals.last_seq)
     todo: list[NewEvent] = []
+    grades: dict[str, list[NewEvent]] = {}
     for row in rows:
         if row["event_id"] in stored:
             totals.last_seq = row["seq"]
             continue
         try:
             event = catalog.REGISTRY.parse(row["type"], orjson.loads(row["data"]))
+            if isinstance(event, catalog.GradeEmitted):
+                if grading is None:
+                    raise errors.InvalidEvent("only grader runs report grades")
+                grading.check(event)
         except errors.InvalidEvent as exc:
             totals.malformed = totals.malformed or f"report #{row['seq']}: {exc}"[:500]
             break
-        todo.append(NewEvent(event, row["event_id"], _metadata(row["reported_at"])))
         totals.last_seq = row["seq"]
+        meta = _metadata(row["reported_at"])
+        if isinstance(event, catalog.GradeEmitted):
+            stream, grade_id = grader_runs.route(event)
+            grades.setdefault(stream, []).append(NewEvent(event, grade_id,
+                                                          {**meta, "grader_run": str(run_id)}))
+            continue
+        todo.append(NewEvent(event, row["event_id"], meta))
         if isinstance(event, catalog.LlmResponded):
             totals.cost_usd += event.cost_usd
             totals.tokens_in += event.tokens_in
@@ -131,6 +147,14 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
         await store.append(f"run-{run_id}", todo)
         stored.update(e.event_id for e in todo)
         totals.appended += len(todo)
+    for stream, batch in grades.items():
+        # A grade may be stored already (an earlier drain, another grader): keep the rest.
+        known = {r[0] for r in await store.pool.fetch(
+            _Q["stored_ids"], [e.event_id for e in batch])}
+        fresh = [e for e in batch if e.event_id not in known]
+        if fresh:
+            await store.append(stream, fresh)
+            totals.appended += len(fresh)
     return totals
 
 

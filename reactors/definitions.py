@@ -32,6 +32,7 @@ from props.reactors.docker_runtime import DockerRuntime
 
 _NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
 REFERENCE_MODULE = "props.reactors.agents.reference_critic"
+REFERENCE_GRADER_MODULE = "props.reactors.agents.reference_grader"
 REFERENCE_REPO = "props-reference-critic"
 
 
@@ -49,8 +50,8 @@ def local_digest(command: list[str], config: dict[str, Any]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def reference_command() -> list[str]:
-    return [sys.executable, "-m", REFERENCE_MODULE]
+def reference_command(module: str = REFERENCE_MODULE) -> list[str]:
+    return [sys.executable, "-m", module]
 
 
 async def push(store: EventStore, definition: catalog.DefinitionPushed) -> bool:
@@ -130,11 +131,15 @@ def missing_definition(agent_type: str, name: str, ref: str) -> errors.PropsErro
         f"(props definitions push --type {agent_type} ...)")
 
 
-def reference_local() -> catalog.DefinitionPushed:
-    command = reference_command()
+def reference_local(agent_type: catalog.AgentType = "critic",
+                    config: dict[str, Any] | None = None) -> catalog.DefinitionPushed:
+    """The reference critic, or the reference grader, as a local command."""
+    module = REFERENCE_MODULE if agent_type == "critic" else REFERENCE_GRADER_MODULE
+    command = reference_command(module)
     return catalog.DefinitionPushed(
-        agent_type="critic", name="reference", tag="local", runtime="local",
-        image="local:reference", command=command, digest=local_digest(command, {}))
+        agent_type=agent_type, name=f"reference-{agent_type}" if agent_type == "grader"
+        else "reference", tag="local", runtime="local", image=f"local:{module}",
+        command=command, config=config or {}, digest=local_digest(command, config or {}))
 
 
 async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:

@@ -64,6 +64,12 @@ async def activate(store: EventStore, s: scoring.Scorer) -> None:
         catalog.ActiveScorerSet(name=s.name, version=s.version), event_id)])
 
 
+def _in_process(ref: str) -> scoring.Scorer | None:
+    """The scorer of that name if props runs it itself; None for a grader in containers
+    (the supervisor's), which this reactor leaves alone."""
+    return scoring.SCORERS.get(ref)
+
+
 class Grader:
     name = "grader"
     types: tuple[str, ...] = ("run.finished", "scorer.activated")
@@ -80,21 +86,22 @@ class Grader:
         if active is None:  # a new log: the default scorer becomes the active one
             await activate(self.store, scoring.scorer(self.default_scorer))
             active = self.default_scorer
-        self.scorer = scoring.scorer(active)
+        self.scorer = _in_process(active)
 
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event
         if isinstance(e, catalog.ActiveScorerSet):
-            self.scorer = scoring.scorer(f"{e.name}@{e.version}")
-            await rescoring.ensure_registered(self.store, self.scorer)
-            await self._backfill()
-        elif isinstance(e, catalog.RunFinished):
+            self.scorer = _in_process(f"{e.name}@{e.version}")
+            if self.scorer is not None:
+                await rescoring.ensure_registered(self.store, self.scorer)
+                await self._backfill()
+        elif isinstance(e, catalog.RunFinished) and self.scorer is not None:
             run = run_record(await self.store.read_stream(f"run-{e.run_id}"))
             if run is not None:
                 await self._grade([run])
 
     async def _grade(self, runs: list[rescoring.RunRecord]) -> None:
-        assert self.scorer is not None, "start() first"
+        assert self.scorer is not None
         known: dict[str, specimen_sync.SnapshotHistory] = {}
         for slug in {r.snapshot for r in runs}:
             if (h := await specimen_sync.history_of(self.store, slug)) is not None:

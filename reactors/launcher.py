@@ -35,7 +35,7 @@ from props.core import catalog, errors, specimen_sync
 from props.core.events import Event, NewEvent, RecordedEvent
 from props.core.store import EventStore
 from props.core.subscription import backoff
-from props.reactors import agent_roles, definitions
+from props.reactors import agent_roles, definitions, grader_runs
 from props.reactors.agents.sdk import Task
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, Outcome
 from props.schema import queries
@@ -47,6 +47,7 @@ _Q = queries.load("agents")
 MAX_ATTEMPTS = 20  # transient failures of one run before this launcher lets it go
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
 EXAMPLE_TARGET = "/example"
+GRADING_TARGET = "/grading"
 SOCKET_TARGET = "/run/props-pg"
 
 KillReason = Literal["timeout", "budget", "cancel"]
@@ -85,6 +86,7 @@ class RunState:
     cancel_requested: bool = False
     stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
     totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
+    grading: grader_runs.GradingTask | None = None  # a grader run's task
 
 
 def fold_run(records: list[RecordedEvent]) -> RunState | None:
@@ -148,7 +150,7 @@ class Launcher:
 
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event
-        if isinstance(e, catalog.RunRequested) and e.agent_type == "critic":
+        if isinstance(e, catalog.RunRequested):
             self._queue(e.run_id)
         elif isinstance(e, catalog.RunCancelRequested):
             self._cancelled.add(e.run_id)
@@ -249,10 +251,17 @@ class Launcher:
             await self._append(run_id, "container.exited", exited, state)
         else:
             exited = state.container_exited
-            await agent_roles.drain(self.store, run_id, state.stored, state.totals)
+            if req.agent_type == "grader":  # what its last reports may grade
+                state.grading, _gt = await grader_runs.task_for(
+                    self.store, definition, req, include_graded=True)
+            await agent_roles.drain(self.store, run_id, state.stored, state.totals,
+                                    state.grading)
         binding = await agent_roles.binding(self.store, run_id)
         capped = binding is not None and binding.over_cap
         await agent_roles.drop(self.store, run_id)
+        if state.totals.malformed:  # the reason quotes the agent: the log, not an event
+            log.warning("run %s reported something malformed: %s", run_id,
+                        state.totals.malformed)
         status, failure = self._verdict(state, exited, req, capped)
         await self._finish(state, status, failure)
         await rt.remove(name)
@@ -288,7 +297,8 @@ class Launcher:
         req = state.requested
         run_id = req.run_id
         name = container_name(run_id)
-        password = await agent_roles.create(self.store, run_id, definition.limits)
+        password = await agent_roles.create(self.store, run_id, definition.limits,
+                                            req.agent_type)
         spec = await self._spec(state, definition, password, rt)
         container_id = await rt.start(spec)
         if state.container_started:
@@ -307,7 +317,8 @@ class Launcher:
         while True:
             remaining = deadline - time.monotonic()
             outcome = await rt.wait(name, max(0.0, min(WATCH_INTERVAL, remaining)))
-            await agent_roles.drain(self.store, run_id, state.stored, state.totals)
+            await agent_roles.drain(self.store, run_id, state.stored, state.totals,
+                                    state.grading)
             if outcome is not None:
                 return outcome, killed_for
             if killed_for is not None or malformed_or_capped:
@@ -320,6 +331,10 @@ class Launcher:
             elif time.monotonic() >= deadline:
                 killed_for = "timeout"
             elif state.totals.malformed or (binding is not None and binding.over_cap):
+                # The reason stays in the service's log, never in an event (it quotes the
+                # agent's input).
+                log.warning("run %s: stopping the agent: %s", run_id,
+                            state.totals.malformed or "over its cap on events or bytes")
                 malformed_or_capped = True
             else:
                 continue
@@ -331,6 +346,14 @@ class Launcher:
         run_dir = self.work_dir / str(req.run_id)
         example = await self._materialise(req, run_dir / "example", state.requested_at)
         mounts = [Mount(str(example), EXAMPLE_TARGET)]
+        if req.agent_type == "grader":
+            # A restarted grader run grades what it was given: issues graded meanwhile too.
+            state.grading, gt = await grader_runs.task_for(
+                self.store, definition, req, include_graded=state.container_started)
+            grading_dir = run_dir / "grading"
+            await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
+                                           grading_dir)
+            mounts.append(Mount(str(grading_dir), GRADING_TARGET))
         role = agent_roles.role_name(req.run_id)
         if rt.kind == "docker" and not definition.limits.network:
             # Only the socket file itself is mounted: the embedded server keeps its socket
@@ -349,6 +372,8 @@ class Launcher:
         env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
                "PROPS_EXAMPLE_DIR": rt.visible_path(mounts[0]),
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        if req.agent_type == "grader":
+            env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
         if rt.kind == "local":
             env["HOME"] = str(run_dir)
         # A key is named by the definition and passed from the launcher's environment: it

@@ -27,11 +27,12 @@ from props.reactors.grader import Grader
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.runtime import Reactor, ReactorHost
+from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
 RuntimeChoice = Literal["auto", "docker", "local"]  # local: no Docker even if reachable
-SERVICES = ("launcher", "grader", "projections")
+SERVICES = ("launcher", "grader", "supervisor", "projections")
 
 
 def work_dir() -> Path:
@@ -72,6 +73,8 @@ class Service:
                                      max_concurrent=self.max_concurrent))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
+        if "supervisor" in self.only:
+            reactors.append(Supervisor(self.store))
         self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval)
                       for r in reactors]
         if "projections" in self.only:

@@ -102,3 +102,16 @@ async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncI
             yield service
         finally:
             stop.set()
+
+
+async def request_reference(store: EventStore, *, count: int = 1) -> list[uuid.UUID]:
+    """Runs of the reference critic (pushed as a local command) on the csvtool sample."""
+    ids = []
+    for _ in range(count):
+        run_id = uuid.uuid4()
+        await store.append(f"run-{run_id}", [catalog.RunRequested(
+            run_id=run_id, agent_type="critic", definition="reference",
+            definition_ref="local", example=catalog.Example(snapshot=SNAPSHOT), model="ref",
+            timeout_seconds=60, budget_usd=0)])
+        ids.append(run_id)
+    return ids

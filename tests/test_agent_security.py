@@ -126,3 +126,28 @@ async def test_dropped_role_cannot_connect(store: EventStore) -> None:
     await agent_roles.drop(store, run_id)
     with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError):
         await asyncpg.connect(dsn)
+
+
+async def test_only_graders_report_grades(agent: tuple[uuid.UUID, asyncpg.Connection],
+                                          store: EventStore) -> None:
+    run_id, conn = agent  # a critic's role
+    grade = catalog.REGISTRY.encode(catalog.GradeEmitted(
+        critique_run_id=uuid.uuid4(), critique_issue_id="i1", grade=0.0,
+        scorer=catalog.ScorerRef(name="g", version=1, code_hash="a" * 64,
+                                 ground_truth_hash="b" * 64)))
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="critic agent cannot"):
+        await conn.fetchval("SELECT agent.report($1, 'grade.emitted', $2::jsonb)",
+                            uuid.uuid4(), grade)
+    grader_run = uuid.uuid4()
+    password = await agent_roles.create(store, grader_run, catalog.AgentLimits(), "grader")
+    grader = await asyncpg.connect(agent_roles.agent_dsn(
+        store.dsn, agent_roles.role_name(grader_run), password))
+    try:
+        assert await grader.fetchval("SELECT agent.report($1, 'grade.emitted', $2::jsonb)",
+                                     uuid.uuid4(), grade)
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="grader agent cannot"):
+            await grader.fetchval("SELECT agent.report($1, 'issue.reported', $2::jsonb)",
+                                  uuid.uuid4(), issue(grader_run))
+    finally:
+        await grader.close()
+        await agent_roles.drop(store, grader_run)

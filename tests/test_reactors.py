@@ -27,6 +27,7 @@ from tests.reactor_helpers import (
     finished,
     push_code,
     request,
+    request_reference,
     serving,
     sync_samples,
 )
@@ -301,3 +302,52 @@ async def test_reactors_finish_runs_across_a_database_restart(
         assert cut > 0
         done = await finished(store, ids, seconds=120)
     assert {d.status for d in done.values()} == {"completed"}
+
+
+async def test_grader_containers_grade_what_the_in_process_grader_grades(
+        served: EventStore) -> None:
+    """The reference grader in containers (tiers, one to one) gives the very matches the
+    in-process tiered@1 grader gives; a new grader digest stops the old one's runs and grades
+    all history under its own version."""
+    store = served
+    await definitions.push(store, definitions.reference_local())
+    ids = await request_reference(store, count=2)
+    await finished(store, ids)
+    grader = definitions.reference_local("grader")
+    await definitions.push(store, grader)
+
+    async def matches(ref: str) -> dict[tuple[uuid.UUID, str], tuple[object, ...]]:
+        out = {}
+        for run_id in ids:
+            for r in await store.read_stream(f"grading-{run_id}-{ref}"):
+                g = r.event
+                assert isinstance(g, catalog.GradeEmitted)
+                out[(run_id, g.critique_issue_id)] = (g.tp_id, g.tp_occurrence, g.fp_id,
+                                                     g.grade)
+        return out
+
+    issues = 0
+    for run_id in ids:
+        issues += [r.type_name for r in await store.read_stream(f"run-{run_id}")].count(
+            "issue.reported")
+
+    async def graded(ref: str) -> bool:
+        return len(await matches(ref)) == issues
+
+    await eventually(lambda: graded("reference-grader@1"), 60)
+    await eventually(lambda: graded("tiered@1"), 60)
+    assert await matches("reference-grader@1") == await matches("tiered@1")
+    registered = [r.event for r in await store.read_stream("scorer-reference-grader")]
+    assert [(e.version, e.code_hash) for e in registered  # type: ignore[union-attr]
+            ] == [(1, grader.digest.removeprefix("sha256:"))]
+
+    newer = definitions.reference_local("grader", config={"generation": 2})
+    await definitions.push(store, newer)
+    await eventually(lambda: graded("reference-grader@2"), 60)
+    assert await matches("reference-grader@2") == await matches("tiered@1")
+    grader_runs = [r for r in await store.read_all(limit=100_000)
+                   if isinstance(r.event, catalog.RunRequested)
+                   and r.event.agent_type == "grader"]
+    assert len(grader_runs) >= 2 * 3  # one per snapshot per digest, at least
+    done = await finished(store, [r.event.run_id for r in grader_runs])  # type: ignore[union-attr]
+    assert {d.status for d in done.values()} <= {"completed", "cancelled"}

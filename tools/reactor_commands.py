@@ -17,7 +17,7 @@ from props.schema import queries
 console = Console(highlight=False, stderr=True)
 _AGENTS = queries.load("agents")
 _LAG = queries.load("projections")["lag"]
-REACTORS = ("launcher", "grader")
+REACTORS = ("launcher", "grader", "supervisor")
 
 
 def add_parsers(sub: Any) -> None:

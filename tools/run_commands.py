@@ -49,11 +49,14 @@ def add_parsers(sub: Any) -> None:
                    help="cap on the events a run may report (default 2000)")
     p.add_argument("command", nargs="*", help="the command to run (after --)")
     p.set_defaults(handler=push_cmd)
-    p = cmds.add_parser("reference", help="push the bundled reference critic",
+    p = cmds.add_parser("reference", help="push the bundled reference critic (or grader)",
                         description="Push the deterministic reference critic (static checks "
                         "of Python files, no network) as definition `reference`: a local "
-                        "command, or with --docker a small image made with `docker import`.")
+                        "command, or with --docker a small image made with `docker import`. "
+                        "With --grader, the reference grader (the tiered scorer in a "
+                        "container) as `reference-grader`, a local command.")
     p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
+    p.add_argument("--grader", action="store_true", help="the reference grader instead")
     p.set_defaults(handler=reference_cmd)
     p = cmds.add_parser("list", help="every definition pushed")
     p.set_defaults(handler=list_definitions_cmd)
@@ -132,13 +135,16 @@ async def push_cmd(args: argparse.Namespace) -> int:
 
 async def reference_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        if args.docker:
+        if args.grader:
+            definition = definitions.reference_local("grader")
+        elif args.docker:
             async with docker_runtime.DockerRuntime.connect() as rt:
                 definition = await definitions.build_reference_image(rt)
         else:
             definition = definitions.reference_local()
         new = await definitions.push(store, definition)
-    out.print(f"critic {definition.name}:{definition.tag} ({definition.runtime}) = "
+    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} "
+              f"({definition.runtime}) = "
               f"{definition.digest}" + ("" if new else " (already recorded)"))
     return 0
 

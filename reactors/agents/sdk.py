@@ -36,7 +36,7 @@ from props.core import catalog
 from props.core.events import Event
 
 AGENT_EVENT_TYPES = ("prompt.composed", "llm.requested", "llm.responded", "phase.completed",
-                     "issue.reported")
+                     "issue.reported", "grade.emitted")  # grades: grader runs only
 
 
 class Task(pydantic.BaseModel):

@@ -26,6 +26,7 @@ GRANT USAGE ON SCHEMA agent TO props_agent;
 CREATE TABLE props.agent_bindings (
     role_name   text        PRIMARY KEY,
     run_id      uuid        NOT NULL UNIQUE,
+    agent_type  text        NOT NULL CHECK (agent_type IN ('critic', 'grader')),
     max_events  integer     NOT NULL CHECK (max_events >= 0),
     max_bytes   bigint      NOT NULL CHECK (max_bytes >= 0),
     events      integer     NOT NULL DEFAULT 0,
@@ -76,10 +77,6 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     b props.agent_bindings;
 BEGIN
-    IF p_type NOT IN ('prompt.composed', 'llm.requested', 'llm.responded', 'phase.completed',
-                      'issue.reported') THEN
-        RAISE EXCEPTION 'an agent cannot report % events', p_type USING ERRCODE = '42501';
-    END IF;
     IF jsonb_typeof(p_data) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'event data must be a JSON object' USING ERRCODE = '22023';
     END IF;
@@ -87,10 +84,19 @@ BEGIN
     IF b IS NULL THEN
         RETURN false;
     END IF;
-    -- The run is the binding's, whatever the agent wrote.
+    -- Critics report what they did and found; graders report grades as well.
+    IF NOT (p_type IN ('prompt.composed', 'llm.requested', 'llm.responded', 'phase.completed')
+            OR (p_type = 'issue.reported' AND b.agent_type = 'critic')
+            OR (p_type = 'grade.emitted' AND b.agent_type = 'grader')) THEN
+        RAISE EXCEPTION 'a % agent cannot report % events', b.agent_type, p_type
+            USING ERRCODE = '42501';
+    END IF;
+    -- The run is the binding's, whatever the agent wrote (a grade names the run it grades,
+    -- which the launcher checks against what the grader was given).
     INSERT INTO props.agent_outbox (run_id, seq, event_id, type, data)
     VALUES (b.run_id, b.events, p_event_id, p_type,
-            p_data || jsonb_build_object('run_id', b.run_id))
+            CASE WHEN p_type = 'grade.emitted' THEN p_data
+                 ELSE p_data || jsonb_build_object('run_id', b.run_id) END)
     ON CONFLICT (event_id) DO NOTHING;
     RETURN true;
 END

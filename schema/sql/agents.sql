@@ -1,8 +1,8 @@
 -- Queries of the launcher about agent roles and what agents reported (props.reactors.agent_roles).
 
 -- bind --
-INSERT INTO props.agent_bindings (role_name, run_id, max_events, max_bytes)
-VALUES ($1, $2, $3, $4)
+INSERT INTO props.agent_bindings (role_name, run_id, agent_type, max_events, max_bytes)
+VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (role_name) DO NOTHING
 
 -- close --
@@ -49,3 +49,6 @@ SELECT count(*) FILTER (WHERE s.started IS NULL AND NOT s.finished) AS queued,
 
 -- parked --
 SELECT count(*) FROM props.events WHERE stream_id = $1 AND type = 'event.parked'
+
+-- stored_ids --
+SELECT event_id FROM props.events WHERE event_id = ANY ($1::uuid[])

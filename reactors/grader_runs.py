@@ -1,0 +1,133 @@
+"""Graders in containers: what a grader run is given, and how its grades are checked.
+
+A grader definition (an image, `props definitions push --type grader`) is a scorer of its
+own: it is registered as `<definition name>@<n>` (the n-th digest pushed under that name),
+with the digest as its code hash. A grader run grades one snapshot: the launcher gives it,
+read-only under PROPS_GRADING_DIR,
+- `ground_truth.json`: the snapshot's ground truth (graders, unlike critics, must see it);
+- `issues.jsonl`: the issues of finished critic runs on that snapshot that this scorer has
+  not graded yet, one `{"run_id", "issue_id", "locations"}` per line;
+- `scorer.json`: the scorer reference every grade must carry.
+The grader reports `grade.emitted` events. The launcher accepts a grade only for an issue it
+was given and with exactly that scorer reference, and appends it to the grading stream of the
+critique run under the id re-scoring would give it: a grade is stored once, whoever emits it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import uuid
+from pathlib import Path
+
+import orjson
+
+from props.core import catalog, errors, rescoring, specimen_sync
+from props.core.events import NewEvent, RecordedEvent
+from props.core.store import START, EventStore
+
+GROUND_TRUTH = "ground_truth.json"
+ISSUES = "issues.jsonl"
+SCORER = "scorer.json"
+_NAMESPACE = uuid.UUID("2d6a9f3e-8c41-4b7a-9e55-a1c3f0d2b7e4")
+
+
+async def scorer_for(store: EventStore, definition: catalog.DefinitionPushed,
+                     ) -> catalog.ScorerRegistered:
+    """The scorer a grader definition is: registered on first use, one version per digest."""
+    stream = f"scorer-{definition.name}"
+    code_hash = definition.digest.removeprefix("sha256:")
+    records = await store.read_stream(stream)
+    versions = [r.event for r in records if isinstance(r.event, catalog.ScorerRegistered)]
+    for v in versions:
+        if v.code_hash == code_hash:
+            return v
+    registered = catalog.ScorerRegistered(
+        name=definition.name, version=len(versions) + 1, code_hash=code_hash,
+        settings=definition.config, deterministic=False)
+    event_id = uuid.uuid5(_NAMESPACE, f"register:{definition.name}:{code_hash}")
+    try:
+        await store.append(stream, [NewEvent(registered, event_id)],
+                           expected_version=len(records))
+    except errors.ConcurrencyConflict:
+        return await scorer_for(store, definition)  # registered meanwhile: read it again
+    return registered
+
+
+@dataclasses.dataclass
+class GradingTask:
+    """What one grader run grades, and what its grades must look like."""
+
+    scorer: catalog.ScorerRef
+    issues: dict[tuple[uuid.UUID, str], list[catalog.Location]]
+
+    def check(self, grade: catalog.GradeEmitted) -> None:
+        if grade.scorer != self.scorer:
+            raise errors.InvalidEvent("a grade carries another scorer than the grader's")
+        if (grade.critique_run_id, grade.critique_issue_id) not in self.issues:
+            raise errors.InvalidEvent("a grade for an issue the grader was not given")
+
+
+async def pending(store: EventStore, slug: str, scorer: catalog.ScorerRegistered, *,
+                  include_graded: bool = False,
+                  ) -> dict[tuple[uuid.UUID, str], list[catalog.Location]]:
+    """Issues of finished critic runs on `slug` that `scorer` has not graded (or all of
+    them, `include_graded`), from the log."""
+    runs: dict[str, list[RecordedEvent]] = {}
+    wanted = ["run.requested", "issue.reported", "run.finished"]
+    async for batch in store.iter_all(START, types=wanted):
+        for rec in batch:
+            runs.setdefault(rec.stream_id, []).append(rec)
+    ref = f"{scorer.name}@{scorer.version}"
+    out: dict[tuple[uuid.UUID, str], list[catalog.Location]] = {}
+    for records in runs.values():
+        first = records[0].event
+        if not (isinstance(first, catalog.RunRequested) and first.agent_type == "critic"
+                and first.example.snapshot == slug
+                and any(r.type_name == "run.finished" for r in records)):
+            continue
+        graded = set() if include_graded else {
+            r.event.critique_issue_id
+            for r in await store.read_stream(f"grading-{first.run_id}-{ref}")
+            if isinstance(r.event, catalog.GradeEmitted)}
+        for r in records:
+            e = r.event
+            if isinstance(e, catalog.IssueReported) and e.issue_id not in graded:
+                out[(first.run_id, e.issue_id)] = e.locations
+    return out
+
+
+async def task_for(store: EventStore, definition: catalog.DefinitionPushed,
+                   requested: catalog.RunRequested, *, include_graded: bool = False,
+                   ) -> tuple[GradingTask, catalog.GroundTruth]:
+    history = await specimen_sync.history_of(store, requested.example.snapshot)
+    if history is None:
+        raise errors.PropsError(f"snapshot {requested.example.snapshot} is not in the log")
+    snapshot = history.latest
+    registered = await scorer_for(store, definition)
+    scorer = catalog.ScorerRef(name=registered.name, version=registered.version,
+                               code_hash=registered.code_hash,
+                               ground_truth_hash=snapshot.ground_truth_hash)
+    issues = await pending(store, snapshot.slug, registered, include_graded=include_graded)
+    return GradingTask(scorer, issues), snapshot.ground_truth
+
+
+def write_inputs(task: GradingTask, gt: catalog.GroundTruth, target: Path) -> None:
+    """The grader's inputs, read-only, in `target` (written anew on a restart)."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    (target / GROUND_TRUTH).write_bytes(orjson.dumps(gt.model_dump()))
+    (target / SCORER).write_bytes(orjson.dumps(task.scorer.model_dump()))
+    (target / ISSUES).write_bytes(b"".join(
+        orjson.dumps({"run_id": str(run), "issue_id": issue,
+                      "locations": [loc.model_dump() for loc in locs]}) + b"\n"
+        for (run, issue), locs in sorted(task.issues.items())))
+    for f in target.iterdir():
+        f.chmod(0o444)
+
+
+def route(grade: catalog.GradeEmitted) -> tuple[str, uuid.UUID]:
+    """Where a checked grade goes, and its id: the same as re-scoring would give it."""
+    s = grade.scorer
+    return (f"grading-{grade.critique_run_id}-{s.name}@{s.version}",
+            rescoring.grade_id(grade))
