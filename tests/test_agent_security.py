@@ -130,7 +130,7 @@ async def test_dropped_role_cannot_connect(store: EventStore) -> None:
 
 async def test_only_graders_report_grades(agent: tuple[uuid.UUID, asyncpg.Connection],
                                           store: EventStore) -> None:
-    run_id, conn = agent  # a critic's role
+    _critic_run, conn = agent  # a critic's role
     grade = catalog.REGISTRY.encode(catalog.GradeEmitted(
         critique_run_id=uuid.uuid4(), critique_issue_id="i1", grade=0.0,
         scorer=catalog.ScorerRef(name="g", version=1, code_hash="a" * 64,
