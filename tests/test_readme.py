@@ -74,3 +74,38 @@ async def test_readme_agent_example_runs_as_an_agent(served: object, tmp_path: P
     assert (await finished(served, [run_id]))[run_id].status == "completed"
     types = [r.type_name for r in await served.read_stream(f"run-{run_id}")]
     assert types.count("issue.reported") >= 1 and "prompt.composed" in types
+
+
+def unlisted(commands: list[str], reference: str) -> list[str]:
+    """Commands no line of the reference names: `props a b` is named by a line holding
+    `props a` and the word `b` (so `props runs list\\|show` names both)."""
+    lines = [line.split("`")[1] for line in reference.splitlines()
+             if line.startswith("| `props")]  # the command cell
+    return [c for c in commands
+            if not any(c.rsplit(" ", 1)[0] + " " in line + " "
+                       and re.search(rf"\b{re.escape(c.rsplit(' ', 1)[1])}\b", line)
+                       for line in lines)]
+
+
+def test_readme_references_every_command() -> None:
+    import argparse
+
+    from props.tools.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found.append(f"{prefix} {name}")
+                    found += commands(sub, f"{prefix} {name}")
+        return found
+
+    text = README.read_text()
+    reference = text[text.index("## Command reference"):]
+    reference = reference[:reference.index("\n## ", 5)]
+    every = commands(build_parser(), "props")
+    assert len(every) > 40 and unlisted(every, reference) == []
+    # Negative control: a command the table does not name is reported.
+    assert unlisted(["props runs rerun", "props nothing"], reference) == [
+        "props runs rerun", "props nothing"]
