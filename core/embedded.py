@@ -77,6 +77,9 @@ def stop(home: Path) -> bool:
     try:
         server = _pgserver().get_server(data_dir(home), cleanup_mode=None)
         server.stop()
+        # pgserver keeps the instance of every data directory it served in this process and
+        # hands it out again, stopped; forget it, so a later start really starts a server.
+        type(server)._instances.pop(server.pgdata, None)
     except Exception as exc:
         raise errors.EmbeddedServerError(
             f"could not stop the embedded PostgreSQL under {data_dir(home)}: {exc}"

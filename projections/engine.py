@@ -378,3 +378,13 @@ async def status(store: EventStore) -> list[ProjectionStatus]:
     return out
 
 
+
+
+async def snapshot_rows(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
+    """Every live projection table's rows, sorted: to compare two states of the tables."""
+    out: dict[str, list[tuple[object, ...]]] = {}
+    for p in ALL:
+        for t in p.tables:
+            rows = await store.pool.fetch(f"SELECT {', '.join(t.names)} FROM {LIVE}.{t.name}")
+            out[t.name] = sorted(tuple(r) for r in rows)
+    return out

@@ -15,6 +15,7 @@ import os
 from typing import Literal, Protocol
 
 LABEL = "props.run"  # every props container carries it, valued with its run id
+DEPLOYMENT_LABEL = "props.deployment"  # ... and this one, naming its database
 MAX_LOG_BYTES = 1024 * 1024  # the tail kept of a container's output
 
 

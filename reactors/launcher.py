@@ -17,6 +17,7 @@ status stays `requested`), never dropped.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import shutil
@@ -37,7 +38,14 @@ from props.core.store import EventStore
 from props.core.subscription import backoff
 from props.reactors import agent_roles, definitions, grader_runs
 from props.reactors.agents.sdk import Task
-from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, Outcome
+from props.reactors.containers import (
+    DEPLOYMENT_LABEL,
+    LABEL,
+    ContainerRuntime,
+    ContainerSpec,
+    Mount,
+    Outcome,
+)
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -64,12 +72,28 @@ def _write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
         path.chmod(0o444)
 
 
+async def deployment_of(store: EventStore) -> str:
+    """A stable name of this database (the id its migration drew, and its name: a copy made
+    from a template is another deployment): the label that tells this deployment's
+    containers from others on one engine."""
+    row = await store.pool.fetchrow(_Q["deployment"])
+    assert row is not None
+    return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
+
+
 def container_name(run_id: uuid.UUID) -> str:
     return f"props-run-{run_id}"
 
 
 def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
+    if _BROKEN_FOR_TEST:
+        return uuid.uuid4()  # the chaos test's negative control: retries duplicate events
     return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
+
+
+# A deliberately broken build, for the chaos run's negative control only: lifecycle events
+# get fresh ids, so a launcher restarted mid-run appends them again.
+_BROKEN_FOR_TEST = os.environ.get("PROPS_BREAK_FOR_TEST") == "random-lifecycle-ids"
 
 
 @dataclasses.dataclass
@@ -138,11 +162,13 @@ class Launcher:
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
+        self.deployment = ""  # which database's containers are ours (start() sets it)
 
     # -- the Reactor protocol ---------------------------------------------------------------
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
+        self.deployment = await deployment_of(self.store)
         await agent_roles.reap(self.store)
         await self._reap_orphans()
         for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
@@ -166,11 +192,14 @@ class Launcher:
         self._tg.start_soon(self._run_guarded, run_id, name=f"props-run-{run_id}")
 
     async def _reap_orphans(self) -> None:
-        """Containers of runs that are finished (a crash between exit and removal)."""
+        """Containers of this database's runs that are finished (a crash between exit and
+        removal). Containers of other databases on the same engine are not ours to touch."""
         for rt in self.runtimes.values():
-            for name, run in (await rt.names(LABEL)).items():
+            for name, deployment in (await rt.names(DEPLOYMENT_LABEL)).items():
+                if deployment != self.deployment or not name.startswith("props-run-"):
+                    continue
                 try:
-                    run_id = uuid.UUID(run)
+                    run_id = uuid.UUID(name.removeprefix("props-run-"))
                 except ValueError:
                     continue
                 state = fold_run(await self.store.read_stream(f"run-{run_id}"))
@@ -385,7 +414,8 @@ class Launcher:
             name=container_name(req.run_id),
             image=definition.image or definition.digest,
             command=list(definition.command),
-            env=env, mounts=mounts, labels={LABEL: str(req.run_id)},
+            env=env, mounts=mounts,
+            labels={LABEL: str(req.run_id), DEPLOYMENT_LABEL: self.deployment},
             network=definition.limits.network, cpus=definition.limits.cpus,
             memory_mb=definition.limits.memory_mb,
         )

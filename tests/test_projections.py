@@ -25,13 +25,7 @@ Dump = dict[str, list[tuple[Any, ...]]]
 
 
 async def dump(store: EventStore) -> Dump:
-    out: Dump = {}
-    for p in engine.ALL:
-        for t in p.tables:
-            rows = await store.pool.fetch(
-                f"SELECT {', '.join(t.names)} FROM projections.{t.name}")
-            out[t.name] = sorted(tuple(r) for r in rows)
-    return out
+    return await engine.snapshot_rows(store)
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:

@@ -18,6 +18,7 @@ from props.core import errors
 from props.tools import (
     archive_commands,
     bench_command,
+    chaos,
     db_commands,
     demo,
     event_commands,
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.add_parsers(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
+    chaos.add_parser(sub)
     return parser
 
 

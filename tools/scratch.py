@@ -21,9 +21,11 @@ async def scratch_database(server_dsn: str, purpose: str) -> AsyncIterator[str]:
         raise ValueError(f"unsafe scratch database name {name!r}")
     async with database.session(server_dsn) as admin:
         await admin.execute(f'CREATE DATABASE "{name}"')
-        dsn = database.with_database(server_dsn, name)
-        try:
-            await migrate.migrate_database(dsn)
-            yield dsn
-        finally:
+    dsn = database.with_database(server_dsn, name)
+    try:
+        await migrate.migrate_database(dsn)
+        yield dsn
+    finally:
+        # A connection of its own: the server may have restarted meanwhile (props chaos).
+        async with database.session(server_dsn) as admin:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

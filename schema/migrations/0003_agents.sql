@@ -22,6 +22,14 @@ $$;
 REVOKE ALL ON SCHEMA agent FROM PUBLIC;
 GRANT USAGE ON SCHEMA agent TO props_agent;
 
+-- This deployment's identity (with the database's name): the label on its containers, so a
+-- launcher reaps only its own containers on an engine other deployments share.
+CREATE TABLE props.deployment (
+    id          uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO props.deployment DEFAULT VALUES;
+
 -- Operational state of the runs in flight (not part of the log: it is rebuilt by launching).
 CREATE TABLE props.agent_bindings (
     role_name   text        PRIMARY KEY,

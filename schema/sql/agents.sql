@@ -52,3 +52,6 @@ SELECT count(*) FROM props.events WHERE stream_id = $1 AND type = 'event.parked'
 
 -- stored_ids --
 SELECT event_id FROM props.events WHERE event_id = ANY ($1::uuid[])
+
+-- deployment --
+SELECT id, current_database() FROM props.deployment

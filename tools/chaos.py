@@ -1,0 +1,387 @@
+"""`props chaos`: the assembled system under load while everything goes wrong, then a check
+that nothing was lost.
+
+It starts two `props serve` processes (replicas of every service) on a scratch database,
+drives a steady load of critic run requests, and meanwhile injects faults at random times
+drawn from a fixed seed: SIGKILL of a service process (restarted a moment later), a
+PostgreSQL restart (when the server is the embedded one this command started), termination
+of the listeners' backends, a running agent container killed from outside, a transaction
+held open for a while (the fence stalls). Docker engine restarts and a full disk are not
+injected here: the engine and the disk are shared with the rest of the machine (they print
+NORUN). It stops by itself: the load for `--seconds`, then at most `--drain-seconds` for the
+work to finish. Then it checks the invariants and prints them as a table; the exit code is 0
+only if every one held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+from rich.console import Console
+from rich.table import Table
+
+from props.core import catalog, database, embedded, specimen_sync
+from props.core.store import START, EventStore
+from props.projections import engine
+from props.reactors import agent_roles, definitions, docker_runtime
+from props.reactors.containers import LABEL
+from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.local_runtime import LocalRuntime
+from props.tools import scratch, specimen_commands
+
+console = Console(highlight=False, stderr=True)
+T = TypeVar("T")
+FAULTS = ("kill-service", "terminate-listeners", "kill-container", "idle-transaction",
+          "restart-postgres")
+NOT_INJECTED = {"docker-restart": "the Docker engine is shared with the machine",
+                "disk-full": "the disk is shared with the machine"}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "chaos", help="load and faults on the whole service, then check nothing was lost",
+        description=__doc__.split("\n\n")[1] if __doc__ else None)
+    p.add_argument("--seed", type=int, default=2026, help="the fault schedule's seed")
+    p.add_argument("--seconds", type=float, default=60, help="how long the load runs")
+    p.add_argument("--runs", type=int, default=200, help="critic runs requested in all")
+    p.add_argument("--faults", type=int, default=10, help="faults injected during the load")
+    p.add_argument("--drain-seconds", type=float, default=180,
+                   help="at most this long for the work to finish after the load")
+    p.set_defaults(handler=chaos_cmd)
+
+
+@dataclasses.dataclass
+class Invariant:
+    name: str
+    held: bool | None  # None: not checked (NORUN)
+    detail: str
+
+    @property
+    def verdict(self) -> str:
+        return "NORUN" if self.held is None else ("HELD" if self.held else "BROKEN")
+
+
+@dataclasses.dataclass
+class Chaos:
+    store: EventStore
+    home: Path
+    server_home: Path | None  # the embedded server this command owns (it can restart it)
+    rng: random.Random
+    services: list[anyio.abc.Process | None] = dataclasses.field(default_factory=list)
+    faults: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
+    prefixes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
+    seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    requested: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    began: float = dataclasses.field(default_factory=time.monotonic)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PROPS_DSN": self.store.dsn, "PROPS_HOME": str(self.home)}
+
+    async def start_service(self, i: int) -> None:
+        self.services[i] = await anyio.open_process(
+            [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6"],
+            env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    async def stop_services(self) -> None:
+        for proc in self.services:
+            if proc is not None and proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(30):
+                    await proc.wait()
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+    # -- faults ---------------------------------------------------------------------------
+
+    async def inject(self, kind: str) -> str:
+        if kind == "kill-service":
+            i = self.rng.randrange(len(self.services))
+            proc = self.services[i]
+            if proc is not None:
+                proc.send_signal(signal.SIGKILL)
+                await proc.wait()
+            await anyio.sleep(self.rng.uniform(0.2, 2.0))
+            await self.start_service(i)
+            return f"replica {i} SIGKILLed and restarted"
+        if kind == "terminate-listeners":
+            n = await _retry(lambda: self.store.pool.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND query LIKE 'LISTEN%'"))
+            return f"{n} listener backend(s) terminated"
+        if kind == "kill-container":
+            return await self._kill_container()
+        if kind == "idle-transaction":
+            seconds = self.rng.uniform(5, 15)
+            async with database.session(self.store.dsn) as conn:
+                async with conn.transaction():
+                    await conn.fetchval("SELECT pg_current_xact_id()")
+                    await anyio.sleep(seconds)
+            return f"a transaction held open for {seconds:.0f} s"
+        if kind == "restart-postgres":
+            if self.server_home is None:
+                return "NORUN: not the embedded server this command started"
+            await anyio.to_thread.run_sync(embedded.stop, self.server_home)
+            await anyio.sleep(self.rng.uniform(0.5, 2.0))
+            await anyio.to_thread.run_sync(embedded.ensure_running, self.server_home)
+            return "PostgreSQL stopped and started"
+        raise ValueError(kind)
+
+    async def _kill_container(self) -> str:
+        local = LocalRuntime(self.home / "runs" / "local-containers")
+        running = list(await local.names(LABEL))
+        if running:
+            name = self.rng.choice(sorted(running))
+            await local.kill(name)
+            return f"local container {name} killed"
+        return "no container was running"
+
+    # -- watching -------------------------------------------------------------------------
+
+    async def watch(self, stop: anyio.Event) -> None:
+        """A subscriber of the whole log: every event it is given, in order."""
+        async with self.store.subscribe(START, poll_interval=0.2) as sub:
+            async for batch in sub:
+                self.seen.extend(r.event_id for r in batch)
+                if stop.is_set():
+                    return
+
+    async def mark_prefix(self) -> None:
+        """Count and hash of the log up to its current head, to check again at the end."""
+        head = await _retry(lambda: self.store.pool.fetchval(
+            "SELECT coalesce(max(global_position), 0) FROM props.events"))
+        count, digest = await _prefix(self.store, head)
+        self.prefixes.append((head, count, digest))
+
+
+async def _prefix(store: EventStore, head: int) -> tuple[int, str]:
+    rows = await _retry(lambda: store.pool.fetch(
+        "SELECT event_id, type, data::text FROM props.events WHERE global_position <= $1 "
+        "ORDER BY global_position", head))
+    h = hashlib.sha256()
+    for r in rows:
+        h.update(f"{r[0]}|{r[1]}|{r[2]}\n".encode())
+    return len(rows), h.hexdigest()
+
+
+async def _retry(op: Callable[[], Awaitable[T]], seconds: float = 60) -> T:
+    """The driver's own queries, through a database that may be restarting."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await op()
+        except Exception as exc:
+            if not database.only(exc, database.UNAVAILABLE) or time.monotonic() > deadline:
+                raise
+            await anyio.sleep(0.5)
+
+
+@asynccontextmanager
+async def _server(home: Path) -> AsyncIterator[tuple[str, Path | None]]:
+    """PROPS_DSN's server, or an embedded one of this run's own (which it may restart)."""
+    if dsn := os.environ.get("PROPS_DSN", "").strip():
+        yield dsn, None
+        return
+    server_home = home / "server"
+    dsn = await anyio.to_thread.run_sync(embedded.ensure_running, server_home)
+    try:
+        yield dsn, server_home
+    finally:
+        await anyio.to_thread.run_sync(embedded.stop, server_home)
+
+
+async def chaos_cmd(args: argparse.Namespace) -> int:
+    home = Path(tempfile.mkdtemp(prefix="props-chaos-"))
+    try:
+        async with _server(home) as (server, server_home), \
+                scratch.scratch_database(server, "chaos") as dsn, \
+                EventStore.open(dsn, max_connections=6) as store:
+            chaos = Chaos(store, home, server_home, random.Random(args.seed))
+            invariants = await run(chaos, args)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    _print(chaos, invariants)
+    return 0 if all(i.held is not False for i in invariants) else 1
+
+
+async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
+    store = chaos.store
+    samples = specimen_commands.samples_dir()
+    found = specimen_commands.load_valid(samples)
+    await specimen_sync.sync(store, str(samples), found)
+    await definitions.push(store, definitions.reference_local())
+    slugs = sorted(s.slug for s in found)
+    chaos.services = [None, None]
+    for i in range(2):
+        await chaos.start_service(i)
+    stop_watch = anyio.Event()
+    fault_times = sorted(chaos.rng.uniform(0.1, 0.9) * args.seconds
+                         for _ in range(args.faults))
+    kinds = [FAULTS[i % len(FAULTS)] for i in range(args.faults)]
+    chaos.rng.shuffle(kinds)
+    console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
+                  f"(seed {args.seed}), two `props serve` replicas")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chaos.watch, stop_watch)
+
+        async def load() -> None:
+            for n in range(args.runs):
+                run_id = uuid.uuid4()
+                chaos.requested.append(run_id)
+                await _retry(lambda run_id=run_id, n=n: store.append(  # type: ignore[misc]
+                    f"run-{run_id}", [catalog.RunRequested(
+                        run_id=run_id, agent_type="critic", definition="reference",
+                        definition_ref="local", model=f"m{n % 2}", timeout_seconds=60,
+                        budget_usd=0, example=catalog.Example(snapshot=slugs[n % len(slugs)]),
+                        requested_by="props chaos")]))
+                await anyio.sleep(args.seconds / args.runs)
+
+        async def faults() -> None:
+            t0 = time.monotonic()
+            for at, kind in zip(fault_times, kinds, strict=True):
+                await anyio.sleep(max(0.0, at - (time.monotonic() - t0)))
+                await chaos.mark_prefix()
+                detail = await chaos.inject(kind)
+                chaos.faults.append((time.monotonic() - chaos.began, kind, detail))
+                console.print(f"  {time.monotonic() - chaos.began:6.1f}s {kind}: {detail}")
+
+        async with anyio.create_task_group() as load_tg:
+            load_tg.start_soon(load)
+            load_tg.start_soon(faults)
+        console.print(f"load done after {time.monotonic() - chaos.began:.0f} s; draining ...")
+        drained = await _drain(chaos, args.drain_seconds)
+        await chaos.stop_services()
+        await _caught_up_watch(chaos)
+        stop_watch.set()
+        tg.cancel_scope.cancel()
+    return await check(chaos, drained)
+
+
+async def _drain(chaos: Chaos, seconds: float) -> bool:
+    store = chaos.store
+    with anyio.move_on_after(seconds):
+        while True:
+            finished = await _retry(lambda: store.pool.fetchval(
+                "SELECT count(DISTINCT stream_id) FROM props.events "
+                "WHERE type = 'run.finished' AND stream_id = ANY($1::text[])",
+                [f"run-{r}" for r in chaos.requested]))
+            pending = await _retry(lambda: store.pool.fetchval(
+                "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
+                "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
+            status = await _retry(lambda: engine.status(store))
+            if finished == len(chaos.requested) and pending == 0 \
+                    and not any(s.lag_events for s in status):
+                return True
+            await anyio.sleep(0.5)
+    return False
+
+
+async def _caught_up_watch(chaos: Chaos) -> None:
+    total = await _retry(lambda: chaos.store.pool.fetchval("SELECT count(*) FROM props.events"))
+    with anyio.move_on_after(30):
+        while True:
+            if len(chaos.seen) >= total:
+                return
+            await anyio.sleep(0.1)
+
+
+async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
+    store = chaos.store
+    out = [Invariant("drained in time", drained, "every run finished, graded and projected"
+                     if drained else "work was left when the drain time ran out")]
+    finishes: dict[uuid.UUID, int] = {}
+    containers: dict[uuid.UUID, int] = {}
+    for run_id in chaos.requested:
+        types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+        finishes[run_id] = types.count("run.finished")
+        containers[run_id] = types.count("container.started")
+    wrong = [r for r, n in finishes.items() if n != 1]
+    out.append(Invariant("every run in exactly one terminal state", not wrong,
+                         f"{len(chaos.requested)} runs; {len(wrong)} with "
+                         f"{sorted({finishes[r] for r in wrong}) or 'no'} finishes"))
+    doubled = [r for r, n in containers.items() if n > 1]
+    out.append(Invariant("no run with two containers", not doubled,
+                         f"{len(doubled)} run(s) started more than one container"))
+    ungraded = await store.pool.fetchval(
+        "SELECT count(*) FROM projections.reported_issues i "
+        "JOIN projections.agent_runs r USING (run_id) "
+        "JOIN projections.active_scorer s ON true "
+        "WHERE r.status IS NOT NULL AND r.finished_at IS NOT NULL AND NOT EXISTS ("
+        "  SELECT 1 FROM projections.grading_edges e WHERE e.critique_run_id = i.run_id "
+        "  AND e.critique_issue_id = i.issue_id AND e.scorer_name = s.name "
+        "  AND e.scorer_version = s.version)")
+    issues = await store.pool.fetchval("SELECT count(*) FROM projections.reported_issues")
+    out.append(Invariant("every finished run fully graded by the active scorer",
+                         ungraded == 0 and issues > 0,
+                         f"{issues} issues, {ungraded} without a grade"))
+    before = await engine.snapshot_rows(store)
+    await engine.rebuild(store)
+    after = await engine.snapshot_rows(store)
+    differ = [t for t in before if before[t] != after[t]]
+    out.append(Invariant("projections equal a clean rebuild", not differ,
+                         f"{sum(len(v) for v in after.values())} rows; differing: "
+                         f"{', '.join(differ) or 'none'}"))
+    total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+    once = len(chaos.seen) == len(set(chaos.seen)) == total
+    out.append(Invariant("the subscriber saw every event once", once,
+                         f"{len(chaos.seen)} delivered, {len(set(chaos.seen))} distinct, "
+                         f"{total} in the log"))
+    lost = []
+    for head, count, digest in chaos.prefixes:
+        if await _prefix(store, head) != (count, digest):
+            lost.append(head)
+    out.append(Invariant("no event lost or changed", not lost,
+                         f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
+                         f"{len(lost)} differ"))
+    out.append(await _orphans(chaos))
+    for fault, why in NOT_INJECTED.items():
+        out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
+    return out
+
+
+async def _orphans(chaos: Chaos) -> Invariant:
+    ours = {str(r) for r in chaos.requested}
+    local = LocalRuntime(chaos.home / "runs" / "local-containers")
+    left = [n for n, v in (await local.names(LABEL)).items() if v in ours]
+    if await docker_runtime.reachable():
+        async with DockerRuntime.connect() as docker:
+            left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
+    roles = await chaos.store.pool.fetchval(
+        "SELECT count(*) FROM pg_roles WHERE rolname = ANY($1::text[])",
+        [agent_roles.role_name(r) for r in chaos.requested])
+    return Invariant("no orphan container or agent role", not left and roles == 0,
+                     f"{len(left)} container(s), {roles} role(s) left behind")
+
+
+def _print(chaos: Chaos, invariants: list[Invariant]) -> None:
+    out = Console(highlight=False)
+    faults = Table("at (s)", "fault", "what happened", title="faults injected")
+    for at, kind, detail in chaos.faults:
+        faults.add_row(f"{at:.1f}", kind, detail)
+    out.print(faults)
+    table = Table("invariant", "verdict", "detail", title="invariants")
+    for i in invariants:
+        table.add_row(i.name, i.verdict, i.detail)
+    out.print(table)
+    events = len(set(chaos.seen))
+    out.print(f"{len(chaos.requested)} runs, {events} events, {len(chaos.faults)} faults; "
+              + ("every invariant held" if all(i.held is not False for i in invariants)
+                 else "AN INVARIANT BROKE"))
