@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -42,6 +43,11 @@ REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
 SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
+
+# A deliberately broken build, for the chaos run's negative control only: the live runner
+# keeps its position in memory instead of writing the checkpoint with its rows, so a runner
+# that restarts or reconnects applies events again.
+_BROKEN_FOR_TEST = os.environ.get("PROPS_BREAK_FOR_TEST") == "checkpoint-outside-transaction"
 
 _VIEWS = queries.load("projection_views")
 _Q = queries.load("projections")
@@ -96,6 +102,8 @@ async def _commit(
     """Write the deltas and move the checkpoints, in the caller's transaction."""
     for p in projections:
         await write(conn, schema, deltas[p.name])
+        if schema == LIVE and _BROKEN_FOR_TEST:
+            continue  # the chaos run's negative control: the checkpoint is never written
         if new > positions[p.name]:
             await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
 

@@ -86,14 +86,7 @@ def container_name(run_id: uuid.UUID) -> str:
 
 
 def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
-    if _BROKEN_FOR_TEST:
-        return uuid.uuid4()  # the chaos test's negative control: retries duplicate events
     return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
-
-
-# A deliberately broken build, for the chaos run's negative control only: lifecycle events
-# get fresh ids, so a launcher restarted mid-run appends them again.
-_BROKEN_FOR_TEST = os.environ.get("PROPS_BREAK_FOR_TEST") == "random-lifecycle-ids"
 
 
 @dataclasses.dataclass

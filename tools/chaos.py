@@ -3,8 +3,8 @@ that nothing was lost.
 
 It starts two `props serve` processes (replicas of every service) on a scratch database,
 drives a steady load of critic run requests, and meanwhile injects faults at random times
-drawn from a fixed seed: SIGKILL of a service process (restarted a moment later), a
-PostgreSQL restart (when the server is the embedded one this command started), termination
+drawn from a fixed seed: SIGKILL of a service process, or of all of them (restarted a moment
+later), a PostgreSQL restart (when the server is the embedded one this command started), termination
 of the listeners' backends, a running agent container killed from outside, a transaction
 held open for a while (the fence stalls). Docker engine restarts and a full disk are not
 injected here: the engine and the disk are shared with the rest of the machine (they print
@@ -48,8 +48,30 @@ from props.tools import scratch, specimen_commands
 
 console = Console(highlight=False, stderr=True)
 T = TypeVar("T")
-FAULTS = ("kill-service", "terminate-listeners", "kill-container", "idle-transaction",
-          "restart-postgres")
+# The load's critic: a local command that reports what an LLM critic reports (a prompt, a
+# model call with tokens and cost, issues at lines drawn from the run id, a phase), without
+# a model: fast, deterministic, and it exercises every projection, the additive ones too.
+CHAOS_AGENT = """
+import random
+from props.core import catalog
+from props.reactors.agents.sdk import Agent
+with Agent.from_environment() as a:
+    rng = random.Random(a.run_id.int)
+    files = [f for f in a.files() if f.endswith(".py")]
+    sha = a.prompt("review " + ",".join(files))
+    a.report(catalog.LlmRequested(run_id=a.run_id, request_id="r1", model=a.task.model,
+                                  message_sha256s=[sha]))
+    a.report(catalog.LlmResponded(run_id=a.run_id, request_id="r1", response_sha256=sha,
+                                  tokens_in=rng.randint(500, 4000), tokens_out=300,
+                                  cost_usd=0.001, latency_ms=5))
+    for n in range(rng.randint(1, 6)):
+        line = rng.randint(1, 60)
+        a.issue(f"i{n}", "why", [catalog.Location(file=rng.choice(files),
+                ranges=[catalog.LineRange(start=line, end=line + rng.randint(0, 3))])])
+    a.phase("review")
+"""
+FAULTS = ("kill-service", "kill-all-services", "terminate-listeners", "kill-container",
+          "idle-transaction", "restart-postgres")
 NOT_INJECTED = {"docker-restart": "the Docker engine is shared with the machine",
                 "disk-full": "the disk is shared with the machine"}
 
@@ -61,7 +83,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=2026, help="the fault schedule's seed")
     p.add_argument("--seconds", type=float, default=60, help="how long the load runs")
     p.add_argument("--runs", type=int, default=200, help="critic runs requested in all")
-    p.add_argument("--faults", type=int, default=10, help="faults injected during the load")
+    p.add_argument("--faults", type=int, default=12,
+                   help=f"faults injected during the load (each kind once in every "
+                        f"{len(FAULTS)})")
     p.add_argument("--drain-seconds", type=float, default=180,
                    help="at most this long for the work to finish after the load")
     p.set_defaults(handler=chaos_cmd)
@@ -121,11 +145,22 @@ class Chaos:
             await anyio.sleep(self.rng.uniform(0.2, 2.0))
             await self.start_service(i)
             return f"replica {i} SIGKILLed and restarted"
+        if kind == "kill-all-services":  # as a host reboot would
+            for proc in self.services:
+                if proc is not None:
+                    proc.send_signal(signal.SIGKILL)
+                    await proc.wait()
+            await anyio.sleep(self.rng.uniform(0.2, 2.0))
+            for i in range(len(self.services)):
+                await self.start_service(i)
+            return "every replica SIGKILLed and restarted"
         if kind == "terminate-listeners":
+            # A listener's session last ran its LISTEN, or the ping that checks it is alive.
             n = await _retry(lambda: self.store.pool.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND query LIKE 'LISTEN%'"))
+                "AND application_name = 'props' AND state = 'idle' "
+                "AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')"))
             return f"{n} listener backend(s) terminated"
         if kind == "kill-container":
             return await self._kill_container()
@@ -227,7 +262,10 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     samples = specimen_commands.samples_dir()
     found = specimen_commands.load_valid(samples)
     await specimen_sync.sync(store, str(samples), found)
-    await definitions.push(store, definitions.reference_local())
+    command = [sys.executable, "-c", CHAOS_AGENT]
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="chaos", tag="chaos", runtime="local", image="local:chaos",
+        command=command, digest=definitions.local_digest(command, {})))
     slugs = sorted(s.slug for s in found)
     chaos.services = [None, None]
     for i in range(2):
@@ -248,8 +286,8 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                 chaos.requested.append(run_id)
                 await _retry(lambda run_id=run_id, n=n: store.append(  # type: ignore[misc]
                     f"run-{run_id}", [catalog.RunRequested(
-                        run_id=run_id, agent_type="critic", definition="reference",
-                        definition_ref="local", model=f"m{n % 2}", timeout_seconds=60,
+                        run_id=run_id, agent_type="critic", definition="chaos",
+                        definition_ref="chaos", model=f"m{n % 2}", timeout_seconds=60,
                         budget_usd=0, example=catalog.Example(snapshot=slugs[n % len(slugs)]),
                         requested_by="props chaos")]))
                 await anyio.sleep(args.seconds / args.runs)
