@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
 
+import anyio
 import asyncpg
 import asyncpg.pool
 
@@ -146,3 +147,20 @@ async def pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> AsyncItera
         yield p
     finally:
         await p.close()
+
+
+async def watch_session(conn: asyncpg.Connection, every: float = 1.0) -> None:
+    """Return never; raise `StoreUnavailable` once `conn`'s session is gone. Run it beside
+    work done under the session's advisory locks: a lost session has released them, and
+    another instance may hold them already, so the work must stop."""
+    while True:
+        await anyio.sleep(every)
+        try:
+            with anyio.fail_after(max(5.0, every * 5)):
+                await conn.fetchval("SELECT 1")
+        except Exception as exc:
+            if not isinstance(exc, (*UNAVAILABLE, TimeoutError)):
+                raise
+            raise errors.StoreUnavailable(
+                f"lost the session holding an advisory lock ({exc}); stopping the work it "
+                f"guarded until the lock is taken again") from exc

@@ -168,6 +168,7 @@ class Runner:
                 log.info("building %s from the log", ", ".join(p.name for p in missing))
                 await rebuild(self.store, missing, progress=progress)
             async with anyio.create_task_group() as tg:
+                tg.start_soon(database.watch_session, lock_conn)  # the lock lives with it
                 tg.start_soon(self._serve, stop, progress, name="props-projection-runner")
                 await stop.wait()
                 tg.cancel_scope.cancel()

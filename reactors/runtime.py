@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 import tenacity
 
-from props.core import catalog, database
+from props.core import catalog, database, errors
 from props.core.events import NewEvent, RecordedEvent
 from props.core.store import Checkpoint, EventStore
 from props.core.subscription import backoff
@@ -92,7 +92,9 @@ class ReactorHost:
                 await self._serve(stop)
                 return
             except Exception as exc:
-                if not database.only(exc, TRANSIENT):
+                # A lost lock session, or the checkpoint moved by an instance that took the
+                # lock meanwhile: stand down and queue for the lock again.
+                if not database.only(exc, (*TRANSIENT, errors.CheckpointConflict)):
                     raise
                 attempt += 1
                 log.warning("reactor %s lost the database (%s); retrying", self.reactor.name,
@@ -111,11 +113,15 @@ class ReactorHost:
                 if stop.is_set():
                     return
             self.active.set()
-            async with anyio.create_task_group() as tg:
-                await self.reactor.start(tg)
-                tg.start_soon(self._follow, stop, tg.cancel_scope)
-                await stop.wait()
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(database.watch_session, lock_conn)
+                    await self.reactor.start(tg)
+                    tg.start_soon(self._follow, stop, tg.cancel_scope)
+                    await stop.wait()
+                    tg.cancel_scope.cancel()
+            finally:
+                self.active = anyio.Event()
 
     async def _follow(self, stop: anyio.Event, scope: anyio.CancelScope) -> None:
         wanted = set(self.reactor.types)

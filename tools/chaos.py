@@ -37,7 +37,7 @@ import anyio.abc
 from rich.console import Console
 from rich.table import Table
 
-from props.core import catalog, database, embedded, specimen_sync
+from props.core import catalog, database, embedded, errors, specimen_sync
 from props.core.store import START, EventStore
 from props.projections import engine
 from props.reactors import agent_roles, definitions, docker_runtime
@@ -72,8 +72,7 @@ with Agent.from_environment() as a:
 """
 FAULTS = ("kill-service", "kill-all-services", "terminate-listeners", "kill-container",
           "idle-transaction", "restart-postgres")
-NOT_INJECTED = {"docker-restart": "the Docker engine is shared with the machine",
-                "disk-full": "the disk is shared with the machine"}
+NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
 
 def add_parser(sub: Any) -> None:
@@ -88,6 +87,9 @@ def add_parser(sub: Any) -> None:
                         f"{len(FAULTS)})")
     p.add_argument("--drain-seconds", type=float, default=180,
                    help="at most this long for the work to finish after the load")
+    p.add_argument("--restart-docker", action="store_true",
+                   help="also stop and start the Docker engine (dockerd) as a fault: only on "
+                   "a machine whose engine nothing else is using")
     p.set_defaults(handler=chaos_cmd)
 
 
@@ -113,19 +115,39 @@ class Chaos:
     prefixes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
     seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
     requested: list[uuid.UUID] = dataclasses.field(default_factory=list)
+    crashes: list[str] = dataclasses.field(default_factory=list)  # replicas that died alone
     began: float = dataclasses.field(default_factory=time.monotonic)
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "PROPS_DSN": self.store.dsn, "PROPS_HOME": str(self.home)}
 
     async def start_service(self, i: int) -> None:
-        self.services[i] = await anyio.open_process(
-            [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6"],
-            env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = await anyio.to_thread.run_sync(
+            lambda: open(self.home / f"serve-{i}.log", "ab"))
+        try:
+            self.services[i] = await anyio.open_process(
+                [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6"],
+                env=self.env(), stdout=subprocess.DEVNULL, stderr=log)
+        finally:
+            log.close()
+
+    async def kill(self, i: int) -> None:
+        """SIGKILL replica `i`; a replica that had died on its own is recorded as such."""
+        proc = self.services[i]
+        if proc is None:
+            return
+        if proc.returncode is not None:
+            tail = (self.home / f"serve-{i}.log").read_bytes()[-2000:].decode(errors="replace")
+            self.crashes.append(f"replica {i} exited with {proc.returncode}: {tail}")
+        else:
+            proc.send_signal(signal.SIGKILL)
+        await proc.wait()
 
     async def stop_services(self) -> None:
-        for proc in self.services:
-            if proc is not None and proc.returncode is None:
+        for i, proc in enumerate(self.services):
+            if proc is not None and proc.returncode is not None:
+                await self.kill(i)  # records how it had died
+            elif proc is not None:
                 proc.send_signal(signal.SIGTERM)
                 with anyio.move_on_after(30):
                     await proc.wait()
@@ -138,18 +160,13 @@ class Chaos:
     async def inject(self, kind: str) -> str:
         if kind == "kill-service":
             i = self.rng.randrange(len(self.services))
-            proc = self.services[i]
-            if proc is not None:
-                proc.send_signal(signal.SIGKILL)
-                await proc.wait()
+            await self.kill(i)
             await anyio.sleep(self.rng.uniform(0.2, 2.0))
             await self.start_service(i)
             return f"replica {i} SIGKILLed and restarted"
         if kind == "kill-all-services":  # as a host reboot would
-            for proc in self.services:
-                if proc is not None:
-                    proc.send_signal(signal.SIGKILL)
-                    await proc.wait()
+            for i in range(len(self.services)):
+                await self.kill(i)
             await anyio.sleep(self.rng.uniform(0.2, 2.0))
             for i in range(len(self.services)):
                 await self.start_service(i)
@@ -171,6 +188,8 @@ class Chaos:
                     await conn.fetchval("SELECT pg_current_xact_id()")
                     await anyio.sleep(seconds)
             return f"a transaction held open for {seconds:.0f} s"
+        if kind == "restart-docker":
+            return await self._restart_docker()
         if kind == "restart-postgres":
             if self.server_home is None:
                 return "NORUN: not the embedded server this command started"
@@ -181,13 +200,35 @@ class Chaos:
         raise ValueError(kind)
 
     async def _kill_container(self) -> str:
+        """Kill one running container of this run's, local or Docker, from outside."""
+        ours = {str(r) for r in self.requested}
         local = LocalRuntime(self.home / "runs" / "local-containers")
-        running = list(await local.names(LABEL))
-        if running:
-            name = self.rng.choice(sorted(running))
+        candidates: list[tuple[str, str]] = [
+            ("local", n) for n, v in (await local.names(LABEL)).items() if v in ours]
+        if await docker_runtime.reachable():
+            async with DockerRuntime.connect() as docker:
+                candidates += [("docker", n) for n, v in (await docker.names(LABEL)).items()
+                               if v in ours]
+        if not candidates:
+            return "no container was running"
+        kind, name = self.rng.choice(sorted(candidates))
+        if kind == "local":
             await local.kill(name)
-            return f"local container {name} killed"
-        return "no container was running"
+        else:
+            async with DockerRuntime.connect() as docker:
+                await docker.kill(name)
+        return f"{kind} container {name} killed"
+
+    async def _restart_docker(self) -> str:
+        """Stop the Docker engine and start it again with the same command line."""
+        found = await anyio.run_process(["pidof", "dockerd"], check=False)
+        pids = found.stdout.split()
+        if not pids:
+            return "NORUN: no dockerd process on this machine"
+        await anyio.to_thread.run_sync(_restart_process, int(pids[0]),
+                                       self.home / "dockerd.log")
+        await _retry(_docker_answers, seconds=60)
+        return "dockerd stopped and started"
 
     # -- watching -------------------------------------------------------------------------
 
@@ -205,6 +246,23 @@ class Chaos:
             "SELECT coalesce(max(global_position), 0) FROM props.events"))
         count, digest = await _prefix(self.store, head)
         self.prefixes.append((head, count, digest))
+
+
+def _restart_process(pid: int, log: Path) -> None:
+    """SIGTERM a daemon, wait until it is gone, start it again with its own command line."""
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with open(log, "ab") as out:
+        subprocess.Popen([a.decode() for a in argv], stdout=out, stderr=out,
+                         start_new_session=True)
+
+
+async def _docker_answers() -> None:
+    if not await docker_runtime.reachable():
+        raise errors.StoreUnavailable("the Docker engine is not back yet")
 
 
 async def _prefix(store: EventStore, head: int) -> tuple[int, str]:
@@ -251,6 +309,10 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
                 EventStore.open(dsn, max_connections=6) as store:
             chaos = Chaos(store, home, server_home, random.Random(args.seed))
             invariants = await run(chaos, args)
+            if not args.restart_docker:
+                invariants.append(Invariant("survives docker-restart", None,
+                                            "not injected (--restart-docker): the engine "
+                                            "may be shared with the machine"))
     finally:
         shutil.rmtree(home, ignore_errors=True)
     _print(chaos, invariants)
@@ -266,6 +328,13 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name="chaos", tag="chaos", runtime="local", image="local:chaos",
         command=command, digest=definitions.local_digest(command, {})))
+    critics = ["chaos"]
+    if await docker_runtime.reachable():  # then every other run is a Docker container
+        async with DockerRuntime.connect() as docker:
+            image = await definitions.build_reference_image(docker)
+        await definitions.push(store, image.model_copy(update={
+            "name": "chaos-docker", "tag": "chaos", "command": command}))
+        critics.append("chaos-docker")
     slugs = sorted(s.slug for s in found)
     chaos.services = [None, None]
     for i in range(2):
@@ -273,10 +342,12 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     stop_watch = anyio.Event()
     fault_times = sorted(chaos.rng.uniform(0.1, 0.9) * args.seconds
                          for _ in range(args.faults))
-    kinds = [FAULTS[i % len(FAULTS)] for i in range(args.faults)]
+    chosen = FAULTS + (("restart-docker",) if args.restart_docker else ())
+    kinds = [chosen[i % len(chosen)] for i in range(args.faults)]
     chaos.rng.shuffle(kinds)
     console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
-                  f"(seed {args.seed}), two `props serve` replicas")
+                  f"(seed {args.seed}), two `props serve` replicas; critics: "
+                  f"{', '.join(critics)}")
     async with anyio.create_task_group() as tg:
         tg.start_soon(chaos.watch, stop_watch)
 
@@ -286,7 +357,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                 chaos.requested.append(run_id)
                 await _retry(lambda run_id=run_id, n=n: store.append(  # type: ignore[misc]
                     f"run-{run_id}", [catalog.RunRequested(
-                        run_id=run_id, agent_type="critic", definition="chaos",
+                        run_id=run_id, agent_type="critic", definition=critics[n % len(critics)],
                         definition_ref="chaos", model=f"m{n % 2}", timeout_seconds=60,
                         budget_usd=0, example=catalog.Example(snapshot=slugs[n % len(slugs)]),
                         requested_by="props chaos")]))
@@ -390,6 +461,11 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
                          f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
                          f"{len(lost)} differ"))
     out.append(await _orphans(chaos))
+    out.append(Invariant("no service process died on its own", not chaos.crashes,
+                         "; ".join(c.splitlines()[0] for c in chaos.crashes) or
+                         "every exit was a fault's SIGKILL or the final SIGTERM"))
+    for crash in chaos.crashes:
+        console.print(f"[red]{crash}[/red]")
     for fault, why in NOT_INJECTED.items():
         out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
     return out
