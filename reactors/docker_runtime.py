@@ -33,6 +33,13 @@ def engine_url() -> str:
     return os.environ.get("DOCKER_HOST", DEFAULT_URL)
 
 
+def configured() -> bool:
+    """Whether this machine means to have an engine (DOCKER_HOST set, or the socket there),
+    answering or not."""
+    url = engine_url()
+    return "DOCKER_HOST" in os.environ or os.path.exists(url.removeprefix("unix://"))
+
+
 async def reachable(url: str | None = None) -> bool:
     """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket)."""
     url = url or engine_url()
@@ -75,6 +82,14 @@ class DockerRuntime:
 
     def __init__(self, docker: aiodocker.Docker) -> None:
         self.docker = docker
+
+    @classmethod
+    @asynccontextmanager
+    async def lazy(cls, url: str | None = None) -> AsyncIterator[DockerRuntime]:
+        """An engine that may be down just now (restarting): each call reaches for it, and a
+        call while it is away fails with a connection error that callers retry."""
+        async with aiodocker.Docker(url=url or engine_url(), api_version="v1.41") as docker:
+            yield cls(docker)
 
     @classmethod
     @asynccontextmanager

@@ -188,7 +188,12 @@ class Launcher:
         """Containers of this database's runs that are finished (a crash between exit and
         removal). Containers of other databases on the same engine are not ours to touch."""
         for rt in self.runtimes.values():
-            for name, deployment in (await rt.names(DEPLOYMENT_LABEL)).items():
+            try:
+                found = await rt.names(DEPLOYMENT_LABEL)
+            except Exception as exc:  # an engine away now: its orphans wait for next time
+                log.warning("cannot list %s containers to reap orphans (%s)", rt.kind, exc)
+                continue
+            for name, deployment in found.items():
                 if deployment != self.deployment or not name.startswith("props-run-"):
                     continue
                 try:
@@ -244,7 +249,12 @@ class Launcher:
 
     async def _run(self, run_id: uuid.UUID) -> None:
         state = fold_run(await self.store.read_stream(f"run-{run_id}"))
-        if state is None or state.finished:
+        if state is None:
+            return
+        if state.finished:
+            # Finished, perhaps by an attempt that failed while cleaning up (the engine went
+            # away): make sure nothing of it is left. Every step is a no-op when done.
+            await self._clean_up(run_id)
             return
         if state.cancel_requested and not state.container_started:
             await self._finish(state, "cancelled")
@@ -256,9 +266,10 @@ class Launcher:
                 phase="launch", category="definition_missing", retryable=False))
             return
         rt = self.runtimes.get(definition.runtime)
-        if rt is None:
+        if rt is None:  # e.g. an image definition, and this launcher has no Docker engine
             await self._finish(state, "failed", catalog.Failure(
                 phase="launch", category="runtime_unavailable", retryable=True))
+            await self._clean_up(run_id)
             return
         name = container_name(run_id)
         if state.container_exited is None:
@@ -286,8 +297,14 @@ class Launcher:
                         state.totals.malformed)
         status, failure = self._verdict(state, exited, req, capped)
         await self._finish(state, status, failure)
-        await rt.remove(name)
-        shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True)
+        await self._clean_up(run_id)
+
+    async def _clean_up(self, run_id: uuid.UUID) -> None:
+        await agent_roles.drop(self.store, run_id)
+        for rt in self.runtimes.values():
+            await rt.remove(container_name(run_id))
+        await anyio.to_thread.run_sync(
+            lambda: shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True))
 
     async def _fail_launch(self, run_id: uuid.UUID, exc: errors.PropsError) -> None:
         """A launch that cannot succeed by retrying (no image, no snapshot): the run fails

@@ -43,10 +43,16 @@ def work_dir() -> Path:
 async def container_runtimes(choice: RuntimeChoice = "auto",
                              ) -> AsyncIterator[list[ContainerRuntime]]:
     """The runtimes runs may use: local processes (for local definitions) always, and a
-    Docker engine (for image definitions) when one answers, or when `choice` demands it."""
+    Docker engine (for image definitions) when `choice` demands one (it must answer now), or
+    with `auto` when this machine has one configured: an engine restarting at this moment is
+    waited for by the runs that need it, not given up on."""
     local = LocalRuntime(work_dir() / "local-containers")
-    if choice == "docker" or (choice == "auto" and await docker_runtime.reachable()):
+    if choice == "docker":
         async with docker_runtime.DockerRuntime.connect() as docker:
+            yield [local, docker]
+    elif choice == "auto" and (await docker_runtime.reachable()
+                               or docker_runtime.configured()):
+        async with docker_runtime.DockerRuntime.lazy() as docker:
             yield [local, docker]
     else:
         yield [local]

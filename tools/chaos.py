@@ -303,6 +303,7 @@ async def _server(home: Path) -> AsyncIterator[tuple[str, Path | None]]:
 
 async def chaos_cmd(args: argparse.Namespace) -> int:
     home = Path(tempfile.mkdtemp(prefix="props-chaos-"))
+    held = False
     try:
         async with _server(home) as (server, server_home), \
                 scratch.scratch_database(server, "chaos") as dsn, \
@@ -313,10 +314,14 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
                 invariants.append(Invariant("survives docker-restart", None,
                                             "not injected (--restart-docker): the engine "
                                             "may be shared with the machine"))
+        held = all(i.held is not False for i in invariants)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if held:
+            shutil.rmtree(home, ignore_errors=True)
+        else:  # the services' logs (serve-N.log) say what went wrong
+            console.print(f"kept for inspection: {home}")
     _print(chaos, invariants)
-    return 0 if all(i.held is not False for i in invariants) else 1
+    return 0 if held else 1
 
 
 async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
@@ -481,8 +486,12 @@ async def _orphans(chaos: Chaos) -> Invariant:
     roles = await chaos.store.pool.fetchval(
         "SELECT count(*) FROM pg_roles WHERE rolname = ANY($1::text[])",
         [agent_roles.role_name(r) for r in chaos.requested])
-    return Invariant("no orphan container or agent role", not left and roles == 0,
-                     f"{len(left)} container(s), {roles} role(s) left behind")
+    detail = f"{len(left)} container(s), {roles} role(s) left behind"
+    for name in left[:3]:  # what their runs' logs say, for whoever reads the table
+        types = [r.type_name for r in await chaos.store.read_stream(
+            f"run-{name.removeprefix('props-run-')}")]
+        detail += f"; {name[10:18]}: {' > '.join(t.split('.')[-1] for t in types[-4:])}"
+    return Invariant("no orphan container or agent role", not left and roles == 0, detail)
 
 
 def _print(chaos: Chaos, invariants: list[Invariant]) -> None:
