@@ -34,8 +34,9 @@ def add_parsers(sub: Any) -> None:
                    help=f"run only this service (repeatable): {', '.join(SERVICES)}")
     p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
                    help="local definitions always run as local processes; image definitions "
-                   "need Docker: auto uses it when an engine answers, docker requires it, "
-                   "local never uses it")
+                   "need Docker: auto uses the engine this machine has (DOCKER_HOST or "
+                   "/var/run/docker.sock; waited for while it restarts), docker requires it "
+                   "to answer at start, local never uses it")
     p.add_argument("--max-concurrent", type=int, default=8, metavar="N",
                    help="most containers at once (also bounded by what the host can hold); "
                    "further runs wait queued (default 8)")
