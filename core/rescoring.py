@@ -274,21 +274,57 @@ class Comparison:
     changed: list[RunDiff] = dataclasses.field(default_factory=list)
     unscorable: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict)
     groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    agreement: Agreement | None = None
 
     @property
     def complete(self) -> bool:
         return len(self.unchanged) + len(self.changed) + len(self.unscorable) == self.selected
 
 
-def _split(ref: str) -> tuple[str, int]:
-    scoring.scorer(ref)  # a known scorer
+@dataclasses.dataclass(frozen=True)
+class Agreement:
+    """How often two scorers say the same of an issue (the same TP occurrence, the same FP,
+    or nothing known), over the issues both graded, and Cohen's kappa: that agreement
+    corrected for what the two would agree on by chance."""
+
+    issues: int
+    agreed: int
+    kappa: float | None  # None when chance alone explains all agreement (one category)
+
+    @property
+    def percent(self) -> float | None:
+        return 100.0 * self.agreed / self.issues if self.issues else None
+
+
+def agreement(pairs: list[tuple[Any, Any]]) -> Agreement:
+    n = len(pairs)
+    if not n:
+        return Agreement(0, 0, None)
+    agreed = sum(a == b for a, b in pairs)
+    count_a = Counter(a for a, _ in pairs)
+    count_b = Counter(b for _, b in pairs)
+    chance = sum(count_a[k] * count_b[k] for k in count_a) / (n * n)
+    observed = agreed / n
+    kappa = None if chance == 1 else (observed - chance) / (1 - chance)
+    return Agreement(n, agreed, kappa)
+
+
+async def _split(store: EventStore, ref: str) -> tuple[str, int]:
+    """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
     name, _, version = ref.partition("@")
-    return name, int(version)
+    if ref in scoring.SCORERS:
+        return name, int(version)
+    if version.isdigit() and any(
+            isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
+            for r in await store.read_stream(f"scorer-{name}")):
+        return name, int(version)
+    raise errors.PropsError(f"unknown scorer {ref!r}: neither built in "
+                            f"({', '.join(scoring.SCORERS)}) nor registered in the log")
 
 
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
     """Put every selected run in exactly one bucket: unchanged, changed, or unscorable."""
-    (name_a, ver_a), (name_b, ver_b) = _split(a), _split(b)
+    (name_a, ver_a), (name_b, ver_b) = await _split(store, a), await _split(store, b)
     result = Comparison(a, b)
     known = await specimen_sync.history(store)
     runs = await selected_runs(store, selection)
@@ -304,6 +340,7 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
                                                                  r["fp_id"])
         for r in await store.pool.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
             scores[(r["run_id"], r["scorer_name"], r["scorer_version"])] = r
+    pairs: list[tuple[Any, Any]] = []  # each scorable issue's match under A and under B
     for run in runs:
         reason = unscorable_reason(run, ground_truth_for(run, known, "at-run"),
                                    parse_issues(run))
@@ -316,6 +353,7 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
         if reason is not None:
             result.unscorable[run.run_id] = reason
             continue
+        pairs.extend((got_a.get(i), got_b.get(i)) for i in run.issues)
         changed = sorted(i for i in run.issues if got_a.get(i) != got_b.get(i))
         if not changed:
             result.unchanged.append(run.run_id)
@@ -329,6 +367,7 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     scorable = [i for i in ids if i not in result.unscorable]
     rows = await store.pool.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
     result.groups = [dict(r) for r in rows]
+    result.agreement = agreement(pairs)
     return result
 
 
@@ -338,4 +377,7 @@ def comparison_json(c: Comparison) -> bytes:
         "changed": [dataclasses.asdict(d) for d in c.changed],
         "unscorable": {str(k): v for k, v in c.unscorable.items()},
         "complete": c.complete, "groups": c.groups,
+        "agreement": None if c.agreement is None else {
+            "issues": c.agreement.issues, "agreed": c.agreement.agreed,
+            "percent": c.agreement.percent, "kappa": c.agreement.kappa},
     }, default=str)

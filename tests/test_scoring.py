@@ -74,3 +74,16 @@ def test_result_does_not_depend_on_the_order_of_issues() -> None:
 def test_tiered_is_registered_and_its_hash_covers_its_settings() -> None:
     assert scoring.scorer("tiered@1") == TIERED
     assert scoring.TieredScorer(version=1, near=6).code_hash != TIERED.code_hash
+
+
+def test_agreement_and_cohens_kappa() -> None:
+    from props.core.rescoring import agreement
+
+    same = agreement([("a", "a"), ("b", "b"), (None, None), ("a", "a")])
+    assert (same.issues, same.agreed, same.percent, same.kappa) == (4, 4, 100.0, 1.0)
+    # The textbook case: 20 yes/yes, 15 no/no, 5 yes/no, 10 no/yes -> po 0.7, pe 0.5, k 0.4
+    pairs = [("y", "y")] * 20 + [("n", "n")] * 15 + [("y", "n")] * 5 + [("n", "y")] * 10
+    k = agreement(pairs)
+    assert k.agreed == 35 and k.kappa is not None and abs(k.kappa - 0.4) < 1e-9
+    assert agreement([("x", "x")] * 3).kappa is None  # one category: chance explains all
+    assert agreement([]).percent is None

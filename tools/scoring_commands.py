@@ -208,3 +208,8 @@ def print_comparison(c: rescoring.Comparison) -> None:
         f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
         f"changed + {len(c.unscorable)} unscorable"
         + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
+    agree = c.agreement
+    if agree is not None and agree.issues:
+        kappa = "-" if agree.kappa is None else f"{agree.kappa:.3f}"
+        console.print(f"agreement on {agree.issues} issue(s): {agree.agreed} the same "
+                      f"({agree.percent:.1f}%), Cohen's kappa {kappa}")
