@@ -309,7 +309,11 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
                 scratch.scratch_database(server, "chaos") as dsn, \
                 EventStore.open(dsn, max_connections=6) as store:
             chaos = Chaos(store, home, server_home, random.Random(args.seed))
-            invariants = await run(chaos, args)
+            try:
+                invariants = await run(chaos, args)
+            finally:  # whatever happened, no replica outlives the run
+                with anyio.CancelScope(shield=True):
+                    await chaos.stop_services()
             if not args.restart_docker:
                 invariants.append(Invariant("survives docker-restart", None,
                                             "not injected (--restart-docker): the engine "
