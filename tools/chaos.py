@@ -154,6 +154,7 @@ class Chaos:
                 if proc.returncode is None:
                     proc.kill()
                     await proc.wait()
+            self.services[i] = None  # stopped: a second stop finds nothing to do
 
     # -- faults ---------------------------------------------------------------------------
 
