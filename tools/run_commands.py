@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from props.core import catalog, errors, specimen_sync
-from props.core.events import describe_validation_error
+from props.core.events import RecordedEvent, describe_validation_error
 from props.core.store import EventStore
 from props.reactors import definitions, docker_runtime
 
@@ -207,11 +207,16 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _records(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:
+    records = await store.read_stream(f"run-{run_id}")
+    if not records:
+        raise errors.PropsError(f"no run {run_id} in the log")
+    return records
+
+
 async def show_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        records = await store.read_stream(f"run-{args.run_id}")
-    if not records:
-        raise errors.PropsError(f"no run {args.run_id} in the log")
+        records = await _records(store, args.run_id)
     table = Table("#", "time", "event", "details")
     for rec in records:
         e = rec.event
@@ -226,9 +231,7 @@ async def show_cmd(args: argparse.Namespace) -> int:
 
 async def cancel_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        records = await store.read_stream(f"run-{args.run_id}")
-        if not records:
-            raise errors.PropsError(f"no run {args.run_id} in the log")
+        records = await _records(store, args.run_id)
         if any(r.type_name == "run.finished" for r in records):
             out.print(f"run {args.run_id} has already finished: nothing to cancel")
             return 0
