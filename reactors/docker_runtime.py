@@ -9,6 +9,7 @@ CPU and memory limits (swap included, so the memory limit is real), every contai
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -34,10 +35,11 @@ def engine_url() -> str:
 
 
 def configured() -> bool:
-    """Whether this machine means to have an engine (DOCKER_HOST set, or the socket there),
-    answering or not."""
+    """Whether this machine means to have an engine, answering or not: DOCKER_HOST set, the
+    socket there, or dockerd installed (its socket is gone while it restarts)."""
     url = engine_url()
-    return "DOCKER_HOST" in os.environ or os.path.exists(url.removeprefix("unix://"))
+    return ("DOCKER_HOST" in os.environ or os.path.exists(url.removeprefix("unix://"))
+            or shutil.which("dockerd") is not None)
 
 
 async def reachable(url: str | None = None) -> bool:

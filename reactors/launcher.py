@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core import catalog, errors, specimen_sync
+from props.core import catalog, database, errors, specimen_sync
 from props.core.events import Event, NewEvent, RecordedEvent
 from props.core.store import EventStore
 from props.core.subscription import backoff
@@ -52,7 +52,8 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 _Q = queries.load("agents")
-MAX_ATTEMPTS = 20  # transient failures of one run before this launcher lets it go
+MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next sweep
+SWEEP_SECONDS = 30.0
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
 EXAMPLE_TARGET = "/example"
 GRADING_TARGET = "/grading"
@@ -164,8 +165,23 @@ class Launcher:
         self.deployment = await deployment_of(self.store)
         await agent_roles.reap(self.store)
         await self._reap_orphans()
+        await self._resume_unfinished()
+        tg.start_soon(self._sweep, name="props-launcher-sweep")
+
+    async def _resume_unfinished(self) -> None:
         for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
             self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
+
+    async def _sweep(self) -> None:
+        """Now and then, take up again every unfinished run not in hand: a run let go
+        after repeated transient failures (an engine away for minutes) is not left behind."""
+        while True:
+            await anyio.sleep(SWEEP_SECONDS)
+            try:
+                await self._resume_unfinished()
+            except Exception as exc:
+                if not database.only(exc, database.UNAVAILABLE):
+                    raise
 
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event
@@ -224,7 +240,7 @@ class Launcher:
                     log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id,
                                 attempt, type(failure).__name__, failure)
                     await anyio.sleep(backoff(attempt, first=0.2, cap=10.0))
-                log.error("run %s failed %d times; it resumes when the launcher restarts",
+                log.error("run %s failed %d times in a row; the next sweep takes it up again",
                           run_id, MAX_ATTEMPTS)
         finally:
             self._known.discard(run_id)
