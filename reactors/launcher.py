@@ -333,6 +333,7 @@ class Launcher:
                            for c in type(exc).__name__).lstrip("_")
         await self._finish(state, "failed", catalog.Failure(
             phase="launch", category=category, retryable=False))
+        await self._clean_up(run_id)  # a container may have been created before the error
 
     async def _definition(self, state: RunState) -> catalog.DefinitionPushed | None:
         req = state.requested
