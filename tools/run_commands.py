@@ -163,7 +163,9 @@ async def list_definitions_cmd(args: argparse.Namespace) -> int:
 async def request_cmd(args: argparse.Namespace) -> int:
     name, _, ref = args.definition.partition("@")
     async with EventStore.open(max_connections=2) as store:
-        if await definitions.resolve(store, "critic", name, ref or "latest") is None:
+        # `latest` (or a tag) resolves now, at request time: the run asks for that digest.
+        resolved = await definitions.resolve(store, "critic", name, ref or "latest")
+        if resolved is None:
             raise definitions.missing_definition("critic", name, ref or "latest")
         history = await specimen_sync.history_of(store, args.snapshot)
         if history is None or history.retired:
@@ -181,7 +183,7 @@ async def request_cmd(args: argparse.Namespace) -> int:
             try:
                 event = catalog.RunRequested(
                     run_id=run_id, agent_type="critic", definition=name,
-                    definition_ref=ref or "latest",
+                    definition_ref=resolved.digest,
                     example=catalog.Example(snapshot=args.snapshot, files_hash=files_hash),
                     model=args.model, timeout_seconds=args.timeout, budget_usd=args.budget,
                     requested_by="props runs request")
