@@ -308,3 +308,37 @@ def test_export_verify_import_commands(dsn: str, empty_dsn: str, tmp_path: Path)
     broken.write_bytes(whole.read_bytes()[:-40])
     refused = props("import", str(broken), dsn=empty_dsn)
     assert refused.returncode == 65 and "nothing was written" in refused.stderr
+
+
+def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> None:
+    home = {"PROPS_HOME": str(tmp_path), "COLUMNS": "250"}  # rich wraps at the width
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return props(*args, dsn=dsn, env=home)
+
+    assert cli("specimens", "sync", str(_samples())).returncode == 0
+    pushed = cli("definitions", "reference")
+    assert pushed.returncode == 0 and "critic reference:local (local) = sha256:" in pushed.stdout
+    digest = pushed.stdout.split("= ")[1].split()[0]
+    assert "(already recorded)" in cli("definitions", "reference").stdout
+    assert "reference" in cli("definitions", "list").stdout
+    missing = cli("runs", "request", "--definition", "nobody", "--snapshot",
+                  "csvtool/2025-09-03-00", "--model", "m")
+    assert missing.returncode == 1 and "push one first" in missing.stderr
+    requested = cli("runs", "request", "--definition", "reference@local", "--snapshot",
+                    "csvtool/2025-09-03-00", "--model", "m", "--count", "2")
+    assert requested.returncode == 0, requested.stderr
+    run_id = requested.stdout.split()[-1]
+    shown = cli("runs", "show", run_id).stdout
+    assert "run.requested" in shown and digest[:20] in shown  # resolved at request time
+    cancelled = cli("runs", "cancel", run_id)
+    assert cancelled.returncode == 0 and "cancel requested" in cancelled.stdout
+    status = cli("reactors", "status")
+    assert status.returncode == 0 and "2 queued, 0 running, 0 finished" in status.stdout
+    assert cli("runs", "show", str(uuid.uuid4())).returncode == 1
+
+
+def _samples() -> Path:
+    from props.tools import specimen_commands
+
+    return specimen_commands.samples_dir()
