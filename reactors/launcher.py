@@ -312,8 +312,10 @@ class Launcher:
             log.warning("run %s reported something malformed: %s", run_id,
                         state.totals.malformed)
         status, failure = self._verdict(state, exited, req, capped)
-        await self._finish(state, status, failure)
-        await self._clean_up(run_id)
+        # A stop arriving now waits for these few steps: a finished run keeps nothing.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+            await self._finish(state, status, failure)
+            await self._clean_up(run_id)
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
         await agent_roles.drop(self.store, run_id)
