@@ -2,15 +2,16 @@
 that nothing was lost.
 
 It starts two `props serve` processes (replicas of every service) on a scratch database,
-drives a steady load of critic run requests, and meanwhile injects faults at random times
-drawn from a fixed seed: SIGKILL of a service process, or of all of them (restarted a moment
-later), a PostgreSQL restart (when the server is the embedded one this command started), termination
-of the listeners' backends, a running agent container killed from outside, a transaction
-held open for a while (the fence stalls). Docker engine restarts and a full disk are not
-injected here: the engine and the disk are shared with the rest of the machine (they print
-NORUN). It stops by itself: the load for `--seconds`, then at most `--drain-seconds` for the
-work to finish. Then it checks the invariants and prints them as a table; the exit code is 0
-only if every one held.
+drives a steady load of critic run requests (every other one in Docker when an engine
+answers), and meanwhile injects faults at random times drawn from a fixed seed: SIGKILL of a
+service process, or of all of them (restarted a moment later), a PostgreSQL restart (when
+the server is the embedded one this command started), termination of the listeners'
+backends, a running agent container killed from outside, a transaction held open for a
+while (the fence stalls), and with --restart-docker a stop and start of the Docker engine
+(only where nothing else uses it). A full disk is not injected: the disk is shared with the
+rest of the machine (it prints NORUN). It stops by itself: the load for `--seconds`, then at
+most `--drain-seconds` for the work to finish. Then it checks the invariants and prints them
+as a table; the exit code is 0 only if every one held.
 """
 
 from __future__ import annotations
