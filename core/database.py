@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
 
@@ -16,6 +18,8 @@ import asyncpg
 import asyncpg.pool
 
 from props.core import embedded, errors
+
+log = logging.getLogger(__name__)
 
 APPLICATION_NAME = "props"
 
@@ -48,6 +52,33 @@ def only(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(only(e, kinds) for e in exc.exceptions)
     return isinstance(exc, kinds)
+
+
+def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
+    """Seconds to wait before retry number `attempt` (from 1): doubling from `first`."""
+    return float(min(cap, first * math.pow(2, max(0, attempt - 1))))
+
+
+async def serve_until_stopped(
+    work: Callable[[], Awaitable[None]], stop: anyio.Event, what: str,
+    transient: tuple[type[BaseException], ...] = UNAVAILABLE,
+    fatal: tuple[type[BaseException], ...] = (),
+) -> None:
+    """Run `work` until it returns or `stop` is set; when it fails with only `transient`
+    errors (the database went away, a lock session was lost) and none of them `fatal`, wait
+    with backoff and run it again. The loop every long-running service shares."""
+    attempt = 0
+    while not stop.is_set():
+        try:
+            await work()
+            return
+        except Exception as exc:
+            if not only(exc, transient) or (fatal and only(exc, fatal)):
+                raise
+            attempt += 1
+            log.warning("%s lost the database (%s); retrying", what, exc)
+            with anyio.move_on_after(backoff(attempt, first=0.2)):
+                await stop.wait()
 
 
 def resolve_dsn() -> str:

@@ -309,7 +309,7 @@ def agreement(pairs: list[tuple[Any, Any]]) -> Agreement:
     return Agreement(n, agreed, kappa)
 
 
-async def _split(store: EventStore, ref: str) -> tuple[str, int]:
+async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
     """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
     name, _, version = ref.partition("@")
     if ref in scoring.SCORERS:
@@ -324,7 +324,7 @@ async def _split(store: EventStore, ref: str) -> tuple[str, int]:
 
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
     """Put every selected run in exactly one bucket: unchanged, changed, or unscorable."""
-    (name_a, ver_a), (name_b, ver_b) = await _split(store, a), await _split(store, b)
+    (name_a, ver_a), (name_b, ver_b) = await resolve_ref(store, a), await resolve_ref(store, b)
     result = Comparison(a, b)
     known = await specimen_sync.history(store)
     runs = await selected_runs(store, selection)

@@ -11,7 +11,6 @@ backoff: a subscription outlives a database restart.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -22,6 +21,7 @@ import anyio.abc
 import asyncpg
 
 from props.core import database
+from props.core.database import backoff
 from props.core.events import RecordedEvent
 
 if TYPE_CHECKING:
@@ -34,10 +34,6 @@ CHANNEL = "props_events"
 
 def _setter(event: anyio.Event) -> Any:
     return lambda *_: event.set()
-
-
-def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
-    return float(min(cap, first * math.pow(2, max(0, attempt - 1))))
 
 
 class Subscription:

@@ -22,7 +22,6 @@ import asyncpg
 from props.core import database, errors
 from props.core.events import RecordedEvent
 from props.core.store import START, Checkpoint, EventStore
-from props.core.subscription import backoff
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
@@ -139,19 +138,9 @@ class Runner:
                   progress: Progress | None = None) -> None:
         """Serve until `stop` is set (or forever), surviving database restarts: each
         attempt resumes from the committed checkpoints."""
-        stop = stop or anyio.Event()
-        attempt = 0
-        while not stop.is_set():
-            try:
-                await self._run(stop, progress)
-                return
-            except Exception as exc:
-                if not database.only(exc, database.UNAVAILABLE):
-                    raise
-                attempt += 1
-                log.warning("projection runner lost the database (%s); retrying", exc)
-                with anyio.move_on_after(backoff(attempt, first=0.2)):
-                    await stop.wait()
+        running = stop or anyio.Event()
+        await database.serve_until_stopped(lambda: self._run(running, progress), running,
+                                           "projection runner")
 
     async def _run(self, stop: anyio.Event, progress: Progress | None) -> None:
         """Holds the runner lock while serving."""

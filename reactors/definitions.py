@@ -55,15 +55,13 @@ def reference_command(module: str = REFERENCE_MODULE) -> list[str]:
 
 
 async def push(store: EventStore, definition: catalog.DefinitionPushed) -> bool:
-    """Record `definition` unless the same name, tag and digest are already recorded.
-    Returns whether it was appended."""
+    """Record `definition` unless the same name, tag and digest are already recorded (its
+    event id derives from them, so the store's idempotent append decides). Returns whether
+    it was appended."""
     event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
                                       f"{definition.tag}:{definition.digest}")
-    for rec in await store.read_stream(stream(definition.agent_type)):
-        if rec.event_id == event_id:
-            return False
-    await store.append(stream(definition.agent_type), [NewEvent(definition, event_id)])
-    return True
+    result = await store.append(stream(definition.agent_type), [NewEvent(definition, event_id)])
+    return not result.already_stored
 
 
 async def all_pushed(store: EventStore, agent_type: str) -> list[catalog.DefinitionPushed]:

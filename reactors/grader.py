@@ -46,6 +46,18 @@ def run_record(records: list[RecordedEvent]) -> rescoring.RunRecord | None:
     return run
 
 
+async def finished_runs(store: EventStore) -> list[rescoring.RunRecord]:
+    """Every finished critic run, folded from the log (not from projections: a reactor never
+    races the projection runner)."""
+    streams: dict[str, list[RecordedEvent]] = {}
+    wanted = ["run.requested", "issue.reported", "run.finished"]
+    async for batch in store.iter_all(START, types=wanted):
+        for rec in batch:
+            streams.setdefault(rec.stream_id, []).append(rec)
+    return [r for recs in streams.values() if (r := run_record(recs)) is not None
+            and r.status in rescoring.FINISHED]
+
+
 async def active_scorer(store: EventStore) -> str | None:
     """The scorer the last `scorer.activated` event names, as NAME@VERSION."""
     active = None
@@ -113,13 +125,7 @@ class Grader:
 
     async def _backfill(self) -> None:
         """Every finished critic run, from the log, graded under the newly active scorer."""
-        streams: dict[str, list[RecordedEvent]] = {}
-        wanted = ["run.requested", "issue.reported", "run.finished"]
-        async for batch in self.store.iter_all(START, types=wanted):
-            for rec in batch:
-                streams.setdefault(rec.stream_id, []).append(rec)
-        runs = [r for recs in streams.values() if (r := run_record(recs)) is not None
-                and r.status in rescoring.FINISHED]
+        runs = await finished_runs(self.store)
         log.info("grader: grading %d finished runs under %s", len(runs),
                  scoring.ref(self.scorer) if self.scorer else "?")
         await self._grade(runs)

@@ -23,8 +23,9 @@ from pathlib import Path
 import orjson
 
 from props.core import catalog, errors, rescoring, specimen_sync
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import START, EventStore
+from props.core.events import NewEvent
+from props.core.store import EventStore
+from props.reactors import grader
 
 GROUND_TRUTH = "ground_truth.json"
 ISSUES = "issues.jsonl"
@@ -73,27 +74,18 @@ async def pending(store: EventStore, slug: str, scorer: catalog.ScorerRegistered
                   ) -> dict[tuple[uuid.UUID, str], list[catalog.Location]]:
     """Issues of finished critic runs on `slug` that `scorer` has not graded (or all of
     them, `include_graded`), from the log."""
-    runs: dict[str, list[RecordedEvent]] = {}
-    wanted = ["run.requested", "issue.reported", "run.finished"]
-    async for batch in store.iter_all(START, types=wanted):
-        for rec in batch:
-            runs.setdefault(rec.stream_id, []).append(rec)
     ref = f"{scorer.name}@{scorer.version}"
     out: dict[tuple[uuid.UUID, str], list[catalog.Location]] = {}
-    for records in runs.values():
-        first = records[0].event
-        if not (isinstance(first, catalog.RunRequested) and first.agent_type == "critic"
-                and first.example.snapshot == slug
-                and any(r.type_name == "run.finished" for r in records)):
+    for run in await grader.finished_runs(store):
+        if run.snapshot != slug:
             continue
         graded = set() if include_graded else {
             r.event.critique_issue_id
-            for r in await store.read_stream(f"grading-{first.run_id}-{ref}")
+            for r in await store.read_stream(f"grading-{run.run_id}-{ref}")
             if isinstance(r.event, catalog.GradeEmitted)}
-        for r in records:
-            e = r.event
-            if isinstance(e, catalog.IssueReported) and e.issue_id not in graded:
-                out[(first.run_id, e.issue_id)] = e.locations
+        for issue_id, locations in rescoring.parse_issues(run).items():
+            if issue_id not in graded and not isinstance(locations, str):
+                out[(run.run_id, issue_id)] = locations
     return out
 
 

@@ -35,7 +35,6 @@ import anyio.to_thread
 from props.core import catalog, database, errors, specimen_sync
 from props.core.events import Event, NewEvent, RecordedEvent
 from props.core.store import EventStore
-from props.core.subscription import backoff
 from props.reactors import agent_roles, definitions, grader_runs
 from props.reactors.agents.sdk import Task
 from props.reactors.containers import (
@@ -239,7 +238,7 @@ class Launcher:
                         failure = exc
                     log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id,
                                 attempt, type(failure).__name__, failure)
-                    await anyio.sleep(backoff(attempt, first=0.2, cap=10.0))
+                    await anyio.sleep(database.backoff(attempt, first=0.2, cap=10.0))
                 log.error("run %s failed %d times in a row; the next sweep takes it up again",
                           run_id, MAX_ATTEMPTS)
         finally:
@@ -307,7 +306,6 @@ class Launcher:
                                     state.grading)
         binding = await agent_roles.binding(self.store, run_id)
         capped = binding is not None and binding.over_cap
-        await agent_roles.drop(self.store, run_id)
         if state.totals.malformed:  # the reason quotes the agent: the log, not an event
             log.warning("run %s reported something malformed: %s", run_id,
                         state.totals.malformed)
@@ -330,7 +328,6 @@ class Launcher:
         state = fold_run(await self.store.read_stream(f"run-{run_id}"))
         if state is None or state.finished:
             return
-        await agent_roles.drop(self.store, run_id)
         category = "".join(f"_{c.lower()}" if c.isupper() else c
                            for c in type(exc).__name__).lstrip("_")
         await self._finish(state, "failed", catalog.Failure(
@@ -344,9 +341,8 @@ class Launcher:
         if found is not None and state.started is None:
             await self._append(req.run_id, "started", catalog.RunStarted(
                 run_id=req.run_id, digest=found.digest), state)
-            fresh = fold_run(await self.store.read_stream(f"run-{req.run_id}"))
-            assert fresh is not None
-            state.started_at = fresh.started_at
+            # Within milliseconds of the recorded time, which a restart reads instead.
+            state.started_at = datetime.now(UTC)
         return found
 
     async def _contain(self, state: RunState, definition: catalog.DefinitionPushed,

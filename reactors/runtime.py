@@ -29,9 +29,9 @@ import anyio.abc
 import tenacity
 
 from props.core import catalog, database, errors
+from props.core.database import backoff
 from props.core.events import NewEvent, RecordedEvent
 from props.core.store import Checkpoint, EventStore
-from props.core.subscription import backoff
 
 log = logging.getLogger(__name__)
 
@@ -85,22 +85,12 @@ class ReactorHost:
         self.active = anyio.Event()  # set once this instance holds the lock
 
     async def run(self, stop: anyio.Event) -> None:
-        """Serve until `stop` is set, surviving database restarts."""
-        attempt = 0
-        while not stop.is_set():
-            try:
-                await self._serve(stop)
-                return
-            except Exception as exc:
-                # A lost lock session, or the checkpoint moved by an instance that took the
-                # lock meanwhile: stand down and queue for the lock again.
-                if not database.only(exc, (*TRANSIENT, errors.CheckpointConflict)):
-                    raise
-                attempt += 1
-                log.warning("reactor %s lost the database (%s); retrying", self.reactor.name,
-                            exc)
-                with anyio.move_on_after(backoff(attempt, first=0.2)):
-                    await stop.wait()
+        """Serve until `stop` is set, surviving database restarts. A lost lock session, or
+        the checkpoint moved by an instance that took the lock meanwhile, means: stand down
+        and queue for the lock again."""
+        await database.serve_until_stopped(
+            lambda: self._serve(stop), stop, f"reactor {self.reactor.name}",
+            (*TRANSIENT, errors.CheckpointConflict))
 
     async def _serve(self, stop: anyio.Event) -> None:
         name = self.reactor.name

@@ -62,13 +62,14 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float
 
 
 async def request(store: EventStore, definition: str, *, count: int = 1,
-                  timeout_seconds: float = 60, budget: float = 1.0) -> list[uuid.UUID]:
+                  timeout_seconds: float = 60, budget: float = 1.0, ref: str = "latest",
+                  model: str = "test-model") -> list[uuid.UUID]:
     ids = []
     for _ in range(count):
         run_id = uuid.uuid4()
         await store.append(f"run-{run_id}", [catalog.RunRequested(
-            run_id=run_id, agent_type="critic", definition=definition,
-            example=catalog.Example(snapshot=SNAPSHOT), model="test-model",
+            run_id=run_id, agent_type="critic", definition=definition, definition_ref=ref,
+            example=catalog.Example(snapshot=SNAPSHOT), model=model,
             timeout_seconds=timeout_seconds, budget_usd=budget)])
         ids.append(run_id)
     return ids
@@ -106,12 +107,4 @@ async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncI
 
 async def request_reference(store: EventStore, *, count: int = 1) -> list[uuid.UUID]:
     """Runs of the reference critic (pushed as a local command) on the csvtool sample."""
-    ids = []
-    for _ in range(count):
-        run_id = uuid.uuid4()
-        await store.append(f"run-{run_id}", [catalog.RunRequested(
-            run_id=run_id, agent_type="critic", definition="reference",
-            definition_ref="local", example=catalog.Example(snapshot=SNAPSHOT), model="ref",
-            timeout_seconds=60, budget_usd=0)])
-        ids.append(run_id)
-    return ids
+    return await request(store, "reference", count=count, ref="local", model="ref", budget=0)

@@ -11,7 +11,6 @@ from rich.table import Table
 
 from props.core import database, errors
 from props.core.store import START, EventStore
-from props.core.subscription import backoff
 from props.reactors import runtime
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
 from props.schema import queries
@@ -55,28 +54,22 @@ def add_parsers(sub: Any) -> None:
 async def serve_cmd(args: argparse.Namespace) -> int:
     """Serve until stopped; a database that is down (at start or later) is waited for."""
     stop = anyio.Event()
+
+    async def serve() -> None:
+        async with EventStore.open(max_connections=8) as store, \
+                container_runtimes(args.runtime) as runtimes:
+            service = Service(store, runtimes, only=args.only or SERVICES,
+                              max_concurrent=args.max_concurrent)
+            kinds = " and ".join(rt.kind for rt in runtimes)
+            console.print(f"serving {', '.join(args.only or SERVICES)}; runtimes: {kinds}; "
+                          f"Ctrl-C stops")
+            await service.run(stop)
+
     async with anyio.create_task_group() as tg:
         await tg.start(stop_on_signal, stop, "stopping: finishing the events in hand")
-        attempt = 0
-        while not stop.is_set():
-            try:
-                async with EventStore.open(max_connections=8) as store, \
-                        container_runtimes(args.runtime) as runtimes:
-                    service = Service(store, runtimes, only=args.only or SERVICES,
-                                      max_concurrent=args.max_concurrent)
-                    kinds = " and ".join(rt.kind for rt in runtimes)
-                    console.print(f"serving {', '.join(args.only or SERVICES)}; runtimes: "
-                                  f"{kinds}; Ctrl-C stops")
-                    attempt = 0
-                    await service.run(stop)
-            except Exception as exc:
-                if not database.only(exc, database.UNAVAILABLE) or \
-                        isinstance(exc, errors.EmbeddedServerError):
-                    raise
-                attempt += 1
-                console.print(f"the database is unavailable ({exc}); retrying")
-                with anyio.move_on_after(backoff(attempt, first=0.5)):
-                    await stop.wait()
+        # An embedded server that cannot start will not start by waiting.
+        await database.serve_until_stopped(serve, stop, "props serve",
+                                           fatal=(errors.EmbeddedServerError,))
         tg.cancel_scope.cancel()
     return 0
 

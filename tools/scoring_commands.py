@@ -123,15 +123,7 @@ async def activate_cmd(args: argparse.Namespace) -> int:
             await rescoring.ensure_registered(store, s)
             name, version = s.name, s.version
         else:  # a grader image's scorer: registered when the grader was pushed
-            name, _, number = args.scorer.partition("@")
-            version = int(number) if number.isdigit() else 0
-            registered = [r.event for r in await store.read_stream(f"scorer-{name}")
-                          if isinstance(r.event, catalog.ScorerRegistered)
-                          and r.event.version == version]
-            if not registered:
-                raise errors.PropsError(
-                    f"unknown scorer {args.scorer!r}: neither built in "
-                    f"({', '.join(scoring.SCORERS)}) nor registered by a grader push")
+            name, version = await rescoring.resolve_ref(store, args.scorer)
         await store.append(f"scorer-{name}",
                            [catalog.ActiveScorerSet(name=name, version=version)])
     console.print(f"{args.scorer} is now the active scorer")
