@@ -186,8 +186,11 @@ class EventRegistry:
             raise errors.InvalidEvent(describe_validation_error(type_name, exc)) from exc
 
 
+def validation_problems(exc: pydantic.ValidationError) -> str:
+    """`field.path: what is wrong; ...`: one line naming every field that failed."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(event)'}: {err['msg']}"
+                     for err in exc.errors())
+
+
 def describe_validation_error(type_name: str, exc: pydantic.ValidationError) -> str:
-    problems = "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or '(event)'}: {err['msg']}" for err in exc.errors()
-    )
-    return f"invalid {type_name} event: {problems}"
+    return f"invalid {type_name} event: {validation_problems(exc)}"

@@ -122,15 +122,29 @@ class DockerRuntime:
             except aiodocker.DockerError as exc:
                 if exc.status == 409:  # another launcher created it a moment ago
                     return await self.start(spec)
+                if exc.status == 404 and await self._pull(spec.image):
+                    return await self.start(spec)
                 if exc.status == 404:
                     raise errors.PropsError(
-                        f"image {spec.image} is not on the Docker engine: push the "
-                        f"definition again (props definitions push)") from exc
+                        f"image {spec.image} is not on the Docker engine and could not be "
+                        f"pulled: push the definition again (props definitions push, or "
+                        f"docker push through props serve --registry)") from exc
                 raise
         state = (await container.show())["State"]
         if state["Status"] == "created":
             await container.start()
         return str(container.id)
+
+    async def _pull(self, image: str) -> bool:
+        """Pull an image recorded by registry and digest (`host/name@sha256:...`), as
+        definitions pushed through the registry proxy are; False when it cannot be had."""
+        if "@sha256:" not in image:
+            return False
+        try:
+            await self.docker.images.pull(image)
+        except aiodocker.DockerError:
+            return False
+        return True
 
     async def _outcome(self, container: Any) -> Outcome | None:
         state = (await container.show())["State"]

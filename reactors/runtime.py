@@ -31,7 +31,8 @@ import tenacity
 from props.core import catalog, database, errors
 from props.core.database import backoff
 from props.core.events import NewEvent, RecordedEvent
-from props.core.store import Checkpoint, EventStore
+from props.core.store import START, Checkpoint, EventStore
+from props.schema import queries
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,33 @@ class Reactor(Protocol):
 
 def checkpoint_name(reactor: str) -> str:
     return f"reactor:{reactor}"
+
+
+REACTORS = ("launcher", "grader", "supervisor")
+_LAG = queries.load("projections")["lag"]
+_PARKED = queries.load("agents")["parked"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReactorState:
+    name: str
+    checkpoint: Checkpoint | None
+    lag_events: int
+    lag_seconds: float | None
+    parked: int
+
+
+async def status(store: EventStore) -> list[ReactorState]:
+    """Where each reactor stands: checkpoint, lag behind the log, events it gave up on."""
+    states = []
+    for name in REACTORS:
+        cp = await store.find_checkpoint(checkpoint_name(name))
+        at = cp or START
+        lag = await store.pool.fetchrow(_LAG, at.tx_id, at.position)
+        parked = await store.pool.fetchval(_PARKED, f"reactor-{name}")
+        assert lag is not None
+        states.append(ReactorState(name, cp, int(lag["events"]), lag["seconds"], int(parked)))
+    return states
 
 
 def lock_key(reactor: str) -> int:

@@ -28,6 +28,7 @@ from props.tools import (
     run_commands,
     scoring_commands,
     specimen_commands,
+    token_commands,
 )
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     archive_commands.add_parsers(sub)
     reactor_commands.add_parsers(sub)
     run_commands.add_parsers(sub)
+    token_commands.add_parser(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     chaos.add_parser(sub)

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 from rich.console import Console
 from rich.table import Table
 
-from props.core import database, errors
-from props.core.store import START, EventStore
+from props.core import database, errors, specimen_sync, tokens
+from props.core.store import EventStore
 from props.reactors import runtime
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
-from props.schema import queries
+from props.schema import migrate, queries
+from props.tools import logs, service_config, specimen_commands
 
-console = Console(highlight=False, stderr=True)
+console = Console(highlight=False, stderr=True, soft_wrap=True)
 _AGENTS = queries.load("agents")
-_LAG = queries.load("projections")["lag"]
-REACTORS = ("launcher", "grader", "supervisor")
 
 
 def add_parsers(sub: Any) -> None:
@@ -29,16 +31,35 @@ def add_parsers(sub: Any) -> None:
         "runner until SIGTERM or Ctrl-C. A stop finishes the event in hand; running "
         "containers are left to run and adopted by the next start. Several `props serve` "
         "processes may share a database: each service is active in one of them at a time.")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="a TOML file of these settings (default $PROPS_CONFIG_FILE); "
+                   "PROPS_<KEY> variables override it, flags override both")
     p.add_argument("--only", action="append", choices=SERVICES, metavar="NAME",
                    help=f"run only this service (repeatable): {', '.join(SERVICES)}")
-    p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
+    p.add_argument("--runtime", choices=("auto", "docker", "local"),
                    help="local definitions always run as local processes; image definitions "
-                   "need Docker: auto uses the engine this machine has (DOCKER_HOST or "
-                   "/var/run/docker.sock; waited for while it restarts), docker requires it "
-                   "to answer at start, local never uses it")
-    p.add_argument("--max-concurrent", type=int, default=8, metavar="N",
+                   "need Docker: auto (the default) uses the engine this machine has "
+                   "(DOCKER_HOST or /var/run/docker.sock; waited for while it restarts), "
+                   "docker requires it to answer at start, local never uses it")
+    p.add_argument("--max-concurrent", type=int, metavar="N",
                    help="most containers at once (also bounded by what the host can hold); "
                    "further runs wait queued (default 8)")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="also serve the JSON API here (port 0: any free port); the first "
+                   "start prints an admin token")
+    p.add_argument("--registry", metavar="HOST:PORT",
+                   help="also serve the image registry proxy here (needs --registry-upstream)")
+    p.add_argument("--registry-upstream", metavar="URL",
+                   help="the registry the proxy forwards to, e.g. http://127.0.0.1:5000")
+    p.add_argument("--registry-pull-from", metavar="HOST[:PORT]",
+                   help="the registry address recorded images are pulled from (default: "
+                   "the upstream's)")
+    p.add_argument("--auto-migrate", action="store_true", default=None,
+                   help="apply pending schema migrations at start")
+    p.add_argument("--sync-specimens", type=Path, metavar="DIR",
+                   help="sync this specimens directory into the log at start (nothing retired)")
+    p.add_argument("--log-format", choices=("text", "json"),
+                   help="log lines as text (default) or one JSON object each")
     p.set_defaults(handler=serve_cmd)
 
     r = sub.add_parser("reactors", help="where the reactors stand",
@@ -53,39 +74,93 @@ def add_parsers(sub: Any) -> None:
 
 async def serve_cmd(args: argparse.Namespace) -> int:
     """Serve until stopped; a database that is down (at start or later) is waited for."""
+    config = service_config.load(args)
+    logs.configure(config.log_format, args.verbose)
     stop = anyio.Event()
+    only: list[str] = list(config.only or SERVICES)
 
     async def serve() -> None:
-        async with EventStore.open(max_connections=8) as store, \
-                container_runtimes(args.runtime) as runtimes:
-            service = Service(store, runtimes, only=args.only or SERVICES,
-                              max_concurrent=args.max_concurrent)
+        dsn = config.dsn or database.resolve_dsn()
+        if config.auto_migrate:
+            applied = await migrate.migrate_database(dsn)
+            console.print(f"migrations applied at start: {len(applied)}")
+        async with EventStore.open(dsn, max_connections=16) as store, \
+                container_runtimes(config.runtime) as runtimes:
+            if config.auto_sync_specimens is not None:
+                await _sync_specimens(store, config.auto_sync_specimens)
+            service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent)
             kinds = " and ".join(rt.kind for rt in runtimes)
-            console.print(f"serving {', '.join(args.only or SERVICES)}; runtimes: {kinds}; "
-                          f"Ctrl-C stops")
-            await service.run(stop)
+            async with anyio.create_task_group() as tg:
+                await _start_http(tg, store, config, stop)
+                console.print(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
+                await service.run(stop)
 
     async with anyio.create_task_group() as tg:
         await tg.start(stop_on_signal, stop, "stopping: finishing the events in hand")
-        # An embedded server that cannot start will not start by waiting.
-        await database.serve_until_stopped(serve, stop, "props serve",
-                                           fatal=(errors.EmbeddedServerError,))
+        # An embedded server that cannot start, or settings that are wrong, will not start
+        # by waiting.
+        await database.serve_until_stopped(
+            serve, stop, "props serve",
+            fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError))
         tg.cancel_scope.cancel()
     return 0
+
+
+async def _sync_specimens(store: EventStore, directory: Path) -> None:
+    found = specimen_commands.load_valid(directory)
+    report = await specimen_sync.sync(store, str(await anyio.Path(directory).resolve()), found,
+                                      retire_missing=False)
+    console.print(f"specimens synced at start from {directory}: {len(report.added)} added, "
+                  f"{len(report.updated)} new versions, {len(report.unchanged)} unchanged")
+
+
+async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
+                      config: service_config.ServiceConfig, stop: anyio.Event) -> None:
+    """The API and the registry proxy, when configured; the first start's admin token."""
+    if not (config.http or config.registry):
+        return
+    # Imported here: the web stack is only loaded by the commands that serve HTTP.
+    from props.tools.api import app as api_app
+    from props.tools.api import registry
+    from props.tools.api import server as http_server
+
+    secret = await tokens.create_first_admin(store)
+    if secret is not None:
+        # Printed, never logged: the one time this token exists outside its holder.
+        print(f"admin token (shown once, store it now): {secret}", file=sys.stderr, flush=True)
+    if config.http:
+        sock = http_server.bind(config.http, "HTTP API")
+        tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
+        console.print(f"HTTP API on http://{_address(sock)}")
+    if config.registry:
+        assert config.registry_upstream is not None
+        proxy = registry.RegistryProxy(store, config.registry_upstream,
+                                       config.registry_pull_from)
+        sock = http_server.bind(config.registry, "registry proxy")
+
+        async def serve_registry() -> None:
+            try:
+                await http_server.serve(proxy.app(), sock, stop)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await proxy.aclose()
+
+        tg.start_soon(serve_registry)
+        console.print(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
+
+
+def _address(sock: Any) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def status_cmd(args: argparse.Namespace) -> int:
     table = Table("reactor", "checkpoint", "lag (events)", "lag (seconds)", "parked")
     async with EventStore.open(max_connections=2) as store:
-        for name in REACTORS:
-            cp = await store.find_checkpoint(runtime.checkpoint_name(name))
-            at = cp or START
-            lag = await store.pool.fetchrow(_LAG, at.tx_id, at.position)
-            parked = await store.pool.fetchval(_AGENTS["parked"], f"reactor-{name}")
-            assert lag is not None
-            lag_s = "-" if lag["seconds"] is None else f"{lag['seconds']:.1f}"
-            table.add_row(name, str(cp or "never ran"), f"{lag['events']:,}", lag_s,
-                          f"{parked:,}")
+        for r in await runtime.status(store):
+            lag_s = "-" if r.lag_seconds is None else f"{r.lag_seconds:.1f}"
+            table.add_row(r.name, str(r.checkpoint or "never ran"), f"{r.lag_events:,}",
+                          lag_s, f"{r.parked:,}")
         runs = await store.pool.fetchrow(_AGENTS["run_counts"])
     out = Console(highlight=False)
     out.print(table)

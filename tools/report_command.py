@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=report_cmd)
 
 
-def _scorer_filter(text: str | None) -> tuple[str | None, int | None]:
+def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
     if not text:
         return None, None
     name, _, version = text.partition("@")
@@ -68,7 +68,7 @@ async def load(store: EventStore, name: str | None = None,
 
 
 async def report_cmd(args: argparse.Namespace) -> int:
-    name, version = _scorer_filter(args.scorer)
+    name, version = scorer_filter(args.scorer)
     async with EventStore.open(max_connections=2) as store:
         records, notes = await load(store, name, version)
     if args.format == "json":

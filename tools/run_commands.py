@@ -14,10 +14,10 @@ import pydantic
 from rich.console import Console
 from rich.table import Table
 
-from props.core import catalog, errors, specimen_sync
+from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error
 from props.core.store import EventStore
-from props.reactors import definitions, docker_runtime
+from props.reactors import definitions, docker_runtime, run_requests
 
 out = Console(highlight=False)
 
@@ -163,35 +163,12 @@ async def list_definitions_cmd(args: argparse.Namespace) -> int:
 async def request_cmd(args: argparse.Namespace) -> int:
     name, _, ref = args.definition.partition("@")
     async with EventStore.open(max_connections=2) as store:
-        # `latest` (or a tag) resolves now, at request time: the run asks for that digest.
-        resolved = await definitions.resolve(store, "critic", name, ref or "latest")
-        if resolved is None:
-            raise definitions.missing_definition("critic", name, ref or "latest")
-        history = await specimen_sync.history_of(store, args.snapshot)
-        if history is None or history.retired:
-            raise errors.PropsError(f"snapshot {args.snapshot} is not in the log (or retired):"
-                                    f" props specimens sync first")
-        files_hash = None
-        if args.file_set:
-            found = [fs for fs in history.latest.ground_truth.file_sets
-                     if fs.name == args.file_set]
-            if not found:
-                raise errors.PropsError(f"{args.snapshot} has no file set {args.file_set!r}")
-            files_hash = found[0].files_hash
-        for _ in range(args.count):
-            run_id = uuid.uuid4()
-            try:
-                event = catalog.RunRequested(
-                    run_id=run_id, agent_type="critic", definition=name,
-                    definition_ref=resolved.digest,
-                    example=catalog.Example(snapshot=args.snapshot, files_hash=files_hash),
-                    model=args.model, timeout_seconds=args.timeout, budget_usd=args.budget,
-                    requested_by="props runs request")
-            except pydantic.ValidationError as exc:
-                raise errors.InvalidEvent(describe_validation_error("run.requested", exc)) \
-                    from exc
-            await store.append(f"run-{run_id}", [event], expected_version=0)
-            out.print(f"requested run {run_id}")
+        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
+            definition=name, ref=ref or "latest", snapshot=args.snapshot,
+            file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
+            budget_usd=args.budget, count=args.count, requested_by="props runs request"))
+    for run_id in done.run_ids:
+        out.print(f"requested run {run_id}")
     return 0
 
 

@@ -1,0 +1,92 @@
+"""Requesting critic runs: what `props runs request` and `POST /api/runs/critic` both do.
+
+The definition's `latest` (or a tag) is resolved now, at request time, so the run asks for a
+digest; the snapshot must be in the log and not retired; all requested runs are appended in
+one atomic write. With an idempotency key the run ids derive from it, so a client that
+retries a request it never saw answered gets the same runs back, not new ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pydantic
+
+from props.core import catalog, errors, specimen_sync
+from props.core.events import Event, NewEvent, describe_validation_error
+from props.core.store import EventStore
+from props.reactors import definitions
+
+_KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
+
+
+class InvalidRequest(errors.PropsError):
+    """A request that names something the log does not hold; `field` says which input."""
+
+    exit_code = 65
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticRunRequest:
+    definition: str
+    snapshot: str
+    model: str
+    ref: str = "latest"
+    file_set: str | None = None
+    timeout_seconds: float = 600
+    budget_usd: float = 1.0
+    count: int = 1
+    requested_by: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Requested:
+    run_ids: list[uuid.UUID]
+    digest: str
+    already_requested: bool  # an idempotent retry: these runs were requested before
+
+
+async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Requested:
+    resolved = await definitions.resolve(store, "critic", req.definition, req.ref)
+    if resolved is None:
+        raise InvalidRequest("definition", str(definitions.missing_definition(
+            "critic", req.definition, req.ref)))
+    history = await specimen_sync.history_of(store, req.snapshot)
+    if history is None or history.retired:
+        raise InvalidRequest("snapshot", f"snapshot {req.snapshot} is not in the log (or "
+                             f"retired): props specimens sync first")
+    files_hash = None
+    if req.file_set:
+        found = [fs for fs in history.latest.ground_truth.file_sets if fs.name == req.file_set]
+        if not found:
+            raise InvalidRequest("file_set", f"{req.snapshot} has no file set "
+                                 f"{req.file_set!r}")
+        files_hash = found[0].files_hash
+    batches: list[tuple[str, list[Event | NewEvent]]] = []
+    run_ids = []
+    for i in range(req.count):
+        if req.idempotency_key is None:
+            run_id, event_id = uuid.uuid4(), uuid.uuid4()
+        else:
+            run_id = uuid.uuid5(_KEYS, f"{req.idempotency_key}/{i}")
+            event_id = uuid.uuid5(run_id, "run.requested")
+        try:
+            event = catalog.RunRequested(
+                run_id=run_id, agent_type="critic", definition=req.definition,
+                definition_ref=resolved.digest,
+                example=catalog.Example(snapshot=req.snapshot, files_hash=files_hash),
+                model=req.model, timeout_seconds=req.timeout_seconds,
+                budget_usd=req.budget_usd, requested_by=req.requested_by)
+        except pydantic.ValidationError as exc:
+            raise errors.InvalidEvent(describe_validation_error("run.requested", exc)) from exc
+        batches.append((f"run-{run_id}", [NewEvent(event, event_id)]))
+        run_ids.append(run_id)
+    results = await store.append_many(batches)
+    return Requested(run_ids, resolved.digest,
+                     already_requested=all(r.already_stored for r in results))

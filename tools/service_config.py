@@ -1,0 +1,87 @@
+"""The settings of `props serve`: a TOML file, environment variables over it, flags over both.
+
+The file is `--config FILE` or `$PROPS_CONFIG_FILE`; every key can be overridden by
+`PROPS_<KEY>` in the environment (e.g. `PROPS_HTTP=0.0.0.0:8080`, `PROPS_AUTO_MIGRATE=true`,
+`PROPS_ONLY=launcher,grader`), and by the command's flags. See tools/props.example.toml.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+
+from props.core import errors
+from props.core.events import validation_problems
+from props.reactors.service import SERVICES
+
+ServiceName = Literal["launcher", "grader", "supervisor", "projections"]
+assert set(SERVICES) == set(ServiceName.__args__)  # type: ignore[attr-defined]
+
+
+class ServiceConfig(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    dsn: str | None = None  # the database; PROPS_DSN overrides it like any key
+    only: list[ServiceName] | None = None  # every service when unset
+    runtime: Literal["auto", "docker", "local"] = "auto"
+    max_concurrent: int = pydantic.Field(8, ge=1, le=1000)
+    http: str | None = None  # HOST:PORT of the JSON API
+    registry: str | None = None  # HOST:PORT of the registry proxy
+    registry_upstream: str | None = None  # URL of the registry it forwards to
+    registry_pull_from: str | None = None  # where engines pull images (default: upstream)
+    auto_migrate: bool = False  # apply pending migrations at start
+    auto_sync_specimens: Path | None = None  # sync this specimens directory at start
+    log_format: Literal["text", "json"] = "text"
+
+    @pydantic.model_validator(mode="after")
+    def _registry_needs_upstream(self) -> ServiceConfig:
+        if self.registry and not self.registry_upstream:
+            raise ValueError("registry needs registry_upstream (the registry to forward to)")
+        return self
+
+
+FLAGS = {"only": "only", "runtime": "runtime", "max_concurrent": "max_concurrent",
+         "http": "http", "registry": "registry", "registry_upstream": "registry_upstream",
+         "registry_pull_from": "registry_pull_from", "auto_migrate": "auto_migrate",
+         "auto_sync_specimens": "sync_specimens", "log_format": "log_format"}
+
+
+def _from_env(field: str) -> Any:
+    value = os.environ.get(f"PROPS_{field.upper()}")
+    if value is None or value == "":
+        return None
+    if field == "only":
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def load(args: argparse.Namespace) -> ServiceConfig:
+    path = args.config or (Path(p) if (p := os.environ.get("PROPS_CONFIG_FILE")) else None)
+    settings: dict[str, Any] = {}
+    where = "the flags and PROPS_* variables"
+    if path is not None:
+        where = f"{path} (with the flags and PROPS_* variables over it)"
+        try:
+            settings = tomllib.loads(Path(path).read_text())
+        except OSError as exc:
+            raise errors.ConfigurationError(f"cannot read the config file {path}: {exc}") \
+                from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise errors.ConfigurationError(f"the config file {path} is not TOML: {exc}") \
+                from exc
+    for field in ServiceConfig.model_fields:
+        if (value := _from_env(field)) is not None:
+            settings[field] = value
+    for field, flag in FLAGS.items():
+        if (value := getattr(args, flag, None)) is not None:
+            settings[field] = value
+    try:
+        return ServiceConfig.model_validate(settings)
+    except pydantic.ValidationError as exc:
+        raise errors.ConfigurationError(
+            f"bad service settings in {where}: {validation_problems(exc)}") from exc
