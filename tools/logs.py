@@ -27,13 +27,16 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure(fmt: str, verbose: bool) -> None:
-    """`text` or `json` lines on stderr; warnings and up, everything with `verbose`; the
-    requests the API and the registry serve are always logged (one line each)."""
+    """`text` or `json` lines on stderr; warnings and up, everything with `verbose`; what
+    the service starts and each request the API and the registry serve are always logged."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
-    for name in ("props.http", "props.registry"):
+    for name in ("props.serve", "props.http", "props.registry"):
         logging.getLogger(name).setLevel(logging.INFO)
+    # Docker tries TLS first on a plain-HTTP registry: each try is an "Invalid HTTP request"
+    # warning that says nothing about props.
+    logging.getLogger("uvicorn.error").setLevel(logging.ERROR)

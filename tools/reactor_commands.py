@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 from rich.console import Console
 from rich.table import Table
 
@@ -19,7 +21,7 @@ from props.reactors.service import SERVICES, Service, container_runtimes, stop_o
 from props.schema import migrate, queries
 from props.tools import logs, service_config, specimen_commands
 
-console = Console(highlight=False, stderr=True, soft_wrap=True)
+log = logging.getLogger("props.serve")
 _AGENTS = queries.load("agents")
 
 
@@ -83,7 +85,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
         dsn = config.dsn or database.resolve_dsn()
         if config.auto_migrate:
             applied = await migrate.migrate_database(dsn)
-            console.print(f"migrations applied at start: {len(applied)}")
+            log.info(f"migrations applied at start: {len(applied)}")
         async with EventStore.open(dsn, max_connections=16) as store, \
                 container_runtimes(config.runtime) as runtimes:
             if config.auto_sync_specimens is not None:
@@ -92,7 +94,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config, stop)
-                console.print(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
+                log.info(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
                 await service.run(stop)
 
     async with anyio.create_task_group() as tg:
@@ -110,7 +112,7 @@ async def _sync_specimens(store: EventStore, directory: Path) -> None:
     found = specimen_commands.load_valid(directory)
     report = await specimen_sync.sync(store, str(await anyio.Path(directory).resolve()), found,
                                       retire_missing=False)
-    console.print(f"specimens synced at start from {directory}: {len(report.added)} added, "
+    log.info(f"specimens synced at start from {directory}: {len(report.added)} added, "
                   f"{len(report.updated)} new versions, {len(report.unchanged)} unchanged")
 
 
@@ -127,11 +129,16 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
     secret = await tokens.create_first_admin(store)
     if secret is not None:
         # Printed, never logged: the one time this token exists outside its holder.
-        print(f"admin token (shown once, store it now): {secret}", file=sys.stderr, flush=True)
+        line = f"admin token (shown once, store it now): {secret}"
+        if config.log_format == "json":
+            line = orjson.dumps({"level": "warning", "logger": "props.serve",
+                                 "message": "admin token (shown once, store it now)",
+                                 "admin_token": secret}).decode()
+        print(line, file=sys.stderr, flush=True)
     if config.http:
         sock = http_server.bind(config.http, "HTTP API")
         tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
-        console.print(f"HTTP API on http://{_address(sock)}")
+        log.info(f"HTTP API on http://{_address(sock)}")
     if config.registry:
         assert config.registry_upstream is not None
         proxy = registry.RegistryProxy(store, config.registry_upstream,
@@ -146,7 +153,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
                     await proxy.aclose()
 
         tg.start_soon(serve_registry)
-        console.print(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
+        log.info(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
 
 
 def _address(sock: Any) -> str:

@@ -19,6 +19,7 @@ import pydantic
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from props.core import database, errors, tokens
 from props.core.events import UnknownEvent
@@ -126,6 +127,37 @@ def _field_error(where: str, field: str, message: str) -> JSONResponse:
                                      "type": "value_error"}]}, status_code=422)
 
 
+class AccessLog:
+    """One log line per request: method, path, status, milliseconds and the token's name
+    (never its value: logs are read by more people than tokens are). Plain ASGI: Starlette's
+    BaseHTTPMiddleware costs a task and a stream per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            method, path = scope["method"], scope["path"]
+            log.info("%s %s %d", method, path, status, extra={
+                "method": method, "path": path, "status": status,
+                "ms": round(1000 * (time.perf_counter() - started), 2),
+                "token": scope.get("state", {}).get("token_name")})
+
+
 def scope(needed: tokens.Scope) -> Callable[..., Awaitable[tokens.Token]]:
     """A dependency: the request's token, which must allow `needed` (401/403 otherwise)."""
     async def check(request: Request, credentials: Annotated[
@@ -172,18 +204,7 @@ def create_app(store: EventStore) -> FastAPI:
             return JSONResponse({"detail": f"the database is unavailable ({exc}); retry"},
                                 status_code=503, headers={"Retry-After": "1"})
 
-    @app.middleware("http")
-    async def access_log(request: Request,
-                         call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        # The token's name, never its value: logs are read by more people than tokens are.
-        log.info("%s %s %d", request.method, request.url.path, response.status_code, extra={
-            "method": request.method, "path": request.url.path,
-            "status": response.status_code,
-            "ms": round(1000 * (time.perf_counter() - started), 2),
-            "token": getattr(request.state, "token_name", None)})
-        return response
+    app.add_middleware(AccessLog)
 
     @app.get("/openapi.json", include_in_schema=False,
              dependencies=Read)

@@ -34,13 +34,27 @@ def parse_address(text: str, what: str) -> tuple[str, int]:
 
 
 def bind(address: str, what: str) -> socket.socket:
-    """Bind now (port 0 picks a free port), so the address can be printed before serving."""
+    """Bind now (port 0 picks a free port), so the address can be printed before serving.
+
+    The socket is made with IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets
+    whose `proto` says TCP, and `socket.create_server` leaves it 0, which cost every
+    keep-alive request a 40 ms delayed-ACK stall (measured: 48 ms vs 3 ms per request)."""
     host, port = parse_address(address, what)
     try:
-        return socket.create_server((host, port), reuse_port=False)
+        family, kind, proto, _, where = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(where)
+            sock.listen(2048)
+        except OSError:
+            sock.close()
+            raise
     except OSError as exc:
         raise errors.ConfigurationError(f"cannot listen on {address} for the {what}: {exc}") \
             from exc
+    return sock
 
 
 async def serve(app: Any, sock: socket.socket, stop: anyio.Event) -> None:

@@ -1,0 +1,421 @@
+"""The backend service over HTTP: `props serve --http` as a real process on loopback, real
+PostgreSQL behind it, real HTTP in front (httpx)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import httpx
+import orjson
+import pytest
+
+from props.core import errors, tokens
+from props.core.store import EventStore
+from props.reactors import definitions
+from props.tools import service_config
+from props.tools.cli import build_parser
+from tests.reactor_helpers import SNAPSHOT, eventually, sync_samples
+
+CLI = [sys.executable, "-m", "props.tools.cli"]
+
+
+@dataclass
+class Served:
+    url: str
+    admin: str
+    log: Path
+    registry: str | None = None
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=30,
+                                 limits=httpx.Limits(max_connections=250))
+
+
+@asynccontextmanager
+async def props_serve(dsn: str, tmp_path: Path, *args: str) -> AsyncIterator[Served]:
+    """`props serve --http 127.0.0.1:0 ARGS` until the block ends (SIGTERM, then a wait)."""
+    log = tmp_path / f"serve-{uuid.uuid4().hex[:6]}.log"
+    env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([*CLI, "serve", "--http", "127.0.0.1:0", *args], env=env,
+                                stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        text = ""
+        deadline = time.monotonic() + 60
+        # "serving ..." comes after the addresses and the admin token.
+        while not (m := re.search(r"HTTP API on (http://[0-9a-z.:\[\]]+)[\s\S]*serving ",
+                                  text)):
+            assert proc.poll() is None, f"props serve exited {proc.returncode}:\n{text}"
+            assert time.monotonic() < deadline, f"props serve did not start:\n{text}"
+            await anyio.sleep(0.1)
+            text = log.read_text()
+        admin = re.search(r"admin token \(shown once, store it now\): (\S+)", text)
+        registry = re.search(r"registry proxy on ([0-9a-z.:\[\]]+)", text)
+        yield Served(m[1], admin[1] if admin else "", log, registry[1] if registry else None)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"props serve did not stop on SIGTERM:\n{log.read_text()}")
+
+
+async def _ready(store: EventStore) -> None:
+    await sync_samples(store)
+    await definitions.push(store, definitions.reference_local())
+
+
+def _body(**changes: object) -> dict[str, object]:
+    body: dict[str, object] = {"definition": "reference", "ref": "local",
+                               "snapshot": SNAPSHOT, "model": "api-model", "budget_usd": 0}
+    body.update(changes)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _loc(response: httpx.Response) -> list[list[str]]:
+    assert response.status_code == 422, response.text
+    return [err["loc"] for err in response.json()["detail"]]
+
+
+async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await _ready(store)
+    async with props_serve(dsn, tmp_path, "--runtime", "local") as served:
+        assert served.admin.startswith(tokens.PREFIX)
+        _, reader = await tokens.create(store, "reader", ("read",))
+        _, client_secret = await tokens.create(store, "client", ("read", "request"))
+
+        async with served.client() as anonymous:
+            no_token = await anonymous.get("/health")
+            assert no_token.status_code == 401
+            assert no_token.headers["www-authenticate"].startswith("Bearer")
+            assert (await anonymous.post("/api/runs/critic", json=_body())).status_code == 401
+            assert (await anonymous.get("/openapi.json")).status_code == 401
+            wrong = await anonymous.get("/health", headers={"Authorization": "Bearer props_x"})
+            assert wrong.status_code == 401
+        async with served.client(reader) as read_only:
+            assert (await read_only.get("/health")).json()["database"] == "ok"
+            refused = await read_only.post("/api/runs/critic", json=_body())
+            assert refused.status_code == 403 and "request" in refused.json()["detail"]
+
+        async with served.client(client_secret) as api:
+            assert _loc(await api.post("/api/runs/critic", json=_body(model=None))) \
+                == [["body", "model"]]
+            assert _loc(await api.post("/api/runs/critic", json=_body(timeout_seconds=-1))) \
+                == [["body", "timeout_seconds"]]
+            assert _loc(await api.post("/api/runs/critic", json=_body(colour="red"))) \
+                == [["body", "colour"]]
+            assert _loc(await api.post("/api/runs/critic", json=_body(definition="nope"))) \
+                == [["body", "definition"]]
+            assert _loc(await api.post("/api/runs/critic", json=_body(snapshot="no/2020-01-01-00"))) \
+                == [["body", "snapshot"]]
+            assert _loc(await api.get("/api/runs", params={"cursor": "garbage"})) \
+                == [["query", "cursor"]]
+
+            made = await api.post("/api/runs/critic", json=_body(count=2))
+            assert made.status_code == 202, made.text
+            run_ids = made.json()["run_ids"]
+            assert len(run_ids) == 2 and not made.json()["already_requested"]
+
+            async def completed() -> bool:
+                runs = [(await api.get(f"/api/runs/{r}")).json() for r in run_ids]
+                return all(run["status"] == "completed" for run in runs)
+
+            await eventually(completed, 90)
+            run = (await api.get(f"/api/runs/{run_ids[0]}")).json()
+            types = [e["type"] for e in run["timeline"]]
+            assert types[0] == "run.requested" and types[-1] == "run.finished"
+            assert run["timeline"][0]["data"]["requested_by"] == "api:client"
+            assert run["details"]["digest"] == made.json()["digest"]
+            assert (await api.get(f"/api/runs/{uuid.uuid4()}")).status_code == 404
+
+            first = (await api.get("/api/runs", params={"limit": 1})).json()
+            second = (await api.get("/api/runs", params={"limit": 1,
+                                                         "cursor": first["next"]})).json()
+            assert {first["runs"][0]["run_id"], second["runs"][0]["run_id"]} == set(run_ids)
+            assert second["next"] is None
+
+            async def scored() -> bool:
+                rows = (await api.get("/api/scores")).json()["scores"]
+                return any(r["model"] == "api-model" and r["runs"] == 2 for r in rows)
+
+            await eventually(scored, 60)
+            assert _loc(await api.get("/api/scores", params={"scorer": "x@y"})) \
+                == [["query", "scorer"]]
+
+            # A retried request with the same key: the same run, nothing new in the log.
+            key = {"Idempotency-Key": "retry-me"}
+            once = (await api.post("/api/runs/critic", json=_body(), headers=key)).json()
+            again = (await api.post("/api/runs/critic", json=_body(), headers=key)).json()
+            assert once["run_ids"] == again["run_ids"] and again["already_requested"]
+            assert not once["already_requested"]
+            stored = await store.pool.fetchval(
+                "SELECT count(*) FROM props.events WHERE type = 'run.requested' "
+                "AND stream_id = $1", f"run-{once['run_ids'][0]}")
+            assert stored == 1
+
+            paths = (await api.get("/openapi.json")).json()["paths"]
+            assert {"/health", "/api/runs/critic", "/api/runs/{run_id}", "/api/runs",
+                    "/api/scores"} <= set(paths)
+
+        await tokens.revoke(store, "client")
+        async with served.client(client_secret) as revoked:
+            assert (await revoked.get("/health")).status_code == 401
+
+    # Tokens never reach the log or the service's log lines. The admin token is printed
+    # exactly once, at first start: finding it there is the scan's negative control.
+    logged = served.log.read_text()
+    assert logged.count(served.admin) == 1
+    assert client_secret not in logged and reader not in logged
+    assert "GET /health 401" in logged and "token" in logged
+    events = await store.pool.fetchval(
+        "SELECT string_agg(data::text || metadata::text, ' ') FROM props.events")
+    assert events.count("api:client") >= 3
+    for secret in (served.admin, client_secret, reader):
+        assert secret not in events
+    assert served.admin not in str(await store.pool.fetch("SELECT * FROM props.api_tokens"))
+
+
+async def test_first_start_prints_one_admin_token(store: EventStore, dsn: str,
+                                                  tmp_path: Path) -> None:
+    async with props_serve(dsn, tmp_path, "--only", "projections",
+                           "--log-format", "json") as first:
+        assert first.admin == ""  # JSON logs carry it as a field instead
+        lines = [orjson.loads(line) for line in first.log.read_text().splitlines()
+                 if line.startswith("{")]
+        admin = [line["admin_token"] for line in lines if "admin_token" in line]
+        assert len(admin) == 1
+        async with first.client(admin[0]) as api:
+            assert (await api.get("/health")).status_code == 200
+    async with props_serve(dsn, tmp_path, "--only", "projections") as second:
+        assert second.admin == ""  # tokens exist: no second admin token
+    lines = first.log.read_text().splitlines()
+    assert lines and all(line.startswith("{") for line in lines), lines  # every line JSON
+    assert [t.name for t in await tokens.all_tokens(store)] == ["admin"]
+
+
+@pytest.mark.slow
+async def test_200_concurrent_requests(store: EventStore, dsn: str, tmp_path: Path) -> None:
+    """200 run requests at once on loopback: every one answered 202, every run in the log
+    exactly once and in the projection; the latency percentiles are printed."""
+    await _ready(store)
+    async with props_serve(dsn, tmp_path, "--only", "projections") as served:
+        _, secret = await tokens.create(store, "load", ("request", "read"))
+        async with served.client(secret) as api:
+            latencies: list[float] = []
+            answers: list[httpx.Response] = []
+
+            async def one(i: int) -> None:
+                started = time.perf_counter()
+                answers.append(await api.post("/api/runs/critic", json=_body(model=f"m{i % 4}")))
+                latencies.append(time.perf_counter() - started)
+
+            with anyio.fail_after(120):
+                async with anyio.create_task_group() as tg:
+                    for i in range(200):
+                        tg.start_soon(one, i)
+            assert [a.status_code for a in answers] == [202] * 200
+            run_ids = {r for a in answers for r in a.json()["run_ids"]}
+            assert len(run_ids) == 200
+            in_log = await store.pool.fetch(
+                "SELECT stream_id FROM props.events WHERE type = 'run.requested'")
+            assert sorted(r["stream_id"] for r in in_log) == sorted(f"run-{r}" for r in run_ids)
+
+            async def projected() -> bool:
+                page = (await api.get("/api/runs", params={"limit": 500})).json()
+                return {r["run_id"] for r in page["runs"]} == run_ids
+
+            await eventually(projected, 60)
+    latencies.sort()
+    p50, p99 = latencies[99], latencies[197]
+    print(f"\n200 concurrent POST /api/runs/critic: p50 {1000 * p50:.0f} ms, "
+          f"p99 {1000 * p99:.0f} ms, max {1000 * latencies[-1]:.0f} ms")
+
+
+def test_service_config_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """File, then PROPS_* variables over it, then flags over both; mistakes are named."""
+    path = tmp_path / "props.toml"
+    path.write_text('http = "127.0.0.1:8080"\nmax_concurrent = 3\nauto_migrate = true\n'
+                    'only = ["launcher"]\nlog_format = "json"\n')
+    monkeypatch.setenv("PROPS_CONFIG_FILE", str(path))
+    monkeypatch.setenv("PROPS_MAX_CONCURRENT", "5")
+    monkeypatch.setenv("PROPS_ONLY", "grader,projections")
+    args = build_parser().parse_args(["serve", "--log-format", "text"])
+    config = service_config.load(args)
+    assert (config.http, config.max_concurrent, config.auto_migrate, config.only,
+            config.log_format) == ("127.0.0.1:8080", 5, True, ["grader", "projections"],
+                                   "text")
+
+    path.write_text('htp = "127.0.0.1:8080"\n')
+    with pytest.raises(errors.ConfigurationError, match="htp"):
+        service_config.load(args)
+    path.write_text('registry = "127.0.0.1:0"\n')
+    with pytest.raises(errors.ConfigurationError, match="registry_upstream"):
+        service_config.load(args)
+    path.write_text("not toml [")
+    with pytest.raises(errors.ConfigurationError, match="not TOML"):
+        service_config.load(args)
+    monkeypatch.setenv("PROPS_CONFIG_FILE", str(tmp_path / "missing.toml"))
+    out = subprocess.run([*CLI, "serve"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PROPS_DSN": "postgresql://nobody@127.0.0.1:1/x"})
+    assert out.returncode == 78 and "missing.toml" in out.stderr, out.stderr
+
+
+async def test_auto_migrate_and_specimens_at_start(empty_dsn: str, tmp_path: Path) -> None:
+    from props.tools.specimen_commands import samples_dir
+
+    async with props_serve(empty_dsn, tmp_path, "--only", "projections", "--auto-migrate",
+                           "--sync-specimens", str(samples_dir())) as served:
+        async with EventStore.open(empty_dsn) as store:
+            synced = await store.pool.fetchval(
+                "SELECT count(*) FROM props.events WHERE type = 'snapshot.synced'")
+        assert synced >= 1
+        async with served.client(served.admin) as api:
+            assert (await api.get("/health")).json()["status"] == "ok"
+
+
+# -- the registry proxy: a real `docker push` to a real upstream registry ------------------------
+
+
+@asynccontextmanager
+async def upstream_registry(tmp_path: Path) -> AsyncIterator[str]:
+    """Debian's docker-registry on a free loopback port, storing under tmp_path."""
+    import shutil
+    import socket
+
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        message = "docker-registry is not installed (apt-get install docker-registry)"
+        if os.environ.get("PROPS_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"{message}; PROPS_REQUIRE_DOCKER=1 demands it")
+        pytest.skip(message)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                      f"    rootdirectory: {tmp_path / 'registry'}\n"
+                      f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        async with httpx.AsyncClient() as client:
+            for _ in range(100):
+                try:
+                    if (await client.get(f"http://127.0.0.1:{port}/v2/")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await anyio.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _docker(*args: str, config: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], input=stdin, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "DOCKER_CONFIG": str(config)})
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_docker_push_through_the_proxy(store: EventStore, dsn: str, tmp_path: Path,
+                                             docker: object) -> None:
+    """`docker push` through the proxy: refused without a token and with a read-only one;
+    with a push token the manifest reaches the upstream and a definition event records the
+    digest the engine reports. A pushed grader makes the supervisor grade again with it."""
+    import json
+
+    from tests.conftest import SESSION
+
+    await sync_samples(store)
+    rootfs = tmp_path / "rootfs.tar"
+    rootfs.write_bytes(definitions.reference_rootfs())
+    grader_command = definitions.reference_command(definitions.REFERENCE_GRADER_MODULE)
+    docker_config = tmp_path / "docker-config"
+    docker_config.mkdir()
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream) as served:
+        proxy = served.registry
+        assert proxy is not None
+        images = {kind: f"{proxy}/{kind}:{SESSION}" for kind in ("critic", "grader", "critic/bad")}
+        labels = {"critic": [], "critic/bad": ["--change", "LABEL props.memory-mb=lots"],
+                  "grader": ["--change", f"LABEL props.command={json.dumps(json.dumps(grader_command))}",
+                             "--change", "LABEL props.host-python=true"]}
+        try:
+            for kind, image in images.items():
+                made = _docker("import", *labels[kind], str(rootfs), image, config=docker_config)
+                assert made.returncode == 0, made.stderr
+
+            anonymous = _docker("push", images["critic"], config=docker_config)
+            assert anonymous.returncode != 0
+            assert "no basic auth credentials" in anonymous.stderr + anonymous.stdout
+            _, reader = await tokens.create(store, "puller", ("read",))
+            login = _docker("login", proxy, "-u", "ci", "--password-stdin", stdin=reader,
+                            config=docker_config)
+            assert login.returncode == 0, login.stderr
+            denied = _docker("push", images["critic"], config=docker_config)
+            assert denied.returncode != 0 and "denied" in (denied.stderr + denied.stdout).lower()
+
+            _, pusher = await tokens.create(store, "pusher", ("push", "read"))
+            login = _docker("login", proxy, "-u", "ci", "--password-stdin", stdin=pusher,
+                            config=docker_config)
+            assert login.returncode == 0, login.stderr
+            bad = _docker("push", images["critic/bad"], config=docker_config)
+            assert bad.returncode != 0 and "props.memory-mb" in bad.stderr + bad.stdout
+            for kind in ("critic", "grader"):
+                pushed = _docker("push", images[kind], config=docker_config)
+                assert pushed.returncode == 0, pushed.stderr + pushed.stdout
+
+            def engine_digest(image: str) -> str:
+                out = _docker("inspect", "--format", "{{json .RepoDigests}}", image,
+                              config=docker_config)
+                repo = image.rsplit(":", 1)[0]
+                return next(d.split("@")[1] for d in json.loads(out.stdout)
+                            if d.startswith(repo + "@"))
+
+            critic = await definitions.resolve(store, "critic", "critic", SESSION)
+            assert critic is not None and critic.digest == engine_digest(images["critic"])
+            assert await definitions.resolve(store, "critic", "bad", SESSION) is None
+            grader = await definitions.resolve(store, "grader", "grader", SESSION)
+            assert grader is not None and grader.digest == engine_digest(images["grader"])
+            assert grader.command == grader_command and grader.host_python
+            assert grader.image == f"{upstream.removeprefix('http://')}/grader@{grader.digest}"
+            async with httpx.AsyncClient() as client:  # the upstream really holds it
+                manifest = await client.head(
+                    f"{upstream}/v2/grader/manifests/{grader.digest}",
+                    headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+                assert manifest.status_code == 200
+
+            # The supervisor registers a scorer for the pushed grader and grades every
+            # snapshot with it, in containers of the pushed image (pulled from the upstream).
+            async def graded() -> bool:
+                rows = await store.pool.fetch(
+                    "SELECT status FROM projections.agent_runs WHERE agent_type = 'grader' "
+                    "AND digest = $1", grader.digest)
+                return bool(rows) and all(r["status"] == "completed" for r in rows)
+
+            await eventually(graded, 120)
+            scorers = await store.pool.fetchval(
+                "SELECT count(*) FROM props.events WHERE type = 'scorer.registered' "
+                "AND data::text LIKE '%' || $1 || '%'", grader.digest.removeprefix("sha256:"))
+            assert scorers >= 1
+        finally:
+            for image in images.values():
+                _docker("rmi", "-f", image, config=docker_config)
+            if grader_digest := locals().get("grader"):
+                _docker("rmi", "-f", grader_digest.image, config=docker_config)
+    assert pusher not in served.log.read_text() and reader not in served.log.read_text()
