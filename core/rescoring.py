@@ -20,7 +20,8 @@ import orjson
 import pydantic
 
 from props.core import catalog, errors, scoring, specimen_sync
-from props.core.events import NewEvent
+from props.core.events import Event, NewEvent
+from props.core.llm_judge import JudgeError, LlmJudge
 from props.core.store import EventStore
 from props.schema import queries
 
@@ -70,6 +71,7 @@ class RunRecord:
     model: str
     definition: str
     issues: dict[str, Any] = dataclasses.field(default_factory=dict)  # issue id -> locations
+    rationales: dict[str, str] = dataclasses.field(default_factory=dict)  # for LLM judges
 
 
 async def selected_runs(store: EventStore, selection: Selection) -> list[RunRecord]:
@@ -82,6 +84,7 @@ async def selected_runs(store: EventStore, selection: Selection) -> list[RunReco
     for start in range(0, len(ids), 5000):
         for r in await store.pool.fetch(_Q["issues_of"], ids[start:start + 5000]):
             runs[r["run_id"]].issues[r["issue_id"]] = r["locations"]
+            runs[r["run_id"]].rationales[r["issue_id"]] = r["rationale"] or ""
     return list(runs.values())
 
 
@@ -130,13 +133,48 @@ def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
     return None
 
 
-def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
-               parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
+def _scorable(parsed: dict[str, list[catalog.Location] | str]
+              ) -> dict[str, list[catalog.Location]]:
     issues = {i: locs for i, locs in parsed.items() if not isinstance(locs, str)}
     assert len(issues) == len(parsed)  # unscorable_reason refused malformed issues
-    matches = s.match_run(issues, snapshot.ground_truth)
+    return issues
+
+
+def _grades(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+            matches: dict[str, scoring.Match]) -> list[catalog.GradeEmitted]:
     return [scoring.grade_event(s, run.run_id, issue_id, matches[issue_id],
-                                snapshot.ground_truth_hash) for issue_id in sorted(issues)]
+                                snapshot.ground_truth_hash) for issue_id in sorted(matches)]
+
+
+def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+               parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
+    return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
+
+
+async def _judged(store: EventStore, judge: LlmJudge, run: RunRecord,
+                  snapshot: catalog.SnapshotSynced) -> list[catalog.GradeEmitted] | None:
+    """The grades this judge already gave the run against this ground truth, if it did: a
+    judge is asked once per run and ground truth (re-asking would cost, and could differ)."""
+    stream = f"grading-{run.run_id}-{scoring.ref(judge)}"
+    grades = [rec.event for rec in await store.read_stream(stream)
+              if isinstance(rec.event, catalog.GradeEmitted)
+              and rec.event.scorer.ground_truth_hash == snapshot.ground_truth_hash]
+    return grades or None
+
+
+async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
+                     snapshot: catalog.SnapshotSynced,
+                     parsed: dict[str, list[catalog.Location] | str], dry_run: bool,
+                     ) -> tuple[list[catalog.GradeEmitted], list[Event], int]:
+    """(grades, the events recording the call, grades already stored)."""
+    if (done := await _judged(store, judge, run, snapshot)) is not None:
+        return [], [], len(done)
+    issues = _scorable(parsed)
+    if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
+        return _grades(judge, run, snapshot, {i: scoring.Match() for i in issues}), [], 0
+    matches, calls = await judge.judge_run(store, run.run_id, issues, run.rationales,
+                                           snapshot.ground_truth)
+    return _grades(judge, run, snapshot, matches), calls, 0
 
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
@@ -172,6 +210,7 @@ class RescoreReport:
     grades: int = 0
     appended: int = 0
     unscorable: Counter[str] = dataclasses.field(default_factory=Counter)
+    scorer_errors: list[str] = dataclasses.field(default_factory=list)  # by run
 
     @property
     def accounted(self) -> bool:
@@ -219,13 +258,14 @@ async def grade_runs(
 ) -> None:
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
-    pending: list[tuple[str, list[NewEvent]]] = []
+    pending: list[tuple[str, list[Event | NewEvent]]] = []
 
     async def flush() -> None:
         if pending and not dry_run:
             results = await store.append_many(pending)
-            report.appended += sum(r.last_version - r.first_version + 1
-                                   for r in results if not r.already_stored)
+            report.appended += sum(r.last_version - r.first_version + 1 for r in results
+                                   if not r.already_stored
+                                   and r.stream_id.startswith("grading-"))
         pending.clear()
 
     for run in runs:
@@ -236,12 +276,27 @@ async def grade_runs(
             report.unscorable[reason_kind(reason)] += 1
         else:
             assert snapshot is not None
-            grades = grades_for(s, run, snapshot, parsed)
+            calls: list[Event] = []
+            if isinstance(s, LlmJudge):
+                try:
+                    grades, calls, stored = await _ask_judge(store, s, run, snapshot, parsed,
+                                                             dry_run)
+                except JudgeError as exc:
+                    report.unscorable["scorer error"] += 1
+                    report.scorer_errors.append(f"{run.run_id}: {exc}")
+                    if progress:
+                        progress(1)
+                    continue
+                report.grades += stored
+            else:
+                grades = grades_for(s, run, snapshot, parsed)
             report.graded_runs += 1
             report.grades += len(grades)
             if grades:
                 pending.append((f"grading-{run.run_id}-{scoring.ref(s)}",
                                 [NewEvent(g, grade_id(g)) for g in grades]))
+            if calls:  # in the same write as the grades they produced
+                pending.append((f"judge-{run.run_id}-{scoring.ref(s)}", list(calls)))
             # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
             if len(pending) >= FLUSH_RUNS or sum(len(b) for _, b in pending) >= FLUSH_GRADES:
                 await flush()

@@ -195,10 +195,14 @@ SCORERS: dict[str, Scorer] = {
 
 
 def scorer(ref: str) -> Scorer:
-    """The scorer named `NAME@VERSION`."""
-    found = SCORERS.get(ref)
+    """The scorer named `NAME@VERSION`: built in, or an LLM judge of the scorers file."""
+    from props.core import llm_judge  # it builds on this module
+
+    found = SCORERS.get(ref) or llm_judge.configured().get(ref)
     if found is None:
-        raise errors.PropsError(f"unknown scorer {ref!r}; known: {', '.join(SCORERS)}")
+        raise errors.PropsError(
+            f"unknown scorer {ref!r}; built in: {', '.join(SCORERS)}; LLM judges are "
+            f"configured in {llm_judge.scorers_file()}")
     return found
 
 

@@ -24,8 +24,6 @@ _KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
 class InvalidRequest(errors.PropsError):
     """A request that names something the log does not hold; `field` says which input."""
 
-    exit_code = 65
-
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field

@@ -149,8 +149,14 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
         f"{verb} {report.appended if not args.dry_run else report.grades}")
     for reason, count in sorted(report.unscorable.items()):
         console.print(f"unscorable: {count} run(s): {reason}")
+    for problem in report.scorer_errors[:10]:
+        console.print(f"scorer error: {problem}")
     if not report.accounted:
         raise errors.PropsError("some runs are neither graded nor unscorable: a bug")
+    if report.scorer_errors:
+        raise errors.PropsError(
+            f"{len(report.scorer_errors)} run(s) could not be graded by {report.scorer}: "
+            f"run the same command again to grade them (graded runs are not asked again)")
     return 0
 
 

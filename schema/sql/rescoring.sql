@@ -13,7 +13,7 @@ SELECT run_id, status, snapshot, files_hash, requested_at, model, definition
  ORDER BY requested_at, run_id
 
 -- issues_of --
-SELECT run_id, issue_id, locations FROM projections.reported_issues
+SELECT run_id, issue_id, locations, rationale FROM projections.reported_issues
  WHERE run_id = ANY ($1::uuid[])
 
 -- edges_of --

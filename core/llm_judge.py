@@ -1,0 +1,224 @@
+"""An LLM as a scorer: the model is asked which known defect (or decoy) each issue is.
+
+A judge is a scorer like any other (named, versioned, its code hash over this module's source
+and its settings), except that it is not deterministic: re-scoring re-asks the model. Each
+call is recorded like any LLM call: `llm.requested` (the messages, each a blob stored once)
+and `llm.responded` (the answer as a blob, tokens, cost, latency) in the stream
+`judge-<run>-<scorer>`, appended in the same write as the grades, under a judge id derived
+from the critic run and the scorer (so a judge's cost is never counted as the critic's).
+
+Judges are configured, not built in: `$PROPS_SCORERS_FILE` (default
+`$PROPS_HOME/scorers.toml`) holds one table per scorer version:
+
+    ["judge@1"]
+    kind = "llm-judge"
+    base_url = "https://api.openai.com/v1"   # any OpenAI-compatible endpoint
+    model = "gpt-4.1-mini"
+    api_key_env = "OPENAI_API_KEY"           # the variable's name, never the key
+    price_in_per_mtok = 0.4
+    price_out_per_mtok = 1.6
+
+Changing any setting changes the code hash, so it needs a new version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import os
+import time
+import tomllib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from props.core import blobs, catalog, embedded, errors
+from props.core.events import Event
+from props.core.scoring import Match
+from props.core.store import EventStore
+
+_NAMESPACE = uuid.UUID("5b0f64a6-2f7e-4a3e-9a52-0f1d6c3e7b21")
+
+SYSTEM = """You grade the findings of a code reviewer against an answer key.
+You get the reviewer's issues (id, locations, rationale) and the known items: real defects
+("tp:ID#N", the Nth occurrence of defect ID) and known non-defects that look like defects
+("fp:ID"). For each issue, decide which known item it describes, or "none".
+Each known item matches at most one issue. Answer with JSON only, in this shape:
+{"matches": {"<issue id>": "tp:ID#N" | "fp:ID" | "none", ...}}"""
+
+
+class JudgeError(errors.PropsError):
+    """The judge could not give an answer for a run (endpoint down, answer not usable)."""
+
+
+def _locations(locations: list[catalog.Location]) -> list[dict[str, Any]]:
+    return [{"file": loc.file, "lines": [[r.start, r.end] for r in loc.ranges]}
+            for loc in locations]
+
+
+def prompt(issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+           gt: catalog.GroundTruth) -> str:
+    """The user message: the issues and the known items, as JSON (sorted, so the same run
+    and ground truth always give the same bytes)."""
+    known = [{"ref": f"tp:{tp.id}#{n}", "rationale": tp.rationale,
+              "locations": _locations(occ.locations)}
+             for tp in gt.true_positives for n, occ in enumerate(tp.occurrences, start=1)]
+    known += [{"ref": f"fp:{fp.id}", "rationale": fp.rationale,
+               "locations": [loc for occ in fp.occurrences
+                             for loc in _locations(occ.locations)]}
+              for fp in gt.false_positives]
+    body = {"issues": [{"id": i, "locations": _locations(issues[i]),
+                        "rationale": rationales.get(i, "")} for i in sorted(issues)],
+            "known": known}
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def parse_answer(content: str, issues: dict[str, Any], gt: catalog.GroundTruth) -> dict[str, Match]:
+    """Strictly: JSON with a `matches` object; refs that name no known item, and a second
+    claim on an item already taken (in issue id order), count as no match."""
+    text = content.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+    try:
+        answer = orjson.loads(text)
+        matches = answer["matches"]
+        if not isinstance(matches, dict):
+            raise TypeError
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise JudgeError(f"the judge's answer is not the JSON asked for: {content[:120]!r}") \
+            from None
+    tps = {f"tp:{tp.id}#{n}": (tp.id, n) for tp in gt.true_positives
+           for n in range(1, len(tp.occurrences) + 1)}
+    fps = {f"fp:{fp.id}": fp.id for fp in gt.false_positives}
+    taken: set[str] = set()
+    out: dict[str, Match] = {}
+    for issue_id in sorted(issues):
+        ref = matches.get(issue_id)
+        if not isinstance(ref, str) or ref in taken or (ref not in tps and ref not in fps):
+            out[issue_id] = Match()
+            continue
+        taken.add(ref)
+        if ref in tps:
+            out[issue_id] = Match(tp_id=tps[ref][0], tp_occurrence=tps[ref][1], grade=1.0)
+        else:
+            out[issue_id] = Match(fp_id=fps[ref])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LlmJudge:
+    version: int
+    model: str
+    base_url: str
+    api_key_env: str | None = None
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+    request_timeout: float = 120.0
+    name: str = "llm-judge"
+    deterministic: bool = False
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"model": self.model, "base_url": self.base_url,
+                "api_key_env": self.api_key_env, "price_in_per_mtok": self.price_in_per_mtok,
+                "price_out_per_mtok": self.price_out_per_mtok}
+
+    @functools.cached_property
+    def code_hash(self) -> str:
+        source = inspect.getsource(inspect.getmodule(LlmJudge))  # type: ignore[arg-type]
+        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
+
+    def match_run(self, issues: dict[str, list[catalog.Location]],
+                  gt: catalog.GroundTruth) -> dict[str, Match]:
+        raise TypeError(f"{self.name}@{self.version} asks a model: use judge_run")
+
+    def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
+        return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
+
+    async def judge_run(self, store: EventStore, run_id: uuid.UUID,
+                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+                        gt: catalog.GroundTruth) -> tuple[dict[str, Match], list[Event]]:
+        """Ask the model about one run. Returns the matches and the events that record the
+        call (the caller appends them with the grades, in one write)."""
+        judge = self.judge_id(run_id)
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": prompt(issues, rationales, gt)}]
+        shas = [await blobs.put(store.pool, orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
+                for m in messages]
+        requested = catalog.LlmRequested(run_id=judge, request_id="judge", model=self.model,
+                                         message_sha256s=shas)
+        headers = {"Content-Type": "application/json"}
+        if self.api_key_env and (key := os.environ.get(self.api_key_env)):
+            headers["Authorization"] = f"Bearer {key}"
+        started = time.monotonic()
+        try:
+            async with httpx.AsyncClient(timeout=self.request_timeout) as client:
+                response = await client.post(
+                    self.base_url.rstrip("/") + "/chat/completions", headers=headers,
+                    content=orjson.dumps({"model": self.model, "messages": messages,
+                                          "temperature": 0}))
+            response.raise_for_status()
+            answer = response.json()
+            content = str(answer["choices"][0]["message"]["content"])
+        except httpx.HTTPError as exc:
+            # The class only: a message could echo a URL with credentials in it.
+            raise JudgeError(f"the judge's endpoint failed ({type(exc).__name__})") from None
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise JudgeError("the judge's endpoint answered something that is not a chat "
+                             "completion") from None
+        latency = (time.monotonic() - started) * 1000
+        usage = answer.get("usage") or {}
+        tokens_in, tokens_out = int(usage.get("prompt_tokens", 0)), \
+            int(usage.get("completion_tokens", 0))
+        reply = {"role": "assistant", "content": content}
+        responded = catalog.LlmResponded(
+            run_id=judge, request_id="judge",
+            response_sha256=await blobs.put(store.pool,
+                                            orjson.dumps(reply, option=orjson.OPT_SORT_KEYS)),
+            tokens_in=tokens_in, tokens_out=tokens_out,
+            cost_usd=(tokens_in * self.price_in_per_mtok
+                      + tokens_out * self.price_out_per_mtok) / 1e6,
+            latency_ms=latency)
+        return parse_answer(content, issues, gt), [requested, responded]
+
+
+def scorers_file() -> Path:
+    configured = os.environ.get("PROPS_SCORERS_FILE")
+    return Path(configured) if configured else embedded.default_home() / "scorers.toml"
+
+
+def configured() -> dict[str, LlmJudge]:
+    """The judges of the scorers file, by `NAME@VERSION` (none when there is no file)."""
+    path = scorers_file()
+    try:
+        tables = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise errors.ConfigurationError(f"cannot read the scorers file {path}: {exc}") \
+            from exc
+    judges = {}
+    for ref, settings in tables.items():
+        if not isinstance(settings, dict) or settings.get("kind") != "llm-judge":
+            raise errors.ConfigurationError(f"{path}: [{ref!r}] needs kind = \"llm-judge\" "
+                                            f"(the only kind configured by file)")
+        judges[ref] = from_settings(ref, settings)
+    return judges
+
+
+def from_settings(ref: str, settings: dict[str, Any]) -> LlmJudge:
+    name, _, version = ref.partition("@")
+    allowed = {f.name for f in dataclasses.fields(LlmJudge)} - {"name", "version",
+                                                                "deterministic"}
+    unknown = sorted(set(settings) - allowed - {"kind"})
+    if unknown or not version.isdigit() or "model" not in settings \
+            or "base_url" not in settings:
+        raise errors.ConfigurationError(
+            f"scorer {ref!r}: needs NAME@VERSION, model and base_url"
+            + (f"; unknown settings: {', '.join(unknown)}" if unknown else ""))
+    return LlmJudge(version=int(version), name=name,
+                    **{k: v for k, v in settings.items() if k in allowed})

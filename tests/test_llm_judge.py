@@ -1,0 +1,173 @@
+"""LLM judges re-score history: the model is asked (a loopback OpenAI-compatible server that
+judges by overlapping lines), every call is recorded, and compare reports agreement."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from props.core import catalog, llm_judge, rescoring, scoring
+from props.core.store import EventStore
+from props.reactors import definitions
+from tests.reactor_helpers import eventually, finished, request_reference
+
+
+def _judge(answer_for: dict[str, Any]) -> dict[str, str]:
+    """What the fake model answers: each issue is the first known item sharing a file and a
+    line with it (so it agrees with the overlap scorers, mostly)."""
+    def lines(item: dict[str, Any]) -> set[tuple[str, int]]:
+        return {(loc["file"], n) for loc in item["locations"] for start, end in loc["lines"]
+                for n in range(start, end + 1)}
+
+    out = {}
+    for issue in answer_for["issues"]:
+        mine = lines(issue)
+        out[issue["id"]] = next((k["ref"] for k in answer_for["known"] if mine & lines(k)),
+                                "none")
+    return out
+
+
+class FakeModel(http.server.BaseHTTPRequestHandler):
+    seen: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append({"auth": self.headers.get("Authorization"), "body": body})
+        question = json.loads(body["messages"][-1]["content"])
+        content = json.dumps({"matches": _judge(question)})
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                           "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             type("Handler", (FakeModel,), {"seen": seen}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def judges(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           model: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    url, seen = model
+    path = tmp_path / "scorers.toml"
+    path.write_text(f'["judge@1"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "judge-m"\n'
+                    f'api_key_env = "JUDGE_KEY"\nprice_in_per_mtok = 1.0\n'
+                    f'price_out_per_mtok = 4.0\n\n'
+                    f'["judge@2"]\nkind = "llm-judge"\nbase_url = "http://127.0.0.1:9/v1"\n'
+                    f'model = "judge-m"\nrequest_timeout = 5\n')
+    monkeypatch.setenv("PROPS_SCORERS_FILE", str(path))
+    monkeypatch.setenv("JUDGE_KEY", "sk-judge-KEEP-OUT-OF-THE-LOG")
+    return seen
+
+
+async def test_a_judge_rescores_records_its_calls_and_agrees(
+        served: EventStore, judges: list[dict[str, Any]], dsn: str) -> None:
+    store = served
+    await definitions.push(store, definitions.reference_local())
+    run_ids = await request_reference(store, count=2)
+    assert {f.status for f in (await finished(store, run_ids)).values()} == {"completed"}
+
+    async def graded(scorer: str) -> bool:
+        if await store.pool.fetchval("SELECT to_regclass('projections.grading_edges')") is None:
+            return False  # the projection runner has not made its tables yet
+        n = await store.pool.fetchval(
+            "SELECT count(DISTINCT critique_run_id) FROM projections.grading_edges "
+            "WHERE scorer_name || '@' || scorer_version = $1", scorer)
+        return n == 2
+
+    await eventually(lambda: graded("tiered@1"), 60)
+    judge = scoring.scorer("judge@1")
+    assert isinstance(judge, llm_judge.LlmJudge) and not judge.deterministic
+
+    selection = rescoring.Selection(everything=True)
+    report = await rescoring.rescore(store, judge, selection)
+    assert (report.selected, report.graded_runs, dict(report.unscorable)) == (2, 2, {})
+    assert report.appended == report.grades > 0
+    assert len(judges) == 2 and {s["auth"] for s in judges} == {
+        "Bearer sk-judge-KEEP-OUT-OF-THE-LOG"}
+    for run_id in run_ids:
+        calls = [r.event for r in await store.read_stream(f"judge-{run_id}-judge@1")]
+        [asked, answered] = calls
+        assert isinstance(asked, catalog.LlmRequested) and asked.model == "judge-m"
+        assert isinstance(answered, catalog.LlmResponded)
+        assert answered.cost_usd == pytest.approx((1000 * 1.0 + 50 * 4.0) / 1e6)
+        assert asked.run_id == answered.run_id == judge.judge_id(run_id) != run_id
+        stored = await store.pool.fetchval(
+            "SELECT count(*) FROM props.blobs WHERE encode(sha256, 'hex') = ANY ($1)",
+            [*asked.message_sha256s, answered.response_sha256])
+        assert stored == 3
+    logged = await store.pool.fetchval("SELECT string_agg(data::text, ' ') FROM props.events")
+    assert "KEEP-OUT" not in logged
+
+    # Again: graded runs are not asked again, nothing is appended.
+    again = await rescoring.rescore(store, judge, selection)
+    assert (again.graded_runs, again.appended, again.grades) == (2, 0, report.grades)
+    assert len(judges) == 2
+
+    await eventually(lambda: graded("judge@1"), 60)
+    c = await rescoring.compare(store, "tiered@1", "judge@1", selection)
+    assert len(c.unchanged) + len(c.changed) + len(c.unscorable) == c.selected == 2
+    assert not c.unscorable
+    assert c.agreement is not None and c.agreement.issues == report.grades
+    assert c.agreement.percent is not None and 0 < c.agreement.percent <= 100
+
+    # A judge whose endpoint is down: each run unscorable with the reason, a non-zero exit.
+    dead = await rescoring.rescore(store, scoring.scorer("judge@2"), selection)
+    assert dead.unscorable == {"scorer error": 2} and dead.graded_runs == 0
+    assert all("endpoint failed" in e for e in dead.scorer_errors)
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "rescore", "--scorer",
+                          "judge@2", "--all"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PROPS_DSN": dsn})
+    assert out.returncode == 1 and "could not be graded by judge@2" in out.stderr, out.stderr
+
+
+def test_judge_settings_change_its_code_hash() -> None:
+    one = llm_judge.LlmJudge(version=1, model="a", base_url="http://x/v1")
+    assert one.code_hash == llm_judge.LlmJudge(version=1, model="a", base_url="http://x/v1").code_hash
+    assert one.code_hash != llm_judge.LlmJudge(version=1, model="b",
+                                               base_url="http://x/v1").code_hash
+
+
+def test_judge_answers_are_read_strictly() -> None:
+    gt = catalog.GroundTruth(
+        true_positives=[catalog.TruePositive(id="t", rationale="r", occurrences=[
+            catalog.Occurrence(locations=[catalog.Location(file="a.py", ranges=[
+                catalog.LineRange(start=1, end=2)])])])],
+        false_positives=[catalog.FalsePositive(id="f", rationale="r", relevant_files=["a.py"],
+                                               occurrences=[catalog.Occurrence(locations=[
+                                                   catalog.Location(file="a.py")])])],
+        file_sets=[], scopes=[])
+    issues = {"i1": [], "i2": [], "i3": [], "i4": []}
+    got = llm_judge.parse_answer(json.dumps({"matches": {
+        "i1": "tp:t#1", "i2": "tp:t#1", "i3": "fp:f", "i4": "tp:nothing#1"}}), issues, gt)
+    assert got["i1"] == scoring.Match(tp_id="t", tp_occurrence=1, grade=1.0)
+    assert got["i2"] == scoring.Match()  # the occurrence was taken by i1
+    assert got["i3"] == scoring.Match(fp_id="f")
+    assert got["i4"] == scoring.Match()  # names nothing known
+    for bad in ("not json", "[]", '{"matches": []}', '{"other": {}}'):
+        with pytest.raises(llm_judge.JudgeError):
+            llm_judge.parse_answer(bad, issues, gt)
