@@ -49,15 +49,15 @@ async def props_serve(dsn: str, tmp_path: Path, *args: str) -> AsyncIterator[Ser
     log = tmp_path / f"serve-{uuid.uuid4().hex[:6]}.log"
     env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
     with log.open("wb") as sink:
-        proc = subprocess.Popen([*CLI, "serve", "--http", "127.0.0.1:0", *args], env=env,
-                                stdout=sink, stderr=subprocess.STDOUT)
+        proc = await anyio.open_process([*CLI, "serve", "--http", "127.0.0.1:0", *args],
+                                        env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         text = ""
         deadline = time.monotonic() + 60
         # "serving ..." comes after the addresses and the admin token.
         while not (m := re.search(r"HTTP API on (http://[0-9a-z.:\[\]]+)[\s\S]*serving ",
                                   text)):
-            assert proc.poll() is None, f"props serve exited {proc.returncode}:\n{text}"
+            assert proc.returncode is None, f"props serve exited {proc.returncode}:\n{text}"
             assert time.monotonic() < deadline, f"props serve did not start:\n{text}"
             await anyio.sleep(0.1)
             text = log.read_text()
@@ -66,11 +66,11 @@ async def props_serve(dsn: str, tmp_path: Path, *args: str) -> AsyncIterator[Ser
         yield Served(m[1], admin[1] if admin else "", log, registry[1] if registry else None)
     finally:
         proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
+        with anyio.move_on_after(30) as waited:
+            await proc.wait()
+        if waited.cancelled_caught:
             proc.kill()
-            proc.wait()
+            await proc.wait()
             pytest.fail(f"props serve did not stop on SIGTERM:\n{log.read_text()}")
 
 
@@ -120,7 +120,8 @@ async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> No
                 == [["body", "colour"]]
             assert _loc(await api.post("/api/runs/critic", json=_body(definition="nope"))) \
                 == [["body", "definition"]]
-            assert _loc(await api.post("/api/runs/critic", json=_body(snapshot="no/2020-01-01-00"))) \
+            unknown = _body(snapshot="no/2020-01-01-00")
+            assert _loc(await api.post("/api/runs/critic", json=unknown)) \
                 == [["body", "snapshot"]]
             assert _loc(await api.get("/api/runs", params={"cursor": "garbage"})) \
                 == [["query", "cursor"]]
@@ -314,8 +315,8 @@ async def upstream_registry(tmp_path: Path) -> AsyncIterator[str]:
     config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
                       f"    rootdirectory: {tmp_path / 'registry'}\n"
                       f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = await anyio.open_process([binary, "serve", str(config)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         async with httpx.AsyncClient() as client:
             for _ in range(100):
@@ -327,7 +328,7 @@ async def upstream_registry(tmp_path: Path) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
-        proc.wait(10)
+        await proc.wait()
 
 
 def _docker(*args: str, config: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -356,9 +357,11 @@ async def test_docker_push_through_the_proxy(store: EventStore, dsn: str, tmp_pa
             dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream) as served:
         proxy = served.registry
         assert proxy is not None
-        images = {kind: f"{proxy}/{kind}:{SESSION}" for kind in ("critic", "grader", "critic/bad")}
+        images = {kind: f"{proxy}/{kind}:{SESSION}"
+                  for kind in ("critic", "grader", "critic/bad")}
+        command_label = f"LABEL props.command={json.dumps(json.dumps(grader_command))}"
         labels = {"critic": [], "critic/bad": ["--change", "LABEL props.memory-mb=lots"],
-                  "grader": ["--change", f"LABEL props.command={json.dumps(json.dumps(grader_command))}",
+                  "grader": ["--change", command_label,
                              "--change", "LABEL props.host-python=true"]}
         try:
             for kind, image in images.items():

@@ -28,6 +28,7 @@ def run_bench(suite: str, server_dsn: str) -> tuple[dict[str, Any], dict[str, An
                           "--json"], capture_output=True, text=True, env=env, timeout=600,
                          check=False)
     assert out.returncode in (0, 1), out.stderr  # 1: a check failed, which it may on noise
+    assert out.stdout.strip(), f"no summary line; stderr:\n{out.stderr}"
     summary = orjson.loads(out.stdout.strip().splitlines()[-1])
     assert summary["suite"] == suite and summary["quick"] is True
     checks = {c["name"]: c for c in summary["checks"]}

@@ -6,13 +6,13 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from props.core import catalog, llm_judge, rescoring, scoring
@@ -139,10 +139,10 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
     dead = await rescoring.rescore(store, scoring.scorer("judge@2"), selection)
     assert dead.unscorable == {"scorer error": 2} and dead.graded_runs == 0
     assert all("endpoint failed" in e for e in dead.scorer_errors)
-    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "rescore", "--scorer",
-                          "judge@2", "--all"], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PROPS_DSN": dsn})
-    assert out.returncode == 1 and "could not be graded by judge@2" in out.stderr, out.stderr
+    out = await anyio.run_process([sys.executable, "-m", "props.tools.cli", "rescore",
+                                   "--scorer", "judge@2", "--all"], check=False,
+                                  env={**os.environ, "PROPS_DSN": dsn})
+    assert out.returncode == 1 and b"could not be graded by judge@2" in out.stderr, out.stderr
 
 
 def test_judge_settings_change_its_code_hash() -> None:
