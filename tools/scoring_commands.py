@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from props.core import catalog, errors, rescoring, scoring
+from props.core import catalog, errors, llm_judge, rescoring, scoring
 from props.core.store import EventStore
 
 console = Console(highlight=False)
@@ -98,7 +98,8 @@ async def list_cmd(args: argparse.Namespace) -> int:
                 elif isinstance(rec.event, catalog.ActiveScorerSet):
                     active = f"{rec.event.name}@{rec.event.version}"
     table = Table("scorer", "settings", "code hash", "in the log")
-    for ref, s in scoring.SCORERS.items():
+    known: dict[str, scoring.Scorer] = {**scoring.SCORERS, **llm_judge.configured()}
+    for ref, s in known.items():
         state = ("active" if ref == active else "registered") if ref in registered else "-"
         if ref in registered and registered[ref] != s.code_hash:
             state = "registered with another code hash"
