@@ -6,11 +6,9 @@ answer recorded for the file the request's last message shows, and records what 
 
 from __future__ import annotations
 
-import http.server
 import itertools
 import json
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,45 +19,25 @@ from props.core import catalog
 from props.core.store import EventStore
 from props.reactors import definitions
 from props.reactors.agents.llm_critic import parse_issues
+from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request
 
 REPLAY = json.loads((Path(__file__).parent / "fixtures" / "openai_replay.json").read_text())
 COMMAND = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
 
 
-class Replay(http.server.BaseHTTPRequestHandler):
-    seen: list[dict[str, Any]]
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                          "body": body})
-        last = body["messages"][-1]["content"]
-        name = last.split("\n", 1)[0].removeprefix("File ").rstrip(":")
-        answer = REPLAY["by_file"].get(name, REPLAY["default"])
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+def _replay(body: dict[str, Any]) -> dict[str, Any]:
+    """The answer recorded for the file the request's last message shows."""
+    last = body["messages"][-1]["content"]
+    name = last.split("\n", 1)[0].removeprefix("File ").rstrip(":")
+    answer: dict[str, Any] = REPLAY["by_file"].get(name, REPLAY["default"])
+    return answer
 
 
 @pytest.fixture
 def endpoint() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-    handler = type("Handler", (Replay,), {"seen": seen})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with chat_server(_replay) as served:
+        yield served
 
 
 async def push_llm(store: EventStore, name: str, config: dict[str, Any]) -> None:

@@ -3,11 +3,9 @@ judges by overlapping lines), every call is recorded, and compare reports agreem
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 from props.core import catalog, llm_judge, rescoring, scoring
 from props.core.store import EventStore
 from props.reactors import definitions
+from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request_reference
 
 
@@ -36,37 +35,16 @@ def _judge(answer_for: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-class FakeModel(http.server.BaseHTTPRequestHandler):
-    seen: list[dict[str, Any]]
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append({"auth": self.headers.get("Authorization"), "body": body})
-        question = json.loads(body["messages"][-1]["content"])
-        content = json.dumps({"matches": _judge(question)})
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
-                           "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    content = json.dumps({"matches": _judge(json.loads(body["messages"][-1]["content"]))})
+    return {"choices": [{"message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}
 
 
 @pytest.fixture
 def model() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    seen: list[dict[str, Any]] = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             type("Handler", (FakeModel,), {"seen": seen}))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with chat_server(_answer) as served:
+        yield served
 
 
 @pytest.fixture
