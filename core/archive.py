@@ -47,6 +47,7 @@ from props.schema import queries
 FORMAT = "props-export"
 VERSION = 1
 _Q = queries.load("archive")
+_ARCHIVAL = queries.load("archival")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
 
@@ -136,7 +137,8 @@ async def export(store: EventStore, selection: Selection, out: Path,
                 report.blobs += 1
             for r in page:
                 event = {"kind": "event", "position": r["global_position"],
-                         "event_id": str(r["event_id"]), "stream_id": r["stream_id"],
+                         "tx_id": r["tx_id"], "event_id": str(r["event_id"]),
+                         "stream_id": r["stream_id"],
                          "stream_version": r["stream_version"], "type": r["type"],
                          "schema_version": r["schema_version"],
                          "data": orjson.loads(r["data"]),
@@ -294,6 +296,7 @@ class ImportReport:
     imported: int = 0
     already_present: int = 0
     blobs: int = 0
+    restored: str | None = None  # the archived partition this file put back
 
 
 async def import_archive(store: EventStore, path: Path,
@@ -328,6 +331,15 @@ async def import_archive(store: EventStore, path: Path,
                     progress(len(staged_events))
             verified = state.finish()  # raises before anything is written
             report.events, report.blobs = verified.events, verified.blobs
+            archived = await conn.fetchrow(_ARCHIVAL["archived_by_sha"],
+                                           verified.manifest["sha256"])
+            if archived is not None:  # an archived partition of this database: restore it
+                report.imported = await _restore(conn, archived["name"],
+                                                 archived["from_position"],
+                                                 archived["to_position"])
+                report.restored = archived["name"]
+                return report
+            await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
                 async with conn.transaction():
                     await conn.execute(_Q["insert_staged_blobs"])
@@ -346,7 +358,19 @@ async def import_archive(store: EventStore, path: Path,
     return report
 
 
-_STAGE_COLUMNS = ["position", "event_id", "stream_id", "stream_version", "type",
+async def _restore(conn: Any, name: str, first: int, end: int) -> int:
+    """Put an archived partition back: its rows at their original positions and
+    transactions (the log reads as before it was archived), in one transaction."""
+    async with conn.transaction():
+        await conn.execute("SET LOCAL props.restoring = 'on'")
+        await conn.execute("SELECT props.make_partition($1, $2, $3)", name, first, end)
+        await conn.execute(_Q["insert_staged_blobs"])
+        restored: int = await conn.fetchval(_ARCHIVAL["restore_staged_events"])
+        await conn.execute(_ARCHIVAL["mark_restored"], name)
+    return restored
+
+
+_STAGE_COLUMNS = ["position", "tx_id", "event_id", "stream_id", "stream_version", "type",
                   "schema_version", "data", "metadata", "recorded_at"]
 _STAGE_BLOB_COLUMNS = ["sha256", "size", "compression", "content"]
 
@@ -371,6 +395,7 @@ def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
 
 
 def _staged(e: dict[str, Any]) -> tuple[Any, ...]:
-    return (e["position"], uuid.UUID(e["event_id"]), e["stream_id"], e["stream_version"],
+    return (e["position"], e.get("tx_id"), uuid.UUID(e["event_id"]), e["stream_id"],
+            e["stream_version"],
             e["type"], e["schema_version"], orjson.dumps(e["data"]).decode(),
             orjson.dumps(e["metadata"]).decode(), datetime.fromisoformat(e["recorded_at"]))

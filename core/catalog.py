@@ -377,3 +377,24 @@ class EventParked(Event):
 
 
 REGISTRY.check_complete()
+
+
+# -- retention (stream retention-<run uuid>) ----------------------------------------------------
+
+
+@REGISTRY.register
+class RetentionHeld(Event):
+    """Keep a run's events in the hot table: `props archive` skips every partition that holds
+    any of them until the hold is released."""
+
+    type_name = "retention.held"
+    run_id: uuid.UUID
+    reason: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=2000)]
+    held_by: Name | None = None
+
+
+@REGISTRY.register
+class RetentionReleased(Event):
+    type_name = "retention.released"
+    run_id: uuid.UUID
+    released_by: Name | None = None

@@ -205,6 +205,11 @@ def _retryable(exc: BaseException) -> bool:
     return _transient(exc) or isinstance(exc, _RetryRace)
 
 
+def _missing_partition(exc: asyncpg.PostgresError) -> bool:
+    """An insert past the last partition of the log (made on demand, never in advance)."""
+    return exc.sqlstate == "23514" and "no partition of relation" in str(exc)
+
+
 class _RetryRace(Exception):
     """Two appends raced on the same stream or event id: re-run the append (same ids)."""
 
@@ -311,6 +316,9 @@ class EventStore:
                 await self._find_stored(todo, prepared, stored)
                 continue
             except asyncpg.PostgresError as exc:
+                if _missing_partition(exc):
+                    await self.ensure_partitions(len(records))
+                    continue
                 if exc.sqlstate != "PX409":
                     raise
                 continue  # a concurrent writer moved a stream: read versions again
@@ -445,6 +453,9 @@ class EventStore:
         except asyncpg.UniqueViolationError:
             return await self._explain_refusal(stream_id, expected, batch)
         except asyncpg.PostgresError as exc:
+            if _missing_partition(exc):
+                await self.ensure_partitions()
+                raise _RetryRace() from exc
             if exc.sqlstate != "PX409":  # raised by the dense-version trigger
                 raise
             if expected is None:
@@ -475,6 +486,12 @@ class EventStore:
             raise _RetryRace()  # another writer took the same versions: go again
         actual = await self.stream_version(stream_id)
         raise errors.ConcurrencyConflict(stream_id, expected, actual)
+
+    async def ensure_partitions(self, room: int = 0) -> int:
+        """Make the log's partitions reach past the next position (and `room` more); the
+        append paths call it when an insert finds no partition, then retry."""
+        made: int = await self.pool.fetchval("SELECT props.ensure_partitions($1)", room)
+        return made
 
     async def stream_version(self, stream_id: str) -> int:
         """The stream's last version; 0 if it has no event."""

@@ -44,6 +44,10 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append("reactor-grader", [catalog.EventParked(
         reactor="grader", event_id=uuid.uuid4(), global_position=1, error_type="ValueError",
         error_message="bad", attempts=3)])
+    run_id = uuid.uuid4()
+    await store.append(f"retention-{run_id}", [
+        catalog.RetentionHeld(run_id=run_id, reason="audit"),
+        catalog.RetentionReleased(run_id=run_id)])
     return w
 
 

@@ -16,8 +16,9 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 
-from props.core import archive
+from props.core import archival, archive, errors
 from props.core.store import EventStore
 
 console = Console(highlight=False)
@@ -52,7 +53,9 @@ def add_parsers(sub: Any) -> None:
                        "hashes) and write nothing unless it is intact; then append its "
                        "events with their ids and stream versions (new positions, the origin "
                        "position in metadata). Importing twice changes nothing; an "
-                       "interrupted import finishes when run again.\n\n" + FORMAT_HELP,
+                       "interrupted import finishes when run again. The file of a partition "
+                       "that `props archive` moved out of this database restores it instead: "
+                       "every event back at its original position.\n\n" + FORMAT_HELP,
                        formatter_class=raw)
     p.add_argument("file", type=Path)
     p.set_defaults(handler=import_cmd)
@@ -62,6 +65,22 @@ def add_parsers(sub: Any) -> None:
                        formatter_class=raw)
     p.add_argument("file", type=Path)
     p.set_defaults(handler=verify_cmd)
+    p = sub.add_parser(
+        "archive", help="move old partitions of the log to verified files",
+        description="Archive the hot partitions of the log that end at or before POS: each "
+        "is exported to DIR/<partition>.jsonl.zst (the export format), read back and "
+        "verified, and only then detached and dropped; a failure at any step leaves it in "
+        "the table. Projections are not touched. A partition stays (and the output says "
+        "why) when it holds events other than critic runs, grades and judge calls, or "
+        "events of a run under a retention hold (props runs hold); archival stops at events "
+        "a consumer has not read yet. `props import FILE` puts a partition back, at its "
+        "original positions.\n\n" + FORMAT_HELP, formatter_class=raw)
+    p.add_argument("--before", type=int, metavar="POS",
+                   help="archive partitions that end at or before this position")
+    p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")
+    p.add_argument("--status", action="store_true",
+                   help="list the partitions: positions, hot or archived, events, file")
+    p.set_defaults(handler=archive_cmd)
 
 
 def _bar(label: str) -> Progress:
@@ -94,9 +113,49 @@ async def import_cmd(args: argparse.Namespace) -> int:
             task = bar.add_task("import", total=None)
             report = await archive.import_archive(store, args.file,
                                                   progress=lambda n: bar.advance(task, n))
+    if report.restored:
+        console.print(f"verified {report.events:,} event(s); restored the archived partition "
+                      f"{report.restored}: {report.imported:,} event(s) back at their "
+                      f"original positions")
+        return 0
     console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
     return 0
+
+
+async def archive_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=3) as store:
+        if args.status:
+            _print_partitions(await archival.partitions(store))
+            return 0
+        if args.before is None or args.output is None:
+            raise errors.PropsError("give --before POS and -o DIR (or --status)")
+        with Progress(TextColumn("archiving {task.description}"), console=Console(stderr=True),
+                      transient=True) as bar:
+            task = bar.add_task("", total=None)
+            report = await archival.archive_before(
+                store, args.before, args.output,
+                progress=lambda name: bar.update(task, description=name))
+    for done in report.archived:
+        console.print(f"archived {done.partition} (positions {done.from_position}-"
+                      f"{done.to_position - 1}): {done.events:,} event(s) -> {done.file}")
+    for kept in report.kept:
+        console.print(f"kept {kept.partition} (positions {kept.from_position}-"
+                      f"{kept.to_position - 1}): {kept.why}")
+    if report.stopped:
+        console.print(report.stopped)
+    if not (report.archived or report.kept or report.stopped):
+        console.print(f"no hot partition ends at or before position {args.before}")
+    return 0
+
+
+def _print_partitions(rows: list[dict[str, Any]]) -> None:
+    table = Table("partition", "positions", "state", "events", "archive file")
+    for r in rows:
+        events = r["hot_events"] if r["state"] == "hot" else r["events"]
+        table.add_row(r["name"], f"{r['from_position']}-{r['to_position'] - 1}", r["state"],
+                      f"{events:,}", r["archive_file"] or "")
+    console.print(table)
 
 
 async def verify_cmd(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import pydantic
 from rich.console import Console
 from rich.table import Table
 
-from props.core import catalog, errors
+from props.core import archival, catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error
 from props.core.store import EventStore
 from props.reactors import definitions, docker_runtime, run_requests
@@ -85,6 +85,16 @@ def add_parsers(sub: Any) -> None:
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
     p.add_argument("run_id", type=uuid.UUID)
     p.set_defaults(handler=cancel_cmd)
+    p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
+                        description="A retention hold: every partition holding an event of "
+                        "the run stays in the table until the hold is released.")
+    p.add_argument("run_id", type=uuid.UUID)
+    p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
+                   "output")
+    p.set_defaults(handler=hold_cmd)
+    p = cmds.add_parser("release", help="release a run's retention hold")
+    p.add_argument("run_id", type=uuid.UUID)
+    p.set_defaults(handler=release_cmd)
 
 
 def _config(path: Path | None) -> dict[str, Any]:
@@ -217,4 +227,24 @@ async def cancel_cmd(args: argparse.Namespace) -> int:
         await store.append(f"run-{args.run_id}", [catalog.RunCancelRequested(
             run_id=args.run_id, requested_by="props runs cancel")])
     out.print(f"cancel requested for run {args.run_id}")
+    return 0
+
+
+async def hold_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        await _records(store, args.run_id)  # the run must exist
+        await store.append(f"retention-{args.run_id}", [catalog.RetentionHeld(
+            run_id=args.run_id, reason=args.reason, held_by="props runs hold")])
+    out.print(f"run {args.run_id} is held: props archive keeps its events")
+    return 0
+
+
+async def release_cmd(args: argparse.Namespace) -> int:
+    async with EventStore.open(max_connections=2) as store:
+        if args.run_id not in await archival.held_runs(store):
+            out.print(f"run {args.run_id} is not held: nothing to release")
+            return 0
+        await store.append(f"retention-{args.run_id}", [catalog.RetentionReleased(
+            run_id=args.run_id, released_by="props runs release")])
+    out.print(f"run {args.run_id} is no longer held")
     return 0

@@ -51,7 +51,7 @@ SELECT count(*) FILTER (WHERE s.started IS NULL AND NOT s.finished) AS queued,
 SELECT count(*) FROM props.events WHERE stream_id = $1 AND type = 'event.parked'
 
 -- stored_ids --
-SELECT event_id FROM props.events WHERE event_id = ANY ($1::uuid[])
+SELECT event_id FROM props.event_ids WHERE event_id = ANY ($1::uuid[])
 
 -- deployment --
 SELECT id, current_database() FROM props.deployment

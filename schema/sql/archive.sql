@@ -2,8 +2,8 @@
 
 -- export_page --
 -- Committed events (behind the fence) of a position/time/category selection, in position order.
-SELECT global_position, event_id, stream_id, stream_version, type, schema_version, data,
-       metadata, recorded_at
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
   FROM props.events
  WHERE global_position > $1
    AND ($2::bigint IS NULL OR global_position <= $2)
@@ -18,7 +18,7 @@ SELECT global_position, event_id, stream_id, stream_version, type, schema_versio
 -- stage_tables --
 -- Per-session staging for an import: verified rows wait here; nothing of the log changes.
 CREATE TEMP TABLE import_events (
-    position bigint, event_id uuid, stream_id text, stream_version integer, type text,
+    position bigint, tx_id bigint, event_id uuid, stream_id text, stream_version integer, type text,
     schema_version smallint, data jsonb, metadata jsonb, recorded_at timestamptz
 );
 CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, content bytea);
@@ -40,7 +40,7 @@ WITH ins AS (
     SELECT s.event_id, s.stream_id, s.stream_version, s.type, s.schema_version, s.data,
            s.metadata || jsonb_build_object('origin_position', s.position), s.recorded_at
       FROM import_events s
-     WHERE NOT EXISTS (SELECT 1 FROM props.events e WHERE e.event_id = s.event_id)
+     WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
      ORDER BY s.position
     RETURNING 1
 )

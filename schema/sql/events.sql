@@ -12,8 +12,8 @@ WITH ins AS (
            (event_id, stream_id, stream_version, type, schema_version, data, metadata)
     SELECT u.event_id, $1, h.version + u.n::integer, u.type, u.schema_version, u.data,
            u.metadata
-      FROM (SELECT coalesce(max(stream_version), 0) AS version
-              FROM props.events WHERE stream_id = $1) h,
+      FROM (SELECT coalesce((SELECT version FROM props.streams WHERE stream_id = $1), 0)
+                   AS version) h,
            unnest($3::uuid[], $4::text[], $5::smallint[], $6::jsonb[], $7::jsonb[])
            WITH ORDINALITY AS u(event_id, type, schema_version, data, metadata, n)
      WHERE $2::integer IS NULL OR h.version = $2::integer
@@ -27,28 +27,30 @@ SELECT count(*)::integer, max(stream_version) FROM ins
 INSERT INTO props.events
        (event_id, stream_id, stream_version, type, schema_version, data, metadata)
 SELECT $3, $1, h.version + 1, $4, $5, $6, $7
-  FROM (SELECT coalesce(max(stream_version), 0) AS version
-          FROM props.events WHERE stream_id = $1) h
+  FROM (SELECT coalesce((SELECT version FROM props.streams WHERE stream_id = $1), 0)
+               AS version) h
  WHERE $2::integer IS NULL OR h.version = $2::integer
 RETURNING stream_version
 
 -- stream_versions --
-SELECT stream_id, max(stream_version) FROM props.events
- WHERE stream_id = ANY ($1::text[]) GROUP BY stream_id
+SELECT stream_id, version FROM props.streams WHERE stream_id = ANY ($1::text[])
 
 -- stored_by_stream --
-SELECT stream_id, count(*)::integer AS found, max(stream_version) AS last
-  FROM props.events WHERE event_id = ANY ($1::uuid[]) GROUP BY stream_id
+SELECT e.stream_id, count(*)::integer AS found, max(e.stream_version) AS last
+  FROM props.event_ids i JOIN props.events e ON e.global_position = i.global_position
+ WHERE i.event_id = ANY ($1::uuid[]) GROUP BY e.stream_id
 
 -- stored_event_ids --
 -- For an append that hit a unique violation: is it a retry of an append that is stored?
+-- Ids are looked up in props.event_ids (every id ever appended, archived ones too).
 SELECT count(*)::integer AS found,
-       (count(*) FILTER (WHERE stream_id = $2))::integer AS in_stream,
-       max(stream_version) FILTER (WHERE stream_id = $2) AS last_version
-  FROM props.events WHERE event_id = ANY ($1::uuid[])
+       (count(*) FILTER (WHERE e.stream_id = $2))::integer AS in_stream,
+       max(e.stream_version) FILTER (WHERE e.stream_id = $2) AS last_version
+  FROM props.event_ids i LEFT JOIN props.events e ON e.global_position = i.global_position
+ WHERE i.event_id = ANY ($1::uuid[])
 
 -- stream_version --
-SELECT coalesce(max(stream_version), 0) FROM props.events WHERE stream_id = $1
+SELECT coalesce((SELECT version FROM props.streams WHERE stream_id = $1), 0)
 
 -- read_stream --
 SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,

@@ -36,7 +36,8 @@ def pg_dump_binary() -> Path:
 
 
 def _pg_dump_zstd(dsn: str, out: Path) -> None:
-    cmd = [str(pg_dump_binary()), "--data-only", "--table=props.events",
+    # The log is partitioned: the pattern takes the partitions (the parent holds no rows).
+    cmd = [str(pg_dump_binary()), "--data-only", "--table=props.events*",
            "--table=props.blobs", "--dbname", dsn]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE) as proc, out.open("wb") as sink:
         assert proc.stdout is not None

@@ -1,0 +1,138 @@
+"""Archival: old partitions of the log leave the hot table as verified files.
+
+`archive(before=POS)` takes the hot partitions that end at or before POS, in order. Each is
+exported to its own file (the export format of props.core.archive), the file is read back
+and verified, and only then, in one transaction, the partition is detached, its row count
+checked against the file, marked archived and dropped. A failure at any step leaves the
+partition in the table. Projections are not touched: analysts keep their rows.
+
+A partition stays hot, and the archive says why, when it holds:
+- events other than critic runs, grades and judge calls (definitions, snapshots, scorers,
+  holds, ...): the live system reads those streams;
+- events of a run under a retention hold (`retention.held`, until `retention.released`);
+- events a consumer (projection runner, reactor, subscription) has not read yet: archiving
+  would take them from under it; archival stops there.
+
+`props import FILE` of an archive file restores its partition: the rows go back to their
+original positions and transactions, so every reader sees the log as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import asyncpg
+
+from props.core import archive, catalog, errors
+from props.core.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("archival")
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    partition: str
+    from_position: int
+    to_position: int
+    events: int
+    file: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class Kept:
+    partition: str
+    from_position: int
+    to_position: int
+    why: str
+
+
+@dataclasses.dataclass
+class ArchivalReport:
+    archived: list[Done] = dataclasses.field(default_factory=list)
+    kept: list[Kept] = dataclasses.field(default_factory=list)
+    stopped: str | None = None  # why archival stopped before `before`, if it did
+
+
+async def held_runs(store: EventStore) -> dict[uuid.UUID, str]:
+    """Runs under a retention hold, with the reason, as the retention streams say now."""
+    held: dict[uuid.UUID, str] = {}
+    async for batch in store.iter_all(category="retention"):
+        for rec in batch:
+            if isinstance(rec.event, catalog.RetentionHeld):
+                held[rec.event.run_id] = rec.event.reason
+            elif isinstance(rec.event, catalog.RetentionReleased):
+                held.pop(rec.event.run_id, None)
+    return held
+
+
+async def archive_before(store: EventStore, before: int, out_dir: Path,
+                         progress: Callable[[str], None] | None = None) -> ArchivalReport:
+    report = ArchivalReport()
+    await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    held = {str(run): why for run, why in (await held_runs(store)).items()}
+    for p in await store.pool.fetch(_Q["hot_partitions"], before):
+        name, first, end = p["name"], p["from_position"], p["to_position"]
+        contents = await store.pool.fetchrow(_Q["partition_contents"], first, end)
+        assert contents is not None
+        if contents["kept_categories"]:
+            report.kept.append(Kept(name, first, end, "holds events the live system reads ("
+                                    + ", ".join(sorted(contents["kept_categories"])) + ")"))
+            continue
+        holds = sorted(set(contents["runs"] or ()) & set(held))
+        if holds:
+            report.kept.append(Kept(name, first, end, f"run {holds[0]} is held: "
+                                    f"{held[holds[0]]}" + (f" (and {len(holds) - 1} more)"
+                                                            if len(holds) > 1 else "")))
+            continue
+        if contents["events"]:
+            lagging = await store.pool.fetch(_Q["lagging_checkpoints"], contents["last_tx"],
+                                             contents["last_position"])
+            if lagging:
+                report.stopped = (f"stopped at {name} (positions {first}-{end - 1}): consumer "
+                                  f"{lagging[0]['name']} has not read it yet")
+                break
+        if progress:
+            progress(name)
+        report.archived.append(await _archive_one(store, name, first, end, out_dir))
+    return report
+
+
+async def _archive_one(store: EventStore, name: str, first: int, end: int,
+                       out_dir: Path) -> Done:
+    path = out_dir / f"{name}.jsonl.zst"
+    exported = await archive.export(store, archive.Selection(after_position=first - 1,
+                                                             to_position=end - 1), path)
+    verified = await anyio.to_thread.run_sync(archive.verify, path)  # read back, in full
+    if verified.events != exported.events:
+        raise errors.PropsError(f"{path} reads back {verified.events} events, "
+                                f"{exported.events} were written: {name} stays in the table")
+    async with store.pool.acquire() as conn, conn.transaction():
+        # Waits for writers still inside the range (none should be: the consumers read past
+        # it), but not for long: a busy table is retried later, not blocked.
+        await conn.execute("SET LOCAL lock_timeout = '10s'")
+        try:
+            await conn.execute(f"ALTER TABLE props.events DETACH PARTITION props.{name}")
+        except asyncpg.LockNotAvailableError as exc:
+            raise errors.StoreUnavailable(f"{name} is busy (lock wait over 10 s): nothing "
+                                          f"was archived from it; try again") from exc
+        rows = await conn.fetchval(f"SELECT count(*) FROM props.{name}")
+        if rows != exported.events:
+            raise errors.PropsError(
+                f"{name} holds {rows} events but {exported.events} were exported (a write "
+                f"landed meanwhile): nothing was archived from it; run the archive again")
+        marked = await conn.fetchval(_Q["mark_archived"], name, str(path.resolve()),
+                                     verified.manifest["sha256"], rows)
+        if marked is None:
+            raise errors.PropsError(f"{name} was archived by someone else meanwhile")
+        await conn.execute(f"DROP TABLE props.{name}")
+    return Done(name, first, end, exported.events, path)
+
+
+async def partitions(store: EventStore) -> list[dict[str, Any]]:
+    return [dict(r) for r in await store.pool.fetch(_Q["partitions"])]
