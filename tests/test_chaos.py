@@ -37,6 +37,7 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
                   "kill-container", "idle-transaction", "restart-postgres"):
         assert fault in out.stdout  # each kind was injected
     assert "PostgreSQL stopped and started" in out.stdout
+    assert "every API request is one run" in out.stdout  # half the load came over HTTP
     if DOCKER:
         assert "dockerd stopped and started" in out.stdout
     assert "BROKEN" not in out.stdout

@@ -1,17 +1,18 @@
 """`props chaos`: the assembled system under load while everything goes wrong, then a check
 that nothing was lost.
 
-It starts two `props serve` processes (replicas of every service) on a scratch database,
-drives a steady load of critic run requests (every other one in Docker when an engine
-answers), and meanwhile injects faults at random times drawn from a fixed seed: SIGKILL of a
-service process, or of all of them (restarted a moment later), a PostgreSQL restart (when
-the server is the embedded one this command started), termination of the listeners'
-backends, a running agent container killed from outside, a transaction held open for a
-while (the fence stalls), and with --restart-docker a stop and start of the Docker engine
-(only where nothing else uses it). A full disk is not injected: the disk is shared with the
-rest of the machine (it prints NORUN). It stops by itself: the load for `--seconds`, then at
-most `--drain-seconds` for the work to finish. Then it checks the invariants and prints them
-as a table; the exit code is 0 only if every one held.
+It starts two `props serve` processes (replicas of every service, each with its HTTP API) on
+a scratch database, drives a steady load of critic run requests (every other one in Docker
+when an engine answers; half of them through a replica's HTTP API, retried with an
+idempotency key across kills and restarts), and meanwhile injects faults at random times
+drawn from a fixed seed: SIGKILL of a service process, or of all of them (restarted a moment
+later), a PostgreSQL restart (when the server is the embedded one this command started),
+termination of the listeners' backends, a running agent container killed from outside, a
+transaction held open for a while (the fence stalls), and with --restart-docker a stop and
+start of the Docker engine (only where nothing else uses it). A full disk is not injected:
+the disk is shared with the rest of the machine (it prints NORUN). It stops by itself: the
+load for `--seconds`, then at most `--drain-seconds` for the work to finish. Then it checks
+the invariants and prints them as a table; the exit code is 0 only if every one held.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -35,10 +37,11 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
+import httpx
 from rich.console import Console
 from rich.table import Table
 
-from props.core import catalog, database, embedded, errors, specimen_sync
+from props.core import catalog, database, embedded, errors, specimen_sync, tokens
 from props.core.store import START, EventStore
 from props.projections import engine
 from props.reactors import agent_roles, definitions, docker_runtime
@@ -117,6 +120,10 @@ class Chaos:
     seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
     requested: list[uuid.UUID] = dataclasses.field(default_factory=list)
     crashes: list[str] = dataclasses.field(default_factory=list)  # replicas that died alone
+    api_ports: list[int] = dataclasses.field(default_factory=list)  # one per replica
+    api_token: str = ""
+    api_answers: dict[int, set[uuid.UUID]] = dataclasses.field(default_factory=dict)
+    api_retries: int = 0
     began: float = dataclasses.field(default_factory=time.monotonic)
 
     def env(self) -> dict[str, str]:
@@ -127,7 +134,8 @@ class Chaos:
             lambda: open(self.home / f"serve-{i}.log", "ab"))
         try:
             self.services[i] = await anyio.open_process(
-                [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6"],
+                [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6",
+                 "--http", f"127.0.0.1:{self.api_ports[i]}"],
                 env=self.env(), stdout=subprocess.DEVNULL, stderr=log)
         finally:
             log.close()
@@ -156,6 +164,36 @@ class Chaos:
                     proc.kill()
                     await proc.wait()
             self.services[i] = None  # stopped: a second stop finds nothing to do
+
+    async def request_over_http(self, client: httpx.AsyncClient, n: int,
+                                body: dict[str, Any]) -> uuid.UUID:
+        """POST the run request to a replica's API until one answers 202: a replica being
+        killed, restarted or without its database is tried again (the other one first),
+        always with the same idempotency key, so a request whose answer was lost becomes one
+        run, not two."""
+        deadline = time.monotonic() + 120
+        attempt = 0
+        while True:
+            port = self.api_ports[(n + attempt) % len(self.api_ports)]
+            try:
+                answer = await client.post(
+                    f"http://127.0.0.1:{port}/api/runs/critic", json=body,
+                    headers={"Authorization": f"Bearer {self.api_token}",
+                             "Idempotency-Key": f"chaos-{n}"})
+                if answer.status_code == 202:
+                    run_id = uuid.UUID(answer.json()["run_ids"][0])
+                    self.api_answers.setdefault(n, set()).add(run_id)
+                    return run_id
+                if answer.status_code < 500:
+                    raise errors.PropsError(f"the API refused request {n}: "
+                                            f"{answer.status_code} {answer.text[:200]}")
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise errors.PropsError(f"no replica's API took request {n} within 120 s")
+            attempt += 1
+            self.api_retries += 1
+            await anyio.sleep(0.2)
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -277,6 +315,13 @@ async def _prefix(store: EventStore, head: int) -> tuple[int, str]:
     return len(rows), h.hexdigest()
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 async def _retry(op: Callable[[], Awaitable[T]], seconds: float = 60) -> T:
     """The driver's own queries, through a database that may be restarting."""
     deadline = time.monotonic() + seconds
@@ -347,6 +392,8 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
             "name": "chaos-docker", "tag": "chaos", "command": command}))
         critics.append("chaos-docker")
     slugs = sorted(s.slug for s in found)
+    _, chaos.api_token = await tokens.create(store, "chaos", ("request", "read"))
+    chaos.api_ports = [_free_port(), _free_port()]
     chaos.services = [None, None]
     for i in range(2):
         await chaos.start_service(i)
@@ -363,16 +410,24 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
         tg.start_soon(chaos.watch, stop_watch)
 
         async def load() -> None:
-            for n in range(args.runs):
-                run_id = uuid.uuid4()
-                chaos.requested.append(run_id)
-                await _retry(lambda run_id=run_id, n=n: store.append(  # type: ignore[misc]
-                    f"run-{run_id}", [catalog.RunRequested(
-                        run_id=run_id, agent_type="critic", definition=critics[n % len(critics)],
-                        definition_ref="chaos", model=f"m{n % 2}", timeout_seconds=60,
-                        budget_usd=0, example=catalog.Example(snapshot=slugs[n % len(slugs)]),
-                        requested_by="props chaos")]))
-                await anyio.sleep(args.seconds / args.runs)
+            async with httpx.AsyncClient(timeout=10) as client:
+                for n in range(args.runs):
+                    critic, snapshot = critics[n % len(critics)], slugs[n % len(slugs)]
+                    if n % 4 >= 2:  # through the HTTP API
+                        chaos.requested.append(await chaos.request_over_http(client, n, {
+                            "definition": critic, "ref": "chaos", "snapshot": snapshot,
+                            "model": f"m{n % 2}", "timeout_seconds": 60, "budget_usd": 0}))
+                    else:
+                        run_id = uuid.uuid4()
+                        chaos.requested.append(run_id)
+                        await _retry(lambda run_id=run_id, critic=critic,  # type: ignore[misc]
+                                     snapshot=snapshot, n=n: store.append(
+                            f"run-{run_id}", [catalog.RunRequested(
+                                run_id=run_id, agent_type="critic", definition=critic,
+                                definition_ref="chaos", model=f"m{n % 2}", timeout_seconds=60,
+                                budget_usd=0, example=catalog.Example(snapshot=snapshot),
+                                requested_by="props chaos")]))
+                    await anyio.sleep(args.seconds / args.runs)
 
         async def faults() -> None:
             t0 = time.monotonic()
@@ -437,6 +492,16 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("every run in exactly one terminal state", not wrong,
                          f"{len(chaos.requested)} runs; {len(wrong)} with "
                          f"{sorted({finishes[r] for r in wrong}) or 'no'} finishes"))
+    requests = [r.type_name for run_ids in chaos.api_answers.values() for run_id in run_ids
+                for r in await store.read_stream(f"run-{run_id}")
+                if r.type_name == "run.requested"]
+    split = [n for n, run_ids in chaos.api_answers.items() if len(run_ids) != 1]
+    out.append(Invariant(
+        "every API request is one run", bool(chaos.api_answers) and not split
+        and len(requests) == len(chaos.api_answers),
+        f"{len(chaos.api_answers)} requests over HTTP ({chaos.api_retries} retries after a "
+        f"refused or lost answer), {len(requests)} run.requested events, {len(split)} "
+        f"requests answered with two runs"))
     doubled = [r for r, n in containers.items() if n > 1]
     out.append(Invariant("no run with two containers", not doubled,
                          f"{len(doubled)} run(s) started more than one container"))
