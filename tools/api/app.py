@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import pydantic
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -248,8 +248,7 @@ def create_app(store: EventStore) -> FastAPI:
                       timeline: bool = Query(True, description="include the timeline")) -> Run:
         records = await store.read_stream(f"run-{run_id}")
         if not records:
-            return JSONResponse({"detail": f"no run {run_id}"},  # type: ignore[return-value]
-                                status_code=404)
+            raise HTTPException(404, f"no run {run_id}")
         row = await store.pool.fetchrow(
             "SELECT * FROM projections.agent_runs WHERE run_id = $1", run_id)
         events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,

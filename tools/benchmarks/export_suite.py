@@ -21,6 +21,7 @@ from rich.console import Console
 from props.core import archive, embedded
 from props.core.store import EventStore
 from props.tools import scratch
+from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
 from props.tools.workload import Workload
 
@@ -86,8 +87,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         server = dsn
         async with scratch.scratch_database(server, "benchimport") as target_dsn, \
                 EventStore.open(target_dsn, max_connections=4) as target:
-            await target.pool.execute(
-                "CREATE TABLE public.raw_copy (LIKE props.events INCLUDING ALL)")
+            await target.pool.execute(raw_events_table("public.raw_copy"))
             t0 = time.perf_counter()
             await target.pool.copy_records_to_table(
                 "raw_copy", schema_name="public", records=[tuple(r) for r in rows],

@@ -1,10 +1,9 @@
 """`props bench log`: the event store against the raw PostgreSQL operations under it.
 
 Same database, same row shape (~300 B data, ~100 B metadata), same indexes: the raw table is
-`LIKE props.events INCLUDING ALL` (no triggers), plus the two unique indexes a plain table
-would use for the guarantees props keeps beside its partitioned log (one event id once, one
-version per stream; props keeps them in props.event_ids and props.streams, which archival
-never touches), so each ratio is exactly the cost props adds.
+`LIKE props.events INCLUDING ALL` (no triggers) with the unique indexes of the guarantees
+props keeps beside its partitioned log (see benchmarks/raw.py), so each ratio is exactly the
+cost props adds.
 Raw and props blocks alternate, so drift of a noisy machine hits both sides alike.
 """
 
@@ -24,6 +23,7 @@ from rich.console import Console
 from props.core import catalog, database
 from props.core.events import NewEvent
 from props.core.store import START, EventStore
+from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
 
 COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
@@ -123,12 +123,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
     rows = Rows()
     async with EventStore.open(dsn, max_connections=4) as store:
         pool = store.pool
-        await pool.execute(
-            "CREATE SCHEMA bench_raw; "
-            "CREATE TABLE bench_raw.events (LIKE props.events INCLUDING ALL); "
-            "CREATE UNIQUE INDEX ON bench_raw.events (event_id); "
-            "DROP INDEX bench_raw.events_stream_id_stream_version_idx; "
-            "CREATE UNIQUE INDEX ON bench_raw.events (stream_id, stream_version)")
+        await pool.execute("CREATE SCHEMA bench_raw; " + raw_events_table("bench_raw.events"))
         version = await pool.fetchval("SHOW server_version")
         report.figures["server_version"] = version
         report.figures["data_bytes"] = len(rows.new(uuid.uuid4()).event.model_dump_json())
