@@ -74,7 +74,11 @@ async def held_runs(store: EventStore) -> dict[uuid.UUID, str]:
 async def archive_before(store: EventStore, before: int, out_dir: Path,
                          progress: Callable[[str], None] | None = None) -> ArchivalReport:
     report = ArchivalReport()
-    await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        await anyio.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.PropsError(f"cannot write archives to {out_dir}: {exc}; nothing was "
+                                f"archived") from exc
     held = {str(run): why for run, why in (await held_runs(store)).items()}
     for p in await store.pool.fetch(_Q["hot_partitions"], before):
         name, first, end = p["name"], p["from_position"], p["to_position"]
@@ -106,8 +110,12 @@ async def archive_before(store: EventStore, before: int, out_dir: Path,
 async def _archive_one(store: EventStore, name: str, first: int, end: int,
                        out_dir: Path) -> Done:
     path = out_dir / f"{name}.jsonl.zst"
-    exported = await archive.export(store, archive.Selection(after_position=first - 1,
-                                                             to_position=end - 1), path)
+    try:
+        exported = await archive.export(store, archive.Selection(after_position=first - 1,
+                                                                 to_position=end - 1), path)
+    except OSError as exc:  # a full disk, a folder gone: the partition stays
+        raise errors.PropsError(f"cannot write {path}: {exc}; {name} stays in the table") \
+            from exc
     verified = await anyio.to_thread.run_sync(archive.verify, path)  # read back, in full
     if verified.events != exported.events:
         raise errors.PropsError(f"{path} reads back {verified.events} events, "

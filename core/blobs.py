@@ -69,6 +69,21 @@ async def put(conn: asyncpg.Pool | database.Connection, data: bytes) -> str:
     return digest.hex()
 
 
+async def get_many(conn: asyncpg.Pool | database.Connection,
+                   sha_hexes: list[str]) -> dict[str, bytes]:
+    """The blobs stored under any of `sha_hexes` (one query), each verified; the hashes with
+    no blob are simply absent from the result."""
+    rows = await conn.fetch(_Q["get_blobs"], [_digest(h) for h in sha_hexes])
+    found: dict[str, bytes] = {}
+    for row in rows:
+        sha_hex = bytes(row["sha256"]).hex()
+        found[sha_hex] = await anyio.to_thread.run_sync(
+            _unpack, sha_hex, row["size"], row["compression"], row["content"]) \
+            if row["size"] > _INLINE_LIMIT \
+            else _unpack(sha_hex, row["size"], row["compression"], row["content"])
+    return found
+
+
 async def get(conn: asyncpg.Pool | database.Connection, sha_hex: str) -> bytes:
     """The bytes stored under `sha_hex`, verified against the hash."""
     row = await conn.fetchrow(_Q["get_blob"], _digest(sha_hex))

@@ -18,6 +18,9 @@ _TABLES = """
 SELECT c.oid, n.nspname || '.' || c.relname AS name, c.relkind::text AS relkind
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE n.nspname = ANY ($1) AND c.relkind IN ('r', 'p', 'v', 'm')
+   -- The log's partitions are made as it grows (props.log_partitions lists them), and each
+   -- server version describes their columns its own way: the parent is the declaration.
+   AND NOT c.relispartition
  ORDER BY 2
 """
 _COLUMNS = """

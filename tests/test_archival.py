@@ -132,7 +132,7 @@ async def test_a_failed_archive_leaves_everything_in_the_table(
     before = await rows(store)
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
-    with pytest.raises(OSError):
+    with pytest.raises(errors.PropsError, match="cannot write archives"):
         await archival.archive_before(store, 3 * SIZE + 1, not_a_dir)
     assert await rows(store) == before
 

@@ -126,6 +126,9 @@ ON CONFLICT (sha256) DO NOTHING
 -- get_blob --
 SELECT size, compression, content FROM props.blobs WHERE sha256 = $1
 
+-- get_blobs --
+SELECT sha256, size, compression, content FROM props.blobs WHERE sha256 = ANY ($1::bytea[])
+
 -- load_checkpoint --
 SELECT tx_id, position FROM props.checkpoints WHERE name = $1
 
