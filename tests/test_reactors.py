@@ -271,7 +271,8 @@ async def test_launcher_killed_at_random_points_runs_each_run_once(
         proc.send_signal(signal.SIGTERM)
         await proc.wait()
     assert kills == 6 and proc.returncode == 0
-    assert {d.status for d in done.values()} == {"completed"}
+    assert {d.status for d in done.values()} == {"completed"}, {
+        str(r): (d.status, d.failure) for r, d in done.items() if d.status != "completed"}
     for run_id in ids:
         types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
         assert types.count("run.finished") == 1
