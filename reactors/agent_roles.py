@@ -77,9 +77,11 @@ async def drop(store: EventStore, run_id: uuid.UUID) -> None:
 
 
 async def reap(store: EventStore) -> int:
-    """Drop the roles of closed bindings that a crash left behind."""
+    """Drop the roles of ended runs that a crash or a lost connection left behind (the
+    binding closed first, so nothing more is accepted from them)."""
     roles = [r[0] for r in await store.pool.fetch(_Q["leftover_roles"], ROLE_PREFIX + "%")]
     for role in roles:
+        await store.pool.execute(_Q["close"], role)
         await store.pool.execute(_Q["terminate"], role)
         await store.pool.execute(f"DROP ROLE IF EXISTS {role}")
     return len(roles)

@@ -172,12 +172,14 @@ class Launcher:
             self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
 
     async def _sweep(self) -> None:
-        """Now and then, take up again every unfinished run not in hand: a run let go
-        after repeated transient failures (an engine away for minutes) is not left behind."""
+        """Now and then, take up again every unfinished run not in hand (a run let go after
+        repeated transient failures, an engine away for minutes, is not left behind), and
+        drop the roles of finished runs whose clean-up a lost connection cut short."""
         while True:
             await anyio.sleep(SWEEP_SECONDS)
             try:
                 await self._resume_unfinished()
+                await agent_roles.reap(self.store)
             except Exception as exc:
                 if not database.only(exc, database.UNAVAILABLE):
                     raise

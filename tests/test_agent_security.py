@@ -151,3 +151,20 @@ async def test_only_graders_report_grades(agent: tuple[uuid.UUID, asyncpg.Connec
     finally:
         await grader.close()
         await agent_roles.drop(store, grader_run)
+
+
+async def test_roles_of_ended_runs_are_reaped_even_with_an_open_binding(
+        store: EventStore) -> None:
+    """A launcher killed between a run's finish and its clean-up leaves the role with an open
+    binding: the reaper (at start and on every sweep) drops it once the log says the run
+    ended, and leaves the roles of running runs alone."""
+    ended, running = uuid.uuid4(), uuid.uuid4()
+    for run_id in (ended, running):
+        await agent_roles.create(store, run_id, catalog.AgentLimits())
+    await store.append(f"run-{ended}", [catalog.RunFinished(run_id=ended, status="completed")])
+    roles = "SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])"
+    names = [agent_roles.role_name(ended), agent_roles.role_name(running)]
+    assert len(await store.pool.fetch(roles, names)) == 2
+    assert await agent_roles.reap(store) == 1
+    assert [r[0] for r in await store.pool.fetch(roles, names)] == [names[1]]
+    await agent_roles.drop(store, running)

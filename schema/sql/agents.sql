@@ -12,10 +12,14 @@ UPDATE props.agent_bindings SET closed = true WHERE role_name = $1 AND NOT close
 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1
 
 -- leftover_roles --
--- Roles of closed bindings (their runs ended) that a crash kept from being dropped.
+-- Roles whose run has ended (binding closed, or a finish event in the log) that a crash or a
+-- lost connection kept from being dropped.
 SELECT r.rolname FROM pg_roles r
   JOIN props.agent_bindings b ON b.role_name = r.rolname
- WHERE r.rolname LIKE $1 AND b.closed
+ WHERE r.rolname LIKE $1
+   AND (b.closed OR EXISTS (SELECT 1 FROM props.events e
+                             WHERE e.stream_id = 'run-' || b.run_id::text
+                               AND e.type = 'run.finished'))
 
 -- binding --
 SELECT events, bytes, over_cap FROM props.agent_bindings WHERE role_name = $1
