@@ -69,6 +69,15 @@ async def put(conn: asyncpg.Pool | database.Connection, data: bytes) -> str:
     return digest.hex()
 
 
+async def _unpacked(sha_hex: str, size: int, compression: str, content: bytes) -> bytes:
+    """A stored blob's bytes, verified; large ones are decompressed off the event loop."""
+    if size > _INLINE_LIMIT:
+        result: bytes = await anyio.to_thread.run_sync(_unpack, sha_hex, size, compression,
+                                                       content)
+        return result
+    return _unpack(sha_hex, size, compression, content)
+
+
 async def get_many(conn: asyncpg.Pool | database.Connection,
                    sha_hexes: list[str]) -> dict[str, bytes]:
     """The blobs stored under any of `sha_hexes` (one query), each verified; the hashes with
@@ -77,10 +86,8 @@ async def get_many(conn: asyncpg.Pool | database.Connection,
     found: dict[str, bytes] = {}
     for row in rows:
         sha_hex = bytes(row["sha256"]).hex()
-        found[sha_hex] = await anyio.to_thread.run_sync(
-            _unpack, sha_hex, row["size"], row["compression"], row["content"]) \
-            if row["size"] > _INLINE_LIMIT \
-            else _unpack(sha_hex, row["size"], row["compression"], row["content"])
+        found[sha_hex] = await _unpacked(sha_hex, row["size"], row["compression"],
+                                         row["content"])
     return found
 
 
@@ -89,8 +96,4 @@ async def get(conn: asyncpg.Pool | database.Connection, sha_hex: str) -> bytes:
     row = await conn.fetchrow(_Q["get_blob"], _digest(sha_hex))
     if row is None:
         raise errors.BlobNotFound(f"no blob {sha_hex} in this database")
-    size, compression, content = row["size"], row["compression"], row["content"]
-    if size > _INLINE_LIMIT:
-        result: bytes = await anyio.to_thread.run_sync(_unpack, sha_hex, size, compression, content)
-        return result
-    return _unpack(sha_hex, size, compression, content)
+    return await _unpacked(sha_hex, row["size"], row["compression"], row["content"])

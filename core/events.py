@@ -194,3 +194,11 @@ def validation_problems(exc: pydantic.ValidationError) -> str:
 
 def describe_validation_error(type_name: str, exc: pydantic.ValidationError) -> str:
     return f"invalid {type_name} event: {validation_problems(exc)}"
+
+
+def details(event: Event | UnknownEvent) -> dict[str, Any]:
+    """An event's fields as JSON values, without the run id its run stream already names:
+    what a run's timeline shows (`props runs show`, `GET /api/runs/{id}`)."""
+    if isinstance(event, UnknownEvent):
+        return event.data
+    return event.model_dump(mode="json", exclude={"run_id"})

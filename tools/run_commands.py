@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from props.core import archival, catalog, errors
-from props.core.events import RecordedEvent, describe_validation_error
+from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.reactors import definitions, docker_runtime, run_requests
 
@@ -208,10 +208,7 @@ async def show_cmd(args: argparse.Namespace) -> int:
         records = await _records(store, args.run_id)
     table = Table("#", "time", "event", "details")
     for rec in records:
-        e = rec.event
-        details = e.model_dump(exclude={"run_id"}, mode="json") \
-            if isinstance(e, pydantic.BaseModel) else {}
-        text = json.dumps(details, separators=(",", ":"))
+        text = json.dumps(details(rec.event), separators=(",", ":"))
         table.add_row(str(rec.stream_version), f"{rec.recorded_at:%H:%M:%S.%f}"[:-3],
                       rec.type_name, text[:100] + ("…" if len(text) > 100 else ""))
     out.print(table)

@@ -45,10 +45,8 @@ class ServiceConfig(pydantic.BaseModel):
         return self
 
 
-FLAGS = {"only": "only", "runtime": "runtime", "max_concurrent": "max_concurrent",
-         "http": "http", "registry": "registry", "registry_upstream": "registry_upstream",
-         "registry_pull_from": "registry_pull_from", "auto_migrate": "auto_migrate",
-         "auto_sync_specimens": "sync_specimens", "log_format": "log_format"}
+# Each setting's flag has its name (with - for _), but one: `--sync-specimens`.
+FLAG_NAMES = {"auto_sync_specimens": "sync_specimens"}
 
 
 def _from_env(field: str) -> Any:
@@ -77,8 +75,8 @@ def load(args: argparse.Namespace) -> ServiceConfig:
     for field in ServiceConfig.model_fields:
         if (value := _from_env(field)) is not None:
             settings[field] = value
-    for field, flag in FLAGS.items():
-        if (value := getattr(args, flag, None)) is not None:
+    for field in ServiceConfig.model_fields:
+        if (value := getattr(args, FLAG_NAMES.get(field, field), None)) is not None:
             settings[field] = value
     try:
         return ServiceConfig.model_validate(settings)

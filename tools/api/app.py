@@ -22,7 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from props.core import database, errors, tokens
-from props.core.events import UnknownEvent
+from props.core.events import details
 from props.core.store import EventStore
 from props.projections import engine
 from props.reactors import run_requests, runtime
@@ -252,7 +252,7 @@ def create_app(store: EventStore) -> FastAPI:
         row = await store.pool.fetchrow(
             "SELECT * FROM projections.agent_runs WHERE run_id = $1", run_id)
         events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,
-                                data=_data(r.event)) for r in records] if timeline else None
+                                data=details(r.event)) for r in records] if timeline else None
         if row is None:
             return Run(run_id=run_id, status="requested", projected=False, details={},
                        timeline=events)
@@ -286,10 +286,3 @@ def create_app(store: EventStore) -> FastAPI:
         return Scores(scores=records, evidence=evidence)
 
     return app
-
-
-def _data(event: Any) -> dict[str, Any]:
-    if isinstance(event, pydantic.BaseModel):
-        return event.model_dump(mode="json", exclude={"run_id"})
-    assert isinstance(event, UnknownEvent)
-    return event.data
