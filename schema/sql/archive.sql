@@ -18,10 +18,17 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
 -- stage_tables --
 -- Per-session staging for an import: verified rows wait here; nothing of the log changes.
 CREATE TEMP TABLE import_events (
-    position bigint, tx_id bigint, event_id uuid, stream_id text, stream_version integer, type text,
-    schema_version smallint, data jsonb, metadata jsonb, recorded_at timestamptz
+    position bigint NOT NULL, tx_id bigint, event_id uuid NOT NULL, stream_id text NOT NULL,
+    stream_version integer NOT NULL, type text NOT NULL, schema_version smallint NOT NULL,
+    data jsonb NOT NULL, metadata jsonb NOT NULL, recorded_at timestamptz NOT NULL
 );
 CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, content bytea);
+
+-- stage_events --
+-- A chunk of checked event lines (a JSON array of them), parsed here, on the server's core,
+-- into typed columns: the JSON text is what the chain hashed. Keys map to the columns by name;
+-- `kind` and `chain` are left out.
+INSERT INTO import_events SELECT * FROM jsonb_populate_recordset(NULL::import_events, $1::jsonb)
 
 -- drop_stage_tables --
 DROP TABLE IF EXISTS import_events, import_blobs
