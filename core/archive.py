@@ -437,8 +437,8 @@ def _next_staged(state: _Verifier, lines: Iterator[tuple[int, bytes]]) -> _Stage
     checked = _next_checked(state, lines, _STAGE_CHUNK)
     chunk = _Staged([], [], checked[0][0] if checked else 0, checked[-1][0] if checked else 0)
     for _number, line, kind, payload in checked:
-        if payload is None:
+        if kind == "event":
             chunk.events.append(line)
-        else:
+        elif payload is not None:
             chunk.blobs.append(blobs.packed(payload))
     return chunk
