@@ -399,7 +399,7 @@ async def _restore(conn: Any, name: str, first: int, end: int) -> int:
 
 
 _STAGE_BLOB_COLUMNS = ["sha256", "size", "compression", "content"]
-_STAGE_CHUNK = 2000
+_STAGE_CHUNK = 1000
 
 
 def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],

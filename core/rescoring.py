@@ -9,20 +9,24 @@ Every selected run ends in exactly one place: graded, or unscorable with a named
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+import anyio
+import anyio.lowlevel
 import orjson
 import pydantic
 
 from props.core import catalog, errors, scoring, specimen_sync
 from props.core.events import Event, NewEvent
 from props.core.llm_judge import JudgeError, LlmJudge
-from props.core.store import EventStore
+from props.core.store import AppendResult, EventStore
 from props.schema import queries
 
 _Q = queries.load("rescoring")
@@ -259,16 +263,66 @@ async def grade_runs(
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[Event | NewEvent]]] = []
+    writer = _OneWriteAhead(store, report)
 
     async def flush() -> None:
         if pending and not dry_run:
-            results = await store.append_many(pending)
-            report.appended += sum(r.last_version - r.first_version + 1 for r in results
-                                   if not r.already_stored
-                                   and r.stream_id.startswith("grading-"))
+            await writer.submit(list(pending))
         pending.clear()
 
+    try:
+        await _grade_each(store, s, runs, known, report, pending, flush, dry_run, progress)
+        await flush()
+        await writer.settle()
+    finally:
+        await writer.land()
+
+
+class _OneWriteAhead:
+    """Appends chunks of grades in the background, one at a time and in order: the server
+    writes one chunk while the next is graded (on two cores, the append no longer adds to
+    the grading time). A failed append is raised by the next submit or settle."""
+
+    def __init__(self, store: EventStore, report: RescoreReport) -> None:
+        self.store = store
+        self.report = report
+        self.writing: asyncio.Task[list[AppendResult]] | None = None
+
+    async def submit(self, batches: list[tuple[str, list[Event | NewEvent]]]) -> None:
+        await self.settle()
+        self.writing = asyncio.ensure_future(self.store.append_many(batches))
+
+    async def settle(self) -> None:
+        if self.writing is None:
+            return
+        done, self.writing = self.writing, None
+        self.report.appended += sum(r.last_version - r.first_version + 1 for r in await done
+                                    if not r.already_stored
+                                    and r.stream_id.startswith("grading-"))
+
+    async def land(self) -> None:
+        """On a failure elsewhere, the chunk in flight still lands: what was graded before
+        the failure is kept, and a rescore run again resumes after it. Should it fail too,
+        the first failure is the one raised."""
+        if self.writing is None:
+            return
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await self.settle()
+
+
+async def _grade_each(
+    store: EventStore,
+    s: scoring.Scorer,
+    runs: Sequence[RunRecord],
+    known: dict[str, specimen_sync.SnapshotHistory],
+    report: RescoreReport,
+    pending: list[tuple[str, list[Event | NewEvent]]],
+    flush: Callable[[], Awaitable[None]],
+    dry_run: bool,
+    progress: Callable[[int], None] | None,
+) -> None:
     for run in runs:
+        await anyio.lowlevel.checkpoint()  # the append in flight gets its turns
         snapshot = ground_truth_for(run, known, report.ground_truth)
         parsed = parse_issues(run)
         reason = unscorable_reason(run, snapshot, parsed)
@@ -302,7 +356,6 @@ async def grade_runs(
                 await flush()
         if progress:
             progress(1)
-    await flush()
 
 
 # -- comparing two scorers ----------------------------------------------------------------------
