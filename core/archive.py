@@ -360,6 +360,7 @@ async def import_archive(store: EventStore, path: Path,
             report.already_present = report.events - inserted
         finally:
             await conn.execute(_Q["drop_stage_tables"])
+    await store.analyze_stale_partitions()  # a bulk load: readers' plans need the new rows
     return report
 
 

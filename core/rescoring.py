@@ -9,8 +9,6 @@ Every selected run ends in exactly one place: graded, or unscorable with a named
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import uuid
 from collections import Counter
@@ -18,12 +16,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-import anyio
 import anyio.lowlevel
 import orjson
 import pydantic
 
 from props.core import catalog, errors, scoring, specimen_sync
+from props.core.bulk import WriteAhead
 from props.core.events import Event, NewEvent
 from props.core.llm_judge import JudgeError, LlmJudge
 from props.core.store import AppendResult, EventStore
@@ -263,11 +261,16 @@ async def grade_runs(
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[Event | NewEvent]]] = []
-    writer = _OneWriteAhead(store, report)
+    def written(results: list[AppendResult]) -> None:
+        report.appended += sum(r.last_version - r.first_version + 1 for r in results
+                               if not r.already_stored and r.stream_id.startswith("grading-"))
+
+    # The server appends one chunk while the next is graded.
+    writer = WriteAhead(written)
 
     async def flush() -> None:
         if pending and not dry_run:
-            await writer.submit(list(pending))
+            await writer.submit(store.append_many(list(pending)))
         pending.clear()
 
     try:
@@ -276,38 +279,6 @@ async def grade_runs(
         await writer.settle()
     finally:
         await writer.land()
-
-
-class _OneWriteAhead:
-    """Appends chunks of grades in the background, one at a time and in order: the server
-    writes one chunk while the next is graded (on two cores, the append no longer adds to
-    the grading time). A failed append is raised by the next submit or settle."""
-
-    def __init__(self, store: EventStore, report: RescoreReport) -> None:
-        self.store = store
-        self.report = report
-        self.writing: asyncio.Task[list[AppendResult]] | None = None
-
-    async def submit(self, batches: list[tuple[str, list[Event | NewEvent]]]) -> None:
-        await self.settle()
-        self.writing = asyncio.ensure_future(self.store.append_many(batches))
-
-    async def settle(self) -> None:
-        if self.writing is None:
-            return
-        done, self.writing = self.writing, None
-        self.report.appended += sum(r.last_version - r.first_version + 1 for r in await done
-                                    if not r.already_stored
-                                    and r.stream_id.startswith("grading-"))
-
-    async def land(self) -> None:
-        """On a failure elsewhere, the chunk in flight still lands: what was graded before
-        the failure is kept, and a rescore run again resumes after it. Should it fail too,
-        the first failure is the one raised."""
-        if self.writing is None:
-            return
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await self.settle()
 
 
 async def _grade_each(

@@ -11,12 +11,11 @@ event committed out of order.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,6 +25,7 @@ import orjson
 import tenacity
 
 from props.core import blobs, database, errors
+from props.core.bulk import gc_paused
 from props.core.catalog import REGISTRY
 from props.core.events import Event, EventRegistry, NewEvent, RecordedEvent
 from props.schema import migrate, queries
@@ -121,21 +121,6 @@ def _transient(exc: BaseException) -> bool:
         "40001",  # serialization_failure
         "40P01",  # deadlock_detected
     )
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Decoding a page allocates thousands of acyclic objects; the cyclic GC walking a large
-    heap meanwhile costs a third of the decode time (measured: bench log). Pause it for those
-    few milliseconds; nested pauses are fine."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -506,7 +491,7 @@ class EventStore:
         loads = orjson.loads
         out: list[RecordedEvent] = []
         append = out.append
-        with _gc_paused():
+        with gc_paused():
             for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
                 # Hot path: current version of a known type, validated straight from JSON.
                 validate = validators.get((typ, schv))
@@ -581,12 +566,25 @@ class EventStore:
             batch: list[RecordedEvent] = []
             async with anyio.create_task_group() as tg:
                 tg.start_soon(ahead.fetch, name="props-read-ahead")
-                with _gc_paused():  # for the whole page: re-enabling per chunk costs more
+                with gc_paused():  # for the whole page: re-enabling per chunk costs more
                     for i in range(0, len(rows), _DECODE_CHUNK):
                         await anyio.lowlevel.checkpoint()  # let the read-ahead take its bytes
                         batch += self._decode(rows[i:i + _DECODE_CHUNK])
             yield batch
             rows = ahead.rows
+
+    async def analyze_stale_partitions(self) -> list[str]:
+        """ANALYZE the log's partitions whose planner statistics lag far behind their rows.
+
+        Right after a bulk load (an import, a generated log) and before the autovacuum
+        daemon comes by, the planner guesses a type filter keeps 5% of the rows instead of
+        70% and reads every page of a catch-up by bitmap scan and sort: 150 ms a page instead
+        of 1 ms (measured on a rebuild of 190,000 events). Bulk readers call this first;
+        Postgres's advice after any bulk load."""
+        names = [r[0] for r in await self.pool.fetch(_Q["stale_partitions"])]
+        for name in names:  # quoted by the server (format %I)
+            await self.pool.execute(f"ANALYZE {name}")
+        return names
 
     async def fence_status(self, max_blockers: int = 5) -> FenceStatus:
         async with self.pool.acquire() as conn:

@@ -20,6 +20,7 @@ import anyio
 import asyncpg
 
 from props.core import database, errors
+from props.core.bulk import WriteAhead, gc_paused
 from props.core.events import RecordedEvent
 from props.core.store import START, Checkpoint, EventStore
 from props.projections.base import Fold, Projection
@@ -227,7 +228,11 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             resumed = await _prepare_shadow(store, projections)
             positions = {p.name: await store.load_checkpoint(_shadow_name(p))
                          for p in projections}
+            await store.analyze_stale_partitions()
             events = await _fill_shadow(store, projections, positions, chunk, progress)
+            # New tables have no statistics: analysts' first queries would be planned blind.
+            for table in (t.name for p in projections for t in p.tables):
+                await store.pool.execute(f"ANALYZE {SHADOW}.{table}")
             events += await _swap_when_unlocked(store, projections, positions)
         finally:
             await lock_conn.execute("SELECT pg_advisory_unlock($1)", REBUILD_LOCK)
@@ -257,26 +262,34 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
 async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                        positions: dict[str, Checkpoint], chunk: int,
                        progress: Progress | None) -> int:
-    """Fold the log into the shadow tables, one committed chunk at a time."""
+    """Fold the log into the shadow tables, one committed chunk at a time; the server writes
+    one chunk while the next is read and folded."""
     total = 0
     start = min(positions.values())
     deltas = {p.name: Delta(p.tables) for p in projections}
     pending = 0
     last = start
     wanted = sorted({t for p in projections for t in p.folds})
-    async for batch in store.iter_all(start, types=wanted, batch_size=1000):
-        fold(projections, batch, positions, deltas)
-        pending += len(batch)
-        total += len(batch)
-        last = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
-        if progress:
-            progress(len(batch))
-        if pending >= chunk:
-            await _flush(store, projections, deltas, positions, last)
-            deltas = {p.name: Delta(p.tables) for p in projections}
-            pending = 0
-    if pending:
-        await _flush(store, projections, deltas, positions, last)
+    writer: WriteAhead[None] = WriteAhead()
+    try:
+        # A chunk's events and deltas are hundreds of thousands of acyclic objects.
+        with gc_paused():
+            async for batch in store.iter_all(start, types=wanted, batch_size=1000):
+                fold(projections, batch, positions, deltas)
+                pending += len(batch)
+                total += len(batch)
+                last = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
+                if progress:
+                    progress(len(batch))
+                if pending >= chunk:
+                    await writer.submit(_flush(store, projections, deltas, positions, last))
+                    deltas = {p.name: Delta(p.tables) for p in projections}
+                    pending = 0
+            if pending:
+                await writer.submit(_flush(store, projections, deltas, positions, last))
+            await writer.settle()
+    finally:
+        await writer.land()
     return total
 
 

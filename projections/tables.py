@@ -33,11 +33,13 @@ class Table:
     columns: tuple[Column, ...]
     keys: tuple[str, ...] = dataclasses.field(init=False)
     names: tuple[str, ...] = dataclasses.field(init=False)
+    merges: dict[str, Merge] = dataclasses.field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Read on every row a fold puts: computed once.
         object.__setattr__(self, "keys", tuple(c.name for c in self.columns if c.merge == "key"))
         object.__setattr__(self, "names", tuple(c.name for c in self.columns))
+        object.__setattr__(self, "merges", {c.name: c.merge for c in self.columns})
 
     def ddl(self, schema: str) -> str:
         cols = ",\n    ".join(
@@ -87,16 +89,17 @@ class Delta:
         if row is None:
             self.rows[table][key] = {k: v for k, v in values.items() if v is not None}
             return
-        for column in spec.columns:
-            value = values.get(column.name)
+        merges = spec.merges
+        for name, value in values.items():  # only the columns given: a fold gives few
             if value is None:
                 continue
-            if column.merge == "set":
-                row[column.name] = value
-            elif column.merge == "first":
-                row.setdefault(column.name, value)
-            elif column.merge == "add":
-                row[column.name] = row.get(column.name, 0) + value
+            merge = merges[name]
+            if merge == "set":
+                row[name] = value
+            elif merge == "first":
+                row.setdefault(name, value)
+            elif merge == "add":
+                row[name] = row.get(name, 0) + value
 
 
 async def create(conn: database.Connection, schema: str, tables: Iterable[Table]) -> None:

@@ -148,3 +148,13 @@ UPDATE props.checkpoints
    SET tx_id = $4, position = $5, updated_at = now()
  WHERE name = $1 AND tx_id = $2::xid8 AND position = $3::bigint
 RETURNING name
+
+-- stale_partitions --
+-- Hot partitions of the log whose rows changed by more than a fifth since they were last
+-- analyzed (the autovacuum daemon analyzes at a tenth, but only once it comes by).
+SELECT format('%I.%I', s.schemaname, s.relname)
+  FROM pg_stat_user_tables s
+  JOIN props.log_partitions p ON p.name = s.relname
+ WHERE s.schemaname = 'props' AND p.state = 'hot'
+   AND s.n_mod_since_analyze > greatest(1000, 0.2 * s.n_live_tup)
+ ORDER BY p.from_position
