@@ -1,6 +1,6 @@
 """Helpers of bulk work (a rebuild, a rescore, a catch-up read): the cyclic GC paused while
-thousands of acyclic objects are made, and one write in flight while the next chunk is
-prepared.
+thousands of acyclic objects are made, derived ids made cheaply, and one write in flight
+while the next chunk is prepared.
 """
 
 from __future__ import annotations
@@ -8,10 +8,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hashlib
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
 import anyio
+from asyncpg.pgproto.pgproto import UUID as _FastUUID
 
 T = TypeVar("T")
 
@@ -30,6 +33,16 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def uuid5(namespace: uuid.UUID, name: str) -> uuid.UUID:
+    """`uuid.uuid5`, equal to it, at a third of its cost: the UUID built in C by asyncpg's
+    class (a `uuid.UUID` subclass, the one it returns for uuid columns) instead of by
+    `uuid.UUID.__init__`. For ids derived per event in bulk (a rescore's grades)."""
+    digest = bytearray(hashlib.sha1(namespace.bytes + name.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    return _FastUUID(bytes(digest))
 
 
 class WriteAhead(Generic[T]):

@@ -20,8 +20,7 @@ import anyio.lowlevel
 import orjson
 import pydantic
 
-from props.core import catalog, errors, scoring, specimen_sync
-from props.core.bulk import WriteAhead
+from props.core import bulk, catalog, errors, scoring, specimen_sync
 from props.core.events import Event, NewEvent
 from props.core.llm_judge import JudgeError, LlmJudge
 from props.core.store import AppendResult, EventStore
@@ -181,7 +180,7 @@ async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
     s = grade.scorer
-    return uuid.uuid5(_NAMESPACE, f"{grade.critique_run_id}:{grade.critique_issue_id}:"
+    return bulk.uuid5(_NAMESPACE, f"{grade.critique_run_id}:{grade.critique_issue_id}:"
                                   f"{s.name}@{s.version}:{s.ground_truth_hash}")
 
 
@@ -266,7 +265,7 @@ async def grade_runs(
                                if not r.already_stored and r.stream_id.startswith("grading-"))
 
     # The server appends one chunk while the next is graded.
-    writer = WriteAhead(written)
+    writer = bulk.WriteAhead(written)
 
     async def flush() -> None:
         if pending and not dry_run:
@@ -274,9 +273,11 @@ async def grade_runs(
         pending.clear()
 
     try:
-        await _grade_each(store, s, runs, known, report, pending, flush, dry_run, progress)
-        await flush()
-        await writer.settle()
+        with bulk.gc_paused():  # each run's issues, grades and events: acyclic, and many
+            await _grade_each(store, s, runs, known, report, pending, flush, dry_run,
+                              progress)
+            await flush()
+            await writer.settle()
     finally:
         await writer.land()
 
