@@ -3,7 +3,8 @@
 The log holds critic runs of 100 issues each, graded by overlap@1. Re-scoring them all with
 overlap@2 is timed from the start of the rescore until the live projection runner has
 projected every new grade (read, grade, append, project); the raw baseline reads the same
-issue events in position order and decodes them with orjson.
+issue events in position order and decodes them with orjson. A dry run (read and grade,
+nothing written) is timed first: the share of the Python side alone.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         report.figures["runs"] = runs
         report.figures["issues"] = issues
         raw_n, raw_s = await _raw_issue_read(store)
+        # Reading and grading alone, nothing written: what the Python side costs by itself.
+        console.print(f"re-scoring {issues:,} issues with overlap@2, dry run ...")
+        t0 = time.perf_counter()
+        dry = await rescoring.rescore(store, scoring.scorer("overlap@2"),
+                                      rescoring.Selection(everything=True), dry_run=True)
+        dry_rate = dry.grades / (time.perf_counter() - t0)
         console.print(f"re-scoring {issues:,} issues with overlap@2 ...")
         # The projection runner is its own service, as deployed (`props projections run`).
         runner = await anyio.open_process(
@@ -88,6 +95,8 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             "grades": result.grades, "seconds_to_append": round(graded_at, 2),
             "seconds_to_project": round(seconds, 2), "rescore_issues_per_s": round(rate),
             "raw_issue_read_per_s": round(raw_rate),
+            "dry_run_issues_per_s": round(dry_rate),
+            "dry_run_vs_raw_read": round(dry_rate / raw_rate, 3),
         })
         report.checks.append(Check("rescore_issues_per_s", rate, ">=", 20_000,
                                    unit="issues/s"))
