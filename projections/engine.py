@@ -228,7 +228,6 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             resumed = await _prepare_shadow(store, projections)
             positions = {p.name: await store.load_checkpoint(_shadow_name(p))
                          for p in projections}
-            await store.analyze_stale_partitions()
             events = await _fill_shadow(store, projections, positions, chunk, progress)
             # New tables have no statistics: analysts' first queries would be planned blind.
             for table in (t.name for p in projections for t in p.tables):
