@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from pathlib import Path
 
@@ -160,3 +161,46 @@ async def test_a_range_without_its_beginning_is_refused_whole(
         with pytest.raises(archive.errors.PropsError, match="import the range before it"):
             await archive.import_archive(target, tail)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
+
+
+def _rechained(lines: list[bytes]) -> list[bytes]:
+    """The lines with every chain link and the manifest recomputed, as an exporter that
+    wrote them would have: a consistent archive, whatever its content."""
+    out, chain, n = [], archive._GENESIS, 0
+    for raw in lines:
+        obj = orjson.loads(raw)
+        if obj["kind"] == "event":
+            obj.pop("chain", None)
+            n += 1
+            raw, chain = archive._chained(obj, chain, n)
+        elif obj["kind"] == "manifest":
+            content = hashlib.sha256(b"".join(out)).hexdigest()
+            raw = archive._line({**obj, "chain": chain, "sha256": content})
+        out.append(raw)
+    return out
+
+
+async def test_a_consistent_archive_with_a_malformed_field_is_refused(
+    exported: Path, tmp_path: Path, new_database: object
+) -> None:
+    lines = _lines(exported)
+    events = [i for i, raw in enumerate(lines) if orjson.loads(raw)["kind"] == "event"]
+    bad = orjson.loads(lines[events[2]])
+    bad["event_id"] = "not-a-uuid"
+    lines[events[2]] = orjson.dumps(bad) + b"\n"
+    crafted = tmp_path / "crafted.jsonl.zst"
+    _write(crafted, _rechained(lines))
+    archive.verify(crafted)  # the chain and manifest hold: only the field is wrong
+    other = new_database()  # type: ignore[operator]
+    await migrate.migrate_database(other)
+    async with EventStore.open(other) as target:
+        with pytest.raises(archive.ArchiveError, match=r"lines \d+-\d+: an event with a "
+                                                       r"malformed field.*nothing was written"):
+            await archive.import_archive(target, crafted)
+        assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
+        assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
+    # Negative control: the same archive re-chained without the edit imports.
+    _write(crafted, _rechained(_lines(exported)))
+    async with EventStore.open(other) as target:
+        report = await archive.import_archive(target, crafted)
+        assert report.imported == report.events > 0
