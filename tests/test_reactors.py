@@ -287,22 +287,27 @@ async def test_launcher_killed_at_random_points_runs_each_run_once(
 async def test_reactors_finish_runs_across_a_database_restart(
         store: EventStore, server_dsn: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every connection of the service is cut (as a server restart does) while runs are in
-    flight: the reactors reconnect and finish the work."""
+    """Every connection of the service and of its agents is cut (as a server restart does)
+    while runs are in flight: the reactors and the agents reconnect and finish the work."""
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await sync_samples(store)
     await push_code(store, "quick", QUICK_AGENT, config={"sleep": 1.0})
     ids = await request(store, "quick", count=6)
     database_name = database.url_parts(store.dsn)[2]
     async with serving(store, [LocalRuntime(tmp_path / "c")]):
-        await anyio.sleep(0.7)
         async with database.session(server_dsn) as admin:
+            with anyio.fail_after(30):  # agents are connected: they lose theirs too
+                while not await admin.fetchval(  # noqa: ASYNC110 - polls the server
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 "
+                        "AND application_name = 'props-agent'", database_name):
+                    await anyio.sleep(0.02)
             cut = await admin.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = $1 AND pid <> pg_backend_pid()", database_name)
         assert cut > 0
         done = await finished(store, ids, seconds=120)
-    assert {d.status for d in done.values()} == {"completed"}
+    assert {d.status for d in done.values()} == {"completed"}, {
+        str(r): (d.status, d.failure) for r, d in done.items() if d.status != "completed"}
 
 
 async def test_grader_containers_grade_what_the_in_process_grader_grades(

@@ -55,12 +55,40 @@ class CapReached(Exception):
     """The run reached its cap on events or bytes: the launcher stops it."""
 
 
+# A lost connection (the database restarted, a failover) is reconnected and the call sent
+# again, for about ten seconds: both calls are idempotent (a report by its event id, a blob by
+# its hash), so a call that reached the server before the connection broke is not doubled
+# (it may count once more against the run's caps).
+_ATTEMPTS = 8
+
+
 class Agent:
     def __init__(self, task: Task, example_dir: Path, dsn: str) -> None:
         self.task = task
         self.example_dir = example_dir
-        self._conn = psycopg.connect(dsn, autocommit=True, application_name="props-agent")
+        self._dsn = dsn
+        self._conn: psycopg.Connection[Any] | None = self._connect()
         self._started = time.monotonic()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self._dsn, autocommit=True, application_name="props-agent")
+
+    def _call(self, sql: str, params: tuple[Any, ...]) -> Any:
+        """One function call's single value, across lost connections."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                if self._conn is None:
+                    self._conn = self._connect()
+                row = self._conn.execute(sql, params).fetchone()
+                return row[0] if row else None
+            except psycopg.OperationalError:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                if attempt == _ATTEMPTS:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     @classmethod
     def from_environment(cls) -> Agent:
@@ -77,7 +105,8 @@ class Agent:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     @property
     def run_id(self) -> uuid.UUID:
@@ -98,18 +127,17 @@ class Agent:
         if event.type_name not in AGENT_EVENT_TYPES:
             raise ValueError(f"an agent cannot report {event.type_name} events")
         data = orjson.loads(catalog.REGISTRY.encode(event))
-        accepted = self._conn.execute(
-            "SELECT agent.report(%s, %s, %s::jsonb)",
-            (uuid.uuid4(), event.type_name, orjson.dumps(data).decode()),
-        ).fetchone()
-        if not accepted or not accepted[0]:
+        event_id = uuid.uuid4()  # one id for every attempt: a resent report is not doubled
+        accepted = self._call("SELECT agent.report(%s, %s, %s::jsonb)",
+                              (event_id, event.type_name, orjson.dumps(data).decode()))
+        if not accepted:
             raise CapReached(f"run {self.run_id} reached its cap on events or bytes")
 
     def put_blob(self, content: bytes) -> str:
-        row = self._conn.execute("SELECT agent.put_blob(%s)", (content,)).fetchone()
-        if not row or row[0] is None:
+        sha = self._call("SELECT agent.put_blob(%s)", (content,))
+        if sha is None:
             raise CapReached(f"run {self.run_id} reached its cap on events or bytes")
-        return str(row[0])
+        return str(sha)
 
     def prompt(self, text: str, template: str | None = None) -> str:
         """Record the exact prompt bytes; returns their sha256."""
