@@ -10,6 +10,7 @@ event committed out of order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -593,7 +594,11 @@ class EventStore:
         taken when a read needs it rather than by every writer."""
         names = [r[0] for r in await self.pool.fetch(_Q["stale_partitions"])]
         for name in names:  # quoted by the server (format %I)
-            await self.pool.execute(f"ANALYZE {name}")
+            # A partition another ANALYZE or a VACUUM holds is being seen to: not waited for.
+            with contextlib.suppress(asyncpg.LockNotAvailableError):
+                async with self.pool.acquire() as conn, conn.transaction():
+                    await conn.execute("SET LOCAL lock_timeout = '200ms'")
+                    await conn.execute(f"ANALYZE {name}")
         return names
 
     async def fence_status(self, max_blockers: int = 5) -> FenceStatus:

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import anyio
 import pydantic
 import pytest
 
@@ -271,3 +272,21 @@ async def test_append_many_is_atomic_and_idempotent_per_stream(
     with pytest.raises(errors.DuplicateEventConflict):
         await store.append_many(partly)
     assert await count(store) == 6
+
+
+async def test_a_bulk_load_is_analyzed_before_a_filtered_read(
+        store: EventStore, new_event: Make) -> None:
+    """Without statistics the planner reads a filtered catch-up by bitmap scan and sort, page
+    after page; the store analyzes partitions a bulk load left stale, once."""
+    assert await store.analyze_stale_partitions() == []  # control: nothing loaded, nothing due
+    await store.append_many([(f"run-{i}", [new_event(f"p{j}") for j in range(100)])
+                             for i in range(30)])
+    stale: list[str] = []
+    with anyio.fail_after(30):  # the server publishes its row counts within a second or so
+        while not stale:
+            await anyio.sleep(0.2)
+            stale = await store.analyze_stale_partitions()
+    assert all(name.startswith("props.events_") for name in stale)
+    assert await store.analyze_stale_partitions() == []  # analyzed: not again
+    async for _ in store.iter_all(types=["phase.completed"]):  # a filtered read still works
+        pass
