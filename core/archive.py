@@ -53,6 +53,7 @@ _GENESIS = "0" * 64
 T = TypeVar("T")
 U = TypeVar("U")
 
+
 class ArchiveError(errors.PropsError):
     """The archive is corrupt, truncated, tampered with or not a props export; nothing was
     written."""
@@ -427,8 +428,8 @@ def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
 
 @dataclasses.dataclass
 class _Staged:
-    """A checked chunk as the staging tables take it: event lines as one JSON array, blobs as
-    rows."""
+    """A checked chunk as the staging tables take it: event lines as they stand (sent as one
+    JSON array), blobs as rows."""
 
     events: list[bytes]
     blobs: list[tuple[Any, ...]]
