@@ -97,11 +97,16 @@ COMPRESSION = zstandard.ZstdCompressionParameters.from_level(
     16, enable_ldm=True, threads=-1, job_size=1 << 20, overlap_log=5, write_checksum=True)
 
 
+def _link(previous: str, body: bytes) -> str:
+    """The chain's next link: over the previous one and the event's line without its own."""
+    return hashlib.sha256(previous.encode() + body).hexdigest()
+
+
 def _chained(obj: dict[str, Any], previous: str, n: int) -> tuple[bytes, str]:
     """The event's line, and the next link; the `n`th event's line shows the link every
     CHAIN_EVERY events."""
     body = _line(obj)
-    chain = hashlib.sha256(previous.encode() + body).hexdigest()
+    chain = _link(previous, body)
     if n % CHAIN_EVERY == 0:
         return _line({**obj, "chain": chain}), chain
     return body, chain
@@ -270,8 +275,7 @@ class _Verifier:
             self.events += 1
             # A line without a link is hashed as it stands: the exporter wrote exactly the
             # bytes it linked, so any other spelling of the same event breaks the chain too.
-            body = line if claimed is None else _line(obj)
-            expected = hashlib.sha256(self.chain.encode() + body).hexdigest()
+            expected = _link(self.chain, line if claimed is None else _line(obj))
             shown = self.events % CHAIN_EVERY == 0
             if shown != (claimed is not None) or (shown and claimed != expected):
                 raise ArchiveError(

@@ -11,6 +11,7 @@ import gc
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from types import TracebackType
 from typing import Generic, TypeVar
 
 import anyio
@@ -49,11 +50,24 @@ class WriteAhead(Generic[T]):
     """One write in flight while the next chunk is prepared: the server writes the last
     chunk while Python makes the next. Writes happen one at a time and in submission order,
     so a chunk never overtakes the one before it (merges and checkpoints stay ordered). A
-    failed write is raised by the next `submit` or by `settle`."""
+    failed write is raised by the next `submit` or by `settle`.
+
+    As `async with WriteAhead(...) as writer:`, the last write is settled on the way out, or
+    landed when the block fails."""
 
     def __init__(self, written: Callable[[T], None] | None = None) -> None:
         self.written = written  # told each write's result, in order
         self._writing: asyncio.Task[T] | None = None
+
+    async def __aenter__(self) -> WriteAhead[T]:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            await self.settle()
+        else:
+            await self.land()
 
     async def submit(self, write: Awaitable[T]) -> None:
         """Wait for the write in flight, then start `write` in the background. The caller

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -260,74 +260,65 @@ async def grade_runs(
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[Event | NewEvent]]] = []
+
     def written(results: list[AppendResult]) -> None:
         report.appended += sum(r.last_version - r.first_version + 1 for r in results
                                if not r.already_stored and r.stream_id.startswith("grading-"))
 
     # The server appends one chunk while the next is graded.
-    writer = bulk.WriteAhead(written)
+    async with bulk.WriteAhead(written) as writer:
 
-    async def flush() -> None:
-        if pending and not dry_run:
-            await writer.submit(store.append_many(list(pending)))
-        pending.clear()
+        async def flush() -> None:
+            if pending and not dry_run:
+                await writer.submit(store.append_many(list(pending)))
+            pending.clear()
 
-    try:
         with bulk.gc_paused():  # each run's issues, grades and events: acyclic, and many
-            await _grade_each(store, s, runs, known, report, pending, flush, dry_run,
-                              progress)
+            for run in runs:
+                await anyio.lowlevel.checkpoint()  # the append in flight gets its turns
+                pending += await _grade_one(store, s, run, known, report, dry_run)
+                # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
+                if (len(pending) >= FLUSH_RUNS
+                        or sum(len(b) for _, b in pending) >= FLUSH_GRADES):
+                    await flush()
+                if progress:
+                    progress(1)
             await flush()
-            await writer.settle()
-    finally:
-        await writer.land()
 
 
-async def _grade_each(
-    store: EventStore,
-    s: scoring.Scorer,
-    runs: Sequence[RunRecord],
-    known: dict[str, specimen_sync.SnapshotHistory],
-    report: RescoreReport,
-    pending: list[tuple[str, list[Event | NewEvent]]],
-    flush: Callable[[], Awaitable[None]],
-    dry_run: bool,
-    progress: Callable[[int], None] | None,
-) -> None:
-    for run in runs:
-        await anyio.lowlevel.checkpoint()  # the append in flight gets its turns
-        snapshot = ground_truth_for(run, known, report.ground_truth)
-        parsed = parse_issues(run)
-        reason = unscorable_reason(run, snapshot, parsed)
-        if reason is not None:
-            report.unscorable[reason_kind(reason)] += 1
-        else:
-            assert snapshot is not None
-            calls: list[Event] = []
-            if isinstance(s, LlmJudge):
-                try:
-                    grades, calls, stored = await _ask_judge(store, s, run, snapshot, parsed,
-                                                             dry_run)
-                except JudgeError as exc:
-                    report.unscorable["scorer error"] += 1
-                    report.scorer_errors.append(f"{run.run_id}: {exc}")
-                    if progress:
-                        progress(1)
-                    continue
-                report.grades += stored
-            else:
-                grades = grades_for(s, run, snapshot, parsed)
-            report.graded_runs += 1
-            report.grades += len(grades)
-            if grades:
-                pending.append((f"grading-{run.run_id}-{scoring.ref(s)}",
-                                [NewEvent(g, grade_id(g)) for g in grades]))
-            if calls:  # in the same write as the grades they produced
-                pending.append((f"judge-{run.run_id}-{scoring.ref(s)}", list(calls)))
-            # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
-            if len(pending) >= FLUSH_RUNS or sum(len(b) for _, b in pending) >= FLUSH_GRADES:
-                await flush()
-        if progress:
-            progress(1)
+async def _grade_one(
+    store: EventStore, s: scoring.Scorer, run: RunRecord,
+    known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, dry_run: bool,
+) -> list[tuple[str, list[Event | NewEvent]]]:
+    """Grade one run into `report`; return what it appends: its grades and, from a judge,
+    the calls that produced them (in the same write)."""
+    snapshot = ground_truth_for(run, known, report.ground_truth)
+    parsed = parse_issues(run)
+    reason = unscorable_reason(run, snapshot, parsed)
+    if reason is not None:
+        report.unscorable[reason_kind(reason)] += 1
+        return []
+    assert snapshot is not None
+    calls: list[Event] = []
+    if isinstance(s, LlmJudge):
+        try:
+            grades, calls, stored = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
+        except JudgeError as exc:
+            report.unscorable["scorer error"] += 1
+            report.scorer_errors.append(f"{run.run_id}: {exc}")
+            return []
+        report.grades += stored
+    else:
+        grades = grades_for(s, run, snapshot, parsed)
+    report.graded_runs += 1
+    report.grades += len(grades)
+    writes: list[tuple[str, list[Event | NewEvent]]] = []
+    if grades:
+        writes.append((f"grading-{run.run_id}-{scoring.ref(s)}",
+                       [NewEvent(g, grade_id(g)) for g in grades]))
+    if calls:
+        writes.append((f"judge-{run.run_id}-{scoring.ref(s)}", list(calls)))
+    return writes
 
 
 # -- comparing two scorers ----------------------------------------------------------------------

@@ -269,9 +269,8 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     pending = 0
     last = start
     wanted = sorted({t for p in projections for t in p.folds})
-    writer: WriteAhead[None] = WriteAhead()
-    try:
-        # A chunk's events and deltas are hundreds of thousands of acyclic objects.
+    # A chunk's events and deltas are hundreds of thousands of acyclic objects.
+    async with WriteAhead[None]() as writer:
         with gc_paused():
             async for batch in store.iter_all(start, types=wanted, batch_size=1000):
                 fold(projections, batch, positions, deltas)
@@ -286,9 +285,6 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                     pending = 0
             if pending:
                 await writer.submit(_flush(store, projections, deltas, positions, last))
-            await writer.settle()
-    finally:
-        await writer.land()
     return total
 
 

@@ -32,7 +32,7 @@ import orjson
 import psycopg
 import pydantic
 
-from props.core import catalog
+from props.core import catalog, database
 from props.core.events import Event
 
 AGENT_EVENT_TYPES = ("prompt.composed", "llm.requested", "llm.responded", "phase.completed",
@@ -87,7 +87,7 @@ class Agent:
                     self._conn = None
                 if attempt == _ATTEMPTS:
                     raise
-                time.sleep(min(2.0, 0.05 * 2 ** attempt))
+                time.sleep(database.backoff(attempt, first=0.1, cap=2.0))
         raise AssertionError("unreachable")
 
     @classmethod

@@ -48,9 +48,8 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         spent = {"raw": 0.0, "rebuild": 0.0, "floor": 0.0}
         counted = {"raw": 0, "rebuild": 0, "floor": 0}
         for _ in range(2):
-            for side, read in (("raw", raw_read_all(store.pool)),
-                               ("floor", raw_read_all(store.pool, typed=validators))):
-                n, seconds = await read
+            for side, typed in (("raw", None), ("floor", validators)):
+                n, seconds = await raw_read_all(store.pool, typed=typed)
                 counted[side] += n
                 spent[side] += seconds
             result = await engine.rebuild(store)
