@@ -1,4 +1,5 @@
-"""What a projection is: a name, a version, its tables, and a fold from events to rows."""
+"""What a projection is: a name, a version, its tables, and how events become rows: row maps
+folded on the server (one row per event, see rows.py), Python folds for the rest."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from props.core.events import RecordedEvent
+from props.projections.rows import RowMap
 from props.projections.tables import Delta, Table
 
 Fold = Callable[[Delta, RecordedEvent], None]
@@ -13,13 +15,27 @@ Fold = Callable[[Delta, RecordedEvent], None]
 
 @dataclasses.dataclass(frozen=True)
 class Projection:
-    """Rows derived from events. Raise `version` whenever `tables` or `fold` change: the
-    runner then rebuilds it from the log before serving it."""
+    """Rows derived from events. Raise `version` whenever `tables`, `rows` or `folds`
+    change: the runner then rebuilds it from the log before serving it."""
 
     name: str
     version: int
     tables: tuple[Table, ...]
-    folds: dict[str, Fold]  # event type -> how it changes the rows
+    rows: tuple[RowMap, ...] = ()  # folded by the server
+    folds: dict[str, Fold] = dataclasses.field(default_factory=dict)  # event type -> Python
+
+    def __post_init__(self) -> None:
+        both = {m.type_name for m in self.rows} & set(self.folds)
+        if both:  # one way into the rows per type
+            raise ValueError(f"{self.name}: {sorted(both)} both row-mapped and folded")
+
+    @property
+    def types(self) -> frozenset[str]:
+        """Every event type this projection reads."""
+        return frozenset(m.type_name for m in self.rows) | frozenset(self.folds)
+
+    def maps_of(self, table: Table) -> tuple[RowMap, ...]:
+        return tuple(m for m in self.rows if m.table == table)
 
     @property
     def checkpoint_name(self) -> str:

@@ -1,9 +1,12 @@
 """Keeping projections current (the runner) and rebuilding them beside the live ones.
 
-Every write of a projection's rows commits with its checkpoint (compare-and-set), so a
-runner killed at any point resumes exactly where its last commit left it. A rebuild folds the
-log into a shadow schema in chunks (each chunk committed with a shadow checkpoint, so an
-interrupted rebuild resumes), then, in one transaction holding the live tables exclusively,
+Both fold a range of the log, (checkpoint, end], into a projection's tables in one
+transaction that also moves its checkpoint (compare-and-set): row maps by one statement per
+table on the server, Python folds through a `Delta`. So a runner killed at any point resumes
+exactly where its last commit left it. The runner's ranges are the batches of its
+subscription. A rebuild folds the log into a shadow schema in chunks (each committed with a
+shadow checkpoint, so an interrupted rebuild resumes; the projections' chunks in parallel, on
+connections of their own), then, in one transaction holding the live tables exclusively,
 catches up to the head, swaps the shadow tables in, recreates the views and moves the
 checkpoints. Analysts see the old rows until that commit and the new rows after it.
 """
@@ -20,12 +23,12 @@ import anyio
 import asyncpg
 
 from props.core import database, errors
-from props.core.bulk import WriteAhead, gc_paused
 from props.core.events import RecordedEvent
 from props.core.store import START, Checkpoint, EventStore
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
+from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
 from props.projections.runs import RUNS
 from props.projections.tables import Delta, check_schema, create, write
 from props.schema import queries
@@ -42,7 +45,9 @@ REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 # interleave, so neither can deadlock on the other's table and checkpoint locks.
 LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
+REBUILD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
 SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
+_ANY_VERSION = 0  # read_between: every schema version of the type
 
 # A deliberately broken build, for the chaos run's negative control only: the live runner
 # keeps its position in memory instead of writing the checkpoint with its rows, so a runner
@@ -75,7 +80,7 @@ def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
 
 def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
          positions: dict[str, Checkpoint], deltas: dict[str, Delta]) -> None:
-    """Fold each event into each projection that has not seen it yet."""
+    """Fold each event into each Python fold of a projection that has not seen it yet."""
     steps: dict[str, list[tuple[Checkpoint, Delta, Fold]]] = {}
     for p in projections:
         for type_name, step in p.folds.items():
@@ -96,16 +101,63 @@ def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
 
 async def _commit(
     conn: database.Connection, store: EventStore, schema: str,
-    projections: Sequence[Projection], deltas: dict[str, Delta],
+    projections: Sequence[Projection], events: Sequence[RecordedEvent],
     positions: dict[str, Checkpoint], new: Checkpoint, names: Callable[[Projection], str],
 ) -> None:
-    """Write the deltas and move the checkpoints, in the caller's transaction."""
+    """Fold the range (position, new] of each projection and move its checkpoint, in the
+    caller's transaction. `events`: the range's events that need Python (those of Python
+    folds, and row-mapped ones stored under an older schema version), or all of them."""
     for p in projections:
-        await write(conn, schema, deltas[p.name])
+        if new <= positions[p.name]:
+            continue
+        delta = Delta(p.tables)
+        fold([p], events, positions, {p.name: delta})
+        await write(conn, schema, delta)
+        await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
         if schema == LIVE and _BROKEN_FOR_TEST:
             continue  # the chaos run's negative control: the checkpoint is never written
-        if new > positions[p.name]:
-            await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
+        await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
+
+
+async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
+                     p: Projection, after: Checkpoint, new: Checkpoint,
+                     events: Sequence[RecordedEvent]) -> None:
+    """Fold the events of `p`'s row maps in (after, new] on the server, in the caller's
+    transaction; those stored under an older schema version (among `events`), upcast when
+    they were decoded, are staged in their current shape first."""
+    if not p.rows:
+        return
+    versions = _row_versions(store, [p])
+    await conn.execute(UPCAST_DDL)
+    older = [r for r in events if r.schema_version != versions.get(r.type_name, r.schema_version)
+             and _after(r, after) and not _after(r, new)]
+    if older:
+        await conn.copy_records_to_table(UPCAST_TABLE, columns=list(UPCAST_COLUMNS), records=[
+            (r.tx_id, r.global_position, r.type_name, r.event.model_dump_json(), r.recorded_at)
+            for r in older])
+    for table in p.tables:
+        maps = p.maps_of(table)
+        if maps:
+            await conn.execute(fold_sql(schema, table, maps, versions),
+                               after.tx_id, after.position, new.tx_id, new.position)
+
+
+def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
+    """The current schema version of each row-mapped type (what the statements read)."""
+    return {m.type_name: store.registry.require(m.type_name).schema_version
+            for p in projections for m in p.rows}
+
+
+async def _python_events(conn: database.Connection, store: EventStore,
+                         projections: Sequence[Projection], after: Checkpoint,
+                         upto: Checkpoint) -> list[RecordedEvent]:
+    """The events of (after, upto] that need Python: every one of a Python fold's types (they
+    are few), and row-mapped ones stored under an older schema version (rarer still)."""
+    wanted = dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)
+    wanted.update(_row_versions(store, projections))
+    rows = await conn.fetch(_Q["read_between"], after.tx_id, after.position, upto.tx_id,
+                            upto.position, list(wanted), list(wanted.values()))
+    return store._decode(rows)
 
 
 async def _views(conn: database.Connection, schema: str) -> None:
@@ -183,13 +235,11 @@ class Runner:
         async with self.store.subscribe(start, batch_size=self.batch_size,
                                         poll_interval=self.poll_interval) as sub:
             async for batch in sub:
-                deltas = {p.name: Delta(p.tables) for p in self.projections}
-                fold(self.projections, batch, positions, deltas)
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
                 async with self.store.pool.acquire() as conn, conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
-                    await _commit(conn, self.store, LIVE, self.projections, deltas,
+                    await _commit(conn, self.store, LIVE, self.projections, batch,
                                   positions, new, lambda p: p.checkpoint_name)
                 for p in self.projections:
                     positions[p.name] = max(positions[p.name], new)
@@ -261,40 +311,40 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
 async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                        positions: dict[str, Checkpoint], chunk: int,
                        progress: Progress | None) -> int:
-    """Fold the log into the shadow tables, one committed chunk at a time; the server writes
-    one chunk while the next is read and folded."""
+    """Fold the log into the shadow tables, one committed chunk at a time, each projection's
+    part of a chunk on its own connection: the server folds them on every core at once."""
     total = 0
-    start = min(positions.values())
-    deltas = {p.name: Delta(p.tables) for p in projections}
-    pending = 0
-    last = start
-    wanted = sorted({t for p in projections for t in p.folds})
-    # A chunk's events and deltas are hundreds of thousands of acyclic objects.
-    async with WriteAhead[None]() as writer:
-        with gc_paused():
-            async for batch in store.iter_all(start, types=wanted, batch_size=1000):
-                fold(projections, batch, positions, deltas)
-                pending += len(batch)
-                total += len(batch)
-                last = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
-                if progress:
-                    progress(len(batch))
-                if pending >= chunk:
-                    await writer.submit(_flush(store, projections, deltas, positions, last))
-                    deltas = {p.name: Delta(p.tables) for p in projections}
-                    pending = 0
-            if pending:
-                await writer.submit(_flush(store, projections, deltas, positions, last))
-    return total
+    while True:
+        start = min(positions.values())
+        async with store.pool.acquire() as conn:
+            end = await _chunk_end(conn, start, chunk)
+            if end is None:
+                return total
+            end_at, size = end
+            events = await _python_events(conn, store, projections, start, end_at)
+        async with anyio.create_task_group() as tg:
+            for p in projections:
+                tg.start_soon(_flush, store, p, events, positions, end_at)
+        total += size
+        if progress:
+            progress(size)
 
 
-async def _flush(store: EventStore, projections: Sequence[Projection],
-                 deltas: dict[str, Delta], positions: dict[str, Checkpoint],
-                 new: Checkpoint) -> None:
+async def _chunk_end(conn: database.Connection, after: Checkpoint,
+                     chunk: int) -> tuple[Checkpoint, int] | None:
+    """Where the next chunk of at most `chunk` events after `after` ends, and its size."""
+    row = await conn.fetchrow(_Q["chunk_end"], after.tx_id, after.position, chunk)
+    if row is None:
+        return None
+    return Checkpoint(row["tx_id"], row["global_position"]), row["events"]
+
+
+async def _flush(store: EventStore, p: Projection, events: Sequence[RecordedEvent],
+                 positions: dict[str, Checkpoint], new: Checkpoint) -> None:
     async with store.pool.acquire() as conn, conn.transaction():
-        await _commit(conn, store, SHADOW, projections, deltas, positions, new, _shadow_name)
-    for p in projections:
-        positions[p.name] = max(positions[p.name], new)
+        await conn.execute(f"SET LOCAL work_mem = '{REBUILD_WORK_MEM}'")
+        await _commit(conn, store, SHADOW, [p], events, positions, new, _shadow_name)
+    positions[p.name] = max(positions[p.name], new)
 
 
 async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projection],
@@ -327,22 +377,17 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
         mine = [t.name for p in projections for t in p.tables]
         for name in sorted(live & set(mine)):
             await conn.execute(f"LOCK TABLE {LIVE}.{name} IN ACCESS EXCLUSIVE MODE")
-        # Events committed since the last chunk, read on this transaction's connection.
+        # Events committed since the last chunk, folded on this transaction's connection.
         caught_up = 0
-        while True:
-            start = min(positions.values())
-            rows = await store._fetch_page(start, None, 5000, conn)
-            if not rows:
-                break
-            batch = store._decode(rows)
-            deltas = {p.name: Delta(p.tables) for p in projections}
-            fold(projections, batch, positions, deltas)
-            new = Checkpoint(batch[-1].tx_id, batch[-1].global_position)
-            await _commit(conn, store, SHADOW, projections, deltas, positions, new,
+        while (end := await _chunk_end(conn, start := min(positions.values()),
+                                       REBUILD_CHUNK)) is not None:
+            end_at, size = end
+            events = await _python_events(conn, store, projections, start, end_at)
+            await _commit(conn, store, SHADOW, projections, events, positions, end_at,
                           _shadow_name)
             for p in projections:
-                positions[p.name] = max(positions[p.name], new)
-            caught_up += len(batch)
+                positions[p.name] = max(positions[p.name], end_at)
+            caught_up += size
         # The views read every projection's tables: drop them, swap, recreate them.
         for view in reversed(list(_VIEWS)):  # dependents first
             await conn.execute(f"DROP VIEW IF EXISTS {LIVE}.{view}")

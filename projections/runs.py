@@ -3,16 +3,11 @@ facts, the issues it reported, and its LLM usage."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import cast
-
-import orjson
-
 from props.core import catalog
-from props.core.events import RecordedEvent
 from props.projections.base import Projection
 from props.projections.ground_truth import WHOLE_SNAPSHOT
-from props.projections.tables import Column, Delta, Table
+from props.projections.rows import RowMap, field
+from props.projections.tables import Column, Table
 
 AGENT_RUNS = Table("agent_runs", (
     Column("run_id", "uuid", "key"), Column("agent_type", "text"),
@@ -37,56 +32,40 @@ LLM_USAGE = Table("llm_usage", (
 ))
 
 
-def requested(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.RunRequested, rec.event)
-    delta.put("agent_runs", run_id=e.run_id, agent_type=e.agent_type, definition=e.definition,
-              definition_ref=e.definition_ref, model=e.model, snapshot=e.example.snapshot,
-              files_hash=e.example.files_hash or WHOLE_SNAPSHOT, status="requested",
-              timeout_seconds=e.timeout_seconds, budget_usd=e.budget_usd,
-              requested_at=rec.recorded_at)
-
-
-def started(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.RunStarted, rec.event)
-    delta.put("agent_runs", run_id=e.run_id, digest=e.digest, status="running",
-              started_at=rec.recorded_at)
-
-
-def container_exited(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.ContainerExited, rec.event)
-    delta.put("agent_runs", run_id=e.run_id, exit_code=e.exit_code)
-
-
-def finished(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.RunFinished, rec.event)
-    failure = e.failure
-    delta.put("agent_runs", run_id=e.run_id, status=e.status, finished_at=rec.recorded_at,
-              tokens_in=e.tokens_in, tokens_out=e.tokens_out, cost_usd=e.cost_usd,
-              failure_phase=failure.phase if failure else None,
-              failure_category=failure.category if failure else None,
-              failure_retryable=failure.retryable if failure else None)
-
-
-def issue(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.IssueReported, rec.event)
-    delta.put("reported_issues", run_id=e.run_id, issue_id=e.issue_id,
-              files=sorted({loc.file for loc in e.locations}),
-              locations=orjson.dumps([loc.model_dump(mode="json")
-                                      for loc in e.locations]).decode(),
-              rationale=e.rationale, severity=e.severity, reported_at=rec.recorded_at)
-
-
-def llm_response(delta: Delta, rec: RecordedEvent) -> None:
-    e = cast(catalog.LlmResponded, rec.event)
-    delta.put("llm_usage", run_id=e.run_id, requests=1, tokens_in=e.tokens_in,
-              tokens_out=e.tokens_out, cost_usd=Decimal(repr(e.cost_usd)))
-
+# The files an issue points at, sorted by code point as Python's sorted() would.
+_ISSUE_FILES = ("ARRAY(SELECT DISTINCT (loc->>'file') COLLATE \"C\" "
+                "FROM jsonb_array_elements(data->'locations') loc ORDER BY 1)")
 
 RUNS = Projection(
     name="runs",
     version=1,
     tables=(AGENT_RUNS, REPORTED_ISSUES, LLM_USAGE),
-    folds={"run.requested": requested, "run.started": started,
-           "container.exited": container_exited, "run.finished": finished,
-           "issue.reported": issue, "llm.responded": llm_response},
+    rows=(
+        RowMap(catalog.RunRequested, AGENT_RUNS, {
+            "run_id": field("run_id"), "agent_type": field("agent_type"),
+            "definition": field("definition"), "definition_ref": field("definition_ref"),
+            "model": field("model"), "snapshot": field("example", "snapshot"),
+            "files_hash": f"COALESCE(data->'example'->>'files_hash', '{WHOLE_SNAPSHOT}')",
+            "status": "'requested'", "timeout_seconds": field("timeout_seconds"),
+            "budget_usd": field("budget_usd"), "requested_at": "recorded_at"}),
+        RowMap(catalog.RunStarted, AGENT_RUNS, {
+            "run_id": field("run_id"), "digest": field("digest"), "status": "'running'",
+            "started_at": "recorded_at"}),
+        RowMap(catalog.ContainerExited, AGENT_RUNS, {
+            "run_id": field("run_id"), "exit_code": field("exit_code")}),
+        RowMap(catalog.RunFinished, AGENT_RUNS, {
+            "run_id": field("run_id"), "status": field("status"), "finished_at": "recorded_at",
+            "tokens_in": field("tokens_in"), "tokens_out": field("tokens_out"),
+            "cost_usd": field("cost_usd"), "failure_phase": field("failure", "phase"),
+            "failure_category": field("failure", "category"),
+            "failure_retryable": field("failure", "retryable")}),
+        RowMap(catalog.IssueReported, REPORTED_ISSUES, {
+            "run_id": field("run_id"), "issue_id": field("issue_id"), "files": _ISSUE_FILES,
+            "locations": field("locations"), "rationale": field("rationale"),
+            "severity": field("severity"), "reported_at": "recorded_at"}),
+        RowMap(catalog.LlmResponded, LLM_USAGE, {
+            # numeric from the stored decimal text: sums must not depend on batching
+            "run_id": field("run_id"), "requests": "1", "tokens_in": field("tokens_in"),
+            "tokens_out": field("tokens_out"), "cost_usd": field("cost_usd")}),
+    ),
 )

@@ -16,3 +16,28 @@ SELECT tablename FROM pg_tables WHERE schemaname = $1
 SELECT count(*) AS events, extract(epoch FROM now() - min(recorded_at))::float8 AS seconds
   FROM props.events
  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+
+-- chunk_end --
+-- Where the next chunk of a fold ends: the last of up to $3 events after ($1, $2) behind the
+-- visibility fence, and how many events the chunk holds. No row when none is there yet.
+SELECT tx_id, global_position, events
+  FROM (SELECT tx_id, global_position, count(*) OVER () AS events
+          FROM (SELECT tx_id, global_position FROM props.events
+                 WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+                   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY tx_id, global_position
+                 LIMIT $3) page) counted
+ ORDER BY tx_id DESC, global_position DESC
+ LIMIT 1
+
+-- read_between --
+-- Events of the types $5 after ($1, $2) up to ($3, $4), a range already behind the fence: of
+-- each type, those stored under another schema version than the one given in $6 (0: all).
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+   AND (tx_id, global_position) <= ($3::xid8, $4::bigint)
+   AND type = ANY ($5::text[])
+   AND schema_version <> ($6::int[])[array_position($5::text[], type)]
+ ORDER BY tx_id, global_position

@@ -1,0 +1,161 @@
+"""Row maps: projections folded by the database server itself.
+
+Most of the log is events that each give one row of one table (a reported issue, a grade, a
+step of a run). A `RowMap` says so declaratively: for events of one type, each column is an
+SQL expression over the stored event (`data`, `recorded_at`). From the maps of a table the
+engine makes one statement that folds every such event of a range of the log into the table,
+on the server: no event crosses the wire, none is validated again, and the rows are merged
+with the same rules (`Column.merge`) a Python fold's `Delta` uses:
+
+    set    the newest non-null value in log order wins   (projections.newest)
+    first  the oldest non-null value wins                (projections.oldest)
+    add    values are summed
+
+The live runner and a rebuild run the very same statement, over a batch or a chunk; only the
+range differs. Events stored under an older schema version are upcast in Python and staged
+(`pg_temp.props_upcast`) in the current shape, so the expressions only ever see current data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+
+import pydantic
+
+from props.core.events import Event
+from props.projections.tables import Table, check_schema
+
+UPCAST_TABLE = "props_upcast"
+UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
+              "global_position bigint, type text, data jsonb, recorded_at timestamptz) "
+              "ON COMMIT DELETE ROWS")
+UPCAST_COLUMNS = ("tx_id", "global_position", "type", "data", "recorded_at")
+_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_.]*$")
+_RANGE = ("(tx_id, global_position) > ($1::xid8, $2::bigint) "
+          "AND (tx_id, global_position) <= ($3::xid8, $4::bigint)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """A field of the event's data, by path (`Field("scorer", "name")`)."""
+
+    path: tuple[str, ...]
+
+
+def field(*path: str) -> Field:
+    return Field(path)
+
+
+Source = Field | str  # a field, or an SQL expression over `data` and `recorded_at`
+
+
+@dataclasses.dataclass(frozen=True)
+class RowMap:
+    """Every event of type `event` gives one row of `table`: each column from its source.
+    Columns left out are not changed by these events (as a None in a Python fold)."""
+
+    event: type[Event]
+    table: Table
+    columns: Mapping[str, Source]
+
+    def __post_init__(self) -> None:
+        if not _TYPE_NAME.match(self.type_name):  # spliced into the statement
+            raise ValueError(f"not an event type name: {self.type_name!r}")
+        unknown = set(self.columns) - set(self.table.names)
+        missing = set(self.table.keys) - set(self.columns)
+        if unknown or missing:
+            raise ValueError(f"{self.event.type_name} -> {self.table.name}: unknown columns "
+                             f"{sorted(unknown)}, keys not given {sorted(missing)}")
+        for source in self.columns.values():
+            if isinstance(source, Field):
+                _check_path(self.event, source.path)
+
+    @property
+    def type_name(self) -> str:
+        return self.event.type_name
+
+    def expression(self, column: str) -> str:
+        """The column's value for one event, cast to the column's type."""
+        kind = next(c.type for c in self.table.columns if c.name == column)
+        source = self.columns.get(column)
+        if source is None:
+            return f"NULL::{kind}"
+        if isinstance(source, str):
+            return f"({source})::{kind}"
+        return f"({_field_sql(self.event, source.path, json=kind == 'jsonb')})::{kind}"
+
+
+def _check_path(model: type[pydantic.BaseModel], path: Sequence[str]) -> None:
+    current: object = model
+    for step in path:
+        fields = getattr(current, "model_fields", None)
+        if not _NAME.match(step) or fields is None or step not in fields:
+            raise ValueError(f"{model.__name__} has no field {'.'.join(path)}")
+        current = _model_of(fields[step].annotation)
+
+
+def _model_of(annotation: object) -> object:
+    """The pydantic model inside an annotation (`X`, `X | None`), or the annotation."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type)
+                  and issubclass(a, pydantic.BaseModel)]
+        return models[0] if models else annotation
+    return annotation
+
+
+def _field_sql(model: type[pydantic.BaseModel], path: Sequence[str], *, json: bool) -> str:
+    steps = [f"'{step}'" for step in path]
+    sql = "data" + "".join(f"->{s}" for s in steps[:-1]) + ("->" if json else "->>") + steps[-1]
+    # Stored data is a full dump of its model, but data that left out a field with a scalar
+    # default (an older writer, an import) still projects as its decoded model would.
+    default = model.model_fields[path[0]].default if len(path) == 1 else None
+    if json or not isinstance(default, bool | int | float | str):
+        return sql
+    literal = str(default).lower() if isinstance(default, bool) else str(default)
+    return f"COALESCE({sql}, '{literal}')" if "'" not in literal else sql
+
+
+def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
+             versions: Mapping[str, int]) -> str:
+    """One statement folding every event of `maps`' types in the range ($1, $2) exclusive to
+    ($3, $4) inclusive (tx_id, position) into `schema.table`, reading the range once.
+    `versions`: each type's current schema version; older events are read from the upcast
+    staging table instead."""
+    by_type = {m.type_name: m for m in maps}
+    current = " OR ".join(f"(type = '{t}' AND schema_version = {int(versions[t])})"
+                          for t in by_type)
+    listed = ", ".join(f"'{t}'" for t in by_type)
+    values = []
+    for c in table.names:
+        if len(by_type) == 1:
+            values.append(f"{maps[0].expression(c)} AS {c}")
+            continue
+        cases = " ".join(f"WHEN '{t}' THEN {m.expression(c)}" for t, m in by_type.items()
+                         if c in m.columns)
+        kind = next(col.type for col in table.columns if col.name == c)
+        values.append(f"CASE type {cases} END AS {c}" if cases else f"NULL::{kind} AS {c}")
+    rows = (f"SELECT tx_id, global_position, {', '.join(values)} FROM ("
+            f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
+            f"WHERE {_RANGE} AND ({current}) UNION ALL "
+            f"SELECT tx_id, global_position, type, data, recorded_at FROM pg_temp.{UPCAST_TABLE} "
+            f"WHERE {_RANGE} AND type IN ({listed})) e")
+    order = "ORDER BY s.tx_id, s.global_position"
+    folded = []
+    for c in table.columns:
+        if c.merge == "key":
+            value = f"s.{c.name}"
+        elif c.merge == "set":
+            value = f"projections.newest(s.{c.name} {order})"
+        elif c.merge == "first":
+            value = f"projections.oldest(s.{c.name} {order})"
+        else:
+            value = f"sum(s.{c.name})::{c.type}"
+        folded.append(f"{value} AS {c.name}")
+    keys = ", ".join(f"s.{k}" for k in table.keys)
+    source = f"SELECT {', '.join(folded)} FROM ({rows}) s GROUP BY {keys}"
+    return table.merge_sql(check_schema(schema), f"({source}) folded")
