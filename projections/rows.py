@@ -144,18 +144,22 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
             f"WHERE {_RANGE} AND ({current}) UNION ALL "
             f"SELECT tx_id, global_position, type, data, recorded_at FROM pg_temp.{UPCAST_TABLE} "
             f"WHERE {_RANGE} AND type IN ({listed})) e")
-    order = "ORDER BY s.tx_id, s.global_position"
+    # One window over each key's events in log order, whole: every merge is computed once
+    # per key from one sort of the range (an ordered aggregate per column would sort each
+    # key's events once per column: twice as slow before PostgreSQL 16).
+    keys = ", ".join(table.keys)
+    window = (f"PARTITION BY {keys} ORDER BY tx_id, global_position "
+              "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING")
     folded = []
     for c in table.columns:
         if c.merge == "key":
-            value = f"s.{c.name}"
+            folded.append(c.name)
         elif c.merge == "set":
-            value = f"projections.newest(s.{c.name} {order})"
+            folded.append(f"projections.newest({c.name}) OVER w AS {c.name}")
         elif c.merge == "first":
-            value = f"projections.oldest(s.{c.name} {order})"
+            folded.append(f"projections.oldest({c.name}) OVER w AS {c.name}")
         else:
-            value = f"sum(s.{c.name})::{c.type}"
-        folded.append(f"{value} AS {c.name}")
-    keys = ", ".join(f"s.{k}" for k in table.keys)
-    source = f"SELECT {', '.join(folded)} FROM ({rows}) s GROUP BY {keys}"
+            folded.append(f"(sum({c.name}) OVER w)::{c.type} AS {c.name}")
+    source = (f"SELECT * FROM (SELECT {', '.join(folded)}, row_number() OVER w AS nth "
+              f"FROM ({rows}) s WINDOW w AS ({window})) each WHERE nth = 1")
     return table.merge_sql(check_schema(schema), f"({source}) folded")

@@ -9,16 +9,19 @@ import signal
 import subprocess
 import sys
 import uuid
+from decimal import Decimal
 from typing import Any, ClassVar
 
 import anyio
 import asyncpg
+import orjson
 import pytest
 
 from props.core import catalog, database
-from props.core.events import EventRegistry
+from props.core.events import EventRegistry, RecordedEvent
 from props.core.store import EventStore
 from props.projections import engine
+from props.projections import runs as runs_projection
 from props.tools.workload import Workload
 
 Dump = dict[str, list[tuple[Any, ...]]]
@@ -75,6 +78,79 @@ async def test_incremental_equals_rebuild(store: EventStore) -> None:
     await store.pool.execute("UPDATE projections.llm_usage SET requests = requests + 1 "
                              "WHERE run_id = (SELECT run_id FROM projections.llm_usage LIMIT 1)")
     assert await dump(store) != incremental
+
+
+def expected_rows(events: list[RecordedEvent]) -> Dump:
+    """What the row maps of runs, issues, usage and grading should make of `events`, computed
+    from the decoded models, independently of the SQL (the merge rules, by hand)."""
+    runs: dict[Any, dict[str, Any]] = {}
+    issues: dict[Any, tuple[Any, ...]] = {}
+    usage: dict[Any, list[Any]] = {}
+    edges: dict[Any, tuple[Any, ...]] = {}
+    for rec in events:
+        e, at = rec.event, rec.recorded_at
+        if isinstance(e, catalog.RunRequested):
+            row = runs.setdefault(e.run_id, {})
+            row.update(agent_type=e.agent_type, definition=e.definition, model=e.model,
+                       definition_ref=e.definition_ref, snapshot=e.example.snapshot,
+                       files_hash=e.example.files_hash or "", status="requested",
+                       timeout_seconds=e.timeout_seconds, budget_usd=e.budget_usd)
+            row.setdefault("requested_at", at)
+        elif isinstance(e, catalog.RunStarted):
+            row = runs.setdefault(e.run_id, {})
+            row.update(digest=e.digest, status="running")
+            row.setdefault("started_at", at)
+        elif isinstance(e, catalog.ContainerExited) and e.exit_code is not None:
+            runs.setdefault(e.run_id, {})["exit_code"] = e.exit_code
+        elif isinstance(e, catalog.RunFinished):
+            row = runs.setdefault(e.run_id, {})
+            row.update(status=e.status, finished_at=at, tokens_in=e.tokens_in,
+                       tokens_out=e.tokens_out, cost_usd=e.cost_usd)
+            if e.failure:
+                row.update(failure_phase=e.failure.phase, failure_category=e.failure.category,
+                           failure_retryable=e.failure.retryable)
+        elif isinstance(e, catalog.IssueReported):
+            issues[(e.run_id, e.issue_id)] = (
+                sorted({loc.file for loc in e.locations}),
+                [loc.model_dump(mode="json") for loc in e.locations], e.rationale, e.severity,
+                at)
+        elif isinstance(e, catalog.LlmResponded):
+            total = usage.setdefault(e.run_id, [0, 0, 0, Decimal(0)])
+            for i, value in enumerate((1, e.tokens_in, e.tokens_out, Decimal(repr(e.cost_usd)))):
+                total[i] += value
+        elif isinstance(e, catalog.GradeEmitted):
+            edges[(e.critique_run_id, e.critique_issue_id, e.scorer.name, e.scorer.version)] = (
+                e.scorer.code_hash, e.scorer.ground_truth_hash, e.tp_id, e.tp_occurrence,
+                e.fp_id, e.grade, at)
+    columns = [c.name for c in runs_projection.AGENT_RUNS.columns][1:]
+    return {
+        "agent_runs": sorted((k, *(v.get(c) for c in columns)) for k, v in runs.items()),
+        "reported_issues": sorted((*k, *v) for k, v in issues.items()),
+        "llm_usage": sorted((k, *v) for k, v in usage.items()),
+        "grading_edges": sorted((*k, *v) for k, v in edges.items()),
+    }
+
+
+async def projected_rows(store: EventStore) -> Dump:
+    rows = await dump(store)
+    for i, row in enumerate(rows["reported_issues"]):  # locations: jsonb as text
+        rows["reported_issues"][i] = (*row[:3], orjson.loads(row[3]), *row[4:])
+    return {name: rows[name] for name in
+            ("agent_runs", "reported_issues", "llm_usage", "grading_edges")}
+
+
+async def test_row_maps_project_what_the_events_say(store: EventStore) -> None:
+    await every_kind_of_event(store, runs=80)
+    events = [rec async for batch in store.iter_all() for rec in batch]
+    await engine.rebuild(store, chunk=97)  # many chunks: rows merge across them too
+    expected = expected_rows(events)
+    assert len(expected["agent_runs"]) == 80 and all(expected.values())
+    assert await projected_rows(store) == expected
+
+    # Negative control: one changed value is seen.
+    await store.pool.execute("UPDATE projections.reported_issues SET severity = NULL "
+                             "WHERE severity IS NOT NULL AND issue_id = 'i1'")
+    assert await projected_rows(store) != expected
 
 
 @pytest.mark.slow
@@ -208,7 +284,7 @@ async def test_older_event_versions_project_like_current_ones(dsn: str) -> None:
             "schema_version, data) VALUES (gen_random_uuid(), $1, 2, 'issue.reported', 1, $2)",
             f"run-{run}", f'{{"run_id": "{run}", "issue_id": "old", "text": "r", '
             f'"severity": "low", "file": "a.py", "line": 3}}')
-        await engine.rebuild(store, [engine.by_name(["runs"])[0]])
+        await engine.rebuild(store, [engine.by_name(["issues"])[0]])
         rows = await store.pool.fetch("SELECT issue_id, files, locations, rationale, severity "
                                       "FROM projections.reported_issues ORDER BY issue_id")
     new, old = (tuple(r)[1:] for r in rows)

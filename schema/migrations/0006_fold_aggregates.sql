@@ -1,5 +1,5 @@
 -- Aggregates of the server-side projection folds (projections/rows.py): the newest and the
--- oldest non-null value of a group, in the order given (`newest(x ORDER BY tx_id,
+-- oldest non-null value of a group, in the order given (`newest(x) OVER (... ORDER BY tx_id,
 -- global_position)`). The transition functions are strict: the first non-null value becomes
 -- the state without a call, nulls are skipped without one, so a group of one row (most rows
 -- of a fold) costs no function call at all.
