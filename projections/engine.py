@@ -148,16 +148,36 @@ def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[
             for p in projections for m in p.rows}
 
 
-async def _python_events(conn: database.Connection, store: EventStore,
-                         projections: Sequence[Projection], after: Checkpoint,
-                         upto: Checkpoint) -> list[RecordedEvent]:
-    """The events of (after, upto] that need Python: every one of a Python fold's types (they
-    are few), and row-mapped ones stored under an older schema version (rarer still)."""
+@dataclasses.dataclass(frozen=True)
+class _Chunk:
+    """A range of the log folded in one transaction: (after, end]."""
+
+    after: Checkpoint
+    end: Checkpoint
+    size: int
+    kinds: frozenset[tuple[str, int]]  # (type, schema version) of its events
+    python: list[RecordedEvent] = dataclasses.field(default_factory=list)  # see below
+
+
+async def _chunk_after(conn: database.Connection, store: EventStore,
+                       projections: Sequence[Projection], after: Checkpoint,
+                       limit: int) -> _Chunk | None:
+    """The next chunk of at most `limit` events after `after`, with its events that need
+    Python: every one of a Python fold's types (they are few), and row-mapped ones stored
+    under an older schema version (rarer still); read only when the chunk holds some."""
+    row = await conn.fetchrow(_Q["chunk_end"], after.tx_id, after.position, limit)
+    if row is None:
+        return None
+    end = Checkpoint(row["tx_id"], row["global_position"])
+    kinds = frozenset(zip(row["types"], row["schema_versions"], strict=True))
+    chunk = _Chunk(after, end, row["events"], kinds)
     wanted = dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)
     wanted.update(_row_versions(store, projections))
-    rows = await conn.fetch(_Q["read_between"], after.tx_id, after.position, upto.tx_id,
-                            upto.position, list(wanted), list(wanted.values()))
-    return store._decode(rows)
+    if any(t in wanted and wanted[t] != v for t, v in kinds):
+        rows = await conn.fetch(_Q["read_between"], after.tx_id, after.position, end.tx_id,
+                                end.position, list(wanted), list(wanted.values()))
+        chunk.python.extend(store._decode(rows))
+    return chunk
 
 
 async def _views(conn: database.Connection, schema: str) -> None:
@@ -280,8 +300,9 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
                          for p in projections}
             events = await _fill_shadow(store, projections, positions, chunk, progress)
             # New tables have no statistics: analysts' first queries would be planned blind.
-            for table in (t.name for p in projections for t in p.tables):
-                await store.pool.execute(f"ANALYZE {SHADOW}.{table}")
+            async with anyio.create_task_group() as tg:  # on every core
+                for table in (t.name for p in projections for t in p.tables):
+                    tg.start_soon(store.pool.execute, f"ANALYZE {SHADOW}.{table}")
             events += await _swap_when_unlocked(store, projections, positions)
         finally:
             await lock_conn.execute("SELECT pg_advisory_unlock($1)", REBUILD_LOCK)
@@ -309,42 +330,37 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
 
 
 async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
-                       positions: dict[str, Checkpoint], chunk: int,
+                       positions: dict[str, Checkpoint], limit: int,
                        progress: Progress | None) -> int:
     """Fold the log into the shadow tables, one committed chunk at a time, each projection's
-    part of a chunk on its own connection: the server folds them on every core at once."""
+    part of a chunk on its own connection: the server folds them on every core at once,
+    while the next chunk is measured out."""
     total = 0
-    while True:
-        start = min(positions.values())
+
+    async def measure(after: Checkpoint, into: list[_Chunk | None]) -> None:
         async with store.pool.acquire() as conn:
-            end = await _chunk_end(conn, start, chunk)
-            if end is None:
-                return total
-            end_at, size = end
-            events = await _python_events(conn, store, projections, start, end_at)
+            into.append(await _chunk_after(conn, store, projections, after, limit))
+
+    upcoming: list[_Chunk | None] = []
+    await measure(min(positions.values()), upcoming)
+    while (chunk := upcoming.pop()) is not None:
         async with anyio.create_task_group() as tg:
             for p in projections:
-                tg.start_soon(_flush, store, p, events, positions, end_at)
-        total += size
+                tg.start_soon(_flush, store, p, chunk, positions)
+            tg.start_soon(measure, chunk.end, upcoming)
+        total += chunk.size
         if progress:
-            progress(size)
+            progress(chunk.size)
+    return total
 
 
-async def _chunk_end(conn: database.Connection, after: Checkpoint,
-                     chunk: int) -> tuple[Checkpoint, int] | None:
-    """Where the next chunk of at most `chunk` events after `after` ends, and its size."""
-    row = await conn.fetchrow(_Q["chunk_end"], after.tx_id, after.position, chunk)
-    if row is None:
-        return None
-    return Checkpoint(row["tx_id"], row["global_position"]), row["events"]
-
-
-async def _flush(store: EventStore, p: Projection, events: Sequence[RecordedEvent],
-                 positions: dict[str, Checkpoint], new: Checkpoint) -> None:
+async def _flush(store: EventStore, p: Projection, chunk: _Chunk,
+                 positions: dict[str, Checkpoint]) -> None:
     async with store.pool.acquire() as conn, conn.transaction():
         await conn.execute(f"SET LOCAL work_mem = '{REBUILD_WORK_MEM}'")
-        await _commit(conn, store, SHADOW, [p], events, positions, new, _shadow_name)
-    positions[p.name] = max(positions[p.name], new)
+        await _commit(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
+                      _shadow_name)
+    positions[p.name] = max(positions[p.name], chunk.end)
 
 
 async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projection],
@@ -379,15 +395,13 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
             await conn.execute(f"LOCK TABLE {LIVE}.{name} IN ACCESS EXCLUSIVE MODE")
         # Events committed since the last chunk, folded on this transaction's connection.
         caught_up = 0
-        while (end := await _chunk_end(conn, start := min(positions.values()),
-                                       REBUILD_CHUNK)) is not None:
-            end_at, size = end
-            events = await _python_events(conn, store, projections, start, end_at)
-            await _commit(conn, store, SHADOW, projections, events, positions, end_at,
+        while (chunk := await _chunk_after(conn, store, projections, min(positions.values()),
+                                           REBUILD_CHUNK)) is not None:
+            await _commit(conn, store, SHADOW, projections, chunk.python, positions, chunk.end,
                           _shadow_name)
             for p in projections:
-                positions[p.name] = max(positions[p.name], end_at)
-            caught_up += size
+                positions[p.name] = max(positions[p.name], chunk.end)
+            caught_up += chunk.size
         # The views read every projection's tables: drop them, swap, recreate them.
         for view in reversed(list(_VIEWS)):  # dependents first
             await conn.execute(f"DROP VIEW IF EXISTS {LIVE}.{view}")

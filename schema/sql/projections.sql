@@ -18,17 +18,9 @@ SELECT count(*) AS events, extract(epoch FROM now() - min(recorded_at))::float8 
  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
 
 -- chunk_end --
--- Where the next chunk of a fold ends: the last of up to $3 events after ($1, $2) behind the
--- visibility fence, and how many events the chunk holds. No row when none is there yet.
-SELECT tx_id, global_position, events
-  FROM (SELECT tx_id, global_position, count(*) OVER () AS events
-          FROM (SELECT tx_id, global_position FROM props.events
-                 WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
-                   AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
-                 ORDER BY tx_id, global_position
-                 LIMIT $3) page) counted
- ORDER BY tx_id DESC, global_position DESC
- LIMIT 1
+-- Where the next chunk of a fold ends, its size and kinds of events (see props.chunk_end).
+SELECT tx_id, global_position, events, types, schema_versions
+  FROM props.chunk_end($1::xid8, $2::bigint, $3::integer)
 
 -- read_between --
 -- Events of the types $5 after ($1, $2) up to ($3, $4), a range already behind the fence: of

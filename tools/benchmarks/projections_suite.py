@@ -28,7 +28,7 @@ from props.tools.workload import Workload
 
 
 async def run(dsn: str, quick: bool, console: Console) -> Report:
-    runs = 2_500 if quick else 52_500  # a little over 1,000,000 events
+    runs = 10_000 if quick else 52_500  # 190,000 events; a little over 1,000,000
     load_seconds = 5.0 if quick else 20.0
     report = Report("projections", quick)
     async with EventStore.open(dsn, max_connections=6) as store:
