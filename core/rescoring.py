@@ -20,7 +20,7 @@ import anyio.lowlevel
 import orjson
 import pydantic
 
-from props.core import bulk, catalog, errors, scoring, specimen_sync
+from props.core import bulk, catalog, errors, scoring, server_grading, specimen_sync
 from props.core.events import Event, NewEvent
 from props.core.llm_judge import JudgeError, LlmJudge
 from props.core.store import AppendResult, EventStore
@@ -33,6 +33,7 @@ GroundTruthChoice = Literal["at-run", "latest"]
 FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
+SERVER_CHUNK_RUNS = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,13 +76,15 @@ class RunRecord:
     rationales: dict[str, str] = dataclasses.field(default_factory=dict)  # for LLM judges
 
 
-async def selected_runs(store: EventStore, selection: Selection) -> list[RunRecord]:
+async def selected_runs(store: EventStore, selection: Selection, *,
+                        issues: bool = True) -> list[RunRecord]:
+    """The selected critic runs, from the projections, with their issues if `issues`."""
     selection.check()
     rows = await store.pool.fetch(_Q["select_runs"], *selection.args())
     runs = {r["run_id"]: RunRecord(r["run_id"], r["status"], r["snapshot"], r["files_hash"],
                                    r["requested_at"], r["model"], r["definition"])
             for r in rows}
-    ids = list(runs)
+    ids = list(runs) if issues else []
     for start in range(0, len(ids), 5000):
         for r in await store.pool.fetch(_Q["issues_of"], ids[start:start + 5000]):
             runs[r["run_id"]].issues[r["issue_id"]] = r["locations"]
@@ -180,8 +183,8 @@ async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
     s = grade.scorer
-    return bulk.uuid5(_NAMESPACE, f"{grade.critique_run_id}:{grade.critique_issue_id}:"
-                                  f"{s.name}@{s.version}:{s.ground_truth_hash}")
+    return server_grading.grade_id(grade.critique_run_id, grade.critique_issue_id,
+                                   f"{s.name}@{s.version}", s.ground_truth_hash)
 
 
 async def ensure_registered(store: EventStore, s: scoring.Scorer) -> bool:
@@ -232,19 +235,56 @@ async def rescore(
     dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
     selected: Callable[[int], None] | None = None,
+    chunk_runs: int = SERVER_CHUNK_RUNS,
 ) -> RescoreReport:
     """Grade the selected runs under `s`; append the grades unless `dry_run`.
-    `selected` is told how many runs were selected, before any is graded."""
+    `selected` is told how many runs were selected, before any is graded. A scorer with a
+    rule in SQL grades on the server, `chunk_runs` runs per statement."""
     report = RescoreReport(scoring.ref(s), ground_truth)
     if not dry_run:
         await ensure_registered(store, s)
     known = await specimen_sync.history(store)
-    runs = await selected_runs(store, selection)
+    on_server = server_grading.grades_on_server(s)
+    runs = await selected_runs(store, selection, issues=not on_server)
     report.selected = len(runs)
     if selected:
         selected(len(runs))
-    await grade_runs(store, s, runs, known, report, dry_run=dry_run, progress=progress)
+    if on_server:
+        await _grade_on_server(store, s, runs, known, report, dry_run=dry_run,
+                               progress=progress, chunk_runs=chunk_runs)
+    else:
+        await grade_runs(store, s, runs, known, report, dry_run=dry_run, progress=progress)
     return report
+
+
+async def _grade_on_server(
+    store: EventStore, s: scoring.Scorer, runs: Sequence[RunRecord],
+    known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, *,
+    dry_run: bool, progress: Callable[[int], None] | None, chunk_runs: int,
+) -> None:
+    """Grade `runs` on the server, one statement per chunk of runs, each committed: a crash
+    loses one chunk. Runs without a finish or a ground truth are told apart here first."""
+    todo: list[tuple[uuid.UUID, catalog.SnapshotSynced]] = []
+    for run in runs:
+        snapshot = ground_truth_for(run, known, report.ground_truth)
+        reason = unscorable_reason(run, snapshot, {})
+        if reason is not None:
+            report.unscorable[reason_kind(reason)] += 1
+        else:
+            assert snapshot is not None
+            todo.append((run.run_id, snapshot))
+    if progress and len(todo) < len(runs):
+        progress(len(runs) - len(todo))
+    for start in range(0, len(todo), chunk_runs):
+        chunk = todo[start:start + chunk_runs]
+        graded = await server_grading.grade(store, s, chunk, dry_run=dry_run)
+        for reason in graded.malformed.values():
+            report.unscorable[reason_kind(reason)] += 1
+        report.graded_runs += len(chunk) - len(graded.malformed)
+        report.grades += graded.grades
+        report.appended += graded.appended
+        if progress:
+            progress(len(chunk))
 
 
 async def grade_runs(

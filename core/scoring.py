@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 
 from props.core import catalog, errors
+from props.schema import queries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,8 +86,9 @@ class OverlapScorer:
 
     @functools.cached_property
     def code_hash(self) -> str:
+        # The rule twice: in Python (one run at a time) and in SQL (re-scoring on the server).
         source = inspect.getsource(type(self)) + inspect.getsource(_score) + \
-            inspect.getsource(_overlap)
+            inspect.getsource(_overlap) + "".join(queries.load("overlap").values())
         settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
 

@@ -196,7 +196,7 @@ def _retryable(exc: BaseException) -> bool:
     return _transient(exc) or isinstance(exc, _RetryRace)
 
 
-def _missing_partition(exc: asyncpg.PostgresError) -> bool:
+def missing_partition(exc: asyncpg.PostgresError) -> bool:
     """An insert past the last partition of the log (made on demand, never in advance)."""
     return exc.sqlstate == "23514" and "no partition of relation" in str(exc)
 
@@ -307,7 +307,7 @@ class EventStore:
                 await self._find_stored(todo, prepared, stored)
                 continue
             except asyncpg.PostgresError as exc:
-                if _missing_partition(exc):
+                if missing_partition(exc):
                     await self.ensure_partitions(len(records))
                     continue
                 if exc.sqlstate != "PX409":
@@ -444,7 +444,7 @@ class EventStore:
         except asyncpg.UniqueViolationError:
             return await self._explain_refusal(stream_id, expected, batch)
         except asyncpg.PostgresError as exc:
-            if _missing_partition(exc):
+            if missing_partition(exc):
                 await self.ensure_partitions()
                 raise _RetryRace() from exc
             if exc.sqlstate != "PX409":  # raised by the dense-version trigger

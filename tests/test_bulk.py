@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 import string
 import uuid
@@ -15,17 +16,23 @@ from props.core import bulk
 NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
 
 
-def test_uuid5_equals_the_standard_librarys() -> None:
-    # Stored grade ids were made by uuid.uuid5: a different id would append every grade again.
+def uuid5(namespace: uuid.UUID, name: str) -> uuid.UUID:
+    return bulk.uuid_from_hash(hashlib.sha1(namespace.bytes + name.encode()).digest(), 5)
+
+
+def test_uuids_from_hashes_equal_the_standard_librarys() -> None:
+    # Derived ids must not change under a stored log: a different id appends an event again.
     rng = random.Random(5)
     alphabet = string.printable + "éß漢字🙂"
     for _ in range(2000):
         name = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
-        fast, slow = bulk.uuid5(NAMESPACE, name), uuid.uuid5(NAMESPACE, name)
+        fast, slow = uuid5(NAMESPACE, name), uuid.uuid5(NAMESPACE, name)
         assert fast == slow and hash(fast) == hash(slow) and str(fast) == str(slow)
         assert isinstance(fast, uuid.UUID) and fast.version == 5
+    v8 = bulk.uuid_from_hash(hashlib.sha256(b"x").digest(), 8)
+    assert v8.version == 8 and v8.variant == uuid.RFC_4122
     # Negative control: the comparison can fail.
-    assert bulk.uuid5(uuid.uuid4(), "x") != uuid.uuid5(NAMESPACE, "x")
+    assert uuid5(uuid.uuid4(), "x") != uuid.uuid5(NAMESPACE, "x")
 
 
 async def test_writes_happen_one_at_a_time_in_order() -> None:

@@ -231,7 +231,8 @@ def test_projections_and_report(dsn: str) -> None:
     not_built = props("report", dsn=dsn)
     assert not_built.returncode == 65 and "props projections rebuild --all" in not_built.stderr
     built = props("projections", "rebuild", "--all", dsn=dsn)
-    assert built.returncode == 0 and "rebuilt ground_truth, runs, issues, usage, grading" in built.stdout
+    assert built.returncode == 0
+    assert "rebuilt ground_truth, runs, issues, usage, grading" in built.stdout
     status = props("projections", "status", dsn=dsn)
     assert "runs" in status.stdout and "fence is clear" in status.stdout
     report = orjson.loads(props("report", "--format", "json", dsn=dsn).stdout)

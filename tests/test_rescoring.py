@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+import orjson
 import pytest
 
-from props.core import catalog, errors, rescoring, scoring
+from props.core import catalog, errors, rescoring, scoring, specimen_sync, specimens
 from props.core.store import EventStore
 from props.projections import engine
 from props.schema import migrate
@@ -116,7 +117,7 @@ async def test_interrupted_rescore_finishes_when_run_again(store: EventStore) ->
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        await rescoring.rescore(store, V2, ALL, progress=crash)
+        await rescoring.rescore(store, V2, ALL, progress=crash, chunk_runs=10)
     partial = len(await grade_rows(store))
     resumed = await rescoring.rescore(store, V2, ALL)
     assert 0 < partial < resumed.grades
@@ -140,6 +141,92 @@ async def test_same_scorer_same_ground_truth_gives_byte_identical_grades(
         await rescoring.rescore(other, V2, ALL)
         second = await grade_rows(other)
     assert first and first == second
+
+
+def _loc(file: str, *ranges: tuple[int, int]) -> catalog.Location:
+    return catalog.Location(file=file, ranges=[catalog.LineRange(start=a, end=b)
+                                               for a, b in ranges])
+
+
+async def a_snapshot_of_ties(store: EventStore) -> uuid.UUID:
+    """A snapshot whose defects tie (equal TPs, equal decoys) and a finished run whose
+    issues hit every rule of the overlap scorer: ties, tolerance, sums, several ranges."""
+    def occ(*locations: catalog.Location) -> catalog.Occurrence:
+        return catalog.Occurrence(locations=list(locations))
+
+    gt = catalog.GroundTruth(
+        true_positives=[
+            catalog.TruePositive(id="b-defect", rationale="r",
+                                 occurrences=[occ(_loc("f.py", (10, 12)))]),
+            catalog.TruePositive(id="a-defect", rationale="r", occurrences=[
+                occ(_loc("f.py", (10, 12))), occ(_loc("g.py", (1, 5)))]),
+        ],
+        false_positives=[
+            catalog.FalsePositive(id="z-decoy", rationale="r", relevant_files=["h.py"],
+                                  occurrences=[occ(_loc("h.py", (1, 3))),
+                                               occ(_loc("h.py", (20, 22)))]),
+            catalog.FalsePositive(id="y-decoy", rationale="r", relevant_files=["h.py"],
+                                  occurrences=[occ(_loc("h.py", (1, 3)))]),
+        ], file_sets=[], scopes=[])
+    slug = "ties/2026-01-01-00"
+    await store.append(f"snapshot-{slug}", [catalog.SnapshotSynced(
+        slug=slug, version=1, source="test", ground_truth=gt,
+        ground_truth_hash=specimens.ground_truth_hash(gt),
+        files=[catalog.FileEntry(path=p, sha256="0" * 64, size=1)
+               for p in ("f.py", "g.py", "h.py")])])
+    run = uuid.uuid4()
+    issues = {"i1": [_loc("f.py", (11, 11))], "i2": [_loc("g.py", (3, 4)), _loc("f.py", (30, 30))],
+              "i3": [_loc("h.py", (2, 2), (21, 21))], "i4": [_loc("h.py", (2, 2))],
+              "i5": [_loc("f.py", (14, 14))], "i6": [_loc("g.py", (50, 50))],
+              "i7": [_loc("f.py", (10, 10)), _loc("f.py", (12, 12))],
+              "I8": [_loc("h.py", (1, 1))], "é9": [_loc("g.py", (7, 8))]}
+    await store.append(f"run-{run}", [
+        catalog.RunRequested(run_id=run, agent_type="critic", definition="reviewer",
+                             example=catalog.Example(snapshot=slug), model="m",
+                             timeout_seconds=60, budget_usd=1),
+        *[catalog.IssueReported(run_id=run, issue_id=i, rationale="r", locations=locs)
+          for i, locs in issues.items()],
+        catalog.RunFinished(run_id=run, status="completed")])
+    return run
+
+
+async def python_grades(store: EventStore, s: scoring.Scorer) -> list[tuple[str, object, str]]:
+    """What the scorer's Python rule grades, as (stream, event id, data) in append order."""
+    known = await specimen_sync.history(store)
+    out = []
+    for run in sorted(await rescoring.selected_runs(store, ALL), key=lambda r: str(r.run_id)):
+        snapshot = rescoring.ground_truth_for(run, known, "at-run")
+        parsed = rescoring.parse_issues(run)
+        if rescoring.unscorable_reason(run, snapshot, parsed) is None:
+            assert snapshot is not None
+            out += [(f"grading-{run.run_id}-{scoring.ref(s)}", rescoring.grade_id(g),
+                     orjson.dumps(g.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS))
+                    for g in rescoring.grades_for(s, run, snapshot, parsed)]
+    return out
+
+
+async def test_grades_on_the_server_equal_the_python_rule(store: EventStore) -> None:
+    await history(store, runs=60, seed=13)
+    tie_run = await a_snapshot_of_ties(store)
+    await engine.rebuild(store)
+    for s in (V1, V2):  # V1 also graded the history before, in Python, with other ids
+        mark = await store.pool.fetchval("SELECT max(global_position) FROM props.events")
+        report = await rescoring.rescore(store, s, ALL)
+        rows = await store.pool.fetch(
+            "SELECT stream_id, event_id, data FROM props.events WHERE global_position > $1 "
+            "AND type = 'grade.emitted' ORDER BY stream_id, stream_version", mark)
+        on_server = [(r[0], r[1], orjson.dumps(orjson.loads(r[2]), option=orjson.OPT_SORT_KEYS))
+                     for r in rows]
+        expected = await python_grades(store, s)
+        assert report.appended == len(expected) > 200
+        assert on_server == expected
+    ties = [orjson.loads(d) for stream, _, d in on_server if str(tie_run) in stream]
+    assert {g["critique_issue_id"]: g["tp_id"] or g["fp_id"] for g in ties} == {
+        "i1": "a-defect", "i2": "a-defect", "i3": "z-decoy", "i4": "y-decoy",
+        "i5": "a-defect", "i6": None, "i7": "a-defect", "I8": "y-decoy", "é9": "a-defect"}
+
+    # Negative control: the comparison sees a rule that differs by one line of tolerance.
+    assert await python_grades(store, scoring.OverlapScorer(version=2, tolerance=2)) != expected
 
 
 def test_a_changed_setting_changes_the_code_hash() -> None:

@@ -1,0 +1,116 @@
+"""Grading on the server: a scorer whose rule is also written in SQL grades many runs in one
+statement, and their grades are appended by the same statement.
+
+Re-scoring history is the log's reason to exist, and its bulk is a rule applied to every
+recorded issue. In Python each issue crosses the wire, is parsed, matched and turned into an
+event that crosses back; on the server none of that happens: the rule reads the projected
+issues and writes `grade.emitted` events straight into the log (the log's own trigger keeps
+every guarantee: ids once, streams dense). The scorer's Python rule stays the reference (the
+grader reactor grades one run at a time with it, and a test proves both agree), and the SQL
+is part of the scorer's code hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+import orjson
+
+from props.core import bulk, catalog, scoring
+from props.core.store import EventStore, missing_partition
+from props.schema import queries
+
+_OVERLAP = queries.load("overlap")
+_Q = queries.load("server_grading")
+_GRADE_ID_PREFIX = "props-grade"  # keep in step with server_grading.sql (append_grades)
+ATTEMPTS = 5
+ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when partitions run out
+
+
+def grades_on_server(s: scoring.Scorer) -> bool:
+    return isinstance(s, scoring.OverlapScorer)
+
+
+def grade_id(run_id: uuid.UUID, issue_id: str, scorer_ref: str,
+             ground_truth_hash: str) -> uuid.UUID:
+    """A grade's event id: the same from Python and from the server (`append_grades`), so
+    a grade given either way is stored once. A version 8 (custom) UUID from sha256: the
+    server has sha256 built in, not sha1."""
+    name = f"{_GRADE_ID_PREFIX}:{run_id}:{issue_id}:{scorer_ref}:{ground_truth_hash}"
+    return bulk.uuid_from_hash(hashlib.sha256(name.encode()).digest(), 8)
+
+
+@dataclasses.dataclass
+class Graded:
+    """What one statement did to a chunk of runs."""
+
+    malformed: dict[uuid.UUID, str]  # run -> why it cannot be graded (nothing graded)
+    grades: int = 0  # issues graded
+    appended: int = 0  # grades new to the log
+
+
+def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[bytes, bytes]:
+    """The ground truth's line ranges and the snapshots' files, as the statements take them."""
+    ranges: list[list[Any]] = []
+    files: list[list[Any]] = []
+    for snap in {(s.slug, s.version): s for s in snapshots}.values():
+        gt = snap.ground_truth
+        for kind, defects in (("tp", gt.true_positives), ("fp", gt.false_positives)):
+            for d in defects:
+                for n, occ in enumerate(d.occurrences, start=1):
+                    ranges += [[snap.slug, snap.version, kind, d.id, n, loc.file, r.start, r.end]
+                               for loc in occ.locations for r in loc.ranges]
+        files += [[snap.slug, snap.version, f.path] for f in snap.files]
+    return orjson.dumps(ranges), orjson.dumps(files)
+
+
+async def grade(store: EventStore, s: scoring.Scorer,
+                runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]], *,
+                dry_run: bool) -> Graded:
+    """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
+    transaction; append the grades unless `dry_run`."""
+    assert isinstance(s, scoring.OverlapScorer)
+    ranges, files = _truth([snap for _, snap in runs])
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return await _grade_once(store, s, runs, ranges, files, dry_run)
+        except asyncpg.PostgresError as exc:
+            # The statement is all or nothing: after any of these, run it again.
+            if attempt == ATTEMPTS:
+                raise
+            if missing_partition(exc):  # the log's partitions are made on demand
+                await store.ensure_partitions(ROOM_PER_RUN * len(runs))
+            elif not (isinstance(exc, asyncpg.UniqueViolationError) or exc.sqlstate == "PX409"):
+                raise
+            # else a concurrent writer of the same grades or grading stream came first; the
+            # next attempt skips what it stored
+    raise AssertionError("unreachable")
+
+
+async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
+                      runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
+                      ranges: bytes, files: bytes, dry_run: bool) -> Graded:
+    ids = [run for run, _ in runs]
+    slugs = [snap.slug for _, snap in runs]
+    versions = [snap.version for _, snap in runs]
+    async with store.pool.acquire() as conn, conn.transaction():
+        malformed = {r["run_id"]: f"malformed issue: {r['issue_id']}: {r['problem']}"
+                     for r in await conn.fetch(_OVERLAP["malformed"], ids, slugs, versions,
+                                               files.decode())}
+        keep = [i for i, run in enumerate(ids) if run not in malformed]
+        args = ([ids[i] for i in keep], [slugs[i] for i in keep], [versions[i] for i in keep],
+                [runs[i][1].ground_truth_hash for i in keep], ranges.decode(), s.tolerance)
+        if dry_run:
+            graded = await conn.fetchval(_Q["count_matches"].replace(
+                "{matches}", _OVERLAP["matches"]), *args)
+            return Graded(malformed, graded)
+        row = await conn.fetchrow(_Q["append_grades"].replace(
+            "{matches}", _OVERLAP["matches"]), *args, scoring.ref(s), s.name, s.version,
+            s.code_hash, catalog.GradeEmitted.schema_version)
+        assert row is not None
+        return Graded(malformed, row["graded"], row["appended"])

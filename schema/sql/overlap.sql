@@ -1,0 +1,75 @@
+-- The overlap scorer on the server (props.core.scoring.OverlapScorer, graded by
+-- props.core.server_grading): the same rule as its Python `match`, over the projected issues
+-- of many runs at once. Part of the scorer's code hash: changing this file changes the hash.
+--
+-- Runs come as arrays: $1 run ids, $2 snapshot slugs, $3 snapshot versions, $4 ground-truth
+-- hashes (what each run is graded against). $5 the ground truth's line ranges, a JSON array
+-- of [slug, version, kind ("tp" or "fp"), defect id, occurrence number, file, start, end].
+-- $6 the tolerance: lines each occurrence range is widened by on both sides.
+--
+-- An issue's score against an occurrence is the lines they share, summed over every pair of
+-- the issue's and the occurrence's ranges in the same file. The issue matches the TP
+-- occurrence of the highest score (ties: the smallest TP id, by code point, then the lowest
+-- occurrence number); with none, the known FP of the highest score summed over its
+-- occurrences (ties: the smallest id); with neither, nothing.
+
+-- matches --
+WITH runs AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[])
+                  AS r(run_id, slug, version, ground_truth_hash)
+), truth AS (
+    SELECT t->>0 AS slug, (t->>1)::int AS version, t->>2 AS kind, t->>3 AS defect,
+           (t->>4)::int AS occurrence, t->>5 AS file, (t->>6)::int AS first,
+           (t->>7)::int AS last
+      FROM jsonb_array_elements($5::jsonb) t
+), issues AS (
+    SELECT r.run_id, r.slug, r.version, r.ground_truth_hash, i.issue_id, i.locations
+      FROM runs r JOIN projections.reported_issues i ON i.run_id = r.run_id
+), scored AS (
+    SELECT i.run_id, i.issue_id, t.kind, t.defect, t.occurrence,
+           sum(greatest(0, least((rg->>'end')::int, t.last + $6::int)
+                           - greatest((rg->>'start')::int, t.first - $6::int) + 1)) AS score
+      FROM issues i
+     CROSS JOIN LATERAL jsonb_array_elements(i.locations) loc
+     CROSS JOIN LATERAL jsonb_array_elements(loc->'ranges') rg
+      JOIN truth t ON t.slug = i.slug AND t.version = i.version AND t.file = loc->>'file'
+     GROUP BY i.run_id, i.issue_id, t.kind, t.defect, t.occurrence
+), tp AS (
+    SELECT DISTINCT ON (run_id, issue_id) run_id, issue_id, defect, occurrence
+      FROM scored
+     WHERE kind = 'tp' AND score > 0
+     ORDER BY run_id, issue_id, score DESC, defect COLLATE "C", occurrence
+), fp AS (
+    SELECT DISTINCT ON (run_id, issue_id) run_id, issue_id, defect
+      FROM (SELECT run_id, issue_id, defect, sum(score) AS score FROM scored
+             WHERE kind = 'fp' GROUP BY run_id, issue_id, defect) per_defect
+     WHERE score > 0
+     ORDER BY run_id, issue_id, score DESC, defect COLLATE "C"
+)
+SELECT i.run_id, i.issue_id, i.ground_truth_hash, tp.defect AS tp_id,
+       tp.occurrence AS tp_occurrence, CASE WHEN tp.defect IS NULL THEN fp.defect END AS fp_id
+  FROM issues i
+  LEFT JOIN tp ON tp.run_id = i.run_id AND tp.issue_id = i.issue_id
+  LEFT JOIN fp ON fp.run_id = i.run_id AND fp.issue_id = i.issue_id
+
+-- malformed --
+-- Runs that cannot be graded for one of their issues: per run, the first problem of its
+-- first such issue (by id, by code point), as the Python check finds it. $1 run ids, $2
+-- slugs, $3 versions as above; $4 the snapshots' files, a JSON array of [slug, version, path].
+WITH runs AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[]) AS r(run_id, slug, version)
+), files AS (
+    SELECT f->>0 AS slug, (f->>1)::int AS version, f->>2 AS path
+      FROM jsonb_array_elements($4::jsonb) f
+)
+SELECT DISTINCT ON (r.run_id) r.run_id, i.issue_id,
+       CASE WHEN jsonb_array_length(loc.value->'ranges') = 0
+            THEN 'a location without line ranges'
+            ELSE (loc.value->>'file') || ' is not in the snapshot' END AS problem
+  FROM runs r
+  JOIN projections.reported_issues i ON i.run_id = r.run_id
+ CROSS JOIN LATERAL jsonb_array_elements(i.locations) WITH ORDINALITY AS loc(value, n)
+ WHERE jsonb_array_length(loc.value->'ranges') = 0
+    OR NOT EXISTS (SELECT 1 FROM files f WHERE f.slug = r.slug AND f.version = r.version
+                                            AND f.path = loc.value->>'file')
+ ORDER BY r.run_id, i.issue_id COLLATE "C", loc.n
