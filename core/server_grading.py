@@ -99,6 +99,9 @@ async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
     slugs = [snap.slug for _, snap in runs]
     versions = [snap.version for _, snap in runs]
     async with store.pool.acquire() as conn, conn.transaction():
+        # The planner prices these statements high and would compile them (JIT) on every
+        # call: 170 ms instead of 8 for a chunk's check (measured, PostgreSQL 15).
+        await conn.execute("SET LOCAL jit = off")
         malformed = {r["run_id"]: f"malformed issue: {r['issue_id']}: {r['problem']}"
                      for r in await conn.fetch(_OVERLAP["malformed"], ids, slugs, versions,
                                                files.decode())}

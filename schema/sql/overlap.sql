@@ -17,33 +17,37 @@
 WITH runs AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::text[])
                   AS r(run_id, slug, version, ground_truth_hash)
-), truth AS (
+), truth AS MATERIALIZED (
     SELECT t->>0 AS slug, (t->>1)::int AS version, t->>2 AS kind, t->>3 AS defect,
-           (t->>4)::int AS occurrence, t->>5 AS file, (t->>6)::int AS first,
-           (t->>7)::int AS last
+           (t->>4)::int AS occurrence, t->>5 AS file, (t->>6)::int - $6::int AS first,
+           (t->>7)::int + $6::int AS last
       FROM jsonb_array_elements($5::jsonb) t
-), issues AS (
+), issues AS MATERIALIZED (
     SELECT r.run_id, r.slug, r.version, r.ground_truth_hash, i.issue_id, i.locations
       FROM runs r JOIN projections.reported_issues i ON i.run_id = r.run_id
-), scored AS (
-    SELECT i.run_id, i.issue_id, t.kind, t.defect, t.occurrence,
-           sum(greatest(0, least((rg->>'end')::int, t.last + $6::int)
-                           - greatest((rg->>'start')::int, t.first - $6::int) + 1)) AS score
+), issue_ranges AS MATERIALIZED (
+    SELECT i.run_id, i.issue_id, i.slug, i.version, loc->>'file' AS file,
+           (rg->>'start')::int AS first, (rg->>'end')::int AS last
       FROM issues i
      CROSS JOIN LATERAL jsonb_array_elements(i.locations) loc
      CROSS JOIN LATERAL jsonb_array_elements(loc->'ranges') rg
-      JOIN truth t ON t.slug = i.slug AND t.version = i.version AND t.file = loc->>'file'
-     GROUP BY i.run_id, i.issue_id, t.kind, t.defect, t.occurrence
+), scored AS MATERIALIZED (
+    -- only pairs of ranges that share lines: the others add nothing to any score
+    SELECT ir.run_id, ir.issue_id, t.kind, t.defect, t.occurrence,
+           sum(least(ir.last, t.last) - greatest(ir.first, t.first) + 1) AS score
+      FROM issue_ranges ir
+      JOIN truth t ON t.slug = ir.slug AND t.version = ir.version AND t.file = ir.file
+     WHERE least(ir.last, t.last) >= greatest(ir.first, t.first)
+     GROUP BY ir.run_id, ir.issue_id, t.kind, t.defect, t.occurrence
 ), tp AS (
     SELECT DISTINCT ON (run_id, issue_id) run_id, issue_id, defect, occurrence
       FROM scored
-     WHERE kind = 'tp' AND score > 0
+     WHERE kind = 'tp'
      ORDER BY run_id, issue_id, score DESC, defect COLLATE "C", occurrence
 ), fp AS (
     SELECT DISTINCT ON (run_id, issue_id) run_id, issue_id, defect
       FROM (SELECT run_id, issue_id, defect, sum(score) AS score FROM scored
              WHERE kind = 'fp' GROUP BY run_id, issue_id, defect) per_defect
-     WHERE score > 0
      ORDER BY run_id, issue_id, score DESC, defect COLLATE "C"
 )
 SELECT i.run_id, i.issue_id, i.ground_truth_hash, tp.defect AS tp_id,
