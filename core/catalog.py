@@ -320,6 +320,13 @@ class RunFinished(Event):
 # -- grading (stream grading-<run>-<scorer>) ----------------------------------------------------
 
 
+def _check_match(tp_id: str | None, tp_occurrence: int | None, fp_id: str | None) -> None:
+    if tp_id is not None and fp_id is not None:
+        raise ValueError("an issue matches a true positive or a false positive, not both")
+    if (tp_id is None) != (tp_occurrence is None):
+        raise ValueError("a true-positive match names the occurrence it found (tp_occurrence)")
+
+
 @REGISTRY.register
 class GradeEmitted(Event):
     type_name = "grade.emitted"
@@ -333,11 +340,36 @@ class GradeEmitted(Event):
 
     @pydantic.model_validator(mode="after")
     def _one_match(self) -> GradeEmitted:
-        if self.tp_id is not None and self.fp_id is not None:
-            raise ValueError("an issue matches a true positive or a false positive, not both")
-        if (self.tp_id is None) != (self.tp_occurrence is None):
-            raise ValueError("a true-positive match names the occurrence it found (tp_occurrence)")
+        _check_match(self.tp_id, self.tp_occurrence, self.fp_id)
         return self
+
+
+class IssueGrade(_Part):
+    """One issue's grade inside `grades.emitted`: the fields of `grade.emitted` an issue
+    does not share with the other issues of its run."""
+
+    issue_id: Name
+    tp_id: Name | None = None
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)
+    fp_id: Name | None = None
+    grade: float = pydantic.Field(ge=0, le=1)
+
+    @pydantic.model_validator(mode="after")
+    def _one_match(self) -> IssueGrade:
+        _check_match(self.tp_id, self.tp_occurrence, self.fp_id)
+        return self
+
+
+@REGISTRY.register
+class GradesEmitted(Event):
+    """Every grade of one run under one scorer and ground truth, in one event: how grading
+    on the server appends a run (a re-score of a million issues appends ten thousand events,
+    not a million). Projects exactly as one `grade.emitted` per issue would."""
+
+    type_name = "grades.emitted"
+    critique_run_id: uuid.UUID
+    scorer: ScorerRef
+    grades: list[IssueGrade] = pydantic.Field(min_length=1)
 
 
 # -- scorers (stream scorer-<name>) --------------------------------------------------------------

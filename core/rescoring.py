@@ -10,6 +10,7 @@ Every selected run ends in exactly one place: graded, or unscorable with a named
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -183,8 +184,9 @@ async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
     s = grade.scorer
-    return server_grading.grade_id(grade.critique_run_id, grade.critique_issue_id,
-                                   f"{s.name}@{s.version}", s.ground_truth_hash)
+    name = (f"{grade.critique_run_id}:{grade.critique_issue_id}:{s.name}@{s.version}:"
+            f"{s.ground_truth_hash}")
+    return bulk.uuid_from_hash(hashlib.sha1(_NAMESPACE.bytes + name.encode()).digest(), 5)
 
 
 async def ensure_registered(store: EventStore, s: scoring.Scorer) -> bool:

@@ -4,10 +4,10 @@ statement, and their grades are appended by the same statement.
 Re-scoring history is the log's reason to exist, and its bulk is a rule applied to every
 recorded issue. In Python each issue crosses the wire, is parsed, matched and turned into an
 event that crosses back; on the server none of that happens: the rule reads the projected
-issues and writes `grade.emitted` events straight into the log (the log's own trigger keeps
-every guarantee: ids once, streams dense). The scorer's Python rule stays the reference (the
-grader reactor grades one run at a time with it, and a test proves both agree), and the SQL
-is part of the scorer's code hash.
+issues and writes one `grades.emitted` event per run straight into the log (the log's own
+trigger keeps every guarantee: ids once, streams dense). The scorer's Python rule stays the
+reference (the grader reactor grades one run at a time with it, and a test proves both
+agree), and the SQL is part of the scorer's code hash.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from props.schema import queries
 
 _OVERLAP = queries.load("overlap")
 _Q = queries.load("server_grading")
-_GRADE_ID_PREFIX = "props-grade"  # keep in step with server_grading.sql (append_grades)
+_GRADES_ID_PREFIX = "props-grades"  # keep in step with server_grading.sql (append_grades)
 ATTEMPTS = 5
 ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when partitions run out
 
@@ -36,12 +36,10 @@ def grades_on_server(s: scoring.Scorer) -> bool:
     return isinstance(s, scoring.OverlapScorer)
 
 
-def grade_id(run_id: uuid.UUID, issue_id: str, scorer_ref: str,
-             ground_truth_hash: str) -> uuid.UUID:
-    """A grade's event id: the same from Python and from the server (`append_grades`), so
-    a grade given either way is stored once. A version 8 (custom) UUID from sha256: the
-    server has sha256 built in, not sha1."""
-    name = f"{_GRADE_ID_PREFIX}:{run_id}:{issue_id}:{scorer_ref}:{ground_truth_hash}"
+def run_grades_id(run_id: uuid.UUID, scorer_ref: str, ground_truth_hash: str) -> uuid.UUID:
+    """The id of a run's `grades.emitted` as the server derives it (`append_grades`): a
+    version 8 (custom) UUID from sha256, which the server has built in (sha1 it has not)."""
+    name = f"{_GRADES_ID_PREFIX}:{run_id}:{scorer_ref}:{ground_truth_hash}"
     return bulk.uuid_from_hash(hashlib.sha256(name.encode()).digest(), 8)
 
 
@@ -114,6 +112,6 @@ async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
             return Graded(malformed, graded)
         row = await conn.fetchrow(_Q["append_grades"].replace(
             "{matches}", _OVERLAP["matches"]), *args, scoring.ref(s), s.name, s.version,
-            s.code_hash, catalog.GradeEmitted.schema_version)
+            s.code_hash, catalog.GradesEmitted.schema_version)
         assert row is not None
         return Graded(malformed, row["graded"], row["appended"])

@@ -8,15 +8,18 @@ from typing import cast
 from props.core import catalog
 from props.core.events import RecordedEvent
 from props.projections.base import Projection
-from props.projections.rows import RowMap, field
+from props.projections.rows import RowMap, field, item
 from props.projections.tables import Column, Delta, Table
 
+# The newest grade of an issue under a scorer version replaces the one before, whole (a
+# re-score against newer ground truth may find no match where there was one).
 GRADING_EDGES = Table("grading_edges", (
     Column("critique_run_id", "uuid", "key"), Column("critique_issue_id", "text", "key"),
     Column("scorer_name", "text", "key"), Column("scorer_version", "integer", "key"),
-    Column("code_hash", "text"), Column("ground_truth_hash", "text"),
-    Column("tp_id", "text"), Column("tp_occurrence", "integer"), Column("fp_id", "text"),
-    Column("grade", "float8"), Column("graded_at", "timestamptz"),
+    Column("code_hash", "text", "latest"), Column("ground_truth_hash", "text", "latest"),
+    Column("tp_id", "text", "latest"), Column("tp_occurrence", "integer", "latest"),
+    Column("fp_id", "text", "latest"), Column("grade", "float8", "latest"),
+    Column("graded_at", "timestamptz", "latest"),
 ))
 SCORERS = Table("scorers", (
     Column("name", "text", "key"), Column("version", "integer", "key"),
@@ -45,7 +48,7 @@ def activated(delta: Delta, rec: RecordedEvent) -> None:
 
 GRADING = Projection(
     name="grading",
-    version=1,
+    version=2,  # 2: grades.emitted; a newer grade replaces an older one whole
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
         RowMap(catalog.GradeEmitted, GRADING_EDGES, {
@@ -56,6 +59,14 @@ GRADING = Projection(
             "ground_truth_hash": field("scorer", "ground_truth_hash"), "tp_id": field("tp_id"),
             "tp_occurrence": field("tp_occurrence"), "fp_id": field("fp_id"),
             "grade": field("grade"), "graded_at": "recorded_at"}),
+        RowMap(catalog.GradesEmitted, GRADING_EDGES, each="grades", columns={
+            "critique_run_id": field("critique_run_id"),
+            "critique_issue_id": item("issue_id"),
+            "scorer_name": field("scorer", "name"), "scorer_version": field("scorer", "version"),
+            "code_hash": field("scorer", "code_hash"),
+            "ground_truth_hash": field("scorer", "ground_truth_hash"), "tp_id": item("tp_id"),
+            "tp_occurrence": item("tp_occurrence"), "fp_id": item("fp_id"),
+            "grade": item("grade"), "graded_at": "recorded_at"}),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
 )

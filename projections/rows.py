@@ -8,6 +8,7 @@ on the server: no event crosses the wire, none is validated again, and the rows 
 with the same rules (`Column.merge`) a Python fold's `Delta` uses:
 
     set    the newest non-null value in log order wins   (projections.newest)
+    latest the newest value, null included               (last_value)
     first  the oldest non-null value wins                (projections.oldest)
     add    values are summed
 
@@ -42,7 +43,14 @@ _RANGE = ("(tx_id, global_position) > ($1::xid8, $2::bigint) "
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-    """A field of the event's data, by path (`Field("scorer", "name")`)."""
+    """A field of the event's data, by path (`field("scorer", "name")`)."""
+
+    path: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """A field of each element of the list a row map fans out (`RowMap.each`)."""
 
     path: tuple[str, ...]
 
@@ -51,19 +59,40 @@ def field(*path: str) -> Field:
     return Field(path)
 
 
-Source = Field | str  # a field, or an SQL expression over `data` and `recorded_at`
+def item(*path: str) -> Item:
+    return Item(path)
+
+
+Source = Field | Item | str  # or an SQL expression over `data`, `recorded_at` and `item`
 
 
 @dataclasses.dataclass(frozen=True)
 class RowMap:
-    """Every event of type `event` gives one row of `table`: each column from its source.
-    Columns left out are not changed by these events (as a None in a Python fold)."""
+    """Every event of type `event` gives one row of `table` (or, with `each`, one row per
+    element of its list field `each`): each column from its source. Columns left out are
+    not changed by these events (as a None in a Python fold)."""
 
     event: type[Event]
     table: Table
     columns: Mapping[str, Source]
+    each: str | None = None
+
+    @property
+    def item_model(self) -> type[pydantic.BaseModel] | None:
+        if self.each is None:
+            return None
+        model = _model_of(typing.get_args(self.event.model_fields[self.each].annotation)[0])
+        assert isinstance(model, type) and issubclass(model, pydantic.BaseModel)
+        return model
 
     def __post_init__(self) -> None:
+        if self.each is not None:
+            _check_path(self.event, (self.each,))
+            listed = self.event.model_fields[self.each].annotation
+            inner = typing.get_args(listed)
+            if typing.get_origin(listed) is not list or not (
+                    isinstance(inner[0], type) and issubclass(inner[0], pydantic.BaseModel)):
+                raise ValueError(f"{self.event.type_name}.{self.each}: not a list of models")
         if not _TYPE_NAME.match(self.type_name):  # spliced into the statement
             raise ValueError(f"not an event type name: {self.type_name!r}")
         unknown = set(self.columns) - set(self.table.names)
@@ -74,6 +103,10 @@ class RowMap:
         for source in self.columns.values():
             if isinstance(source, Field):
                 _check_path(self.event, source.path)
+            elif isinstance(source, Item):
+                if self.item_model is None:
+                    raise ValueError(f"{self.event.type_name}: item() without each=")
+                _check_path(self.item_model, source.path)
 
     @property
     def type_name(self) -> str:
@@ -87,6 +120,10 @@ class RowMap:
             return f"NULL::{kind}"
         if isinstance(source, str):
             return f"({source})::{kind}"
+        if isinstance(source, Item):
+            model = self.item_model
+            assert model is not None
+            return f"({_field_sql(model, source.path, json=kind == 'jsonb', base='item')})::{kind}"
         return f"({_field_sql(self.event, source.path, json=kind == 'jsonb')})::{kind}"
 
 
@@ -108,9 +145,10 @@ def _model_of(annotation: object) -> object:
     return annotation
 
 
-def _field_sql(model: type[pydantic.BaseModel], path: Sequence[str], *, json: bool) -> str:
+def _field_sql(model: type[pydantic.BaseModel], path: Sequence[str], *, json: bool,
+               base: str = "data") -> str:
     steps = [f"'{step}'" for step in path]
-    sql = "data" + "".join(f"->{s}" for s in steps[:-1]) + ("->" if json else "->>") + steps[-1]
+    sql = base + "".join(f"->{s}" for s in steps[:-1]) + ("->" if json else "->>") + steps[-1]
     # Stored data is a full dump of its model, but data that left out a field with a scalar
     # default (an older writer, an import) still projects as its decoded model would.
     default = model.model_fields[path[0]].default if len(path) == 1 else None
@@ -139,16 +177,27 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
                          if c in m.columns)
         kind = next(col.type for col in table.columns if col.name == c)
         values.append(f"CASE type {cases} END AS {c}" if cases else f"NULL::{kind} AS {c}")
-    rows = (f"SELECT tx_id, global_position, {', '.join(values)} FROM ("
+    # A map with `each` gives a row per element of that list, numbered in list order;
+    # the others one row per event.
+    fanned = {t: m.each for t, m in by_type.items() if m.each}
+    fan_out, nth = "", "1"
+    if fanned:
+        lists = " ".join(f"WHEN '{t}' THEN data->'{each}'" for t, each in fanned.items())
+        fan_out = (f" LEFT JOIN LATERAL jsonb_array_elements(CASE type {lists} END) "
+                   "WITH ORDINALITY AS elements(item, nth) ON true")
+        nth = "elements.nth"
+        fan_types = ", ".join(f"'{t}'" for t in fanned)
+        fan_out += f" WHERE elements.item IS NOT NULL OR type NOT IN ({fan_types})"
+    rows = (f"SELECT tx_id, global_position, {nth} AS nth, {', '.join(values)} FROM ("
             f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
             f"WHERE {_RANGE} AND ({current}) UNION ALL "
             f"SELECT tx_id, global_position, type, data, recorded_at FROM pg_temp.{UPCAST_TABLE} "
-            f"WHERE {_RANGE} AND type IN ({listed})) e")
+            f"WHERE {_RANGE} AND type IN ({listed})) e{fan_out}")
     # One window over each key's events in log order, whole: every merge is computed once
     # per key from one sort of the range (an ordered aggregate per column would sort each
     # key's events once per column: twice as slow before PostgreSQL 16).
     keys = ", ".join(table.keys)
-    window = (f"PARTITION BY {keys} ORDER BY tx_id, global_position "
+    window = (f"PARTITION BY {keys} ORDER BY tx_id, global_position, nth "
               "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING")
     folded = []
     for c in table.columns:
@@ -156,10 +205,12 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
             folded.append(c.name)
         elif c.merge == "set":
             folded.append(f"projections.newest({c.name}) OVER w AS {c.name}")
+        elif c.merge == "latest":
+            folded.append(f"last_value({c.name}) OVER w AS {c.name}")
         elif c.merge == "first":
             folded.append(f"projections.oldest({c.name}) OVER w AS {c.name}")
         else:
             folded.append(f"(sum({c.name}) OVER w)::{c.type} AS {c.name}")
-    source = (f"SELECT * FROM (SELECT {', '.join(folded)}, row_number() OVER w AS nth "
-              f"FROM ({rows}) s WINDOW w AS ({window})) each WHERE nth = 1")
+    source = (f"SELECT * FROM (SELECT {', '.join(folded)}, row_number() OVER w AS one_per_key "
+              f"FROM ({rows}) s WINDOW w AS ({window})) each WHERE one_per_key = 1")
     return table.merge_sql(check_schema(schema), f"({source}) folded")

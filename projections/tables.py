@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from props.core import database
 
-Merge = Literal["key", "set", "first", "add"]
+Merge = Literal["key", "set", "latest", "first", "add"]
 _SCHEMA_NAME = re.compile(r"^projections(_[a-z0-9_]+)?$")
 
 
@@ -24,7 +24,9 @@ _SCHEMA_NAME = re.compile(r"^projections(_[a-z0-9_]+)?$")
 class Column:
     name: str
     type: str
-    merge: Merge = "set"  # set: newest value wins; first: oldest wins; add: sum
+    # set: the newest non-null value wins; latest: the newest value, null included (a row
+    # replaced whole by each event); first: the oldest non-null value wins; add: sum
+    merge: Merge = "set"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Table:
         for c in self.columns:
             if c.merge == "set":
                 updates.append(f"{c.name} = COALESCE(EXCLUDED.{c.name}, t.{c.name})")
+            elif c.merge == "latest":
+                updates.append(f"{c.name} = EXCLUDED.{c.name}")
             elif c.merge == "first":
                 updates.append(f"{c.name} = COALESCE(t.{c.name}, EXCLUDED.{c.name})")
             elif c.merge == "add":
@@ -91,10 +95,12 @@ class Delta:
             return
         merges = spec.merges
         for name, value in values.items():  # only the columns given: a fold gives few
-            if value is None:
-                continue
             merge = merges[name]
-            if merge == "set":
+            if merge == "latest":
+                row[name] = value
+            elif value is None:
+                continue
+            elif merge == "set":
                 row[name] = value
             elif merge == "first":
                 row.setdefault(name, value)

@@ -47,6 +47,14 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append("reactor-grader", [catalog.EventParked(
         reactor="grader", event_id=uuid.uuid4(), global_position=1, error_type="ValueError",
         error_message="bad", attempts=3)])
+    graded = await store.pool.fetchval(
+        "SELECT data->>'run_id' FROM props.events WHERE type = 'issue.reported' LIMIT 1")
+    scorer = catalog.ScorerRef(name="overlap", version=2, code_hash="0" * 64,
+                               ground_truth_hash="1" * 64)
+    await store.append(f"grading-{graded}-overlap@2", [catalog.GradesEmitted(
+        critique_run_id=uuid.UUID(graded), scorer=scorer, grades=[
+            catalog.IssueGrade(issue_id="i1", tp_id="t", tp_occurrence=1, grade=1.0),
+            catalog.IssueGrade(issue_id="u0", grade=0.0)])])
     run_id = uuid.uuid4()
     await store.append(f"retention-{run_id}", [
         catalog.RetentionHeld(run_id=run_id, reason="audit"),
@@ -122,6 +130,11 @@ def expected_rows(events: list[RecordedEvent]) -> Dump:
             edges[(e.critique_run_id, e.critique_issue_id, e.scorer.name, e.scorer.version)] = (
                 e.scorer.code_hash, e.scorer.ground_truth_hash, e.tp_id, e.tp_occurrence,
                 e.fp_id, e.grade, at)
+        elif isinstance(e, catalog.GradesEmitted):
+            for g in e.grades:
+                edges[(e.critique_run_id, g.issue_id, e.scorer.name, e.scorer.version)] = (
+                    e.scorer.code_hash, e.scorer.ground_truth_hash, g.tp_id, g.tp_occurrence,
+                    g.fp_id, g.grade, at)
     columns = [c.name for c in runs_projection.AGENT_RUNS.columns][1:]
     return {
         "agent_runs": sorted((k, *(v.get(c) for c in columns)) for k, v in runs.items()),

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import uuid
 
-import orjson
 import pytest
 
-from props.core import catalog, errors, rescoring, scoring, specimen_sync, specimens
+from props.core import (
+    catalog,
+    errors,
+    rescoring,
+    scoring,
+    server_grading,
+    specimen_sync,
+    specimens,
+)
 from props.core.store import EventStore
 from props.projections import engine
 from props.schema import migrate
@@ -26,10 +33,21 @@ async def history(store: EventStore, runs: int = 80, seed: int = 21) -> Workload
 
 
 async def grade_rows(store: EventStore) -> list[tuple[str, str]]:
+    """The overlap@2 grade events, as stored."""
     rows = await store.pool.fetch(
-        "SELECT stream_id, data::text FROM props.events WHERE type = 'grade.emitted' "
-        "AND stream_id LIKE '%overlap@2' ORDER BY stream_id, stream_version")
+        "SELECT stream_id, data::text FROM props.events "
+        "WHERE type IN ('grade.emitted', 'grades.emitted') AND stream_id LIKE '%overlap@2' "
+        "ORDER BY stream_id, stream_version")
     return [(r[0], r[1]) for r in rows]
+
+
+async def stored_grades(store: EventStore) -> int:
+    """How many overlap@2 grades the log holds (a run's grades are one event)."""
+    count: int = await store.pool.fetchval(
+        "SELECT coalesce(sum(CASE type WHEN 'grades.emitted' "
+        "THEN jsonb_array_length(data->'grades') ELSE 1 END), 0) FROM props.events "
+        "WHERE type IN ('grade.emitted', 'grades.emitted') AND stream_id LIKE '%overlap@2'")
+    return count
 
 
 async def test_rescore_then_compare_buckets_every_run(store: EventStore) -> None:
@@ -118,14 +136,14 @@ async def test_interrupted_rescore_finishes_when_run_again(store: EventStore) ->
 
     with pytest.raises(KeyboardInterrupt):
         await rescoring.rescore(store, V2, ALL, progress=crash, chunk_runs=10)
-    partial = len(await grade_rows(store))
+    partial = await stored_grades(store)
     resumed = await rescoring.rescore(store, V2, ALL)
     assert 0 < partial < resumed.grades
     assert resumed.appended == resumed.grades - partial
-    final = await grade_rows(store)
+    final = await stored_grades(store)
     # An uninterrupted rescore computes exactly these grades: it finds them all stored.
     check = await rescoring.rescore(store, V2, ALL)
-    assert check.appended == 0 and len(final) == check.grades
+    assert check.appended == 0 and final == check.grades
 
 
 async def test_same_scorer_same_ground_truth_gives_byte_identical_grades(
@@ -190,18 +208,39 @@ async def a_snapshot_of_ties(store: EventStore) -> uuid.UUID:
     return run
 
 
-async def python_grades(store: EventStore, s: scoring.Scorer) -> list[tuple[str, object, str]]:
-    """What the scorer's Python rule grades, as (stream, event id, data) in append order."""
+Graded = list[tuple[str, uuid.UUID, list[dict[str, object]]]]
+
+
+async def python_grades(store: EventStore, s: scoring.Scorer) -> Graded:
+    """What the scorer's Python rule grades: per run, its stream, the id of its
+    `grades.emitted` and the grades (as `grade.emitted` would hold them, in issue order)."""
     known = await specimen_sync.history(store)
     out = []
     for run in sorted(await rescoring.selected_runs(store, ALL), key=lambda r: str(r.run_id)):
         snapshot = rescoring.ground_truth_for(run, known, "at-run")
         parsed = rescoring.parse_issues(run)
-        if rescoring.unscorable_reason(run, snapshot, parsed) is None:
+        if rescoring.unscorable_reason(run, snapshot, parsed) is None and parsed:
             assert snapshot is not None
-            out += [(f"grading-{run.run_id}-{scoring.ref(s)}", rescoring.grade_id(g),
-                     orjson.dumps(g.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS))
-                    for g in rescoring.grades_for(s, run, snapshot, parsed)]
+            out.append((f"grading-{run.run_id}-{scoring.ref(s)}",
+                        server_grading.run_grades_id(run.run_id, scoring.ref(s),
+                                                     snapshot.ground_truth_hash),
+                        [g.model_dump(mode="json")
+                         for g in rescoring.grades_for(s, run, snapshot, parsed)]))
+    return out
+
+
+async def server_grades(store: EventStore, after: int) -> Graded:
+    """The `grades.emitted` appended after position `after`, read back the same way."""
+    rows = await store.pool.fetch(
+        "SELECT stream_id, event_id, data FROM props.events WHERE global_position > $1 "
+        "AND type = 'grades.emitted' ORDER BY stream_id", after)
+    out = []
+    for stream, event_id, data in rows:
+        e = catalog.GradesEmitted.model_validate_json(data)
+        out.append((stream, event_id, [catalog.GradeEmitted(
+            critique_run_id=e.critique_run_id, critique_issue_id=g.issue_id, tp_id=g.tp_id,
+            tp_occurrence=g.tp_occurrence, fp_id=g.fp_id, grade=g.grade, scorer=e.scorer,
+        ).model_dump(mode="json") for g in e.grades]))
     return out
 
 
@@ -209,18 +248,14 @@ async def test_grades_on_the_server_equal_the_python_rule(store: EventStore) -> 
     await history(store, runs=60, seed=13)
     tie_run = await a_snapshot_of_ties(store)
     await engine.rebuild(store)
-    for s in (V1, V2):  # V1 also graded the history before, in Python, with other ids
+    for s in (V1, V2):  # V1 also graded the history before, in Python, one event an issue
         mark = await store.pool.fetchval("SELECT max(global_position) FROM props.events")
         report = await rescoring.rescore(store, s, ALL)
-        rows = await store.pool.fetch(
-            "SELECT stream_id, event_id, data FROM props.events WHERE global_position > $1 "
-            "AND type = 'grade.emitted' ORDER BY stream_id, stream_version", mark)
-        on_server = [(r[0], r[1], orjson.dumps(orjson.loads(r[2]), option=orjson.OPT_SORT_KEYS))
-                     for r in rows]
+        on_server = await server_grades(store, mark)
         expected = await python_grades(store, s)
-        assert report.appended == len(expected) > 200
+        assert report.appended == sum(len(g) for _, _, g in expected) > 200
         assert on_server == expected
-    ties = [orjson.loads(d) for stream, _, d in on_server if str(tie_run) in stream]
+    ties = next(grades for stream, _, grades in on_server if str(tie_run) in stream)
     assert {g["critique_issue_id"]: g["tp_id"] or g["fp_id"] for g in ties} == {
         "i1": "a-defect", "i2": "a-defect", "i3": "z-decoy", "i4": "y-decoy",
         "i5": "a-defect", "i6": None, "i7": "a-defect", "I8": "y-decoy", "é9": "a-defect"}
