@@ -45,7 +45,7 @@ REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 # interleave, so neither can deadlock on the other's table and checkpoint locks.
 LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
-REBUILD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
+FOLD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
 SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
 _ANY_VERSION = 0  # read_between: every schema version of the type
 
@@ -140,6 +140,12 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
         if maps:
             await conn.execute(fold_sql(schema, table, maps, versions),
                                after.tx_id, after.position, new.tx_id, new.position)
+
+
+async def _fold_settings(conn: database.Connection) -> None:
+    """For a transaction that folds: sorts in memory, and no JIT compiling of statements
+    the planner prices high and that run in milliseconds (it took longer than the run)."""
+    await conn.execute(f"SET LOCAL work_mem = '{FOLD_WORK_MEM}'; SET LOCAL jit = off")
 
 
 def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
@@ -259,6 +265,7 @@ class Runner:
                 new = Checkpoint(last.tx_id, last.global_position)
                 async with self.store.pool.acquire() as conn, conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
+                    await _fold_settings(conn)
                     await _commit(conn, self.store, LIVE, self.projections, batch,
                                   positions, new, lambda p: p.checkpoint_name)
                 for p in self.projections:
@@ -357,8 +364,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
 async def _flush(store: EventStore, p: Projection, chunk: _Chunk,
                  positions: dict[str, Checkpoint]) -> None:
     async with store.pool.acquire() as conn, conn.transaction():
-        # Sorts in memory; and no JIT compiling of statements priced high, cheap to run.
-        await conn.execute(f"SET LOCAL work_mem = '{REBUILD_WORK_MEM}'; SET LOCAL jit = off")
+        await _fold_settings(conn)
         await _commit(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
                       _shadow_name)
     positions[p.name] = max(positions[p.name], chunk.end)

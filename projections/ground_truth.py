@@ -82,7 +82,7 @@ def retired(delta: Delta, rec: RecordedEvent) -> None:
 
 GROUND_TRUTH = Projection(
     name="ground_truth",
-    version=1,
+    version=2,  # 2: text keys compare by code point
     tables=(SNAPSHOTS, FILE_SETS, TRUE_POSITIVES, OCCURRENCES, FALSE_POSITIVES, SCOPES),
     folds={"snapshot.synced": synced, "snapshot.retired": retired},
 )

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import pydantic
 
 from props.core.events import Event
-from props.projections.tables import Table, check_schema
+from props.projections.tables import Table, check_schema, key_type
 
 UPCAST_TABLE = "props_upcast"
 UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
@@ -114,7 +114,7 @@ class RowMap:
 
     def expression(self, column: str) -> str:
         """The column's value for one event, cast to the column's type."""
-        kind = next(c.type for c in self.table.columns if c.name == column)
+        kind = key_type(next(c for c in self.table.columns if c.name == column))
         source = self.columns.get(column)
         if source is None:
             return f"NULL::{kind}"
@@ -177,26 +177,39 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
                          if c in m.columns)
         kind = next(col.type for col in table.columns if col.name == c)
         values.append(f"CASE type {cases} END AS {c}" if cases else f"NULL::{kind} AS {c}")
-    # A map with `each` gives a row per element of that list, numbered in list order;
-    # the others one row per event.
+    events = (f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
+              f"WHERE {_RANGE} AND ({current}) UNION ALL "
+              f"SELECT tx_id, global_position, type, data, recorded_at "
+              f"FROM pg_temp.{UPCAST_TABLE} WHERE {_RANGE} AND type IN ({listed})")
+    # A map with `each` gives a row per element of that list, numbered in list order; the
+    # others one row per event.
     fanned = {t: m.each for t, m in by_type.items() if m.each}
-    fan_out, nth = "", "1"
-    if fanned:
+    if not fanned:
+        rows = f"SELECT tx_id, global_position, 1 AS nth, {', '.join(values)} FROM ({events}) e"
+    else:
+        # The list leaves `data` once per event, and the rest of `data` is read from what
+        # remains: an event that holds a long list is stored compressed, and every read of
+        # a field of the stored value would decompress all of it again, for every element.
+        # (OFFSET 0 keeps the planner from substituting the expressions into each use.)
         lists = " ".join(f"WHEN '{t}' THEN data->'{each}'" for t, each in fanned.items())
-        fan_out = (f" LEFT JOIN LATERAL jsonb_array_elements(CASE type {lists} END) "
-                   "WITH ORDINALITY AS elements(item, nth) ON true")
-        nth = "elements.nth"
+        cut = " ".join(f"WHEN '{t}' THEN data - '{each}'" for t, each in fanned.items())
         fan_types = ", ".join(f"'{t}'" for t in fanned)
-        fan_out += f" WHERE elements.item IS NOT NULL OR type NOT IN ({fan_types})"
-    rows = (f"SELECT tx_id, global_position, {nth} AS nth, {', '.join(values)} FROM ("
-            f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
-            f"WHERE {_RANGE} AND ({current}) UNION ALL "
-            f"SELECT tx_id, global_position, type, data, recorded_at FROM pg_temp.{UPCAST_TABLE} "
-            f"WHERE {_RANGE} AND type IN ({listed})) e{fan_out}")
+        rows = (f"SELECT tx_id, global_position, elements.nth, {', '.join(values)} FROM ("
+                f"SELECT tx_id, global_position, type, recorded_at, "
+                f"CASE type {cut} ELSE data END AS data, CASE type {lists} END AS list "
+                f"FROM ({events}) stored OFFSET 0) e "
+                "LEFT JOIN LATERAL jsonb_array_elements(e.list) WITH ORDINALITY "
+                "AS elements(item, nth) ON true "
+                f"WHERE elements.item IS NOT NULL OR type NOT IN ({fan_types})")
+    keys = ", ".join(table.keys)
+    if all(c.merge in ("key", "latest") for c in table.columns):
+        # Each key's newest row, whole: one sort, no window.
+        source = (f"SELECT DISTINCT ON ({keys}) {', '.join(table.names)} FROM ({rows}) s "
+                  f"ORDER BY {keys}, tx_id DESC, global_position DESC, nth DESC")
+        return table.merge_sql(check_schema(schema), f"({source}) folded")
     # One window over each key's events in log order, whole: every merge is computed once
     # per key from one sort of the range (an ordered aggregate per column would sort each
     # key's events once per column: twice as slow before PostgreSQL 16).
-    keys = ", ".join(table.keys)
     window = (f"PARTITION BY {keys} ORDER BY tx_id, global_position, nth "
               "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING")
     folded = []

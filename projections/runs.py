@@ -65,7 +65,7 @@ RUNS = Projection(
 )
 ISSUES = Projection(
     name="issues",
-    version=1,
+    version=2,  # 2: text keys compare by code point
     tables=(REPORTED_ISSUES,),
     rows=(
         RowMap(catalog.IssueReported, REPORTED_ISSUES, {

@@ -45,7 +45,7 @@ class Table:
 
     def ddl(self, schema: str) -> str:
         cols = ",\n    ".join(
-            f"{c.name} {c.type}" + (" NOT NULL" if c.merge == "key" else "")
+            f"{c.name} {key_type(c)}" + (" NOT NULL" if c.merge == "key" else "")
             for c in self.columns
         )
         return (f"CREATE TABLE {check_schema(schema)}.{self.name} (\n    {cols},\n"
@@ -68,6 +68,12 @@ class Table:
         cols = ", ".join(self.names)
         return (f"INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {staging} "
                 f"ON CONFLICT ({', '.join(self.keys)}) {action}")
+
+
+def key_type(c: Column) -> str:
+    """A column's SQL type; text keys compare by code point (COLLATE "C"): the same order
+    whatever the database's locale, and index upkeep without the locale's string compare."""
+    return f'{c.type} COLLATE "C"' if c.merge == "key" and c.type == "text" else c.type
 
 
 def check_schema(name: str) -> str:
