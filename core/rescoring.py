@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
+import anyio
 import anyio.lowlevel
 import orjson
 import pydantic
@@ -35,6 +36,7 @@ FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
 SERVER_CHUNK_RUNS = 100
+SERVER_STATEMENTS = 2  # chunks graded at once, each on a connection of its own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,16 +279,27 @@ async def _grade_on_server(
             todo.append((run.run_id, snapshot))
     if progress and len(todo) < len(runs):
         progress(len(runs) - len(todo))
-    for start in range(0, len(todo), chunk_runs):
-        chunk = todo[start:start + chunk_runs]
-        graded = await server_grading.grade(store, s, chunk, dry_run=dry_run)
-        for reason in graded.malformed.values():
-            report.unscorable[reason_kind(reason)] += 1
-        report.graded_runs += len(chunk) - len(graded.malformed)
-        report.grades += graded.grades
-        report.appended += graded.appended
-        if progress:
-            progress(len(chunk))
+    chunks = [todo[i:i + chunk_runs] for i in range(0, len(todo), chunk_runs)]
+    for at in range(0, len(chunks), SERVER_STATEMENTS):  # on that many cores at once
+        together = chunks[at:at + SERVER_STATEMENTS]
+        results: dict[int, server_grading.Graded] = {}
+
+        async def grade(n: int, chunk: list[tuple[uuid.UUID, catalog.SnapshotSynced]],
+                        results: dict[int, server_grading.Graded] = results) -> None:
+            results[n] = await server_grading.grade(store, s, chunk, dry_run=dry_run)
+
+        async with anyio.create_task_group() as tg:
+            for n, chunk in enumerate(together):
+                tg.start_soon(grade, n, chunk)
+        for n, chunk in enumerate(together):
+            graded = results[n]
+            for reason in graded.malformed.values():
+                report.unscorable[reason_kind(reason)] += 1
+            report.graded_runs += len(chunk) - len(graded.malformed)
+            report.grades += graded.grades
+            report.appended += graded.appended
+            if progress:
+                progress(len(chunk))
 
 
 async def grade_runs(

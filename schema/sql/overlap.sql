@@ -26,11 +26,11 @@ WITH runs AS (
     SELECT r.run_id, r.slug, r.version, r.ground_truth_hash, i.issue_id, i.locations
       FROM runs r JOIN projections.reported_issues i ON i.run_id = r.run_id
 ), issue_ranges AS MATERIALIZED (
-    SELECT i.run_id, i.issue_id, i.slug, i.version, loc->>'file' AS file,
-           (rg->>'start')::int AS first, (rg->>'end')::int AS last
+    SELECT i.run_id, i.issue_id, i.slug, i.version, loc.file, rg.start AS first,
+           rg."end" AS last
       FROM issues i
-     CROSS JOIN LATERAL jsonb_array_elements(i.locations) loc
-     CROSS JOIN LATERAL jsonb_array_elements(loc->'ranges') rg
+     CROSS JOIN LATERAL jsonb_to_recordset(i.locations) AS loc(file text, ranges jsonb)
+     CROSS JOIN LATERAL jsonb_to_recordset(loc.ranges) AS rg(start int, "end" int)
 ), scored AS MATERIALIZED (
     -- only pairs of ranges that share lines: the others add nothing to any score
     SELECT ir.run_id, ir.issue_id, t.kind, t.defect, t.occurrence,
