@@ -47,6 +47,19 @@ class UnknownEvent:
     data: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotDecoded:
+    """A stored event its reader chose not to decode: it needs only the envelope (position,
+    ids, type), as the projection runner does for the events the server folds."""
+
+    type_name: str
+    schema_version: int
+
+
+# Which stored events a reader decodes, by (type, schema version); None: all of them.
+DecodeFilter = Callable[[str, int], bool]
+
+
 @dataclasses.dataclass(frozen=True)
 class NewEvent:
     """An event to append, with the id that makes a retried append a no-op.
@@ -74,7 +87,7 @@ class RecordedEvent(NamedTuple):
     stream_version: int
     type_name: str
     schema_version: int  # as stored; `event` is upcast to the current version
-    event: Event | UnknownEvent
+    event: Event | UnknownEvent | NotDecoded
     metadata: dict[str, Any]
     recorded_at: datetime
 
@@ -196,9 +209,18 @@ def describe_validation_error(type_name: str, exc: pydantic.ValidationError) -> 
     return f"invalid {type_name} event: {validation_problems(exc)}"
 
 
-def details(event: Event | UnknownEvent) -> dict[str, Any]:
-    """An event's fields as JSON values, without the run id its run stream already names:
-    what a run's timeline shows (`props runs show`, `GET /api/runs/{id}`)."""
+def data_of(event: Event | UnknownEvent | NotDecoded, *,
+            exclude: set[str] | None = None) -> dict[str, Any]:
+    """An event's fields as JSON values (of a decoded event: a reader that asked for no
+    decoding has none to show)."""
     if isinstance(event, UnknownEvent):
         return event.data
-    return event.model_dump(mode="json", exclude={"run_id"})
+    if isinstance(event, NotDecoded):
+        raise TypeError(f"{event.type_name} was read without decoding: read it decoded")
+    return event.model_dump(mode="json", exclude=exclude)
+
+
+def details(event: Event | UnknownEvent | NotDecoded) -> dict[str, Any]:
+    """An event's fields as JSON values, without the run id its run stream already names:
+    what a run's timeline shows (`props runs show`, `GET /api/runs/{id}`)."""
+    return data_of(event, exclude={"run_id"})

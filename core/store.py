@@ -29,7 +29,15 @@ import tenacity
 from props.core import blobs, database, errors
 from props.core.bulk import gc_paused
 from props.core.catalog import REGISTRY
-from props.core.events import Event, EventRegistry, NewEvent, RecordedEvent
+from props.core.events import (
+    DecodeFilter,
+    Event,
+    EventRegistry,
+    NewEvent,
+    NotDecoded,
+    RecordedEvent,
+    UnknownEvent,
+)
 from props.schema import migrate, queries
 
 if TYPE_CHECKING:
@@ -491,7 +499,8 @@ class EventStore:
 
     # -- read -------------------------------------------------------------------------------
 
-    def _decode(self, rows: Iterable[asyncpg.Record]) -> list[RecordedEvent]:
+    def _decode(self, rows: Iterable[asyncpg.Record],
+                wanted: DecodeFilter | None = None) -> list[RecordedEvent]:
         decode = self.registry.decode
         validators = self.registry.current_validators
         loads = orjson.loads
@@ -500,9 +509,14 @@ class EventStore:
         append = out.append
         with gc_paused():
             for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
+                event: Event | UnknownEvent | NotDecoded
+                if wanted is not None and not wanted(typ, schv):
+                    event = NotDecoded(typ, schv)
                 # Hot path: current version of a known type, validated straight from JSON.
-                validate = validators.get((typ, schv))
-                event = validate(data) if validate is not None else decode(typ, schv, data)
+                elif (validate := validators.get((typ, schv))) is not None:
+                    event = validate(data)
+                else:
+                    event = decode(typ, schv, data)
                 append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
         return out
 
@@ -624,12 +638,16 @@ class EventStore:
         category: str | None = None,
         batch_size: int = 1000,
         poll_interval: float = 1.0,
+        decode: DecodeFilter | None = None,
     ) -> Subscription:
-        """Follow the log live from `after`: `async with store.subscribe() as sub:`."""
+        """Follow the log live from `after`: `async with store.subscribe() as sub:`.
+        With `decode`, only the events it accepts are decoded (the others are delivered as
+        `NotDecoded`, envelope only)."""
         from props.core.subscription import Subscription
 
         return Subscription(
-            self, after, category=category, batch_size=batch_size, poll_interval=poll_interval
+            self, after, category=category, batch_size=batch_size, poll_interval=poll_interval,
+            decode=decode,
         )
 
     # -- blobs ------------------------------------------------------------------------------

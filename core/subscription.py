@@ -22,7 +22,7 @@ import asyncpg
 
 from props.core import database
 from props.core.database import backoff
-from props.core.events import RecordedEvent
+from props.core.events import DecodeFilter, RecordedEvent
 
 if TYPE_CHECKING:
     from props.core.store import Checkpoint, EventStore
@@ -53,8 +53,10 @@ class Subscription:
         batch_size: int,
         poll_interval: float,
         stall_warning_seconds: float = 10.0,
+        decode: DecodeFilter | None = None,
     ) -> None:
         self.store = store
+        self.decode = decode
         self.position = after
         self.category = category
         self.batch_size = batch_size
@@ -169,7 +171,7 @@ class Subscription:
                 rows = await self.store._fetch_page(
                     self.position, self.category, self.batch_size, self._reader
                 )
-                return self.store._decode(rows)
+                return self.store._decode(rows, self.decode)
             except database.UNAVAILABLE as exc:
                 await self._drop_reader(broken=True)
                 failures += 1

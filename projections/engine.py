@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 
 import anyio
 import asyncpg
+import orjson
 
 from props.core import database, errors
-from props.core.events import RecordedEvent
+from props.core.events import RecordedEvent, data_of
 from props.core.store import START, Checkpoint, EventStore
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
@@ -133,8 +134,8 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
              and _after(r, after) and not _after(r, new)]
     if older:
         await conn.copy_records_to_table(UPCAST_TABLE, columns=list(UPCAST_COLUMNS), records=[
-            (r.tx_id, r.global_position, r.type_name, r.event.model_dump_json(), r.recorded_at)
-            for r in older])
+            (r.tx_id, r.global_position, r.type_name, orjson.dumps(data_of(r.event)).decode(),
+             r.recorded_at) for r in older])
     for table in p.tables:
         maps = p.maps_of(table)
         if maps:
@@ -258,8 +259,17 @@ class Runner:
                 cp = await self.store.load_checkpoint(p.checkpoint_name)
             positions[p.name] = cp
         start = min(positions.values())
+        # Python needs only the events of Python folds and those to upcast: the server
+        # folds the rest from the log itself.
+        python_types = {t for p in self.projections for t in p.folds}
+        current = _row_versions(self.store, self.projections)
+
+        def needed(type_name: str, version: int) -> bool:
+            return type_name in python_types or current.get(type_name, version) != version
+
         async with self.store.subscribe(start, batch_size=self.batch_size,
-                                        poll_interval=self.poll_interval) as sub:
+                                        poll_interval=self.poll_interval,
+                                        decode=needed) as sub:
             async for batch in sub:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)

@@ -169,14 +169,15 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
                           for t in by_type)
     listed = ", ".join(f"'{t}'" for t in by_type)
     values = []
-    for c in table.names:
+    for name in table.names:
         if len(by_type) == 1:
-            values.append(f"{maps[0].expression(c)} AS {c}")
+            values.append(f"{maps[0].expression(name)} AS {name}")
             continue
-        cases = " ".join(f"WHEN '{t}' THEN {m.expression(c)}" for t, m in by_type.items()
-                         if c in m.columns)
-        kind = next(col.type for col in table.columns if col.name == c)
-        values.append(f"CASE type {cases} END AS {c}" if cases else f"NULL::{kind} AS {c}")
+        cases = " ".join(f"WHEN '{t}' THEN {m.expression(name)}" for t, m in by_type.items()
+                         if name in m.columns)
+        kind = next(col.type for col in table.columns if col.name == name)
+        values.append(f"CASE type {cases} END AS {name}" if cases else
+                      f"NULL::{kind} AS {name}")
     events = (f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
               f"WHERE {_RANGE} AND ({current}) UNION ALL "
               f"SELECT tx_id, global_position, type, data, recorded_at "

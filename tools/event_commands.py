@@ -12,7 +12,7 @@ import orjson
 from rich.console import Console
 
 from props.core import errors
-from props.core.events import NewEvent, RecordedEvent, UnknownEvent
+from props.core.events import NewEvent, RecordedEvent, data_of
 from props.core.store import START, Checkpoint, EventStore
 
 console = Console(highlight=False)
@@ -114,10 +114,7 @@ async def append_cmd(args: argparse.Namespace) -> int:
 
 
 def render(rec: RecordedEvent, as_json: bool) -> str:
-    if isinstance(rec.event, UnknownEvent):
-        data: dict[str, Any] = rec.event.data
-    else:
-        data = rec.event.model_dump(mode="json")
+    data = data_of(rec.event)
     if as_json:
         return orjson.dumps({
             "checkpoint": f"{rec.tx_id}:{rec.global_position}",
