@@ -35,8 +35,8 @@ GroundTruthChoice = Literal["at-run", "latest"]
 FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
-SERVER_CHUNK_RUNS = 100
-SERVER_STATEMENTS = 2  # chunks graded at once, each on a connection of its own
+SERVER_CHUNK_RUNS = 250
+SERVER_STATEMENTS = 1  # chunks graded at once, each on a connection of its own
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,8 +25,9 @@ from props.core import bulk, catalog, scoring
 from props.core.store import EventStore, missing_partition
 from props.schema import queries
 
-_OVERLAP = queries.load("overlap")
-_Q = queries.load("server_grading")
+# The scorer's common table expressions, spliced into each statement (both are ours).
+_STATEMENTS = {name: sql.replace("{scoring}", queries.load("overlap")["scoring"])
+               for name, sql in queries.load("server_grading").items()}
 _GRADES_ID_PREFIX = "props-grades"  # keep in step with server_grading.sql (append_grades)
 ATTEMPTS = 5
 ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when partitions run out
@@ -93,25 +94,20 @@ async def grade(store: EventStore, s: scoring.Scorer,
 async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
                       runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
                       ranges: bytes, files: bytes, dry_run: bool) -> Graded:
-    ids = [run for run, _ in runs]
-    slugs = [snap.slug for _, snap in runs]
-    versions = [snap.version for _, snap in runs]
+    args = ([run for run, _ in runs], [snap.slug for _, snap in runs],
+            [snap.version for _, snap in runs], [snap.ground_truth_hash for _, snap in runs],
+            ranges.decode(), s.tolerance, files.decode())
     async with store.pool.acquire() as conn, conn.transaction():
         # The planner prices these statements high and would compile them (JIT) on every
         # call: 170 ms instead of 8 for a chunk's check (measured, PostgreSQL 15).
         await conn.execute("SET LOCAL jit = off")
-        malformed = {r["run_id"]: f"malformed issue: {r['issue_id']}: {r['problem']}"
-                     for r in await conn.fetch(_OVERLAP["malformed"], ids, slugs, versions,
-                                               files.decode())}
-        keep = [i for i, run in enumerate(ids) if run not in malformed]
-        args = ([ids[i] for i in keep], [slugs[i] for i in keep], [versions[i] for i in keep],
-                [runs[i][1].ground_truth_hash for i in keep], ranges.decode(), s.tolerance)
         if dry_run:
-            graded = await conn.fetchval(_Q["count_matches"].replace(
-                "{matches}", _OVERLAP["matches"]), *args)
-            return Graded(malformed, graded)
-        row = await conn.fetchrow(_Q["append_grades"].replace(
-            "{matches}", _OVERLAP["matches"]), *args, scoring.ref(s), s.name, s.version,
-            s.code_hash, catalog.GradesEmitted.schema_version)
-        assert row is not None
-        return Graded(malformed, row["graded"], row["appended"])
+            row = await conn.fetchrow(_STATEMENTS["count_matches"], *args)
+        else:
+            row = await conn.fetchrow(_STATEMENTS["append_grades"], *args, scoring.ref(s),
+                                      s.name, s.version, s.code_hash,
+                                      catalog.GradesEmitted.schema_version)
+    assert row is not None
+    malformed = {uuid.UUID(run): f"malformed issue: {issue}: {problem}"
+                 for run, issue, problem in orjson.loads(row["problems"] or "[]")}
+    return Graded(malformed, row["graded"], row["appended"])
