@@ -20,10 +20,12 @@ AGENT_RUNS = Table("agent_runs", (
     Column("started_at", "timestamptz", "first"), Column("finished_at", "timestamptz"),
     Column("tokens_in", "bigint"), Column("tokens_out", "bigint"), Column("cost_usd", "float8"),
 ))
+# An issue reported again (same id) is replaced whole by the newer report.
 REPORTED_ISSUES = Table("reported_issues", (
     Column("run_id", "uuid", "key"), Column("issue_id", "text", "key"),
-    Column("files", "text[]"), Column("locations", "jsonb"), Column("rationale", "text"),
-    Column("severity", "text"), Column("reported_at", "timestamptz"),
+    Column("files", "text[]", "latest"), Column("locations", "jsonb", "latest"),
+    Column("rationale", "text", "latest"), Column("severity", "text", "latest"),
+    Column("reported_at", "timestamptz", "latest"),
 ))
 LLM_USAGE = Table("llm_usage", (
     Column("run_id", "uuid", "key"), Column("requests", "integer", "add"),
@@ -65,7 +67,7 @@ RUNS = Projection(
 )
 ISSUES = Projection(
     name="issues",
-    version=2,  # 2: text keys compare by code point
+    version=2,  # 2: text keys compare by code point; a report replaces an older one whole
     tables=(REPORTED_ISSUES,),
     rows=(
         RowMap(catalog.IssueReported, REPORTED_ISSUES, {
