@@ -8,7 +8,7 @@ from typing import cast
 from props.core import catalog
 from props.core.events import RecordedEvent
 from props.projections.base import Projection
-from props.projections.rows import RowMap, field, item
+from props.projections.rows import RowMap, Source, field, item
 from props.projections.tables import Column, Delta, Table
 
 # The newest grade of an issue under a scorer version replaces the one before, whole (a
@@ -46,27 +46,26 @@ def activated(delta: Delta, rec: RecordedEvent) -> None:
               activated_at=rec.recorded_at)
 
 
+# What a grade shares with the other grades of its run, and what it says of its issue.
+_GRADED: dict[str, Source] = {
+    "critique_run_id": field("critique_run_id"),
+    "scorer_name": field("scorer", "name"), "scorer_version": field("scorer", "version"),
+    "code_hash": field("scorer", "code_hash"),
+    "ground_truth_hash": field("scorer", "ground_truth_hash"), "graded_at": "recorded_at"}
+_MATCH = ("tp_id", "tp_occurrence", "fp_id", "grade")
+
 GRADING = Projection(
     name="grading",
     version=2,  # 2: grades.emitted; a newer grade replaces an older one whole
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
+        # One grade an event (the grader reactor), or a run's grades in one (the server).
         RowMap(catalog.GradeEmitted, GRADING_EDGES, {
-            "critique_run_id": field("critique_run_id"),
-            "critique_issue_id": field("critique_issue_id"),
-            "scorer_name": field("scorer", "name"), "scorer_version": field("scorer", "version"),
-            "code_hash": field("scorer", "code_hash"),
-            "ground_truth_hash": field("scorer", "ground_truth_hash"), "tp_id": field("tp_id"),
-            "tp_occurrence": field("tp_occurrence"), "fp_id": field("fp_id"),
-            "grade": field("grade"), "graded_at": "recorded_at"}),
+            **_GRADED, "critique_issue_id": field("critique_issue_id"),
+            **{name: field(name) for name in _MATCH}}),
         RowMap(catalog.GradesEmitted, GRADING_EDGES, each="grades", columns={
-            "critique_run_id": field("critique_run_id"),
-            "critique_issue_id": item("issue_id"),
-            "scorer_name": field("scorer", "name"), "scorer_version": field("scorer", "version"),
-            "code_hash": field("scorer", "code_hash"),
-            "ground_truth_hash": field("scorer", "ground_truth_hash"), "tp_id": item("tp_id"),
-            "tp_occurrence": item("tp_occurrence"), "fp_id": item("fp_id"),
-            "grade": item("grade"), "graded_at": "recorded_at"}),
+            **_GRADED, "critique_issue_id": item("issue_id"),
+            **{name: item(name) for name in _MATCH}}),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
 )

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 import pydantic
 
 from props.core.events import Event
-from props.projections.tables import Table, check_schema, key_type
+from props.projections.tables import MERGE_SQL, Table, check_schema, key_type
 
 UPCAST_TABLE = "props_upcast"
 UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
@@ -213,18 +213,9 @@ def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
     # key's events once per column: twice as slow before PostgreSQL 16).
     window = (f"PARTITION BY {keys} ORDER BY tx_id, global_position, nth "
               "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING")
-    folded = []
-    for c in table.columns:
-        if c.merge == "key":
-            folded.append(c.name)
-        elif c.merge == "set":
-            folded.append(f"projections.newest({c.name}) OVER w AS {c.name}")
-        elif c.merge == "latest":
-            folded.append(f"last_value({c.name}) OVER w AS {c.name}")
-        elif c.merge == "first":
-            folded.append(f"projections.oldest({c.name}) OVER w AS {c.name}")
-        else:
-            folded.append(f"(sum({c.name}) OVER w)::{c.type} AS {c.name}")
+    folded = [c.name if c.merge == "key" else
+              f"{MERGE_SQL[c.merge][0].format(column=c.name, type=c.type)} AS {c.name}"
+              for c in table.columns]
     source = (f"SELECT * FROM (SELECT {', '.join(folded)}, row_number() OVER w AS one_per_key "
               f"FROM ({rows}) s WINDOW w AS ({window})) each WHERE one_per_key = 1")
     return table.merge_sql(check_schema(schema), f"({source}) folded")

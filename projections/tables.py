@@ -17,6 +17,15 @@ from typing import Any, Literal
 from props.core import database
 
 Merge = Literal["key", "set", "latest", "first", "add"]
+# Each merge rule in SQL, twice: over all of a key's rows of a range in log order (a window
+# `w`, see rows.fold_sql), and between a stored row (t) and the row of newer events (EXCLUDED).
+MERGE_SQL: dict[str, tuple[str, str]] = {
+    "set": ("projections.newest({column}) OVER w", "COALESCE(EXCLUDED.{column}, t.{column})"),
+    "latest": ("last_value({column}) OVER w", "EXCLUDED.{column}"),
+    "first": ("projections.oldest({column}) OVER w", "COALESCE(t.{column}, EXCLUDED.{column})"),
+    "add": ("(sum({column}) OVER w)::{type}",
+            "COALESCE(t.{column}, 0) + COALESCE(EXCLUDED.{column}, 0)"),
+}
 _SCHEMA_NAME = re.compile(r"^projections(_[a-z0-9_]+)?$")
 
 
@@ -53,17 +62,8 @@ class Table:
 
     def merge_sql(self, schema: str, staging: str) -> str:
         target = f"{check_schema(schema)}.{self.name}"
-        updates = []
-        for c in self.columns:
-            if c.merge == "set":
-                updates.append(f"{c.name} = COALESCE(EXCLUDED.{c.name}, t.{c.name})")
-            elif c.merge == "latest":
-                updates.append(f"{c.name} = EXCLUDED.{c.name}")
-            elif c.merge == "first":
-                updates.append(f"{c.name} = COALESCE(t.{c.name}, EXCLUDED.{c.name})")
-            elif c.merge == "add":
-                updates.append(f"{c.name} = COALESCE(t.{c.name}, 0) + "
-                               f"COALESCE(EXCLUDED.{c.name}, 0)")
+        updates = [f"{c.name} = {MERGE_SQL[c.merge][1].format(column=c.name)}"
+                   for c in self.columns if c.merge != "key"]
         action = f"DO UPDATE SET {', '.join(updates)}" if updates else "DO NOTHING"
         cols = ", ".join(self.names)
         return (f"INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {staging} "
