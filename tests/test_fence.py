@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from props.core import catalog, errors
-from props.core.events import RecordedEvent
+from props.core.events import NotDecoded, RecordedEvent, data_of
 from props.core.store import START, EventStore
 from props.core.subscription import Subscription
 
@@ -205,3 +205,33 @@ async def _cancel_starts(store: EventStore) -> None:
                     break
         async with store.subscribe(START, poll_interval=0.05) as sub:  # still usable after
             assert sub.listening
+
+
+async def test_a_decode_filter_delivers_the_rest_undecoded(
+    store: EventStore, new_event: Make
+) -> None:
+    """The projection runner reads every event's envelope but decodes only what Python
+    folds: the others come as NotDecoded, in the same order, none left out."""
+    run = uuid.uuid4()
+    await store.append(f"run-{run}", [
+        new_event(run=run),
+        catalog.RunCancelRequested(run_id=run, requested_by="test"),
+        new_event("other", run=run)])
+
+    def only_cancels(type_name: str, version: int) -> bool:
+        return type_name == "run.cancel_requested"
+
+    async with store.subscribe(START, poll_interval=0.05, decode=only_cancels) as sub, \
+            anyio.create_task_group() as tg:
+        collector = Collector(sub)
+        tg.start_soon(collector.run)
+        await collector.wait_for(3)
+        tg.cancel_scope.cancel()
+    kinds = [type(r.event) for r in collector.seen]
+    assert kinds == [NotDecoded, catalog.RunCancelRequested, NotDecoded]
+    assert [r.stream_version for r in collector.seen] == [1, 2, 3]
+    assert collector.seen[0].event == NotDecoded("phase.completed", 1)
+    with pytest.raises(TypeError, match="read it decoded"):
+        data_of(collector.seen[0].event)
+    # Negative control: without the filter, every event is decoded.
+    assert all(not isinstance(r.event, NotDecoded) for r in await store.read_all())
