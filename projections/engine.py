@@ -13,6 +13,7 @@ checkpoints. Analysts see the old rows until that commit and the new rows after 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import anyio
+import anyio.abc
 import asyncpg
 import orjson
 
@@ -46,6 +48,7 @@ REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 # interleave, so neither can deadlock on the other's table and checkpoint locks.
 LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
+_AHEAD = 2  # chunks a projection's rebuild may fold ahead of the slowest one's
 FOLD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
 SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
 _ANY_VERSION = 0  # read_between: every schema version of the type
@@ -349,25 +352,58 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
 async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                        positions: dict[str, Checkpoint], limit: int,
                        progress: Progress | None) -> int:
-    """Fold the log into the shadow tables, one committed chunk at a time, each projection's
-    part of a chunk on its own connection: the server folds them on every core at once,
-    while the next chunk is measured out."""
+    """Fold the log into the shadow tables, one committed chunk at a time. One task measures
+    out the chunks; each projection folds them in order on a connection of its own, at its
+    own pace (up to `_AHEAD` chunks ahead of the slowest): the server folds on every core
+    and none waits for another's chunk. Returns how many events were folded."""
+    sends, receives = zip(*(anyio.create_memory_object_stream[_Chunk](_AHEAD)
+                            for _ in projections), strict=True)
+    folded_send, folded = anyio.create_memory_object_stream[_Chunk](len(projections) * _AHEAD)
+
+    async def measure() -> None:
+        after = min(positions.values())
+        async with contextlib.AsyncExitStack() as stack:
+            for send in sends:
+                stack.enter_context(send)
+            while True:
+                async with store.pool.acquire() as conn:
+                    chunk = await _chunk_after(conn, store, projections, after, limit)
+                if chunk is None:
+                    return
+                for send in sends:
+                    await send.send(chunk)
+                after = chunk.end
+
+    async def fold_all(p: Projection, chunks: anyio.abc.ObjectReceiveStream[_Chunk],
+                       done: anyio.abc.ObjectSendStream[_Chunk]) -> None:
+        async with chunks, done:
+            async for chunk in chunks:
+                await _flush(store, p, chunk, positions)
+                await done.send(chunk)
+
     total = 0
-
-    async def measure(after: Checkpoint, into: list[_Chunk | None]) -> None:
-        async with store.pool.acquire() as conn:
-            into.append(await _chunk_after(conn, store, projections, after, limit))
-
-    upcoming: list[_Chunk | None] = []
-    await measure(min(positions.values()), upcoming)
-    while (chunk := upcoming.pop()) is not None:
-        async with anyio.create_task_group() as tg:
-            for p in projections:
-                tg.start_soon(_flush, store, p, chunk, positions)
-            tg.start_soon(measure, chunk.end, upcoming)
-        total += chunk.size
-        if progress:
-            progress(chunk.size)
+    finished: dict[Checkpoint, int] = {}
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(measure)
+        with folded_send:
+            for p, chunks in zip(projections, receives, strict=True):
+                tg.start_soon(fold_all, p, chunks, folded_send.clone())
+        async with folded:
+            async for chunk in folded:  # a chunk is folded once every projection folded it
+                finished[chunk.end] = finished.get(chunk.end, 0) + 1
+                if finished[chunk.end] < len(projections):
+                    continue
+                total += chunk.size
+                try:
+                    if progress:
+                        progress(chunk.size)
+                except BaseException as exc:  # (raised as itself, not in a task group's)
+                    failure = exc
+                    tg.cancel_scope.cancel()
+                    break
+    if failure is not None:
+        raise failure
     return total
 
 

@@ -57,8 +57,13 @@ class Table:
             f"{c.name} {key_type(c)}" + (" NOT NULL" if c.merge == "key" else "")
             for c in self.columns
         )
-        return (f"CREATE TABLE {check_schema(schema)}.{self.name} (\n    {cols},\n"
-                f"    PRIMARY KEY ({', '.join(self.keys)})\n)")
+        target = f"{check_schema(schema)}.{self.name}"
+        # No planner statistics of JSON documents (nobody filters on them, and computing
+        # them was 90% of analyzing reported_issues after a rebuild: 161 ms of 175).
+        unmeasured = "".join(f"; ALTER TABLE {target} ALTER COLUMN {c.name} SET STATISTICS 0"
+                             for c in self.columns if c.type == "jsonb")
+        return (f"CREATE TABLE {target} (\n    {cols},\n"
+                f"    PRIMARY KEY ({', '.join(self.keys)})\n){unmeasured}")
 
     def merge_sql(self, schema: str, staging: str) -> str:
         target = f"{check_schema(schema)}.{self.name}"
