@@ -36,6 +36,7 @@ FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
 SERVER_CHUNK_RUNS = 250
+SERVER_MIN_CHUNK_RUNS = 20
 SERVER_STATEMENTS = 1  # chunks graded at once, each on a connection of its own
 
 
@@ -243,7 +244,7 @@ async def rescore(
 ) -> RescoreReport:
     """Grade the selected runs under `s`; append the grades unless `dry_run`.
     `selected` is told how many runs were selected, before any is graded. A scorer with a
-    rule in SQL grades on the server, `chunk_runs` runs per statement."""
+    rule in SQL grades on the server, `chunk_runs` runs per statement at most."""
     report = RescoreReport(scoring.ref(s), ground_truth)
     if not dry_run:
         await ensure_registered(store, s)
@@ -279,7 +280,10 @@ async def _grade_on_server(
             todo.append((run.run_id, snapshot))
     if progress and len(todo) < len(runs):
         progress(len(runs) - len(todo))
-    chunks = [todo[i:i + chunk_runs] for i in range(0, len(todo), chunk_runs)]
+    # At least a twentieth of the work a chunk at most: what is appended last is projected
+    # last, and a small last chunk keeps that tail short.
+    size = max(min(chunk_runs, SERVER_MIN_CHUNK_RUNS), min(chunk_runs, -(-len(todo) // 20)))
+    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
     for at in range(0, len(chunks), SERVER_STATEMENTS):  # on that many cores at once
         together = chunks[at:at + SERVER_STATEMENTS]
         results: dict[int, server_grading.Graded] = {}

@@ -34,8 +34,10 @@ runs AS (
     SELECT f->>0 AS slug, (f->>1)::int AS version, f->>2 AS path
       FROM jsonb_array_elements($7::jsonb) f
 ), issues AS MATERIALIZED (
+    -- by the key's index, whatever the planner guesses of the runs' count
     SELECT r.run_id, r.slug, r.version, r.ground_truth_hash, i.issue_id, i.locations
-      FROM runs r JOIN projections.reported_issues i ON i.run_id = r.run_id
+      FROM projections.reported_issues i JOIN runs r ON r.run_id = i.run_id
+     WHERE i.run_id = ANY ($1::uuid[])
 ), locations AS MATERIALIZED (
     SELECT i.run_id, i.issue_id, i.slug, i.version, loc.file, loc.ranges, loc.n
       FROM issues i

@@ -46,13 +46,19 @@ WITH {scoring}, per_run AS (
            SELECT substring(sha256(convert_to(
                       'props-grades:' || p.run_id || ':' || $8::text || ':' || p.ground_truth_hash,
                       'UTF8')) FROM 1 FOR 16) AS h) d
+), stored AS (
+    -- looked up by index, a chunk's worth: a join would read the whole table
+    SELECT event_id FROM props.event_ids WHERE event_id = ANY (ARRAY(SELECT event_id FROM g))
+), heads AS (
+    SELECT stream_id, version FROM props.streams
+     WHERE stream_id = ANY (ARRAY(SELECT stream_id FROM g))
 ), inserted AS (
     INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data)
-    SELECT g.event_id, g.stream_id, coalesce(s.version, 0) + 1, 'grades.emitted',
+    SELECT g.event_id, g.stream_id, coalesce(h.version, 0) + 1, 'grades.emitted',
            $12::smallint, g.data
       FROM g
-      LEFT JOIN props.streams s ON s.stream_id = g.stream_id
-     WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = g.event_id)
+      LEFT JOIN heads h ON h.stream_id = g.stream_id
+     WHERE g.event_id NOT IN (SELECT event_id FROM stored)
     RETURNING jsonb_array_length(data->'grades') AS grades
 )
 SELECT (SELECT coalesce(sum(grades), 0) FROM g)::bigint AS graded,

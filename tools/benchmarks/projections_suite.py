@@ -40,6 +40,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             events += await work.append_runs(store, runs,
                                              progress=lambda _n: bar.advance(task, 1))
         report.figures["events"] = events
+        await store.analyze_stale_partitions()  # both sides read with fresh statistics
         console.print(f"log of {events:,} events; rebuild vs raw read ...")
         spent = {"raw": 0.0, "rebuild": 0.0}
         counted = {"raw": 0, "rebuild": 0}
