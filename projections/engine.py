@@ -147,9 +147,8 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
 
 
 async def _fold_settings(conn: database.Connection) -> None:
-    """For a transaction that folds: sorts in memory, and no JIT compiling of statements
-    the planner prices high and that run in milliseconds (it took longer than the run)."""
-    await conn.execute(f"SET LOCAL work_mem = '{FOLD_WORK_MEM}'; SET LOCAL jit = off")
+    """For a transaction that folds: sorts in memory, and planned for its own range."""
+    await conn.execute(f"SET LOCAL work_mem = '{FOLD_WORK_MEM}'; {database.BULK_SETTINGS}")
 
 
 def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
