@@ -40,8 +40,3 @@ class Projection:
     @property
     def checkpoint_name(self) -> str:
         return f"projection:{self.name}@{self.version}"
-
-    def fold(self, delta: Delta, rec: RecordedEvent) -> None:
-        step = self.folds.get(rec.type_name)
-        if step is not None:
-            step(delta, rec)

@@ -159,13 +159,11 @@ def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[
 
 @dataclasses.dataclass(frozen=True)
 class _Chunk:
-    """A range of the log folded in one transaction: (after, end]."""
+    """A range of the log folded in one transaction: (where the last one ended, end]."""
 
-    after: Checkpoint
     end: Checkpoint
     size: int
-    kinds: frozenset[tuple[str, int]]  # (type, schema version) of its events
-    python: list[RecordedEvent] = dataclasses.field(default_factory=list)  # see below
+    python: list[RecordedEvent]  # its events that need Python (see _chunk_after)
 
 
 async def _chunk_after(conn: database.Connection, store: EventStore,
@@ -178,15 +176,15 @@ async def _chunk_after(conn: database.Connection, store: EventStore,
     if row is None:
         return None
     end = Checkpoint(row["tx_id"], row["global_position"])
-    kinds = frozenset(zip(row["types"], row["schema_versions"], strict=True))
-    chunk = _Chunk(after, end, row["events"], kinds)
+    kinds = zip(row["types"], row["schema_versions"], strict=True)  # (type, version) held
     wanted = dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)
     wanted.update(_row_versions(store, projections))
+    python: list[RecordedEvent] = []
     if any(t in wanted and wanted[t] != v for t, v in kinds):
-        rows = await conn.fetch(_Q["read_between"], after.tx_id, after.position, end.tx_id,
-                                end.position, list(wanted), list(wanted.values()))
-        chunk.python.extend(store._decode(rows))
-    return chunk
+        python = store._decode(await conn.fetch(
+            _Q["read_between"], after.tx_id, after.position, end.tx_id, end.position,
+            list(wanted), list(wanted.values())))
+    return _Chunk(end, row["events"], python)
 
 
 async def _views(conn: database.Connection, schema: str) -> None:
