@@ -48,7 +48,9 @@ def add_parsers(sub: Any) -> None:
         description="Grade the selected runs again from what was recorded (their issues, the "
         "ground truth in the log), without running any agent. Grades go to the scorer "
         "version's own streams; other versions' grades are never touched. Running it again "
-        "appends nothing; after a crash, run it again to finish.")
+        "appends nothing; after a crash, run it again to finish. Runs and issues are read "
+        "from the projections: keep `props projections run` going (or rebuild) first. "
+        "Overlap scorers grade on the database server, other scorers in Python.")
     p.add_argument("--scorer", required=True, help="NAME@VERSION, e.g. overlap@2")
     _selectors(p)
     p.add_argument("--ground-truth", choices=["at-run", "latest"], default="at-run",
