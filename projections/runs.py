@@ -1,5 +1,6 @@
 """Agent runs as analysts read them: one row per run with its status and closed failure
-facts, the issues it reported, and its LLM usage."""
+facts (`runs`), the issues it reported (`issues`), and its LLM usage (`usage`), all folded
+on the server from row maps."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Projection tables as data: columns with merge rules, their DDL, and the bulk writer.
+"""Projection tables as data: columns with merge rules, their DDL, and the writer of
+Python folds.
 
-A projection folds events into a `Delta` (rows keyed by primary key, partial: a column left
-None is "not changed by these events"), and `write` merges the delta into the tables: COPY
-into a temporary staging table, then one INSERT ... ON CONFLICT per table. The same code runs
-for a batch of the live runner and for a 50,000-event chunk of a rebuild, so both paths give
-the same rows by construction.
+Row maps (rows.py) fold on the server with each column's merge rule. A Python fold folds
+events into a `Delta` (rows keyed by primary key, partial: a column left None is "not changed
+by these events", but for `latest`), and `write` merges the delta into the tables: COPY into
+a temporary staging table, then one INSERT ... ON CONFLICT per table, with the same rules.
+The same code runs for a batch of the live runner and for a chunk of a rebuild, so both
+paths give the same rows by construction.
 """
 
 from __future__ import annotations
