@@ -29,11 +29,6 @@ class Projection:
         if both:  # one way into the rows per type
             raise ValueError(f"{self.name}: {sorted(both)} both row-mapped and folded")
 
-    @property
-    def types(self) -> frozenset[str]:
-        """Every event type this projection reads."""
-        return frozenset(m.type_name for m in self.rows) | frozenset(self.folds)
-
     def maps_of(self, table: Table) -> tuple[RowMap, ...]:
         return tuple(m for m in self.rows if m.table == table)
 

@@ -26,7 +26,7 @@ import asyncpg
 import orjson
 
 from props.core import database, errors
-from props.core.events import RecordedEvent, data_of
+from props.core.events import DecodeFilter, RecordedEvent, data_of
 from props.core.store import START, Checkpoint, EventStore
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
@@ -114,9 +114,10 @@ async def _commit(
     for p in projections:
         if new <= positions[p.name]:
             continue
-        delta = Delta(p.tables)
-        fold([p], events, positions, {p.name: delta})
-        await write(conn, schema, delta)
+        if p.folds:
+            delta = Delta(p.tables)
+            fold([p], events, positions, {p.name: delta})
+            await write(conn, schema, delta)
         await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
         if schema == LIVE and _BROKEN_FOR_TEST:
             continue  # the chaos run's negative control: the checkpoint is never written
@@ -132,18 +133,18 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
     if not p.rows:
         return
     versions = _row_versions(store, [p])
-    await conn.execute(UPCAST_DDL)
     older = [r for r in events if r.schema_version != versions.get(r.type_name, r.schema_version)
              and _after(r, after) and not _after(r, new)]
-    if older:
+    if older:  # (the staging table exists only where some were staged)
+        await conn.execute(UPCAST_DDL)
         await conn.copy_records_to_table(UPCAST_TABLE, columns=list(UPCAST_COLUMNS), records=[
             (r.tx_id, r.global_position, r.type_name, orjson.dumps(data_of(r.event)).decode(),
              r.recorded_at) for r in older])
     for table in p.tables:
         maps = p.maps_of(table)
         if maps:
-            await conn.execute(fold_sql(schema, table, maps, versions),
-                               after.tx_id, after.position, new.tx_id, new.position)
+            statement = fold_sql(schema, table, maps, tuple(versions.items()), bool(older))
+            await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position)
 
 
 async def _fold_settings(conn: database.Connection) -> None:
@@ -155,6 +156,23 @@ def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[
     """The current schema version of each row-mapped type (what the statements read)."""
     return {m.type_name: store.registry.require(m.type_name).schema_version
             for p in projections for m in p.rows}
+
+
+def _python_wants(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
+    """The stored events Python must decode, as type -> the one schema version of it that
+    it need not (`_ANY_VERSION`: it needs every version): all of a Python fold's types (they
+    are few), and row-mapped types stored under an older schema version, to upcast (rarer
+    still). The server folds the rest from the log itself."""
+    return {**_row_versions(store, projections),
+            **dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)}
+
+
+def _decode_filter(wanted: dict[str, int]) -> DecodeFilter:
+    def needs(type_name: str, version: int) -> bool:
+        skipped = wanted.get(type_name)
+        return skipped is not None and skipped != version
+
+    return needs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,18 +187,16 @@ class _Chunk:
 async def _chunk_after(conn: database.Connection, store: EventStore,
                        projections: Sequence[Projection], after: Checkpoint,
                        limit: int) -> _Chunk | None:
-    """The next chunk of at most `limit` events after `after`, with its events that need
-    Python: every one of a Python fold's types (they are few), and row-mapped ones stored
-    under an older schema version (rarer still); read only when the chunk holds some."""
+    """The next chunk of at most `limit` events after `after`, with its events that Python
+    needs (`_python_wants`), read only when the chunk holds some."""
     row = await conn.fetchrow(_Q["chunk_end"], after.tx_id, after.position, limit)
     if row is None:
         return None
     end = Checkpoint(row["tx_id"], row["global_position"])
-    kinds = zip(row["types"], row["schema_versions"], strict=True)  # (type, version) held
-    wanted = dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)
-    wanted.update(_row_versions(store, projections))
+    wanted = _python_wants(store, projections)
+    needs = _decode_filter(wanted)
     python: list[RecordedEvent] = []
-    if any(t in wanted and wanted[t] != v for t, v in kinds):
+    if any(needs(t, v) for t, v in zip(row["types"], row["schema_versions"], strict=True)):
         python = store._decode(await conn.fetch(
             _Q["read_between"], after.tx_id, after.position, end.tx_id, end.position,
             list(wanted), list(wanted.values())))
@@ -259,17 +275,10 @@ class Runner:
                 cp = await self.store.load_checkpoint(p.checkpoint_name)
             positions[p.name] = cp
         start = min(positions.values())
-        # Python needs only the events of Python folds and those to upcast: the server
-        # folds the rest from the log itself.
-        python_types = {t for p in self.projections for t in p.folds}
-        current = _row_versions(self.store, self.projections)
-
-        def needed(type_name: str, version: int) -> bool:
-            return type_name in python_types or current.get(type_name, version) != version
-
         async with self.store.subscribe(start, batch_size=self.batch_size,
                                         poll_interval=self.poll_interval,
-                                        decode=needed) as sub:
+                                        decode=_decode_filter(_python_wants(
+                                            self.store, self.projections))) as sub:
             async for batch in sub:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
@@ -315,6 +324,8 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             resumed = await _prepare_shadow(store, projections)
             positions = {p.name: await store.load_checkpoint(_shadow_name(p))
                          for p in projections}
+            # The folds read ranges of the log filtered by type: plans need fresh statistics.
+            await store.analyze_stale_partitions()
             events = await _fill_shadow(store, projections, positions, chunk, progress)
             # New tables have no statistics: analysts' first queries would be planned blind.
             async with anyio.create_task_group() as tg:  # on every core

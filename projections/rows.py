@@ -20,6 +20,7 @@ range differs. Events stored under an older schema version are upcast in Python 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import types
 import typing
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 import pydantic
 
 from props.core.events import Event
-from props.projections.tables import MERGE_SQL, Table, check_schema, key_type
+from props.projections.tables import MERGE_SQL, Table, check_schema
 
 UPCAST_TABLE = "props_upcast"
 UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
@@ -66,7 +67,7 @@ def item(*path: str) -> Item:
 Source = Field | Item | str  # or an SQL expression over `data`, `recorded_at` and `item`
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # one of a projection's constants: by identity
 class RowMap:
     """Every event of type `event` gives one row of `table` (or, with `each`, one row per
     element of its list field `each`): each column from its source. Columns left out are
@@ -79,33 +80,34 @@ class RowMap:
 
     @property
     def item_model(self) -> type[pydantic.BaseModel] | None:
+        """The model of the elements of `each` (None without `each`, or if not models)."""
         if self.each is None:
             return None
-        model = _model_of(typing.get_args(self.event.model_fields[self.each].annotation)[0])
-        assert isinstance(model, type) and issubclass(model, pydantic.BaseModel)
-        return model
+        listed = self.event.model_fields[self.each].annotation
+        inner = typing.get_args(listed)
+        if typing.get_origin(listed) is list and isinstance(inner[0], type) \
+                and issubclass(inner[0], pydantic.BaseModel):
+            return inner[0]
+        return None
 
     def __post_init__(self) -> None:
-        if self.each is not None:
-            _check_path(self.event, (self.each,))
-            listed = self.event.model_fields[self.each].annotation
-            inner = typing.get_args(listed)
-            if typing.get_origin(listed) is not list or not (
-                    isinstance(inner[0], type) and issubclass(inner[0], pydantic.BaseModel)):
-                raise ValueError(f"{self.event.type_name}.{self.each}: not a list of models")
         if not _TYPE_NAME.match(self.type_name):  # spliced into the statement
             raise ValueError(f"not an event type name: {self.type_name!r}")
+        if self.each is not None:
+            _check_path(self.event, (self.each,))
+            if self.item_model is None:
+                raise ValueError(f"{self.type_name}.{self.each}: not a list of models")
         unknown = set(self.columns) - set(self.table.names)
         missing = set(self.table.keys) - set(self.columns)
         if unknown or missing:
-            raise ValueError(f"{self.event.type_name} -> {self.table.name}: unknown columns "
+            raise ValueError(f"{self.type_name} -> {self.table.name}: unknown columns "
                              f"{sorted(unknown)}, keys not given {sorted(missing)}")
         for source in self.columns.values():
             if isinstance(source, Field):
                 _check_path(self.event, source.path)
             elif isinstance(source, Item):
                 if self.item_model is None:
-                    raise ValueError(f"{self.event.type_name}: item() without each=")
+                    raise ValueError(f"{self.type_name}: item() without each=")
                 _check_path(self.item_model, source.path)
 
     @property
@@ -114,7 +116,7 @@ class RowMap:
 
     def expression(self, column: str) -> str:
         """The column's value for one event, cast to the column's type."""
-        kind = key_type(next(c for c in self.table.columns if c.name == column))
+        kind = next(c for c in self.table.columns if c.name == column).sql_type
         source = self.columns.get(column)
         if source is None:
             return f"NULL::{kind}"
@@ -158,30 +160,29 @@ def _field_sql(model: type[pydantic.BaseModel], path: Sequence[str], *, json: bo
     return f"COALESCE({sql}, '{literal}')" if "'" not in literal else sql
 
 
-def fold_sql(schema: str, table: Table, maps: Sequence[RowMap],
-             versions: Mapping[str, int]) -> str:
+@functools.lru_cache(maxsize=128)  # the same few statements, every batch of the runner
+def fold_sql(schema: str, table: Table, maps: tuple[RowMap, ...],
+             versions: tuple[tuple[str, int], ...], upcast: bool) -> str:
     """One statement folding every event of `maps`' types in the range ($1, $2) exclusive to
     ($3, $4) inclusive (tx_id, position) into `schema.table`, reading the range once.
-    `versions`: each type's current schema version; older events are read from the upcast
-    staging table instead."""
+    `versions`: (type, current schema version) pairs; with `upcast`, older events are read
+    from the upcast staging table (UPCAST_TABLE) too."""
+    current_version = dict(versions)
     by_type = {m.type_name: m for m in maps}
-    current = " OR ".join(f"(type = '{t}' AND schema_version = {int(versions[t])})"
+    current = " OR ".join(f"(type = '{t}' AND schema_version = {int(current_version[t])})"
                           for t in by_type)
-    listed = ", ".join(f"'{t}'" for t in by_type)
     values = []
     for name in table.names:
-        if len(by_type) == 1:
-            values.append(f"{maps[0].expression(name)} AS {name}")
-            continue
         cases = " ".join(f"WHEN '{t}' THEN {m.expression(name)}" for t, m in by_type.items()
                          if name in m.columns)
-        kind = next(col.type for col in table.columns if col.name == name)
         values.append(f"CASE type {cases} END AS {name}" if cases else
-                      f"NULL::{kind} AS {name}")
+                      f"{maps[0].expression(name)} AS {name}")  # NULL: no map gives it
     events = (f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
-              f"WHERE {_RANGE} AND ({current}) UNION ALL "
-              f"SELECT tx_id, global_position, type, data, recorded_at "
-              f"FROM pg_temp.{UPCAST_TABLE} WHERE {_RANGE} AND type IN ({listed})")
+              f"WHERE {_RANGE} AND ({current})")
+    if upcast:
+        listed = ", ".join(f"'{t}'" for t in by_type)
+        events += (f" UNION ALL SELECT tx_id, global_position, type, data, recorded_at "
+                   f"FROM pg_temp.{UPCAST_TABLE} WHERE {_RANGE} AND type IN ({listed})")
     # A map with `each` gives a row per element of that list, numbered in list order; the
     # others one row per event.
     fanned = {t: m.each for t, m in by_type.items() if m.each}

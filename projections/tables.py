@@ -39,6 +39,13 @@ class Column:
     # replaced whole by each event); first: the oldest non-null value wins; add: sum
     merge: Merge = "set"
 
+    @property
+    def sql_type(self) -> str:
+        """The column's SQL type; text keys compare by code point (COLLATE "C"): the same
+        order whatever the database's locale, and index upkeep without its string compare."""
+        return f'{self.type} COLLATE "C"' if self.merge == "key" and self.type == "text" \
+            else self.type
+
 
 @dataclasses.dataclass(frozen=True)
 class Table:
@@ -56,7 +63,7 @@ class Table:
 
     def ddl(self, schema: str) -> str:
         cols = ",\n    ".join(
-            f"{c.name} {key_type(c)}" + (" NOT NULL" if c.merge == "key" else "")
+            f"{c.name} {c.sql_type}" + (" NOT NULL" if c.merge == "key" else "")
             for c in self.columns
         )
         target = f"{check_schema(schema)}.{self.name}"
@@ -75,12 +82,6 @@ class Table:
         cols = ", ".join(self.names)
         return (f"INSERT INTO {target} AS t ({cols}) SELECT {cols} FROM {staging} "
                 f"ON CONFLICT ({', '.join(self.keys)}) {action}")
-
-
-def key_type(c: Column) -> str:
-    """A column's SQL type; text keys compare by code point (COLLATE "C"): the same order
-    whatever the database's locale, and index upkeep without the locale's string compare."""
-    return f'{c.type} COLLATE "C"' if c.merge == "key" and c.type == "text" else c.type
 
 
 def check_schema(name: str) -> str:
