@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-import anyio
 import anyio.lowlevel
 import orjson
 import pydantic
@@ -37,7 +37,6 @@ FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
 SERVER_CHUNK_RUNS = 250
 SERVER_MIN_CHUNK_RUNS = 20
-SERVER_STATEMENTS = 1  # chunks graded at once, each on a connection of its own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,12 +122,21 @@ def parse_issues(run: RunRecord) -> dict[str, list[catalog.Location] | str]:
     return parsed
 
 
-def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
-                      parsed: dict[str, list[catalog.Location] | str]) -> str | None:
+def run_unscorable_reason(run: RunRecord,
+                          snapshot: catalog.SnapshotSynced | None) -> str | None:
+    """Why a run cannot be graded whatever its issues say, if it cannot."""
     if run.status not in FINISHED:
         return "no finish event"
     if snapshot is None:
         return "ground truth missing"
+    return None
+
+
+def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
+                      parsed: dict[str, list[catalog.Location] | str]) -> str | None:
+    if (reason := run_unscorable_reason(run, snapshot)) is not None:
+        return reason
+    assert snapshot is not None
     files = {f.path for f in snapshot.files}
     for issue_id, locations in sorted(parsed.items()):
         if isinstance(locations, str):
@@ -272,7 +280,7 @@ async def _grade_on_server(
     todo: list[tuple[uuid.UUID, catalog.SnapshotSynced]] = []
     for run in runs:
         snapshot = ground_truth_for(run, known, report.ground_truth)
-        reason = unscorable_reason(run, snapshot, {})
+        reason = run_unscorable_reason(run, snapshot)  # the server checks the issues
         if reason is not None:
             report.unscorable[reason_kind(reason)] += 1
         else:
@@ -280,30 +288,20 @@ async def _grade_on_server(
             todo.append((run.run_id, snapshot))
     if progress and len(todo) < len(runs):
         progress(len(runs) - len(todo))
-    # At least a twentieth of the work a chunk at most: what is appended last is projected
-    # last, and a small last chunk keeps that tail short.
-    size = max(min(chunk_runs, SERVER_MIN_CHUNK_RUNS), min(chunk_runs, -(-len(todo) // 20)))
-    chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
-    for at in range(0, len(chunks), SERVER_STATEMENTS):  # on that many cores at once
-        together = chunks[at:at + SERVER_STATEMENTS]
-        results: dict[int, server_grading.Graded] = {}
-
-        async def grade(n: int, chunk: list[tuple[uuid.UUID, catalog.SnapshotSynced]],
-                        results: dict[int, server_grading.Graded] = results) -> None:
-            results[n] = await server_grading.grade(store, s, chunk, dry_run=dry_run)
-
-        async with anyio.create_task_group() as tg:
-            for n, chunk in enumerate(together):
-                tg.start_soon(grade, n, chunk)
-        for n, chunk in enumerate(together):
-            graded = results[n]
-            for reason in graded.malformed.values():
-                report.unscorable[reason_kind(reason)] += 1
-            report.graded_runs += len(chunk) - len(graded.malformed)
-            report.grades += graded.grades
-            report.appended += graded.appended
-            if progress:
-                progress(len(chunk))
+    # At most a twentieth of the work a chunk: what is appended last is projected last, and
+    # a small last chunk keeps that tail short. One chunk at a time: the projection runner
+    # needs the other core (two at once appended sooner and projected later, measured).
+    size = min(chunk_runs, max(SERVER_MIN_CHUNK_RUNS, math.ceil(len(todo) / 20)))
+    for at in range(0, len(todo), size):
+        chunk = todo[at:at + size]
+        graded = await server_grading.grade(store, s, chunk, dry_run=dry_run)
+        for reason in graded.malformed.values():
+            report.unscorable[reason_kind(reason)] += 1
+        report.graded_runs += len(chunk) - len(graded.malformed)
+        report.grades += graded.grades
+        report.appended += graded.appended
+        if progress:
+            progress(len(chunk))
 
 
 async def grade_runs(

@@ -54,7 +54,7 @@ class Graded:
     appended: int = 0  # grades new to the log
 
 
-def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[bytes, bytes]:
+def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[str, str]:
     """The ground truth's line ranges and the snapshots' files, as the statements take them."""
     ranges: list[list[Any]] = []
     files: list[list[Any]] = []
@@ -66,7 +66,7 @@ def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[bytes, bytes]:
                     ranges += [[snap.slug, snap.version, kind, d.id, n, loc.file, r.start, r.end]
                                for loc in occ.locations for r in loc.ranges]
         files += [[snap.slug, snap.version, f.path] for f in snap.files]
-    return orjson.dumps(ranges), orjson.dumps(files)
+    return orjson.dumps(ranges).decode(), orjson.dumps(files).decode()
 
 
 async def grade(store: EventStore, s: scoring.Scorer,
@@ -94,10 +94,10 @@ async def grade(store: EventStore, s: scoring.Scorer,
 
 async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
                       runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
-                      ranges: bytes, files: bytes, dry_run: bool) -> Graded:
+                      ranges: str, files: str, dry_run: bool) -> Graded:
     args = ([run for run, _ in runs], [snap.slug for _, snap in runs],
             [snap.version for _, snap in runs], [snap.ground_truth_hash for _, snap in runs],
-            ranges.decode(), s.tolerance, files.decode())
+            ranges, s.tolerance, files)
     async with store.pool.acquire() as conn, conn.transaction():
         await conn.execute(BULK_SETTINGS)
         if dry_run:
