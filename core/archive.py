@@ -347,9 +347,7 @@ async def import_archive(store: EventStore, path: Path,
             archived = await conn.fetchrow(_ARCHIVAL["archived_by_sha"],
                                            verified.manifest["sha256"])
             if archived is not None:  # an archived partition of this database: restore it
-                report.imported = await _restore(conn, archived["name"],
-                                                 archived["from_position"],
-                                                 archived["to_position"])
+                report.imported = await _restore(conn, archived["name"])
                 report.restored = archived["name"]
                 return report
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
@@ -394,15 +392,17 @@ async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:
                                          columns=_STAGE_BLOB_COLUMNS)
 
 
-async def _restore(conn: Any, name: str, first: int, end: int) -> int:
+async def _restore(conn: Any, name: str) -> int:
     """Put an archived partition back: its rows at their original positions and
     transactions (the log reads as before it was archived), in one transaction."""
     async with conn.transaction():
-        await conn.execute("SET LOCAL props.restoring = 'on'")
-        await conn.execute("SELECT props.make_partition($1, $2, $3)", name, first, end)
         await conn.execute(_Q["insert_staged_blobs"])
-        restored: int = await conn.fetchval(_ARCHIVAL["restore_staged_events"])
-        await conn.execute(_ARCHIVAL["mark_restored"], name)
+        try:
+            restored: int = await conn.fetchval(_ARCHIVAL["restore_partition"], name)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise errors.ConfigurationError(
+                f"restoring partition {name} is the owner's: run `props import` with the "
+                f"owner's DSN (PROPS_DSN); nothing was written") from exc
     return restored
 
 

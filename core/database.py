@@ -81,11 +81,36 @@ async def serve_until_stopped(
                 await stop.wait()
 
 
+SERVICE_ROLE = "props_service"
+ANALYST_ROLE = "props_analyst"
+
+
 def resolve_dsn() -> str:
-    """The DSN props uses: `PROPS_DSN`, else the embedded server (started if needed)."""
+    """The owner's DSN (migrations, archival, restores): `PROPS_DSN`, else the embedded
+    server's owner (the server started if needed)."""
     if dsn := os.environ.get("PROPS_DSN", "").strip():
         return dsn
     return embedded.ensure_running(embedded.default_home())
+
+
+def resolve_service_dsn() -> str:
+    """The DSN the service (reactors, the API, the CLI's reads and writes) runs as:
+    `PROPS_SERVICE_DSN`; else `PROPS_DSN` as it is (that server's roles are its operator's:
+    `props db status` says when the service would run as the owner); else the embedded
+    server's `props_service`, which owns nothing."""
+    if dsn := os.environ.get("PROPS_SERVICE_DSN", "").strip():
+        return dsn
+    if dsn := os.environ.get("PROPS_DSN", "").strip():
+        return dsn
+    return embedded.role_dsn(embedded.default_home(), SERVICE_ROLE)
+
+
+def resolve_analyst_dsn() -> str:
+    """The read-only analyst's DSN: `PROPS_DSN`'s server as `props_analyst` (no password:
+    that server's rules), else the embedded server's, with its password."""
+    if dsn := os.environ.get("PROPS_DSN", "").strip():
+        return with_user(dsn, ANALYST_ROLE)
+    return embedded.role_dsn(embedded.default_home(), ANALYST_ROLE)
 
 
 def redact(dsn: str) -> str:

@@ -5,15 +5,26 @@ next command (and `psql "$(props db dsn)"`) reuses it instead of paying a start 
 `props db stop` stops it cleanly. pgserver serialises starts with an inter-process lock, so two
 commands starting at once get the same server. As root, pgserver runs PostgreSQL as a
 dedicated `pgserver` system user.
+
+pgserver's `initdb` trusts every local connection, and the launcher hands the server's socket
+to agents: so before props uses a new server, every role is given a password and pg_hba.conf
+is rewritten to ask for it (scram-sha-256, nothing trusted). The passwords of props' roles
+(the owner `postgres`, `props_service`, `props_analyst`) live in `$PROPS_HOME/credentials.json`,
+readable by its owner only, never inside a directory a container is given.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import secrets
 import warnings
 from pathlib import Path
 from types import ModuleType
+
+import psycopg
+from psycopg import sql
 
 from props.core import errors
 
@@ -42,20 +53,97 @@ def data_dir(home: Path) -> Path:
     return home / "pgdata"
 
 
+OWNER = "postgres"
+ROLES = (OWNER, "props_service", "props_analyst")
+HBA = """# Written by props: every role authenticates; nothing is trusted.
+local   all all                scram-sha-256
+host    all all 127.0.0.1/32   scram-sha-256
+host    all all ::1/128        scram-sha-256
+"""
+
+
+def credentials_path(home: Path) -> Path:
+    return home / "credentials.json"
+
+
+def credentials(home: Path) -> dict[str, str]:
+    """The passwords of props' roles on the embedded server (made on first use, 0600)."""
+    path = credentials_path(home)
+    try:
+        found: dict[str, str] = json.loads(path.read_text())
+        if all(isinstance(found.get(r), str) for r in ROLES):
+            return found
+    except FileNotFoundError:
+        pass
+    except ValueError as exc:
+        raise errors.EmbeddedServerError(
+            f"{path} is not valid JSON ({exc}): restore it, or remove it together with "
+            f"{data_dir(home)} to start over") from exc
+    made = {role: secrets.token_hex(24) for role in ROLES}
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(made, f)
+    os.replace(tmp, path)
+    return made
+
+
+def with_password(uri: str, role: str, password: str) -> str:
+    """pgserver's URI (`postgresql://postgres:@/postgres?host=...`) as `role`."""
+    scheme, _, rest = uri.partition("://")
+    return f"{scheme}://{role}:{password}@{rest.partition('@')[2]}"
+
+
+def _require_passwords(pgdata: Path, uri: str, home: Path) -> None:
+    """Give the owner its password and make the server ask every role for one."""
+    hba = pgdata / "pg_hba.conf"
+    if hba.read_text() == HBA:
+        return
+    password = credentials(home)[OWNER]
+    with psycopg.connect(uri, autocommit=True) as conn:  # still trusted: the last time
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+            sql.Identifier(OWNER), sql.Literal(password)))
+        hba.write_text(HBA)  # in place: the file keeps its owner (the server's user)
+        conn.execute("SELECT pg_reload_conf()")
+
+
 def ensure_running(home: Path) -> str:
-    """Start the embedded server under `home` unless it already runs; return its DSN."""
+    """Start the embedded server under `home` unless it already runs; return the owner's
+    DSN (with its password)."""
     pgdata = data_dir(home)
     try:
         home.mkdir(parents=True, exist_ok=True)
+        home.chmod(0o700)
         server = _pgserver().get_server(pgdata, cleanup_mode=None)
         uri: str = server.get_uri()
+        _require_passwords(pgdata, uri, home)
+    except errors.PropsError:
+        raise
     except Exception as exc:  # pgserver raises plain RuntimeError/OSError/CalledProcessError
         raise errors.EmbeddedServerError(
             f"could not start the embedded PostgreSQL under {pgdata}: {exc}. "
             f"See {pgdata / 'log'} for the server's own log, or set PROPS_DSN to use "
             "another PostgreSQL server."
         ) from exc
-    return uri
+    return with_password(uri, OWNER, credentials(home)[OWNER])
+
+
+def role_dsn(home: Path, role: str) -> str:
+    """The DSN of one of props' roles on the embedded server, its password set on the way
+    (the roles are made by migrations, after the server): None of the roles but the owner
+    exists before `props db migrate`."""
+    owner = ensure_running(home)
+    password = credentials(home)[role]
+    with psycopg.connect(owner, autocommit=True) as conn:
+        row = conn.execute("SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = %s",
+                           (role,)).fetchone()
+        if row is None:
+            raise errors.SchemaError(
+                f"the embedded database has no role {role} yet: run `props db migrate`")
+        if row[0]:
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)))
+    return with_password(owner, role, password)
 
 
 def is_running(home: Path) -> bool:

@@ -231,8 +231,9 @@ class EventStore:
         max_connections: int = 10,
         check_schema: bool = True,
     ) -> AsyncIterator[EventStore]:
-        """Connect (PROPS_DSN or the embedded server when `dsn` is None), check the schema."""
-        dsn = dsn or database.resolve_dsn()
+        """Connect (as the service, see `database.resolve_service_dsn`, when `dsn` is
+        None), check the schema."""
+        dsn = dsn or database.resolve_service_dsn()
         async with database.pool(dsn, max_size=max_connections) as pool:
             if check_schema:
                 async with pool.acquire() as conn:

@@ -1,17 +1,22 @@
 """The PostgreSQL side of a run's agent: its own role, its binding, and what it reported.
 
-A role `props_run_<run id hex>` is created at launch (a member of `props_agent`, which may
-only call the functions of schema `agent`; see migration 0003) and bound to the run with the
-definition's caps. What the agent reports waits in `props.agent_outbox` until the launcher
-drains it: each row is checked against the event catalog and appended to the run's stream
-under the id the agent gave it, so a drain repeated after a crash appends nothing twice.
-After the container exits the binding is closed, the role's sessions ended and the role
-dropped; roles whose binding is closed are reaped at start-up if a crash left them behind.
+A login role is opened at launch by the owner's function `props.open_agent_role` (migration
+0007): a member of `props_agent`, which may only call the functions of schema `agent`, under
+a random name (`props_agent_<hex>`: role names are visible to every session, so a name must
+not reveal the run), with short timeouts and no temp tables, large objects or advisory
+locks. It is bound to the run with the definition's caps. What the agent reports waits in
+`props.agent_outbox` until the launcher drains it: each row is checked against the event
+catalog and appended to the run's stream under an id derived from (run, the id the agent
+gave), so no agent can name another run's or the launcher's events, and a drain repeated
+after a crash appends nothing twice. After the container exits the binding is closed, the
+role's sessions ended and the role dropped; roles of ended runs that a crash left behind are
+reaped at start-up and on every sweep, and a role that cannot be dropped is retried there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 import uuid
 from datetime import datetime
@@ -26,12 +31,28 @@ from props.reactors import grader_runs
 from props.reactors.grader_runs import GradingTask
 from props.schema import queries
 
+log = logging.getLogger(__name__)
+
 _Q = queries.load("agents")
-ROLE_PREFIX = "props_run_"
+ROLE_PREFIX = "props_agent_"
+# The namespace of the log ids of what agents report: uuid5(namespace, "<run>:<agent's id>").
+_REPORT_NAMESPACE = uuid.UUID("5d1f0e7a-2b9c-4c61-9a0e-7c4b8e2f3a15")
+# How long an agent's statement (or idle transaction) and transaction may last before the
+# launcher's watchdog ends the session: a transaction held open stalls every reader's fence.
+STATEMENT_LIMIT_SECONDS = 5.0
+TRANSACTION_LIMIT_SECONDS = 10.0
 
 
-def role_name(run_id: uuid.UUID) -> str:
-    return f"{ROLE_PREFIX}{run_id.hex}"
+def report_id(run_id: uuid.UUID, agent_event_id: uuid.UUID) -> uuid.UUID:
+    """The log's id of an event an agent reported under `agent_event_id`: the agent's ids
+    are its own namespace, so it can never collide with another run's or the launcher's."""
+    return uuid.uuid5(_REPORT_NAMESPACE, f"{run_id}:{agent_event_id}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Credentials:
+    role: str
+    password: str = dataclasses.field(repr=False)
 
 
 def agent_dsn(dsn: str, role: str, password: str,
@@ -53,38 +74,43 @@ def agent_dsn(dsn: str, role: str, password: str,
 
 
 async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimits,
-                 agent_type: catalog.AgentType = "critic") -> str:
-    """Create (or re-key, after a restart) the run's role and binding; return its password."""
-    role = role_name(run_id)
-    password = secrets.token_hex(16)  # hex: safe inside the quoted literal below
-    async with store.pool.acquire() as conn, conn.transaction():
-        exists = await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role)
-        verb = "ALTER" if exists else "CREATE"
-        member = "" if exists else " IN ROLE props_agent"
-        await conn.execute(f"{verb} ROLE {role} LOGIN PASSWORD '{password}' "
-                           f"CONNECTION LIMIT 4{member}")
-        await conn.execute(_Q["bind"], role, run_id, agent_type, limits.max_events,
-                           limits.max_bytes)
-    return password
+                 agent_type: catalog.AgentType = "critic") -> Credentials:
+    """Open (or re-key, after a restart) the run's role and binding."""
+    password = secrets.token_hex(16)
+    role = await store.pool.fetchval(
+        _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), password, agent_type,
+        limits.max_events, limits.max_bytes)
+    return Credentials(str(role), password)
 
 
-async def drop(store: EventStore, run_id: uuid.UUID) -> None:
-    """Close the binding (nothing more is accepted), end the role's sessions, drop it."""
-    role = role_name(run_id)
-    await store.pool.execute(_Q["close"], role)
-    await store.pool.execute(_Q["terminate"], role)
-    await store.pool.execute(f"DROP ROLE IF EXISTS {role}")
+async def role_of(store: EventStore, run_id: uuid.UUID) -> str | None:
+    """The name of the run's role (None before its launch)."""
+    name = await store.pool.fetchval(_Q["role_of"], run_id)
+    return None if name is None else str(name)
+
+
+async def drop(store: EventStore, run_id: uuid.UUID) -> bool:
+    """Close the binding (nothing more is accepted), end the role's sessions, drop it.
+    Whether the role is gone (False: it could not be dropped now; the sweep retries)."""
+    dropped = await store.pool.fetchval(_Q["close_role"], run_id)
+    if dropped is False:
+        log.warning("the agent role of run %s could not be dropped; the launcher's sweep "
+                    "tries again", run_id)
+    return dropped is not False
 
 
 async def reap(store: EventStore) -> int:
     """Drop the roles of ended runs that a crash or a lost connection left behind (the
-    binding closed first, so nothing more is accepted from them)."""
-    roles = [r[0] for r in await store.pool.fetch(_Q["leftover_roles"], ROLE_PREFIX + "%")]
-    for role in roles:
-        await store.pool.execute(_Q["close"], role)
-        await store.pool.execute(_Q["terminate"], role)
-        await store.pool.execute(f"DROP ROLE IF EXISTS {role}")
-    return len(roles)
+    binding closed first, so nothing more is accepted from them). Returns how many went."""
+    runs = [r[0] for r in await store.pool.fetch(_Q["leftover_roles"])]
+    return sum([await drop(store, run_id) for run_id in runs])
+
+
+async def end_overruns(store: EventStore) -> int:
+    """End agent sessions whose statement or transaction runs past its limit."""
+    ended: int = await store.pool.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
+                                           TRANSACTION_LIMIT_SECONDS)
+    return ended
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +121,7 @@ class Binding:
 
 
 async def binding(store: EventStore, run_id: uuid.UUID) -> Binding | None:
-    row = await store.pool.fetchrow(_Q["binding"], role_name(run_id))
+    row = await store.pool.fetchrow(_Q["binding"], run_id)
     return None if row is None else Binding(row["events"], row["bytes"], row["over_cap"])
 
 
@@ -121,7 +147,8 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
     todo: list[NewEvent] = []
     grades: dict[str, list[NewEvent]] = {}
     for row in rows:
-        if row["event_id"] in stored:
+        event_id = report_id(run_id, row["event_id"])
+        if event_id in stored:
             totals.last_seq = row["seq"]
             continue
         try:
@@ -140,7 +167,7 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
             grades.setdefault(stream, []).append(NewEvent(event, grade_id,
                                                           {**meta, "grader_run": str(run_id)}))
             continue
-        todo.append(NewEvent(event, row["event_id"], meta))
+        todo.append(NewEvent(event, event_id, meta))
         if isinstance(event, catalog.LlmResponded):
             totals.cost_usd += event.cost_usd
             totals.tokens_in += event.tokens_in

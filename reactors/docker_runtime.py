@@ -28,6 +28,7 @@ from props.reactors.containers import (
 )
 
 DEFAULT_URL = "unix:///var/run/docker.sock"
+AGENT_USER = "65534:65534"  # nobody:nogroup
 
 
 def engine_url() -> str:
@@ -63,6 +64,8 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
         "Cmd": spec.command or None,
         "Env": [f"{k}={v}" for k, v in sorted(spec.env.items())],
         "Labels": spec.labels,
+        # An unprivileged uid whatever the image says: nothing in the container runs as root.
+        "User": AGENT_USER,
         "NetworkDisabled": not spec.network,
         "HostConfig": {
             "Binds": [f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"

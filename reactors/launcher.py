@@ -53,6 +53,7 @@ _NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 _Q = queries.load("agents")
 MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next sweep
 SWEEP_SECONDS = 30.0
+WATCHDOG_SECONDS = 1.0  # how often agent sessions are checked for overrunning their limits
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
 EXAMPLE_TARGET = "/example"
 GRADING_TARGET = "/grading"
@@ -166,6 +167,7 @@ class Launcher:
         await self._reap_orphans()
         await self._resume_unfinished()
         tg.start_soon(self._sweep, name="props-launcher-sweep")
+        tg.start_soon(self._watchdog, name="props-launcher-agent-watchdog")
 
     async def _resume_unfinished(self) -> None:
         for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
@@ -180,9 +182,21 @@ class Launcher:
             try:
                 await self._resume_unfinished()
                 await agent_roles.reap(self.store)
+            except Exception as exc:  # never a reason to stop launching everyone else's runs
+                log.warning("launcher sweep failed (%s: %s); the next one tries again",
+                            type(exc).__name__, exc)
+
+    async def _watchdog(self) -> None:
+        """End agent sessions that overrun their statement or transaction limits, every
+        second: an agent may SET its role's timeouts away, and a transaction it held open
+        would stall the visibility fence of every reader."""
+        while True:
+            await anyio.sleep(WATCHDOG_SECONDS)
+            try:
+                if ended := await agent_roles.end_overruns(self.store):
+                    log.warning("ended %d agent session(s) that overran their limits", ended)
             except Exception as exc:
-                if not database.only(exc, database.UNAVAILABLE):
-                    raise
+                log.warning("agent watchdog failed (%s: %s)", type(exc).__name__, exc)
 
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event
@@ -232,8 +246,8 @@ class Launcher:
                         return
                     except errors.PropsError as exc:
                         if not isinstance(exc, errors.StoreUnavailable):
-                            log.warning("run %s could not be launched: %s", run_id, exc)
-                            await self._fail_launch(run_id, exc)
+                            log.warning("run %s could not be carried out: %s", run_id, exc)
+                            await self._fail_run(run_id, exc)
                             return
                         failure: Exception = exc
                     except Exception as exc:  # the database or the engine went away
@@ -324,17 +338,24 @@ class Launcher:
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True))
 
-    async def _fail_launch(self, run_id: uuid.UUID, exc: errors.PropsError) -> None:
-        """A launch that cannot succeed by retrying (no image, no snapshot): the run fails
-        with the error's class as its category, never its message (it may hold secrets)."""
-        state = fold_run(await self.store.read_stream(f"run-{run_id}"))
-        if state is None or state.finished:
-            return
-        category = "".join(f"_{c.lower()}" if c.isupper() else c
-                           for c in type(exc).__name__).lstrip("_")
-        await self._finish(state, "failed", catalog.Failure(
-            phase="launch", category=category, retryable=False))
-        await self._clean_up(run_id)  # a container may have been created before the error
+    async def _fail_run(self, run_id: uuid.UUID, exc: errors.PropsError) -> None:
+        """A run that cannot succeed by retrying (no image, no snapshot, a refused append):
+        it fails with the error's class as its category, never its message (it may hold
+        secrets or the agent's words). Whatever goes wrong here stays with this run: the
+        launcher goes on with the others, and the sweep takes this one up again."""
+        try:
+            state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+            if state is None or state.finished:
+                return
+            category = "".join(f"_{c.lower()}" if c.isupper() else c
+                               for c in type(exc).__name__).lstrip("_")
+            phase = "report" if state.container_started else "launch"
+            await self._finish(state, "failed", catalog.Failure(
+                phase=phase, category=category, retryable=False))
+            await self._clean_up(run_id)  # a container may exist already
+        except Exception as second:
+            log.error("run %s: could not record its failure (%s: %s); the sweep tries again",
+                      run_id, type(second).__name__, second)
 
     async def _definition(self, state: RunState) -> catalog.DefinitionPushed | None:
         req = state.requested
@@ -353,9 +374,9 @@ class Launcher:
         req = state.requested
         run_id = req.run_id
         name = container_name(run_id)
-        password = await agent_roles.create(self.store, run_id, definition.limits,
-                                            req.agent_type)
-        spec = await self._spec(state, definition, password, rt)
+        credentials = await agent_roles.create(self.store, run_id, definition.limits,
+                                               req.agent_type)
+        spec = await self._spec(state, definition, credentials, rt)
         container_id = await rt.start(spec)
         if state.container_started:
             self.stats.adopted += 1
@@ -397,7 +418,8 @@ class Launcher:
             await rt.kill(name)
 
     async def _spec(self, state: RunState, definition: catalog.DefinitionPushed,
-                    password: str, rt: ContainerRuntime) -> ContainerSpec:
+                    credentials: agent_roles.Credentials,
+                    rt: ContainerRuntime) -> ContainerSpec:
         req = state.requested
         run_dir = self.work_dir / str(req.run_id)
         example = await self._materialise(req, run_dir / "example", state.requested_at)
@@ -410,16 +432,17 @@ class Launcher:
             await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
                                            grading_dir)
             mounts.append(Mount(str(grading_dir), GRADING_TARGET))
-        role = agent_roles.role_name(req.run_id)
         if rt.kind == "docker" and not definition.limits.network:
             # Only the socket file itself is mounted: the embedded server keeps its socket
             # inside its data directory, which an agent must never see.
             host_dir, port = await self._server_socket()
             socket = f".s.PGSQL.{port}"
             mounts.append(Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}"))
-            dsn = agent_roles.agent_dsn(self.store.dsn, role, password, (SOCKET_TARGET, port))
+            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
+                                        credentials.password, (SOCKET_TARGET, port))
         else:
-            dsn = agent_roles.agent_dsn(self.store.dsn, role, password)
+            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
+                                        credentials.password)
         if definition.host_python:
             mounts += [Mount(p, p) for p in definitions.host_python_paths()]
         task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,

@@ -48,9 +48,8 @@ def issue(run_id: uuid.UUID, n: int = 1) -> str:
 async def agent(store: EventStore) -> AsyncIterator[tuple[uuid.UUID, asyncpg.Connection]]:
     run_id = uuid.uuid4()
     limits = catalog.AgentLimits(max_events=5, max_bytes=100_000)
-    password = await agent_roles.create(store, run_id, limits)
-    conn = await asyncpg.connect(agent_roles.agent_dsn(
-        store.dsn, agent_roles.role_name(run_id), password))
+    creds = await agent_roles.create(store, run_id, limits)
+    conn = await asyncpg.connect(agent_roles.agent_dsn(store.dsn, creds.role, creds.password))
     try:
         yield run_id, conn
     finally:
@@ -120,8 +119,8 @@ async def test_a_closed_binding_refuses_everything(
 
 async def test_dropped_role_cannot_connect(store: EventStore) -> None:
     run_id = uuid.uuid4()
-    password = await agent_roles.create(store, run_id, catalog.AgentLimits())
-    dsn = agent_roles.agent_dsn(store.dsn, agent_roles.role_name(run_id), password)
+    creds = await agent_roles.create(store, run_id, catalog.AgentLimits())
+    dsn = agent_roles.agent_dsn(store.dsn, creds.role, creds.password)
     await (await asyncpg.connect(dsn)).close()
     await agent_roles.drop(store, run_id)
     with pytest.raises(asyncpg.InvalidAuthorizationSpecificationError):
@@ -139,9 +138,9 @@ async def test_only_graders_report_grades(agent: tuple[uuid.UUID, asyncpg.Connec
         await conn.fetchval("SELECT agent.report($1, 'grade.emitted', $2::jsonb)",
                             uuid.uuid4(), grade)
     grader_run = uuid.uuid4()
-    password = await agent_roles.create(store, grader_run, catalog.AgentLimits(), "grader")
-    grader = await asyncpg.connect(agent_roles.agent_dsn(
-        store.dsn, agent_roles.role_name(grader_run), password))
+    creds = await agent_roles.create(store, grader_run, catalog.AgentLimits(), "grader")
+    grader = await asyncpg.connect(agent_roles.agent_dsn(store.dsn, creds.role,
+                                                         creds.password))
     try:
         assert await grader.fetchval("SELECT agent.report($1, 'grade.emitted', $2::jsonb)",
                                      uuid.uuid4(), grade)
@@ -159,11 +158,10 @@ async def test_roles_of_ended_runs_are_reaped_even_with_an_open_binding(
     binding: the reaper (at start and on every sweep) drops it once the log says the run
     ended, and leaves the roles of running runs alone."""
     ended, running = uuid.uuid4(), uuid.uuid4()
-    for run_id in (ended, running):
-        await agent_roles.create(store, run_id, catalog.AgentLimits())
+    names = [(await agent_roles.create(store, run_id, catalog.AgentLimits())).role
+             for run_id in (ended, running)]
     await store.append(f"run-{ended}", [catalog.RunFinished(run_id=ended, status="completed")])
     roles = "SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])"
-    names = [agent_roles.role_name(ended), agent_roles.role_name(running)]
     assert len(await store.pool.fetch(roles, names)) == 2
     assert await agent_roles.reap(store) == 1
     assert [r[0] for r in await store.pool.fetch(roles, names)] == [names[1]]

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from props.core import archival, archive, errors
+from props.core import archival, archive, database, errors
 from props.core.store import EventStore
 
 console = Console(highlight=False)
@@ -108,7 +108,9 @@ async def export_cmd(args: argparse.Namespace) -> int:
 
 
 async def import_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=3) as store:
+    # As the owner: an archive file of this database restores its partition, which only the
+    # owner's function may do.
+    async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
         with _bar("importing") as bar:
             task = bar.add_task("import", total=None)
             report = await archive.import_archive(store, args.file,
@@ -124,7 +126,8 @@ async def import_cmd(args: argparse.Namespace) -> int:
 
 
 async def archive_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=3) as store:
+    # As the owner: detaching and dropping partitions is the owner's, never the service's.
+    async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
         if args.status:
             _print_partitions(await archival.partitions(store))
             return 0

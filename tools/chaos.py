@@ -44,7 +44,7 @@ from rich.table import Table
 from props.core import catalog, database, embedded, errors, specimen_sync, tokens
 from props.core.store import START, EventStore
 from props.projections import engine
-from props.reactors import agent_roles, definitions, docker_runtime
+from props.reactors import definitions, docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
@@ -555,8 +555,8 @@ async def _orphans(chaos: Chaos) -> Invariant:
         async with DockerRuntime.connect() as docker:
             left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
     roles = await chaos.store.pool.fetchval(
-        "SELECT count(*) FROM pg_roles WHERE rolname = ANY($1::text[])",
-        [agent_roles.role_name(r) for r in chaos.requested])
+        "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
+        " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested))
     detail = f"{len(left)} container(s), {roles} role(s) left behind"
     for name in left[:3]:  # what their runs' logs say, for whoever reads the table
         types = [r.type_name for r in await chaos.store.read_stream(

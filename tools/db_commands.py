@@ -11,7 +11,6 @@ from rich.table import Table
 
 from props.core import database, embedded
 from props.core.store import EventStore
-from props.projections.engine import ANALYST_ROLE
 from props.schema import catalog_dump, migrate
 
 console = Console()
@@ -42,9 +41,14 @@ def add_parser(sub: Any) -> None:
         sub_parser = cmds.add_parser(name, help=summary, description=description)
         sub_parser.set_defaults(handler=handler)
         if name == "dsn":
-            sub_parser.add_argument(
+            role = sub_parser.add_mutually_exclusive_group()
+            role.add_argument(
                 "--analyst", action="store_true",
                 help="the connection string of the read-only analyst role (projections only)")
+            role.add_argument(
+                "--service", action="store_true",
+                help="the connection string of the service role (appends and reads; owns "
+                     "nothing). Without either flag: the owner's")
 
 
 async def migrate_cmd(args: argparse.Namespace) -> int:
@@ -78,8 +82,12 @@ async def status_cmd(args: argparse.Namespace) -> int:
 
 
 async def dsn_cmd(args: argparse.Namespace) -> int:
-    dsn = database.resolve_dsn()
-    print(database.with_user(dsn, ANALYST_ROLE) if args.analyst else dsn)
+    if args.analyst:
+        print(database.resolve_analyst_dsn())
+    elif args.service:
+        print(database.resolve_service_dsn())
+    else:
+        print(database.resolve_dsn())
     return 0
 
 

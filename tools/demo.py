@@ -75,7 +75,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     applied = await migrate.migrate_database(dsn)
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date (reused)")
-    async with EventStore.open(dsn, max_connections=8) as store, \
+    async with EventStore.open(database.resolve_service_dsn(), max_connections=8) as store, \
             container_runtimes(args.runtime) as runtimes:
         samples = specimen_commands.samples_dir()
         found = specimen_commands.load_valid(samples)

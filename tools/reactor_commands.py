@@ -82,10 +82,10 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     only: list[str] = list(config.only or SERVICES)
 
     async def serve() -> None:
-        dsn = config.dsn or database.resolve_dsn()
-        if config.auto_migrate:
-            applied = await migrate.migrate_database(dsn)
+        if config.auto_migrate:  # as the owner; the service itself owns nothing
+            applied = await migrate.migrate_database(config.dsn or database.resolve_dsn())
             log.info(f"migrations applied at start: {len(applied)}")
+        dsn = config.dsn or database.resolve_service_dsn()
         async with EventStore.open(dsn, max_connections=16) as store, \
                 container_runtimes(config.runtime) as runtimes:
             if config.auto_sync_specimens is not None:

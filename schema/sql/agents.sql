@@ -1,28 +1,30 @@
 -- Queries of the launcher about agent roles and what agents reported (props.reactors.agent_roles).
 
--- bind --
-INSERT INTO props.agent_bindings (role_name, run_id, agent_type, max_events, max_bytes)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (role_name) DO NOTHING
+-- open_role --
+-- The run's role, made or re-keyed by the owner's function (migration 0007).
+SELECT props.open_agent_role($1, $2, $3, $4, $5, $6)
 
--- close --
-UPDATE props.agent_bindings SET closed = true WHERE role_name = $1 AND NOT closed
+-- role_of --
+SELECT role_name FROM props.agent_bindings WHERE run_id = $1
 
--- terminate --
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1
+-- close_role --
+-- NULL: the run had no role; false: the role could not be dropped (retried by the sweep).
+SELECT props.close_agent_role($1)
 
 -- leftover_roles --
--- Roles whose run has ended (binding closed, or a finish event in the log) that a crash or a
--- lost connection kept from being dropped.
-SELECT r.rolname FROM pg_roles r
-  JOIN props.agent_bindings b ON b.role_name = r.rolname
- WHERE r.rolname LIKE $1
-   AND (b.closed OR EXISTS (SELECT 1 FROM props.events e
-                             WHERE e.stream_id = 'run-' || b.run_id::text
-                               AND e.type = 'run.finished'))
+-- Runs whose role is still there although the run has ended (binding closed, or a finish
+-- event in the log): a crash or a lost connection kept it from being dropped.
+SELECT b.run_id FROM props.agent_bindings b
+  JOIN pg_roles r ON r.rolname = b.role_name
+ WHERE b.closed OR EXISTS (SELECT 1 FROM props.events e
+                            WHERE e.stream_id = 'run-' || b.run_id::text
+                              AND e.type = 'run.finished')
+
+-- end_overruns --
+SELECT props.end_agent_overruns($1, $2)
 
 -- binding --
-SELECT events, bytes, over_cap FROM props.agent_bindings WHERE role_name = $1
+SELECT events, bytes, over_cap FROM props.agent_bindings WHERE run_id = $1
 
 -- outbox --
 SELECT seq, event_id, type, data::text AS data, reported_at

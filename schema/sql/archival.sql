@@ -33,22 +33,10 @@ UPDATE props.log_partitions
  WHERE name = $1 AND state = 'hot'
 RETURNING name
 
--- restore_staged_events --
--- An archived partition's rows, back at their original positions and transactions.
-WITH ins AS (
-    INSERT INTO props.events (global_position, tx_id, event_id, stream_id, stream_version,
-                              type, schema_version, data, metadata, recorded_at)
-    OVERRIDING SYSTEM VALUE
-    SELECT position, tx_id::text::xid8, event_id, stream_id, stream_version, type,
-           schema_version, data, metadata, recorded_at
-      FROM import_events ORDER BY position
-    RETURNING 1
-)
-SELECT count(*)::integer FROM ins
-
--- mark_restored --
-UPDATE props.log_partitions SET state = 'hot', archived_at = NULL
- WHERE name = $1 AND state = 'archived'
+-- restore_partition --
+-- An archived partition's rows (staged in import_events), back at their original positions
+-- and transactions: the owner's function checks they are the rows the partition held.
+SELECT props.restore_partition($1)
 
 -- archived_by_sha --
 SELECT name, from_position, to_position, events FROM props.log_partitions
