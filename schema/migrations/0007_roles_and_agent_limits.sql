@@ -120,12 +120,17 @@ CREATE TRIGGER event_ids_no_truncate BEFORE TRUNCATE ON props.event_ids
     FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
 
 -- A partition's row changes only as the catalog does: hot -> archived once the partition is
--- detached from the log, archived -> hot once it is attached again. Nothing else, ever.
+-- detached from the log, archived -> hot once it is attached again, and the row of a hot
+-- partition goes once its table is gone (the owner re-partitioning an empty log).
 CREATE FUNCTION props.partition_row_follows_the_catalog() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
     v_attached boolean;
 BEGIN
+    IF TG_OP = 'DELETE' AND OLD.state = 'hot'
+       AND to_regclass('props.' || quote_ident(OLD.name)) IS NULL THEN
+        RETURN OLD;
+    END IF;
     IF TG_OP <> 'UPDATE' OR NEW.name <> OLD.name OR NEW.from_position <> OLD.from_position
        OR NEW.to_position <> OLD.to_position THEN
         RAISE EXCEPTION 'props.log_partitions is kept by the log''s own functions: % refused',
