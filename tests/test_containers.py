@@ -71,6 +71,7 @@ async def test_runs_to_its_exit_code_with_env_and_logs(made: Made) -> None:
 async def test_a_second_start_adopts_the_container(made: Made, tmp_path: Path) -> None:
     marker = tmp_path / "starts"
     marker.mkdir()
+    marker.chmod(0o777)  # agents in containers run as an unprivileged uid
     spec = made.spec("import os, time, uuid; "
                      f"open('{marker}/' + uuid.uuid4().hex, 'w').close(); time.sleep(1)",
                      mounts=[Mount(str(marker), str(marker), read_only=False)])

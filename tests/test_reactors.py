@@ -147,9 +147,10 @@ async def test_reference_critic_run_is_launched_reported_and_graded(served: Even
         return bool(status == "completed" and pending == 0)
 
     await eventually(projected)
-    roles = await store.pool.fetchval("SELECT count(*) FROM pg_roles WHERE rolname = $1",
-                                      f"props_run_{run_id.hex}")
-    assert roles == 0  # the agent's role is gone with its run
+    roles = await store.pool.fetch(
+        "SELECT r.rolname FROM props.agent_bindings b LEFT JOIN pg_roles r "
+        "ON r.rolname = b.role_name WHERE b.run_id = $1", run_id)
+    assert len(roles) == 1 and roles[0][0] is None  # it had a role, gone with its run
 
 
 FAILING_AGENTS = {

@@ -8,8 +8,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from props.core import database, embedded
+from props.core import database, embedded, server_checks
 from props.core.store import EventStore
 from props.schema import catalog_dump, migrate
 
@@ -78,6 +79,12 @@ async def status_cmd(args: argparse.Namespace) -> int:
         fence = await store.fence_status()
     console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")
     console.print(fence.describe())
+    async with database.session(dsn) as conn:
+        found = await server_checks.warnings(conn)
+    async with database.session(database.resolve_service_dsn()) as conn:
+        found += await server_checks.service_warnings(conn)
+    for line in found:
+        console.print(Text(f"warning: {line}", style="yellow"))
     return 0
 
 

@@ -1,0 +1,107 @@
+"""A hostile critic runs beside honest ones: it breaches nothing, fails alone, and the service
+never stops (issue: agents cannot read the answer key, forge the record or stop the service).
+
+The hostile agent (tests/hostile_agent.py) logs in as every other role, reads every table of
+the answer key and the log, takes advisory locks and large objects, reports under the
+launcher's ids and holds a transaction open with its timeouts SET away; then it reports an
+event the catalog refuses. Its own log line lists what worked: nothing may have.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from props.core import catalog, server_checks
+from props.core.store import EventStore
+from props.reactors import definitions
+from props.reactors.containers import ContainerRuntime
+from props.reactors.local_runtime import LocalRuntime
+from tests.conftest import docker_or_skip
+from tests.reactor_helpers import (
+    QUICK_AGENT,
+    eventually,
+    finished,
+    push_code,
+    request,
+    serving,
+    sync_samples,
+)
+
+HOSTILE = (Path(__file__).parent / "hostile_agent.py").read_text()
+
+
+async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, object]:
+    exited = [r.event for r in await store.read_stream(f"run-{run_id}")
+              if isinstance(r.event, catalog.ContainerExited)]
+    assert exited and exited[0].logs_sha256, "the hostile agent left no logs"
+    logs = await store.get_blob(exited[0].logs_sha256)
+    lines = [line for line in logs.decode().splitlines() if line.startswith("HOSTILE ")]
+    assert lines, logs.decode()[-2000:]
+    found: dict[str, object] = orjson.loads(lines[-1].removeprefix("HOSTILE "))
+    return found
+
+
+async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
+                            honest: int) -> None:
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT)
+    honest_ids = await request(store, "quick", count=honest, timeout_seconds=120)
+    hostile_ids = await request(store, "hostile", timeout_seconds=120)
+    async with serving(store, runtimes):  # a reactor that stopped would raise here
+        done = await finished(store, honest_ids + hostile_ids, seconds=240)
+
+        async def all_graded() -> bool:
+            for run_id in honest_ids:
+                if len(await store.read_stream(f"grading-{run_id}-tiered@1")) != 2:
+                    return False
+            return True
+
+        await eventually(all_graded, 120)
+    assert {done[r].status for r in honest_ids} == {"completed"}
+    verdict = done[hostile_ids[0]]
+    assert verdict.status == "failed" and verdict.failure is not None
+    assert (verdict.failure.phase, verdict.failure.category) == ("report", "malformed_event")
+    report = await hostile_report(store, hostile_ids[0])
+    breaches = [str(b) for b in report["breaches"]]  # type: ignore[attr-defined]
+    async with store.pool.acquire() as conn:
+        trusted = await server_checks.trust_rules(conn)
+        warned = await server_checks.warnings(conn)
+    if trusted:
+        # A server of the user's that trusts connections (PROPS_TEST_DSN on a trust
+        # cluster): logins are its rules, and `props db status` names them; nothing else.
+        assert breaches and {b.split(" as ")[0] for b in breaches} == {"login"}, breaches
+        assert any("trusts" in w for w in warned)
+    else:
+        assert breaches == [], breaches
+    assert int(str(report["tried"])) > 30, report
+    # Reported under the launcher's id of its own finish, it did not finish the run early:
+    types = [r.type_name for r in await store.read_stream(f"run-{hostile_ids[0]}")]
+    assert types.count("run.finished") == 1 and types[-1] == "run.finished"
+    assert "phase.completed" in types
+
+
+@pytest.mark.slow
+async def test_a_hostile_local_agent_beside_20_honest_runs(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await push_code(store, "hostile", HOSTILE)
+    await run_beside_honest(store, [LocalRuntime(tmp_path / "c")], honest=20)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_hostile_agent_in_docker_beside_honest_runs(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    async with docker_or_skip() as docker:
+        image = await definitions.build_reference_image(docker)
+        hostile = catalog.DefinitionPushed(**{
+            **image.model_dump(), "name": "hostile",
+            "command": [sys.executable, "-c", HOSTILE]})
+        await definitions.push(store, hostile)
+        await run_beside_honest(store, [LocalRuntime(tmp_path / "c"), docker], honest=5)
