@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -207,9 +209,49 @@ class _Check:
                                                    for a, b in ranges])
 
 
-def _read_code(code_dir: Path) -> dict[str, bytes]:
-    return {p.relative_to(code_dir).as_posix(): p.read_bytes()
-            for p in sorted(code_dir.rglob("*")) if p.is_file()}
+MAX_FILE_BYTES = 1024 * 1024  # a snapshot's file over this is refused (--max-file-bytes)
+
+
+def _unsafe(path: Path, root: Path) -> str | None:
+    """Why `path` (under `root`) cannot be part of a snapshot, if it cannot: anything that is
+    not a plain file or folder of the snapshot itself (a symlink could hand the critic the
+    answer key or a host file; a device or a pipe could hang the reader)."""
+    if path.is_symlink():
+        return f"is a symlink (to {os.readlink(path)!r}): snapshots hold plain files only"
+    mode = path.lstat().st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "is not a plain file or folder (a device, pipe or socket)"
+    try:
+        path.relative_to(root).as_posix().encode("utf-8")
+    except UnicodeEncodeError:
+        return "has a name that is not UTF-8"
+    if not path.resolve().is_relative_to(root.resolve()):
+        return "resolves outside the snapshot's code/ folder"
+    return None
+
+
+def _read_code(code_dir: Path, max_file_bytes: int,
+               problems: list[Problem]) -> dict[str, bytes]:
+    """The snapshot's files, path -> bytes; what cannot be one is a problem, never read."""
+    code: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(code_dir, followlinks=False):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            why = _unsafe(path, code_dir)
+            shown = Path(dirpath, name.encode("utf-8", "replace").decode())
+            if why is not None:
+                problems.append(Problem(shown, None, why))
+                if name in dirnames:
+                    dirnames.remove(name)  # never walked into
+                continue
+            if name in filenames:
+                size = path.stat().st_size
+                if size > max_file_bytes:
+                    problems.append(Problem(path, None, f"is {size:,} bytes, over the limit "
+                                                        f"of {max_file_bytes:,}"))
+                    continue
+                code[path.relative_to(code_dir).as_posix()] = path.read_bytes()
+    return dict(sorted(code.items()))
 
 
 def _toml_problem(path: Path, exc: tomllib.TOMLDecodeError) -> Problem:
@@ -217,7 +259,8 @@ def _toml_problem(path: Path, exc: tomllib.TOMLDecodeError) -> Problem:
     return Problem(path, int(match.group(1)) if match else None, f"invalid TOML: {exc}")
 
 
-def read_snapshot(root: Path, slug: str) -> tuple[Specimen | None, list[Problem]]:
+def read_snapshot(root: Path, slug: str, max_file_bytes: int = MAX_FILE_BYTES
+                  ) -> tuple[Specimen | None, list[Problem]]:
     """Read and validate one snapshot folder."""
     gt_path = root / GROUND_TRUTH_FILE
     code_dir = root / CODE_DIR
@@ -225,16 +268,27 @@ def read_snapshot(root: Path, slug: str) -> tuple[Specimen | None, list[Problem]
     if not SLUG.match(slug):
         problems.append(Problem(root, None, f"{slug!r} is not PROJECT/YYYY-MM-DD-NN "
                                             "(lowercase project name)"))
+    for path in (root, code_dir, gt_path):
+        if path.is_symlink():
+            problems.append(Problem(path, None, "is a symlink: snapshots hold plain files "
+                                                "only"))
     if not code_dir.is_dir():
         problems.append(Problem(root, None, f"no {CODE_DIR}/ folder with the snapshot's files"))
     if not gt_path.is_file():
         problems.append(Problem(root, None, f"no {GROUND_TRUTH_FILE}"))
     if problems:
         return None, problems
-    code = _read_code(code_dir)
+    code = _read_code(code_dir, max_file_bytes, problems)
+    if problems:
+        return None, problems
     if not code:
         return None, [Problem(code_dir, None, "the snapshot has no files")]
-    text = gt_path.read_text()
+    if gt_path.stat().st_size > max_file_bytes:
+        return None, [Problem(gt_path, None, f"is over the limit of {max_file_bytes:,} bytes")]
+    try:
+        text = gt_path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [Problem(gt_path, None, f"is not UTF-8 (byte {exc.start})")]
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -414,7 +468,8 @@ def _scopes(doc: dict[str, Any], check: _Check, lines: _Lines,
     return scopes
 
 
-def discover(directory: Path) -> tuple[list[Specimen], list[Problem]]:
+def discover(directory: Path, max_file_bytes: int = MAX_FILE_BYTES
+             ) -> tuple[list[Specimen], list[Problem]]:
     """Every snapshot under `directory` (PROJECT/YYYY-MM-DD-NN/), validated."""
     if not directory.is_dir():
         return [], [Problem(directory, None, "not a directory")]
@@ -428,7 +483,7 @@ def discover(directory: Path) -> tuple[list[Specimen], list[Problem]]:
                                 f"no snapshots (PROJECT/YYYY-MM-DD-NN/{GROUND_TRUTH_FILE})"))
     for root in sorted(set(roots)):
         slug = root.relative_to(directory).as_posix()
-        specimen, found = read_snapshot(root, slug)
+        specimen, found = read_snapshot(root, slug, max_file_bytes)
         problems += found
         if specimen is not None:
             specimens.append(specimen)

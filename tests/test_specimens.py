@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +142,48 @@ def test_scope_is_computed_from_occurrence_files(tree: Path) -> None:
     assert scopes[sets["cli"].files_hash] == ["head-off-by-one#1"]
     assert len(scopes[None]) == s.counts["occurrences"]
     assert sets["cli"].files_hash == specimens.files_hash(["csvtool/output.py", "csvtool/cli.py"])
+
+
+HOSTILE_TREES = {
+    "a symlink to a host file": lambda code: (code / "passwd.py").symlink_to("/etc/passwd"),
+    "a symlink to the answer key": lambda code: (code / "gt.toml").symlink_to(
+        "../ground_truth.toml"),
+    "a symlinked folder": lambda code: (code / "more").symlink_to("/etc"),
+    "a pipe": lambda code: os.mkfifo(code / "pipe.py"),
+    "a file over the limit": lambda code: (code / "big.py").write_bytes(b"#" * (1024 * 1024 + 1)),
+    "a file name that is not UTF-8": lambda code: open(
+        os.path.join(os.fsencode(code), b"bad\xff.py"), "wb").close(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_TREES))
+def test_hostile_snapshot_files_are_refused_unread(tree: Path, kind: str) -> None:
+    code = tree / SAMPLE / specimens.CODE_DIR
+    HOSTILE_TREES[kind](code)
+    found, problems = specimens.discover(tree)
+    assert found == [] and len(problems) == 1, problems
+    assert str(code) in str(problems[0].file)
+
+
+def test_the_refusals_above_are_about_the_files(tree: Path) -> None:
+    """Negative control: the same tree without them is valid, and a big file passes a
+    larger limit."""
+    code = tree / SAMPLE / specimens.CODE_DIR
+    assert specimens.discover(tree)[1] == []
+    (code / "big.py").write_bytes(b"#" * (1024 * 1024 + 1))
+    assert specimens.discover(tree, max_file_bytes=2 * 1024 * 1024)[1] == []
+
+
+def test_ground_truth_that_is_not_utf8_is_one_problem(tree: Path) -> None:
+    gt_file(tree).write_bytes(gt_file(tree).read_bytes() + b"\n# \xff\xfe\n")
+    found, problems = specimens.discover(tree)
+    assert found == [] and [p.message for p in problems] == ["is not UTF-8 (byte %d)" % (
+        gt_file(tree).read_bytes().index(b"\xff"))]
+
+
+def test_validate_exits_65_with_one_line_per_problem(tree: Path) -> None:
+    (tree / SAMPLE / specimens.CODE_DIR / "passwd.py").symlink_to("/etc/passwd")
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "validate",
+                           str(tree)], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 65
+    assert "passwd.py: is a symlink" in done.stderr and "Traceback" not in done.stderr

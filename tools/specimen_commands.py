@@ -42,6 +42,7 @@ def add_parser(sub: Any) -> None:
                         "with its file and line. Exit 65 if there is any.\n\n" + FORMAT_HELP,
                         formatter_class=raw)
     p.add_argument("dir", type=Path)
+    _max_file_bytes(p)
     p.set_defaults(handler=validate_cmd)
     p = cmds.add_parser("sync", help="record a specimen directory in the log",
                         description="Validate DIR, then record each snapshot as a version: "
@@ -51,6 +52,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("dir", type=Path)
     p.add_argument("--no-retire", action="store_true",
                    help="do not retire snapshots missing from DIR")
+    _max_file_bytes(p)
     p.set_defaults(handler=sync_cmd)
     p = cmds.add_parser("list", help="recorded snapshots with versions and counts",
                         description="Every snapshot the log knows: latest version, status, and "
@@ -70,8 +72,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=samples_cmd)
 
 
-def load_valid(directory: Path) -> list[specimens.Specimen]:
-    found, problems = specimens.discover(directory)
+def _max_file_bytes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-file-bytes", type=int, metavar="N", default=specimens.MAX_FILE_BYTES,
+                   help="refuse a snapshot file larger than N bytes (default: 1 MiB)")
+
+
+def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
+               ) -> list[specimens.Specimen]:
+    found, problems = specimens.discover(directory, max_file_bytes)
     if problems:
         for problem in problems:
             print(problem, file=sys.stderr)
@@ -82,7 +90,7 @@ def load_valid(directory: Path) -> list[specimens.Specimen]:
 
 
 async def validate_cmd(args: argparse.Namespace) -> int:
-    found = load_valid(args.dir)
+    found = load_valid(args.dir, args.max_file_bytes)
     for s in found:
         c = s.counts
         console.print(f"{s.slug}: ok ({c['files']} files, {c['tps']} TPs with "
@@ -92,7 +100,7 @@ async def validate_cmd(args: argparse.Namespace) -> int:
 
 
 async def sync_cmd(args: argparse.Namespace) -> int:
-    found = load_valid(args.dir)
+    found = load_valid(args.dir, args.max_file_bytes)
     source = str(args.dir.resolve())
     async with EventStore.open(max_connections=3) as store:
         with Progress(console=console, transient=True) as progress:
