@@ -427,3 +427,38 @@ async def test_docker_push_through_the_proxy(store: EventStore, dsn: str, tmp_pa
             if grader_digest := locals().get("grader"):
                 _docker("rmi", "-f", grader_digest.image, config=docker_config)
     assert pusher not in served.log.read_text() and reader not in served.log.read_text()
+
+
+@pytest.mark.slow
+async def test_registry_paths_outside_the_spec_are_refused(store: EventStore, dsn: str,
+                                                           tmp_path: Path) -> None:
+    """`..`, encoded slashes and names outside the grammar answer 400 before the upstream
+    sees them; the spec's own paths are forwarded (negative control)."""
+    import base64
+    import socket
+
+    _, reader = await tokens.create(store, "raw-reader", ("read", "push"))
+    auth = base64.b64encode(f"ci:{reader}".encode()).decode()
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream) as served:
+        assert served.registry is not None
+        host, port = served.registry.rsplit(":", 1)
+
+        def status(method: str, path: str) -> int:
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}"
+                          f"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".encode())
+                return int(s.makefile("rb").readline().split()[1])
+
+        for method, path in [("GET", "/v2/../../admin/secret"),
+                             ("GET", "/v2/critic/../../x/manifests/latest"),
+                             ("PUT", "/v2/critic/../grader/manifests/v5"),
+                             ("GET", "/v2/critic%2f..%2fgrader/manifests/v5"),
+                             ("GET", "/v2/Critic/manifests/latest"),
+                             ("GET", "/v2/critic//x/manifests/latest"),
+                             ("GET", "/v2/critic/manifests/bad:tag:x"),
+                             ("GET", "/v2/critic/secrets")]:
+            assert await anyio.to_thread.run_sync(status, method, path) == 400, path
+        assert await anyio.to_thread.run_sync(status, "GET", "/v2/") == 200
+        assert await anyio.to_thread.run_sync(status, "GET", "/v2/critic/tags/list") == 404
+    assert await definitions.resolve(store, "critic", "../grader", "v5") is None

@@ -33,7 +33,18 @@ from props.reactors import definitions
 from props.tools.api.auth import Denied, authorize
 
 log = logging.getLogger("props.registry")
-_MANIFEST = re.compile(r"^(?P<repo>[a-z0-9._/-]+)/manifests/(?P<ref>[^/]+)$")
+# The distribution spec's grammar: a repository name, a tag or digest, and the only paths
+# under /v2/ a client may ask for. Anything else (`..`, empty parts, encoded slashes) is
+# refused before it reaches the upstream, which would normalise it somewhere else.
+_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+_NAME = rf"{_COMPONENT}(?:/{_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+_DIGEST = r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+"
+_PATH = re.compile(
+    rf"^(?:|_catalog|(?P<name>{_NAME})/(?:tags/list|manifests/(?:{_TAG}|{_DIGEST})"
+    rf"|blobs/{_DIGEST}|blobs/uploads/(?:[A-Za-z0-9._=-]+)?))$")
+_MANIFEST = re.compile(rf"^(?P<repo>{_NAME})/manifests/(?P<ref>{_TAG}|{_DIGEST})$")
+MAX_NAME = 255  # the spec's limit on a repository name
 # Hop-by-hop headers (RFC 9110 7.6.1) and what the proxy sets itself.
 _DROP = {"host", "authorization", "connection", "keep-alive", "transfer-encoding", "te",
          "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
@@ -44,6 +55,18 @@ def _error(status: int, code: str, message: str,
            headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"errors": [{"code": code, "message": message}]}, status_code=status,
                         headers=headers)
+
+
+def _refused_path(request: Request, path: str) -> Response | None:
+    """A 400 for a path outside the distribution spec (checked on the raw bytes too: a
+    percent-encoded `/` or `.` must not slip a `..` past the grammar)."""
+    raw = request.scope.get("raw_path", b"").split(b"?")[0].decode("latin-1")
+    match = _PATH.match(path)
+    if match is None or "%" in raw or raw != f"/v2/{path}" or \
+            len(match["name"] or "") > MAX_NAME:
+        return _error(400, "NAME_INVALID", "not a registry path of the distribution spec "
+                      "(/v2/NAME/manifests/REF, /v2/NAME/blobs/DIGEST, ...)")
+    return None
 
 
 class ManifestInvalid(Exception):
@@ -110,6 +133,8 @@ class RegistryProxy:
                               {"WWW-Authenticate": 'Basic realm="props registry"'})
             return _error(403, "DENIED", exc.message)
         path = request.path_params["path"]
+        if (bad := _refused_path(request, path)) is not None:
+            return bad
         manifest = _MANIFEST.match(path) if request.method == "PUT" else None
         agent = agent_of(manifest["repo"]) if manifest else None
         if manifest is None or agent is None or manifest["ref"].startswith("sha256:"):
