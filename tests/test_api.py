@@ -99,15 +99,19 @@ async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> No
         _, client_secret = await tokens.create(store, "client", ("read", "request"))
 
         async with served.client() as anonymous:
-            no_token = await anonymous.get("/health")
+            # The probe needs no token and says nothing more than ok.
+            probe = await anonymous.get("/health")
+            assert probe.status_code == 200 and probe.json() == {"status": "ok"}
+            no_token = await anonymous.get("/api/health")
             assert no_token.status_code == 401
             assert no_token.headers["www-authenticate"].startswith("Bearer")
             assert (await anonymous.post("/api/runs/critic", json=_body())).status_code == 401
             assert (await anonymous.get("/openapi.json")).status_code == 401
-            wrong = await anonymous.get("/health", headers={"Authorization": "Bearer props_x"})
+            wrong = await anonymous.get("/api/health",
+                                        headers={"Authorization": "Bearer props_x"})
             assert wrong.status_code == 401
         async with served.client(reader) as read_only:
-            assert (await read_only.get("/health")).json()["database"] == "ok"
+            assert (await read_only.get("/api/health")).json()["database"] == "ok"
             refused = await read_only.post("/api/runs/critic", json=_body())
             assert refused.status_code == 403 and "request" in refused.json()["detail"]
 
@@ -169,19 +173,19 @@ async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> No
             assert stored == 1
 
             paths = (await api.get("/openapi.json")).json()["paths"]
-            assert {"/health", "/api/runs/critic", "/api/runs/{run_id}", "/api/runs",
+            assert {"/health", "/api/health", "/api/runs/critic", "/api/runs/{run_id}", "/api/runs",
                     "/api/scores"} <= set(paths)
 
         await tokens.revoke(store, "client")
         async with served.client(client_secret) as revoked:
-            assert (await revoked.get("/health")).status_code == 401
+            assert (await revoked.get("/api/health")).status_code == 401
 
     # Tokens never reach the log or the service's log lines. The admin token is printed
     # exactly once, at first start: finding it there is the scan's negative control.
     logged = served.log.read_text()
     assert logged.count(served.admin) == 1
     assert client_secret not in logged and reader not in logged
-    assert "GET /health 401" in logged and "token" in logged
+    assert "GET /api/health 401" in logged and "token" in logged
     events = await store.pool.fetchval(
         "SELECT string_agg(data::text || metadata::text, ' ') FROM props.events")
     assert events.count("api:client") >= 3
@@ -290,7 +294,7 @@ async def test_auto_migrate_and_specimens_at_start(empty_dsn: str, tmp_path: Pat
                 "SELECT count(*) FROM props.events WHERE type = 'snapshot.synced'")
         assert synced >= 1
         async with served.client(served.admin) as api:
-            assert (await api.get("/health")).json()["status"] == "ok"
+            assert (await api.get("/api/health")).json()["status"] == "ok"
 
 
 # -- the registry proxy: a real `docker push` to a real upstream registry ------------------------
@@ -462,3 +466,38 @@ async def test_registry_paths_outside_the_spec_are_refused(store: EventStore, ds
         assert await anyio.to_thread.run_sync(status, "GET", "/v2/") == 200
         assert await anyio.to_thread.run_sync(status, "GET", "/v2/critic/tags/list") == 404
     assert await definitions.resolve(store, "critic", "../grader", "v5") is None
+
+
+async def test_input_postgresql_cannot_store_is_refused_not_500(store: EventStore, dsn: str,
+                                                                tmp_path: Path) -> None:
+    await _ready(store)
+    async with props_serve(dsn, tmp_path, "--runtime", "local") as served:
+        _, secret = await tokens.create(store, "hostile", ("read", "request"))
+        requested = "SELECT count(*) FROM props.events WHERE type = 'run.requested'"
+        before = await store.pool.fetchval(requested)
+        async with served.client(secret) as api:
+            raw = {"content-type": "application/json"}
+            for body in ['{"definition": "reference", "snapshot": "x", "model": "a\\u0000b"}',
+                         '{"definition": "reference", "snapshot": "x", "model": "\\ud800"}',
+                         '{"definition": "reference", "snapshot": "x", "model": "m", '
+                         '"budget_usd": NaN}',
+                         '{"definition": "reference", "snapshot": "x", "model": "m", '
+                         '"timeout_seconds": Infinity}',
+                         '{"definition": "reference", "snapshot": "x", "model": "m", '
+                         '"count": 99999999999999999999999}']:
+                answer = await api.post("/api/runs/critic", content=body, headers=raw)
+                assert answer.status_code == 422, (body, answer.text)
+            for query in ["/api/runs?model=a%00b", "/api/runs?model=%ed%a0%80",
+                          "/api/scores?scorer=tiered@99999999999"]:
+                answer = await api.get(query)
+                assert answer.status_code == 422, (query, answer.text)
+            big = '{"model": "' + "x" * (2 * 1024 * 1024) + '"}'
+            assert (await api.post("/api/runs/critic", content=big,
+                                   headers=raw)).status_code == 413
+            # Not over the limit, but invalid: the error quotes a short excerpt only.
+            long = _body(model="y" * 500_000)
+            answer = await api.post("/api/runs/critic", json=long)
+            assert answer.status_code == 422 and len(answer.content) < 2_000
+            # Negative control: the same route takes a good body.
+            assert (await api.post("/api/runs/critic", json=_body())).status_code == 202
+        assert await store.pool.fetchval(requested) == before + 1  # refusals wrote nothing

@@ -44,9 +44,13 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
         return None, None
     name, _, version = text.partition("@")
     try:
-        return name, int(version) if version else None
+        number = int(version) if version else None
     except ValueError:
         raise errors.PropsError(f"--scorer {text!r} is not NAME or NAME@VERSION") from None
+    if number is not None and not 1 <= number < 2**31:
+        raise errors.PropsError(f"--scorer {text!r}: a version is a number from 1 to "
+                                f"{2**31 - 1}")
+    return name, number
 
 
 async def load(store: EventStore, name: str | None = None,

@@ -15,8 +15,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
+import anyio
 import pydantic
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +29,7 @@ from props.core.store import EventStore
 from props.projections import engine
 from props.reactors import run_requests, runtime
 from props.tools import report_command
+from props.tools.api import limits
 from props.tools.api.auth import Denied, authorize
 
 log = logging.getLogger("props.http")
@@ -87,6 +90,10 @@ class Scores(pydantic.BaseModel):
     evidence: dict[str, int] = pydantic.Field(
         description="runs the scores leave out, counted: unfinished, not completed, "
         "ungraded, unscorable")
+
+
+class Liveness(pydantic.BaseModel):
+    status: Literal["ok", "unavailable"]
 
 
 class Health(pydantic.BaseModel):
@@ -185,6 +192,15 @@ def create_app(store: EventStore) -> FastAPI:
         headers = {"WWW-Authenticate": 'Bearer realm="props"'} if exc.status == 401 else {}
         return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
 
+    @app.exception_handler(RequestValidationError)
+    async def unprocessable(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI quotes the whole input of each error: a 20 MB body came back whole.
+        found = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                  "type": e.get("type", "value_error"),
+                  **({"input": limits.excerpt(e["input"])} if "input" in e else {})}
+                 for e in exc.errors()[:20]]
+        return JSONResponse({"detail": found}, status_code=422)
+
     @app.exception_handler(run_requests.InvalidRequest)
     async def invalid(request: Request, exc: run_requests.InvalidRequest) -> JSONResponse:
         where = "query" if exc.field in ("cursor", "scorer") else "body"
@@ -204,6 +220,7 @@ def create_app(store: EventStore) -> FastAPI:
             return JSONResponse({"detail": f"the database is unavailable ({exc}); retry"},
                                 status_code=503, headers={"Retry-After": "1"})
 
+    app.add_middleware(limits.InputLimits)
     app.add_middleware(AccessLog)
 
     @app.get("/openapi.json", include_in_schema=False,
@@ -211,7 +228,18 @@ def create_app(store: EventStore) -> FastAPI:
     async def openapi() -> dict[str, Any]:
         return app.openapi()
 
-    @app.get("/health", response_model=Health, dependencies=Read,
+    @app.get("/health", response_model=Liveness,
+             summary="200 `ok` while the database answers, else 503; no token needed (for "
+                     "load balancers and container probes)")
+    async def liveness() -> JSONResponse:
+        try:
+            with anyio.fail_after(5):
+                await store.pool.fetchval("SELECT 1")
+        except Exception:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/api/health", response_model=Health, dependencies=Read,
              summary="database, reactors and projections: reachable, and how far behind")
     async def health() -> Health:
         await store.pool.fetchval("SELECT 1")
