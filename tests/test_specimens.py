@@ -177,8 +177,8 @@ def test_the_refusals_above_are_about_the_files(tree: Path) -> None:
 def test_ground_truth_that_is_not_utf8_is_one_problem(tree: Path) -> None:
     gt_file(tree).write_bytes(gt_file(tree).read_bytes() + b"\n# \xff\xfe\n")
     found, problems = specimens.discover(tree)
-    assert found == [] and [p.message for p in problems] == ["is not UTF-8 (byte %d)" % (
-        gt_file(tree).read_bytes().index(b"\xff"))]
+    at = gt_file(tree).read_bytes().index(b"\xff")
+    assert found == [] and [p.message for p in problems] == [f"is not UTF-8 (byte {at})"]
 
 
 def test_validate_exits_65_with_one_line_per_problem(tree: Path) -> None:
