@@ -6,18 +6,27 @@ The file is zstd-compressed JSON lines, readable without props (`zstd -dc FILE |
     {"kind": "blob", "sha256": ..., "size": ..., "base64": ...}      # before its first use
     {"kind": "event", "position": ..., "event_id": ..., ...}   # every 1000th: "chain"
     {"kind": "manifest", "events": N, "blobs": M, "counts": {...}, "first": ..., "last": ...,
-     "chain": <last chain>, "sha256": <sha256 of every line before this one>}
+     "chain": <last chain>, "sha256": <sha256 of every line before this one>,
+     "archive_id": <uuid>, "signature": {...}}                  # signature: `--sign KEY`
 
 A hash chain runs across the events: link = sha256(previous link + the event line's bytes
 without `chain`); every 1000th event line (and the manifest) carries the link, so an edit,
 deletion, reordering or truncation is detected and located within 1,000 events, while the
 file stays small (a link on every line would add 64 incompressible characters per event).
-The manifest's sha256 covers every line before it, headers and blobs too.
+The manifest's sha256 covers every line before it, headers and blobs too; an Ed25519
+signature over the manifest (props.core.signing) says who wrote the file, which integrity
+alone cannot: anyone can write a file whose chain verifies.
 
-An import verifies the whole file first and writes nothing unless every check passes; then it
-appends, keeping event ids and stream versions (new global positions, the origin position in
+An import verifies the whole file first and writes nothing unless every check passes: the
+chain, the blobs, the manifest, the signature (a trusted signer, if asked), and every event
+against the catalog (a known type that fails validation refuses the file, naming its line;
+an unknown type refuses it unless allowed). Then it appends, keeping event ids and stream
+versions (new global positions; the origin position, the archive's id and its signer in
 metadata), skipping events already present, so a second import changes nothing and an
-interrupted one finishes when run again.
+interrupted one finishes when run again. A snapshot version recorded before the version it
+follows is refused: the ground truth in force at a time cannot be rewritten by backdating.
+The import itself is recorded (`archive.imported`, with the critic runs it brought), so a
+report can say how many of its runs came from which signer, and leave them out.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import dataclasses
 import hashlib
 import io
 import re
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime
@@ -39,9 +49,11 @@ import anyio.to_thread
 import asyncpg
 import orjson
 import zstandard
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core import blobs, bulk, errors
-from props.core.store import EventStore
+from props.core import blobs, bulk, catalog, errors, signing
+from props.core.events import EventRegistry, NewEvent
+from props.core.store import EventStore, StoreTransaction
 from props.schema import queries
 
 FORMAT = "props-export"
@@ -50,6 +62,8 @@ _Q = queries.load("archive")
 _ARCHIVAL = queries.load("archival")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
+_IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
+_STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-.")
 T = TypeVar("T")
 U = TypeVar("U")
 
@@ -113,8 +127,10 @@ def _chained(obj: dict[str, Any], previous: str, n: int) -> tuple[bytes, str]:
 
 
 async def export(store: EventStore, selection: Selection, out: Path,
-                 progress: Callable[[int], None] | None = None) -> ExportReport:
-    """Write the selected events (and the blobs they reference) to `out`, atomically."""
+                 progress: Callable[[int], None] | None = None,
+                 sign_with: Ed25519PrivateKey | None = None) -> ExportReport:
+    """Write the selected events (and the blobs they reference) to `out`, atomically;
+    signed by `sign_with` when given."""
     report = ExportReport()
     tmp = out.with_name(out.name + ".partial")
     content = hashlib.sha256()
@@ -166,11 +182,13 @@ async def export(store: EventStore, selection: Selection, out: Path,
             await emit(lines)
             if progress:
                 progress(len(page))
-        await emit([_line({"kind": "manifest", "events": report.events,
-                           "blobs": report.blobs, "counts": dict(sorted(counts.items())),
-                           "first": first, "last": last, "chain": chain,
-                           "sha256": content.hexdigest(),
-                           "selection": selection.describe()})], hashed=False)
+        manifest = {"kind": "manifest", "events": report.events, "blobs": report.blobs,
+                    "counts": dict(sorted(counts.items())), "first": first, "last": last,
+                    "chain": chain, "sha256": content.hexdigest(),
+                    "selection": selection.describe(), "archive_id": str(uuid.uuid4())}
+        if sign_with is not None:
+            manifest["signature"] = signing.sign(manifest, sign_with)
+        await emit([_line(manifest)], hashed=False)
     finally:
         await anyio.to_thread.run_sync(sink.close)  # also closes the file
     await anyio.to_thread.run_sync(tmp.replace, out)
@@ -225,9 +243,11 @@ def _parse(path: Path, number: int, line: bytes) -> dict[str, Any]:
     return obj
 
 
-def verify(path: Path) -> Verified:
-    """Check the whole archive: header, every chain link, blob hashes, the manifest."""
-    state = _Verifier(path)
+def verify(path: Path, registry: EventRegistry = catalog.REGISTRY,
+           allow_unknown: bool = False) -> Verified:
+    """Check the whole archive: header, every chain link, blob hashes, every event against
+    the catalog, the manifest (not the signature: see `signing.signer`)."""
+    state = _Verifier(path, registry, allow_unknown)
     lines = _lines(path)
     while _next_checked(state, lines, 10_000):
         pass
@@ -235,8 +255,10 @@ def verify(path: Path) -> Verified:
 
 
 class _Verifier:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, registry: EventRegistry, allow_unknown: bool) -> None:
         self.path = path
+        self.registry = registry
+        self.allow_unknown = allow_unknown
         self.content = hashlib.sha256()
         self.chain = _GENESIS
         self.counts: Counter[str] = Counter()
@@ -283,10 +305,35 @@ class _Verifier:
                     f"in the {CHAIN_EVERY} before it was changed, removed or reordered; "
                     f"nothing was written")
             self.chain = expected
+            self._check_event(where, obj)
             self.counts[str(obj["type"])] += 1
         elif kind != "header":
             raise ArchiveError(f"{where}: unknown line kind {kind!r}")
         return kind, payload
+
+    def _check_event(self, where: str, obj: dict[str, Any]) -> None:
+        """The event as the log would take it: a stream name of the log's shape, metadata
+        an object, and data the catalog accepts (an import never writes what a rebuild or
+        a reader would then fail on, for good)."""
+        type_name, version = obj.get("type"), obj.get("schema_version")
+        if not isinstance(obj.get("stream_id"), str) or not _STREAM_ID.match(obj["stream_id"]):
+            raise ArchiveError(f"{where}: stream id {str(obj.get('stream_id'))[:80]!r} is not "
+                               f"CATEGORY-ID; nothing was written")
+        if not isinstance(obj.get("metadata"), dict):
+            raise ArchiveError(f"{where}: metadata is not an object; nothing was written")
+        if not isinstance(type_name, str) or not isinstance(version, int) or \
+                isinstance(version, bool):
+            raise ArchiveError(f"{where}: an event needs a type and a schema version; "
+                               f"nothing was written")
+        if self.registry.get(type_name) is None:
+            if self.allow_unknown:
+                return
+            raise ArchiveError(f"{where}: unknown event type {type_name[:80]!r} (import with "
+                               f"--allow-unknown to take it as it is); nothing was written")
+        try:
+            self.registry.validate_stored(type_name, version, obj.get("data"))
+        except errors.InvalidEvent as exc:
+            raise ArchiveError(f"{where}: {str(exc)[:500]}; nothing was written") from None
 
     def finish(self) -> Verified:
         manifest = self.manifest
@@ -312,10 +359,30 @@ class ImportReport:
     already_present: int = 0
     blobs: int = 0
     restored: str | None = None  # the archived partition this file put back
+    signer: str | None = None  # the fingerprint of the key that signed it (None: unsigned)
+
+
+RUNS_PER_RECORD = 5000
+
+
+async def _record_import(tx: StoreTransaction, archive_id: str, sha256: str,
+                         signer: str | None, events: int, imported: int,
+                         runs: list[uuid.UUID]) -> None:
+    """The import as events of its own stream, with the critic runs it brought (in parts:
+    an event stays small)."""
+    parts = [runs[i:i + RUNS_PER_RECORD] for i in range(0, len(runs), RUNS_PER_RECORD)] or [[]]
+    await tx.append(f"import-{archive_id}", [NewEvent(
+        catalog.ArchiveImported(archive_id=archive_id, sha256=sha256, signer=signer,
+                                events=events, imported=imported, part=n,
+                                runs=[catalog.ImportedRun(run_id=r) for r in part]),
+        uuid.uuid5(_IMPORT_NAMESPACE, f"{archive_id}:{sha256}:{n}"), {"actor": "import"})
+        for n, part in enumerate(parts, start=1)])
 
 
 async def import_archive(store: EventStore, path: Path,
-                         progress: Callable[[int], None] | None = None) -> ImportReport:
+                         progress: Callable[[int], None] | None = None, *,
+                         trusted: list[signing.PublicKey] | None = None,
+                         allow_unknown: bool = False) -> ImportReport:
     """Verify `path` while staging it in temporary tables, then, only if every check passed,
     append in one transaction what the database does not have yet.
 
@@ -326,7 +393,7 @@ async def import_archive(store: EventStore, path: Path,
     session and nothing was written.
     """
     report = ImportReport()
-    state = _Verifier(path)
+    state = _Verifier(path, store.registry, allow_unknown)
     lines = _lines(path)
     async with store.pool.acquire() as conn:
         await conn.execute(_Q["stage_tables"])
@@ -350,11 +417,27 @@ async def import_archive(store: EventStore, path: Path,
                 report.imported = await _restore(conn, archived["name"])
                 report.restored = archived["name"]
                 return report
+            report.signer = signing.signer(verified.manifest, trusted)
+            backdated = await conn.fetchrow(_Q["backdated_snapshots"])
+            if backdated is not None:
+                raise ArchiveError(
+                    f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
+                    f"is recorded before the version it follows: a backdated ground truth; "
+                    f"nothing was written")
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
                 async with conn.transaction():
                     await conn.execute(_Q["insert_staged_blobs"])
-                    inserted = await conn.fetchval(_Q["insert_staged_events"])
+                    runs = [r[0] for r in await conn.fetch(_Q["staged_new_runs"])]
+                    origin = {"archive": str(verified.manifest.get("archive_id")
+                                             or verified.manifest["sha256"]),
+                              "signer": report.signer or "unsigned"}
+                    inserted = await conn.fetchval(_Q["insert_staged_events"],
+                                                   orjson.dumps(origin).decode())
+                    if inserted:
+                        await _record_import(StoreTransaction(store, conn), origin["archive"],
+                                             verified.manifest["sha256"], report.signer,
+                                             report.events, inserted, runs)
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate != "PX409":
                     raise

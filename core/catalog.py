@@ -408,9 +408,6 @@ class EventParked(Event):
     attempts: int = pydantic.Field(ge=1)
 
 
-REGISTRY.check_complete()
-
-
 # -- retention (stream retention-<run uuid>) ----------------------------------------------------
 
 
@@ -430,3 +427,30 @@ class RetentionReleased(Event):
     type_name = "retention.released"
     run_id: uuid.UUID
     released_by: Name | None = None
+
+
+# -- imports (stream import-<archive id>) -------------------------------------------------------
+
+
+class ImportedRun(_Part):
+    run_id: uuid.UUID
+
+
+@REGISTRY.register
+class ArchiveImported(Event):
+    """An export file was imported: where it came from (its signer, or none) and the critic
+    runs it brought, so that every score can say how much of it rests on imported runs.
+    A file that brings many runs is recorded in several parts."""
+
+    type_name = "archive.imported"
+    archive_id: Name
+    sha256: Sha256
+    signer: Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{16}$")] | None
+    events: Count
+    imported: Count
+    part: int = pydantic.Field(ge=1)
+    runs: list[ImportedRun] = pydantic.Field(max_length=5000)
+
+
+# Last: every type above registered, each has its upcasters.
+REGISTRY.check_complete()

@@ -157,12 +157,30 @@ class EventRegistry:
         if schema_version == cls.schema_version:
             # The hot path: pydantic parses the JSON text itself, no intermediate dicts.
             return cls.model_validate_json(data_json)
-        if schema_version > cls.schema_version:
+        return self._upcast(cls, schema_version, orjson.loads(data_json))
+
+    def validate_stored(self, type_name: str, schema_version: int,
+                        data: Any) -> Event | UnknownEvent:
+        """`decode` for data already parsed (an import checking each event of a file):
+        raises `InvalidEvent` naming what is wrong when the catalog refuses it."""
+        cls = self._types.get(type_name)
+        if cls is None:
+            return UnknownEvent(type_name, schema_version, data)
+        try:
+            return self._upcast(cls, schema_version, data)
+        except pydantic.ValidationError as exc:
+            raise errors.InvalidEvent(describe_validation_error(type_name, exc)) from exc
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:  # an upcaster's
+            raise errors.InvalidEvent(f"{type_name} v{schema_version}: cannot be upcast "
+                                      f"({type(exc).__name__}: {exc})") from exc
+
+    def _upcast(self, cls: type[Event], schema_version: int, data: Any) -> Event:
+        type_name = cls.type_name
+        if schema_version > cls.schema_version or schema_version < 1:
             raise errors.EventVersionError(
                 f"{type_name} stored with schema version {schema_version}, but this props "
-                f"reads only up to version {cls.schema_version}: upgrade props to read it."
+                f"reads only versions 1 to {cls.schema_version}: upgrade props to read it."
             )
-        data: dict[str, Any] = orjson.loads(data_json)
         for version in range(schema_version, cls.schema_version):
             step = self._upcasters.get((type_name, version))
             if step is None:

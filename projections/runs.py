@@ -7,7 +7,7 @@ from __future__ import annotations
 from props.core import catalog
 from props.projections.base import Projection
 from props.projections.ground_truth import WHOLE_SNAPSHOT
-from props.projections.rows import RowMap, field
+from props.projections.rows import RowMap, field, item
 from props.projections.tables import Column, Table
 
 AGENT_RUNS = Table("agent_runs", (
@@ -27,6 +27,11 @@ REPORTED_ISSUES = Table("reported_issues", (
     Column("files", "text[]", "latest"), Column("locations", "jsonb", "latest"),
     Column("rationale", "text", "latest"), Column("severity", "text", "latest"),
     Column("reported_at", "timestamptz", "latest"),
+))
+# Critic runs that came in from an imported export file, with its signer ('unsigned': none).
+IMPORTED_RUNS = Table("imported_runs", (
+    Column("run_id", "uuid", "key"), Column("archive_id", "text", "first"),
+    Column("signer", "text", "first"),
 ))
 LLM_USAGE = Table("llm_usage", (
     Column("run_id", "uuid", "key"), Column("requests", "integer", "add"),
@@ -86,5 +91,15 @@ USAGE = Projection(
             # numeric from the stored decimal text: sums must not depend on batching
             "run_id": field("run_id"), "requests": "1", "tokens_in": field("tokens_in"),
             "tokens_out": field("tokens_out"), "cost_usd": field("cost_usd")}),
+    ),
+)
+IMPORTS = Projection(
+    name="imports",
+    version=1,
+    tables=(IMPORTED_RUNS,),
+    rows=(
+        RowMap(catalog.ArchiveImported, IMPORTED_RUNS, each="runs", columns={
+            "run_id": item("run_id"), "archive_id": field("archive_id"),
+            "signer": "COALESCE(data->>'signer', 'unsigned')"}),
     ),
 )

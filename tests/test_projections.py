@@ -59,6 +59,9 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append(f"retention-{run_id}", [
         catalog.RetentionHeld(run_id=run_id, reason="audit"),
         catalog.RetentionReleased(run_id=run_id)])
+    await store.append("import-a1", [catalog.ArchiveImported(
+        archive_id="a1", sha256="2" * 64, signer=None, events=1, imported=1, part=1,
+        runs=[catalog.ImportedRun(run_id=uuid.UUID(graded))])])
     return w
 
 

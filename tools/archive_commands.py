@@ -18,8 +18,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from props.core import archival, archive, database, errors
+from props.core import archival, archive, database, errors, signing
 from props.core.store import EventStore
+from props.tools import key_commands
 
 console = Console(highlight=False)
 
@@ -47,6 +48,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--category", action="append", help="only these stream categories")
     p.add_argument("--exclude-category", action="append",
                    help="leave these out (e.g. snapshot, to leave ground truth out)")
+    p.add_argument("--sign", metavar="KEY",
+                   help="sign the file with this key (a name in $PROPS_HOME/keys, or the path "
+                        "of a .key file; see `props keys create`)")
     p.set_defaults(handler=export_cmd)
     p = sub.add_parser("import", help="verify an export file, then append what is missing",
                        description="Verify the whole file (manifest, hash chain, blob "
@@ -58,12 +62,21 @@ def add_parsers(sub: Any) -> None:
                        "every event back at its original position.\n\n" + FORMAT_HELP,
                        formatter_class=raw)
     p.add_argument("file", type=Path)
+    p.add_argument("--trusted-keys", type=Path, metavar="DIR",
+                   help="accept only a file signed by one of the public keys (*.pub) in DIR")
+    p.add_argument("--allow-unknown", action="store_true",
+                   help="take events of types this props does not know as they are (known "
+                        "types are always checked against the catalog)")
     p.set_defaults(handler=import_cmd)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "
                        "exit 65 naming what failed and where.\n\n" + FORMAT_HELP,
                        formatter_class=raw)
     p.add_argument("file", type=Path)
+    p.add_argument("--trusted-keys", type=Path, metavar="DIR",
+                   help="also require a signature by one of the public keys in DIR")
+    p.add_argument("--allow-unknown", action="store_true",
+                   help="events of types this props does not know are not a failure")
     p.set_defaults(handler=verify_cmd)
     p = sub.add_parser(
         "archive", help="move old partitions of the log to verified files",
@@ -94,13 +107,19 @@ async def export_cmd(args: argparse.Namespace) -> int:
         since=args.since, until=args.until,
         categories=tuple(args.category) if args.category else None,
         exclude_categories=tuple(args.exclude_category) if args.exclude_category else None)
+    key = None if args.sign is None else signing.load_private(
+        args.sign, key_commands.keys_dir(None))
+    if not args.output.parent.is_dir():
+        raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
+                                        f"{args.output.parent}")
     async with EventStore.open(max_connections=3) as store:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events "
                                           "WHERE global_position > $1", selection.after_position)
         with _bar("exporting") as bar:
             task = bar.add_task("export", total=total)
             report = await archive.export(store, selection, args.output,
-                                          progress=lambda n: bar.advance(task, n))
+                                          progress=lambda n: bar.advance(task, n),
+                                          sign_with=key)
     console.print(f"exported {report.events:,} event(s) and {report.blobs:,} blob(s) to "
                   f"{args.output} ({report.bytes_out:,} bytes, from {report.bytes_in:,} bytes "
                   f"of event JSON)")
@@ -113,16 +132,28 @@ async def import_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
         with _bar("importing") as bar:
             task = bar.add_task("import", total=None)
-            report = await archive.import_archive(store, args.file,
-                                                  progress=lambda n: bar.advance(task, n))
+            report = await archive.import_archive(
+                store, args.file, progress=lambda n: bar.advance(task, n),
+                trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
     if report.restored:
         console.print(f"verified {report.events:,} event(s); restored the archived partition "
                       f"{report.restored}: {report.imported:,} event(s) back at their "
                       f"original positions")
         return 0
-    console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
+    console.print(f"verified {report.events:,} event(s), signed by "
+                  f"{report.signer or 'nobody (unsigned)'}; imported {report.imported:,}, "
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
     return 0
+
+
+def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:
+    if directory is None:
+        return None
+    keys = signing.public_keys(directory)
+    if not keys:
+        raise errors.ConfigurationError(f"{directory} holds no public key (*.pub): no file "
+                                        f"could be trusted")
+    return keys
 
 
 async def archive_cmd(args: argparse.Namespace) -> int:
@@ -162,7 +193,10 @@ def _print_partitions(rows: list[dict[str, Any]]) -> None:
 
 
 async def verify_cmd(args: argparse.Namespace) -> int:
-    verified = await anyio.to_thread.run_sync(archive.verify, args.file)
+    verified = await anyio.to_thread.run_sync(
+        lambda: archive.verify(args.file, allow_unknown=args.allow_unknown))
+    signer = signing.signer(verified.manifest, _trusted(args.trusted_keys))
     console.print(f"{args.file}: intact: {verified.events:,} event(s), {verified.blobs:,} "
-                  f"blob(s), chain {verified.manifest['chain'][:16]}")
+                  f"blob(s), chain {verified.manifest['chain'][:16]}, signed by "
+                  f"{signer or 'nobody (unsigned)'}")
     return 0

@@ -22,6 +22,7 @@ from props.tools import (
     db_commands,
     demo,
     event_commands,
+    key_commands,
     projection_commands,
     reactor_commands,
     report_command,
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     reactor_commands.add_parsers(sub)
     run_commands.add_parsers(sub)
     token_commands.add_parser(sub)
+    key_commands.add_parser(sub)
     demo.add_parser(sub)
     bench_command.add_parser(sub)
     chaos.add_parser(sub)

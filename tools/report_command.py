@@ -32,10 +32,13 @@ def add_parser(sub: Any) -> None:
         "matching a TP over graded issues) per model, critic definition and scorer, with "
         "Wilson 95%% intervals, from the projections (run `props projections run` or "
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
-        "counted and reported, never silently left out.",
+        "counted and reported, never silently left out, and so are runs that came in from "
+        "imported export files (by the key that signed them, or 'unsigned').",
     )
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
+    p.add_argument("--exclude-imported", action="store_true",
+                   help="leave out the runs that came in from imported export files")
     p.set_defaults(handler=report_cmd)
 
 
@@ -53,28 +56,40 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
     return name, number
 
 
-async def load(store: EventStore, name: str | None = None,
-               version: int | None = None) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The score rows and the counts of what they leave out."""
+async def load(store: EventStore, name: str | None = None, version: int | None = None,
+               exclude_imported: bool = False
+               ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The score rows and the counts of what they leave out (`imported_runs`: scored runs
+    from imported files, `imported_by_<signer>` each signer's share; left out of the rows
+    with `exclude_imported`)."""
     exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
     if exists is None:
         raise errors.SchemaError("the projections are not built yet: run "
                                  "`props projections rebuild --all` (or `run`)")
-    rows = await store.pool.fetch(_Q["model_scores"], name, version)
+    async with store.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT set_config('props.exclude_imported', $1, true)",
+                           "on" if exclude_imported else "off")
+        rows = await conn.fetch(_Q["model_scores"], name, version)
     gaps = await store.pool.fetchrow(_Q["evidence_gaps"])
     assert gaps is not None
+    imported = {r["signer"]: int(r["runs"])
+                for r in await store.pool.fetch(_Q["imported_runs"], name, version)}
     records = [{
         "model": r["model"], "definition": r["definition"],
         "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
         **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[4:]},
     } for r in rows]
-    return records, {k: int(gaps[k]) for k in gaps.keys()}
+    notes = {k: int(gaps[k]) for k in gaps.keys()}
+    notes["imported_runs"] = sum(imported.values())
+    notes["imported_excluded"] = int(exclude_imported)
+    notes.update({f"imported_by_{signer}": n for signer, n in imported.items()})
+    return records, notes
 
 
 async def report_cmd(args: argparse.Namespace) -> int:
     name, version = scorer_filter(args.scorer)
     async with EventStore.open(max_connections=2) as store:
-        records, notes = await load(store, name, version)
+        records, notes = await load(store, name, version, args.exclude_imported)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
@@ -114,3 +129,10 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, int]) -> None:
         f"graded against ground truth that is not recorded (unscorable): "
         f"{notes['unscorable']}"
     )
+    if notes["imported_runs"]:
+        signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
+                            if k.startswith("imported_by_"))
+        console.print(
+            f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
+            + ("left out of the figures above" if notes["imported_excluded"] else
+               "included above (--exclude-imported leaves them out)"))

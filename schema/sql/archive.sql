@@ -38,14 +38,38 @@ INSERT INTO props.blobs (sha256, size, compression, content)
 SELECT DISTINCT ON (sha256) sha256, size, compression, content FROM import_blobs
 ON CONFLICT (sha256) DO NOTHING
 
+-- staged_new_runs --
+-- The critic runs whose request this import brings (not in the log yet).
+SELECT (s.data->>'run_id')::uuid FROM import_events s
+ WHERE s.type = 'run.requested' AND s.stream_id LIKE 'run-%'
+   AND NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
+ ORDER BY s.position
+
+-- backdated_snapshots --
+-- A snapshot version (new to this database) recorded before the version it follows, in the
+-- log or in the file: it would rewrite which ground truth was in force when.
+SELECT s.stream_id, s.stream_version FROM import_events s
+  JOIN LATERAL (
+       SELECT e.recorded_at FROM props.events e
+        WHERE e.stream_id = s.stream_id AND e.stream_version = s.stream_version - 1
+       UNION ALL
+       SELECT p.recorded_at FROM import_events p
+        WHERE p.stream_id = s.stream_id AND p.stream_version = s.stream_version - 1
+       LIMIT 1) previous ON true
+ WHERE s.stream_id LIKE 'snapshot-%' AND s.recorded_at < previous.recorded_at
+   AND NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
+ ORDER BY s.position LIMIT 1
+
 -- insert_staged_events --
 -- The verified events the database does not have yet, in their original order, with their
--- origin position kept in metadata. Returns how many were appended.
+-- origin kept in metadata: the position there, and the archive and its signer ($1). Returns
+-- how many were appended.
 WITH ins AS (
     INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data,
                               metadata, recorded_at)
     SELECT s.event_id, s.stream_id, s.stream_version, s.type, s.schema_version, s.data,
-           s.metadata || jsonb_build_object('origin_position', s.position), s.recorded_at
+           s.metadata || jsonb_build_object('origin_position', s.position, 'origin', $1::jsonb),
+           s.recorded_at
       FROM import_events s
      WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
      ORDER BY s.position

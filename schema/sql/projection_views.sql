@@ -65,7 +65,10 @@ SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
        projections.wilson_high(sum(tp_matches)::bigint, sum(graded)::bigint) AS precision_high,
        sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
        avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall
-  FROM {schema}.run_scores
+  FROM {schema}.run_scores s
+ -- `SET props.exclude_imported = on` leaves out the runs that came in from export files.
+ WHERE current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
+    OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id)
  GROUP BY model, definition, scorer_name, scorer_version
 
 -- example_scores --

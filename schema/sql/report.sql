@@ -19,3 +19,10 @@ SELECT count(*) FILTER (WHERE r.agent_type = 'critic') AS critic_runs,
        (SELECT count(*) FROM projections.run_scores s
          WHERE s.snapshot_version IS NULL) AS unscorable
   FROM projections.agent_runs r
+
+-- imported_runs --
+-- The scored runs that came in from export files, by the key that signed the file.
+SELECT i.signer, count(DISTINCT s.run_id) AS runs
+  FROM projections.run_scores s JOIN projections.imported_runs i ON i.run_id = s.run_id
+ WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
+ GROUP BY i.signer ORDER BY i.signer
