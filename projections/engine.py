@@ -348,8 +348,10 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
                        for p in projections])
         if tables == wanted and started:
             return True
-        await conn.execute(f"DROP SCHEMA IF EXISTS {SHADOW} CASCADE")
-        await conn.execute(f"CREATE SCHEMA {SHADOW}")
+        # The shadow schema stays (migration 0007 made it): the service that rebuilds owns
+        # its tables, not the schemas of the database.
+        for name in sorted(tables):
+            await conn.execute(f"DROP TABLE IF EXISTS {SHADOW}.{name} CASCADE")
         await conn.execute(_Q["forget_rebuilds"])
         await create(conn, SHADOW, [t for p in projections for t in p.tables])
         for p in projections:
@@ -469,7 +471,6 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
         for name in mine:
             await conn.execute(f"DROP TABLE IF EXISTS {LIVE}.{name}")
             await conn.execute(f"ALTER TABLE {SHADOW}.{name} SET SCHEMA {LIVE}")
-        await conn.execute(f"DROP SCHEMA {SHADOW}")
         complete = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         if all(t.name in complete for p in ALL for t in p.tables):
             await _views(conn, LIVE)

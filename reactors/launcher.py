@@ -474,8 +474,9 @@ class Launcher:
         """The directory of the server's Unix socket (on this host) and its port: how an
         agent without network reaches the database."""
         if self._socket is None:
-            dirs = await self.store.pool.fetchval("SHOW unix_socket_directories")
-            port = await self.store.pool.fetchval("SHOW port")
+            row = await self.store.pool.fetchrow(_Q["server_socket"])
+            assert row is not None
+            dirs, port = row["directories"], row["port"]
             found = [d.strip() for d in str(dirs).split(",")
                      if d.strip() and await anyio.Path(d.strip()).is_dir()]
             if not found:

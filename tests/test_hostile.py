@@ -1,7 +1,7 @@
 """A hostile critic runs beside honest ones: it breaches nothing, fails alone, and the service
 never stops (issue: agents cannot read the answer key, forge the record or stop the service).
 
-The hostile agent (tests/hostile_agent.py) logs in as every other role, reads every table of
+The hostile agent (props.tools.hostile_critic) logs in as every other role, reads every table of
 the answer key and the log, takes advisory locks and large objects, reports under the
 launcher's ids and holds a transaction open with its timeouts SET away; then it reports an
 event the catalog refuses. Its own log line lists what worked: nothing may have.
@@ -13,7 +13,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import orjson
 import pytest
 
 from props.core import catalog, server_checks
@@ -21,6 +20,7 @@ from props.core.store import EventStore
 from props.reactors import definitions
 from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
+from props.tools import hostile_critic
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,
@@ -32,7 +32,7 @@ from tests.reactor_helpers import (
     sync_samples,
 )
 
-HOSTILE = (Path(__file__).parent / "hostile_agent.py").read_text()
+HOSTILE = "from props.tools.hostile_critic import main; main()"
 
 
 async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, object]:
@@ -40,9 +40,8 @@ async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, obje
               if isinstance(r.event, catalog.ContainerExited)]
     assert exited and exited[0].logs_sha256, "the hostile agent left no logs"
     logs = await store.get_blob(exited[0].logs_sha256)
-    lines = [line for line in logs.decode().splitlines() if line.startswith("HOSTILE ")]
-    assert lines, logs.decode()[-2000:]
-    found: dict[str, object] = orjson.loads(lines[-1].removeprefix("HOSTILE "))
+    found = hostile_critic.report_in(logs)
+    assert found is not None, logs.decode()[-2000:]
     return found
 
 

@@ -9,8 +9,11 @@ drawn from a fixed seed: SIGKILL of a service process, or of all of them (restar
 later), a PostgreSQL restart (when the server is the embedded one this command started),
 termination of the listeners' backends, a running agent container killed from outside, a
 transaction held open for a while (the fence stalls), and with --restart-docker a stop and
-start of the Docker engine (only where nothing else uses it). A full disk is not injected:
-the disk is shared with the rest of the machine (it prints NORUN). It stops by itself: the
+start of the Docker engine (only where nothing else uses it). Every tenth run is a hostile
+critic (props.tools.hostile_critic): it tries every way past its role and then reports
+malformed data, so it must end failed, having breached nothing, while the others go on. A
+full disk is not injected: the disk is shared with the rest of the machine (it prints
+NORUN). It stops by itself: the
 load for `--seconds`, then at most `--drain-seconds` for the work to finish. Then it checks
 the invariants and prints them as a table; the exit code is 0 only if every one held.
 """
@@ -48,7 +51,7 @@ from props.reactors import definitions, docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from props.tools import scratch, specimen_commands
+from props.tools import hostile_critic, scratch, specimen_commands
 
 console = Console(highlight=False, stderr=True)
 T = TypeVar("T")
@@ -74,6 +77,7 @@ with Agent.from_environment() as a:
                 ranges=[catalog.LineRange(start=line, end=line + rng.randint(0, 3))])])
     a.phase("review")
 """
+HOSTILE_EVERY = 10  # every tenth requested run is the hostile critic
 FAULTS = ("kill-service", "kill-all-services", "terminate-listeners", "kill-container",
           "idle-transaction", "restart-postgres")
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
@@ -384,6 +388,10 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name="chaos", tag="chaos", runtime="local", image="local:chaos",
         command=command, digest=definitions.local_digest(command, {})))
+    hostile = [sys.executable, "-c", "from props.tools.hostile_critic import main; main()"]
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="hostile", tag="chaos", runtime="local",
+        image="local:hostile", command=hostile, digest=definitions.local_digest(hostile, {})))
     critics = ["chaos"]
     if await docker_runtime.reachable():  # then every other run is a Docker container
         async with DockerRuntime.connect() as docker:
@@ -413,6 +421,8 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
             async with httpx.AsyncClient(timeout=10) as client:
                 for n in range(args.runs):
                     critic, snapshot = critics[n % len(critics)], slugs[n % len(slugs)]
+                    if n % HOSTILE_EVERY == HOSTILE_EVERY - 1:
+                        critic = "hostile"
                     if n % 4 >= 2:  # through the HTTP API
                         chaos.requested.append(await chaos.request_over_http(client, n, {
                             "definition": critic, "ref": "chaos", "snapshot": snapshot,
@@ -536,6 +546,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("no event lost or changed", not lost,
                          f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
                          f"{len(lost)} differ"))
+    out.append(await _hostile(chaos))
     out.append(await _orphans(chaos))
     out.append(Invariant("no service process died on its own", not chaos.crashes,
                          "; ".join(c.splitlines()[0] for c in chaos.crashes) or
@@ -545,6 +556,33 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     for fault, why in NOT_INJECTED.items():
         out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
     return out
+
+
+async def _hostile(chaos: Chaos) -> Invariant:
+    """Each hostile run ended failed (never completed), and what it reported of its tries
+    (when it got that far: a fault may have killed it first) shows no breach."""
+    runs = await chaos.store.pool.fetch(
+        "SELECT r.stream_id FROM props.events r WHERE r.type = 'run.requested' "
+        "AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])",
+        [f"run-{r}" for r in chaos.requested])
+    statuses: list[str] = []
+    breaches: list[str] = []
+    reported = 0
+    for row in runs:
+        for rec in await chaos.store.read_stream(row["stream_id"]):
+            if isinstance(rec.event, catalog.RunFinished):
+                statuses.append(rec.event.status)
+            elif isinstance(rec.event, catalog.ContainerExited) and rec.event.logs_sha256:
+                found = hostile_critic.report_in(
+                    await chaos.store.get_blob(rec.event.logs_sha256))
+                if found is not None:
+                    reported += 1
+                    breaches += found["breaches"]
+    held = bool(runs) and statuses.count("completed") == 0 and not breaches and reported > 0
+    return Invariant("hostile critics fail alone and breach nothing", held,
+                     f"{len(runs)} hostile run(s), ended {sorted(set(statuses))}; "
+                     f"{reported} reported their tries; breaches: "
+                     f"{', '.join(sorted(set(breaches))) or 'none'}")
 
 
 async def _orphans(chaos: Chaos) -> Invariant:

@@ -80,16 +80,22 @@ GRANT INSERT ON props.events, props.blobs TO props_service;
 GRANT INSERT, UPDATE, DELETE ON props.checkpoints, props.agent_bindings, props.agent_outbox,
                                 props.api_tokens TO props_service;
 GRANT EXECUTE ON FUNCTION props.ensure_partitions(bigint) TO props_service;
+-- A rebuild builds its tables here, beside the live ones, then moves them over: the schema
+-- is made once, so the service needs no right to make schemas.
+CREATE SCHEMA IF NOT EXISTS projections_next;
+GRANT USAGE, CREATE ON SCHEMA projections_next TO props_service;
 -- Projection tables made before the service existed (by the owner) are the service's to
 -- rebuild and swap from now on.
 DO $$
 DECLARE
     t record;
 BEGIN
-    FOR t IN SELECT c.relname FROM pg_class c
-              WHERE c.relnamespace = 'projections'::regnamespace AND c.relkind IN ('r', 'p', 'v')
+    FOR t IN SELECT n.nspname, c.relname FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname IN ('projections', 'projections_next')
+                AND c.relkind IN ('r', 'p', 'v')
     LOOP
-        EXECUTE format('ALTER TABLE projections.%I OWNER TO props_service', t.relname);
+        EXECUTE format('ALTER TABLE %I.%I OWNER TO props_service', t.nspname, t.relname);
     END LOOP;
 END
 $$;
@@ -342,6 +348,15 @@ $$;
 REVOKE ALL ON FUNCTION props.end_agent_overruns(double precision, double precision) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION props.end_agent_overruns(double precision, double precision)
     TO props_service;
+
+-- Where the server's Unix socket lies, for agents without network (its socket file is
+-- mounted into their containers): a setting only superusers and pg_read_all_settings read.
+CREATE FUNCTION props.server_socket(OUT directories text, OUT port text)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $$
+    SELECT current_setting('unix_socket_directories'), current_setting('port')
+$$;
+REVOKE ALL ON FUNCTION props.server_socket() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION props.server_socket() TO props_service;
 
 -- Built-in functions an agent must not call: large objects (stored outside any cap, and they
 -- keep a role from being dropped), advisory locks (a reactor's or the runner's key taken

@@ -23,6 +23,9 @@ SELECT b.run_id FROM props.agent_bindings b
 -- end_overruns --
 SELECT props.end_agent_overruns($1, $2)
 
+-- server_socket --
+SELECT directories, port FROM props.server_socket()
+
 -- binding --
 SELECT events, bytes, over_cap FROM props.agent_bindings WHERE run_id = $1
 
