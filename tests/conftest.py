@@ -114,6 +114,21 @@ async def store(dsn: str) -> AsyncIterator[EventStore]:
         yield s
 
 
+TEST_ROLE_PASSWORD = "props-test-role-password"
+
+
+def as_role(dsn: str, role: str) -> str:
+    """`dsn`'s database as one of props' roles, given a password here first: the embedded
+    test server asks every role for one (scram), as a deployment's does."""
+    with _admin(dsn) as conn:
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(TEST_ROLE_PASSWORD)))
+    scheme, authority, name, query = database.url_parts(dsn)
+    host = authority.rpartition("@")[2]
+    return f"{scheme}://{role}:{TEST_ROLE_PASSWORD}@{host}/{name}" + (f"?{query}" if query
+                                                                       else "")
+
+
 @pytest.fixture
 def new_event() -> object:
     """A factory of small valid events: `new_event(phase="x")`."""

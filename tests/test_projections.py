@@ -23,6 +23,7 @@ from props.core.store import EventStore
 from props.projections import engine
 from props.projections import runs as runs_projection
 from props.tools.workload import Workload
+from tests.conftest import as_role
 
 Dump = dict[str, list[tuple[Any, ...]]]
 
@@ -255,7 +256,7 @@ async def test_rebuild_under_concurrent_reads_and_writes(store: EventStore) -> N
 async def test_analyst_reads_projections_and_nothing_else(store: EventStore) -> None:
     await every_kind_of_event(store, runs=5)
     await engine.rebuild(store)
-    analyst = database.with_user(store.dsn, engine.ANALYST_ROLE)
+    analyst = as_role(store.dsn, engine.ANALYST_ROLE)
     conn = await asyncpg.connect(analyst)
     try:
         assert await conn.fetchval("SELECT count(*) FROM projections.agent_runs") == 5

@@ -35,10 +35,10 @@ def test_readme_names_the_two_fresh_machine_commands() -> None:
 async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     import asyncpg
 
-    from props.core import database
     from props.core.store import EventStore
     from props.projections import engine
     from props.tools.workload import Workload
+    from tests.conftest import as_role
 
     async with EventStore.open(dsn) as store:
         w = Workload(4)
@@ -48,7 +48,7 @@ async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     (block,) = re.findall(r"```sql\n(.*?)```", README.read_text(), flags=re.S)
     statements = [s.strip() for s in block.split(";") if s.strip()]
     assert len(statements) == 3
-    conn = await asyncpg.connect(database.with_user(dsn, engine.ANALYST_ROLE))
+    conn = await asyncpg.connect(as_role(dsn, engine.ANALYST_ROLE))
     try:
         results = [await conn.fetch(statement) for statement in statements]
         assert results[0] and results[2]  # the middle one may rightly find nothing

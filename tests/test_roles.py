@@ -22,6 +22,7 @@ from props.core import catalog, database
 from props.core.events import NewEvent
 from props.core.store import EventStore
 from props.reactors import agent_roles, launcher
+from tests.conftest import as_role
 
 AGENT_FORBIDDEN = [
     "SELECT lo_create(0)",
@@ -33,7 +34,6 @@ AGENT_FORBIDDEN = [
     "SELECT pg_notify('props_events', 'x')",
     "CREATE TEMP TABLE t (x int)",
 ]
-SERVICE_PASSWORD = "service-test-password"
 
 
 async def connect_agent(store: EventStore, run_id: uuid.UUID,
@@ -59,13 +59,7 @@ async def agent(store: EventStore) -> AsyncIterator[tuple[uuid.UUID, asyncpg.Con
 async def service(store: EventStore) -> AsyncIterator[EventStore]:
     """The store as the service role (given a password here: the test server's own rules
     may ask for one)."""
-    await store.pool.execute(f"ALTER ROLE {database.SERVICE_ROLE} PASSWORD "
-                             f"'{SERVICE_PASSWORD}'")
-    scheme, authority, name, query = database.url_parts(store.dsn)
-    host = authority.rpartition("@")[2]
-    dsn = f"{scheme}://{database.SERVICE_ROLE}:{SERVICE_PASSWORD}@{host}/{name}" + \
-        (f"?{query}" if query else "")
-    async with EventStore.open(dsn) as s:
+    async with EventStore.open(as_role(store.dsn, database.SERVICE_ROLE)) as s:
         yield s
 
 
