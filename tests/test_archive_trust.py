@@ -204,3 +204,34 @@ async def test_a_backdated_snapshot_version_is_refused(
     later = crafted(intact, tmp_path / "later.jsonl.zst",
                     next_version(datetime.now(UTC) + timedelta(hours=1)))
     assert (await archive.import_archive(target, later)).imported == 1
+
+
+async def test_the_cli_signs_and_refuses_in_one_line(source: EventStore, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PROPS_DSN": source.dsn, "PROPS_HOME": str(tmp_path / "home")}
+
+    def props(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "props.tools.cli", *args], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    made = props("keys", "create", "lab")
+    assert made.returncode == 0 and "fingerprint" in made.stdout, made.stderr
+    assert props("keys", "create", "lab").returncode == 78  # never overwritten
+    listed = props("keys", "list")
+    assert "lab" in listed.stdout
+    signed, unsigned = tmp_path / "signed.jsonl.zst", tmp_path / "unsigned.jsonl.zst"
+    assert props("export", "-o", str(signed), "--sign", "lab").returncode == 0
+    assert props("export", "-o", str(unsigned)).returncode == 0
+    trusted = tmp_path / "trusted"
+    trusted.mkdir()
+    (trusted / "lab.pub").write_bytes((tmp_path / "home" / "keys" / "lab.pub").read_bytes())
+    ok = props("verify", str(signed), "--trusted-keys", str(trusted))
+    assert ok.returncode == 0 and "signed by" in ok.stdout, ok.stderr
+    refused = props("import", str(unsigned), "--trusted-keys", str(trusted))
+    assert refused.returncode == 65, refused.stderr
+    assert refused.stderr.strip().count("\n") == 0 and "not signed" in refused.stderr
+    missing = props("export", "-o", str(tmp_path / "no" / "such" / "x.zst"))
+    assert missing.returncode == 78 and "Traceback" not in missing.stderr

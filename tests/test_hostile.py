@@ -104,3 +104,32 @@ async def test_a_hostile_agent_in_docker_beside_honest_runs(
             "command": [sys.executable, "-c", HOSTILE]})
         await definitions.push(store, hostile)
         await run_beside_honest(store, [LocalRuntime(tmp_path / "c"), docker], honest=5)
+
+
+async def test_an_error_handling_one_run_fails_that_run_only(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused append while draining one run's reports (what an id collision used to do)
+    fails that run with a closed fact; the launcher goes on with the others."""
+    from props.core import errors
+    from props.reactors import agent_roles
+
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT)
+    ids = await request(store, "quick", count=4, timeout_seconds=60)
+    doomed = ids[0]
+    drain = agent_roles.drain
+
+    async def refusing(store_: EventStore, run_id: uuid.UUID, *args: object,
+                       **kwargs: object) -> agent_roles.Drained:
+        if run_id == doomed:
+            raise errors.DuplicateEventConflict("an id collision (injected)")
+        return await drain(store_, run_id, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agent_roles, "drain", refusing)
+    async with serving(store, [LocalRuntime(tmp_path / "c")]):
+        done = await finished(store, ids)
+    assert done[doomed].status == "failed" and done[doomed].failure is not None
+    assert (done[doomed].failure.phase, done[doomed].failure.category) == \
+        ("report", "duplicate_event_conflict")
+    assert {done[r].status for r in ids[1:]} == {"completed"}

@@ -98,6 +98,8 @@ async def test_agent_roles_have_short_timeouts(
     assert await conn.fetchval("SHOW statement_timeout") == "5s"
     assert await conn.fetchval("SHOW idle_in_transaction_session_timeout") == "5s"
     assert await conn.fetchval("SHOW work_mem") == "1MB"
+    if int(await conn.fetchval("SHOW server_version_num")) >= 170000:
+        assert await conn.fetchval("SHOW transaction_timeout") == "10s"
     with pytest.raises(asyncpg.QueryCanceledError):
         await conn.execute("SELECT pg_sleep(6)")
 
