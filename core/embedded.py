@@ -112,8 +112,7 @@ def ensure_running(home: Path) -> str:
     DSN (with its password)."""
     pgdata = data_dir(home)
     try:
-        home.mkdir(parents=True, exist_ok=True)
-        home.chmod(0o700)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
         server = _pgserver().get_server(pgdata, cleanup_mode=None)
         uri: str = server.get_uri()
         _require_passwords(pgdata, uri, home)

@@ -140,9 +140,9 @@ async def import_cmd(args: argparse.Namespace) -> int:
                       f"{report.restored}: {report.imported:,} event(s) back at their "
                       f"original positions")
         return 0
-    console.print(f"verified {report.events:,} event(s), signed by "
-                  f"{report.signer or 'nobody (unsigned)'}; imported {report.imported:,}, "
+    console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
+    console.print(f"signed by: {report.signer or 'nobody (unsigned)'}")
     return 0
 
 
