@@ -97,6 +97,12 @@ class CorruptBlob(PropsError):
     exit_code = 65
 
 
+class UnknownScorer(PropsError):
+    """No scorer of that name (and version) is known: the message lists the known ones."""
+
+    exit_code = 65  # EX_DATAERR: a name the user gave
+
+
 class CheckpointConflict(PropsError):
     """Another consumer moved this checkpoint; this one must stop (one active consumer)."""
 

@@ -22,7 +22,7 @@ import anyio.lowlevel
 import orjson
 import pydantic
 
-from props.core import bulk, catalog, errors, scoring, server_grading, specimen_sync
+from props.core import bulk, catalog, errors, intervals, scoring, server_grading, specimen_sync
 from props.core.events import Event, NewEvent
 from props.core.llm_judge import JudgeError, LlmJudge
 from props.core.store import AppendResult, EventStore
@@ -446,8 +446,8 @@ async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
             isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
             for r in await store.read_stream(f"scorer-{name}")):
         return name, int(version)
-    raise errors.PropsError(f"unknown scorer {ref!r}: neither built in "
-                            f"({', '.join(scoring.SCORERS)}) nor registered in the log")
+    raise errors.UnknownScorer(f"unknown scorer {ref!r}: neither built in "
+                               f"({', '.join(scoring.SCORERS)}) nor registered in the log")
 
 
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
@@ -495,8 +495,33 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     scorable = [i for i in ids if i not in result.unscorable]
     rows = await store.pool.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
     result.groups = [dict(r) for r in rows]
+    _add_differences(result.groups, [scores.get((run_id, name_a, ver_a)) for run_id in scorable],
+                     [scores.get((run_id, name_b, ver_b)) for run_id in scorable])
     result.agreement = agreement(pairs)
     return result
+
+
+def _add_differences(groups: list[dict[str, Any]], a: list[Any], b: list[Any]) -> None:
+    """Whether B differs from A, per model and definition: a paired bootstrap over the
+    examples both scored (props.core.intervals), for recall and for precision."""
+    for group in groups:
+        key = (group["model"], group["definition"])
+        for measure, k, n in (("recall", "recalled", "expected"), ("precision", "finds", "graded")):
+            by_example: dict[tuple[str, str], list[list[float]]] = {}
+            for sa, sb in zip(a, b, strict=True):
+                if sa is None or sb is None or (sa["model"], sa["definition"]) != key:
+                    continue
+                sums = by_example.setdefault((sa["snapshot"], sa["files_hash"]),
+                                             [[0.0, 0.0], [0.0, 0.0]])
+                for side, row in ((0, sa), (1, sb)):
+                    sums[side][0] += row[k]
+                    sums[side][1] += row[n]
+            diff = intervals.paired_difference(
+                [((x[0][0], x[0][1]), (x[1][0], x[1][1])) for _, x in sorted(by_example.items())])
+            group[f"{measure}_delta_low"] = diff.low
+            group[f"{measure}_delta_high"] = diff.high
+            group[f"{measure}_significant"] = diff.significant
+            group["examples"] = diff.examples
 
 
 def comparison_json(c: Comparison) -> bytes:

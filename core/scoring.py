@@ -3,7 +3,13 @@
 A scorer is named and versioned (`overlap@2`). Its code hash covers its source and its
 settings, so a grade says exactly what produced it; the ground-truth hash says what it was
 computed against. Grading the same issues against the same ground truth with the same scorer
-gives byte-identical grades.
+gives byte-identical grades. A released version's code is therefore frozen: a new rule is a
+new version (a new class, when the rule's code changes), never an edit of the old one.
+
+What counts as found: a TP match whose grade is full credit (FIND_GRADE) is a find; one with a
+lower grade (tiered's near or same-file) is partial credit, reported apart as graded recall
+and never as recall. The rule lives here and in the `run_scores` view, which reads it from
+the stored grades.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import orjson
 from props.core import catalog, errors
 from props.schema import queries
 
+FIND_GRADE = 1.0  # a TP match at this grade is a find; below it, partial credit
+
 
 @dataclasses.dataclass(frozen=True)
 class Match:
@@ -32,6 +40,11 @@ class Match:
     @property
     def key(self) -> tuple[str | None, int | None, str | None]:
         return self.tp_id, self.tp_occurrence, self.fp_id
+
+    @property
+    def find(self) -> bool:
+        """Whether the issue found its TP occurrence (full credit), not just came near it."""
+        return self.tp_id is not None and self.grade >= FIND_GRADE
 
 
 class Scorer(Protocol):
@@ -189,10 +202,63 @@ class TieredScorer:
 
 GRADES = {OVERLAP: 1.0, NEAR: 0.6, SAME_FILE: 0.3}
 
+
+@dataclasses.dataclass(frozen=True)
+class StrictTieredScorer:
+    """tiered@2: tiered@1's tiers and one-to-one assignment, except that a decoy (a known
+    FP) is matched only by an issue that overlaps one of its occurrences. tiered@1 matched
+    decoys by proximity too, so an issue about something else in a decoy's file counted as a
+    known false positive. (The assignment is written again here, not shared with tiered@1:
+    tiered@1's code is frozen, its code hash in every grade it made.)"""
+
+    version: int
+    near: int = 5
+    name: str = "tiered"
+    deterministic: bool = True
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"near": self.near, "decoys": "overlap only",
+                "grades": {"overlap": GRADES[OVERLAP], "near": GRADES[NEAR],
+                           "same_file": GRADES[SAME_FILE]}}
+
+    @functools.cached_property
+    def code_hash(self) -> str:
+        source = "".join(inspect.getsource(x) for x in (type(self), _tier, _overlap))
+        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
+
+    def match_run(self, issues: dict[str, list[catalog.Location]],
+                  gt: catalog.GroundTruth) -> dict[str, Match]:
+        candidates: list[tuple[int, int, int, int, str, str, int]] = []
+        for issue_id, locs in issues.items():
+            for kind, defects in ((0, gt.true_positives), (1, gt.false_positives)):
+                for d in defects:
+                    for n, occ in enumerate(d.occurrences, start=1):
+                        tier, shared, closeness = _tier(locs, occ, self.near)
+                        if tier == OVERLAP or (tier and kind == 0):  # decoys: overlap only
+                            candidates.append((-tier, -shared, -closeness, kind, issue_id,
+                                               d.id, n))
+        candidates.sort()
+        out: dict[str, Match] = {}
+        taken: set[tuple[int, str, int]] = set()
+        for neg_tier, _shared, _closeness, kind, issue_id, defect, n in candidates:
+            if issue_id in out or (kind, defect, n) in taken:
+                continue
+            taken.add((kind, defect, n))
+            out[issue_id] = Match(tp_id=defect, tp_occurrence=n, grade=GRADES[-neg_tier]) \
+                if kind == 0 else Match(fp_id=defect)
+        return {issue_id: out.get(issue_id, Match()) for issue_id in issues}
+
+# What the grader grades every run with on a new log: location tiers, one to one, decoys by
+# overlap only (tiered@1 stays, with its grades, for the history it graded).
+DEFAULT_SCORER = "tiered@2"
+
 SCORERS: dict[str, Scorer] = {
     "overlap@1": OverlapScorer(version=1, tolerance=0),
     "overlap@2": OverlapScorer(version=2, tolerance=3),
     "tiered@1": TieredScorer(version=1, near=5),
+    "tiered@2": StrictTieredScorer(version=2, near=5),
 }
 
 
@@ -202,7 +268,7 @@ def scorer(ref: str) -> Scorer:
 
     found = SCORERS.get(ref) or llm_judge.configured().get(ref)
     if found is None:
-        raise errors.PropsError(
+        raise errors.UnknownScorer(
             f"unknown scorer {ref!r}; built in: {', '.join(SCORERS)}; LLM judges are "
             f"configured in {llm_judge.scorers_file()}")
     return found

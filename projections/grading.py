@@ -56,7 +56,9 @@ _MATCH = ("tp_id", "tp_occurrence", "fp_id", "grade")
 
 GRADING = Projection(
     name="grading",
-    version=2,  # 2: grades.emitted; a newer grade replaces an older one whole
+    # 2: grades.emitted; a newer grade replaces an older one whole. 3: the score views
+    # (remade with the tables) tell finds from partial credit.
+    version=3,
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).

@@ -22,7 +22,7 @@ from props.core.store import START, EventStore
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCORER = "tiered@1"  # location tiers, one-to-one
+DEFAULT_SCORER = scoring.DEFAULT_SCORER  # location tiers, one to one, decoys by overlap
 _NAMESPACE = uuid.UUID("c1f2d3e4-5a6b-4c7d-8e9f-0a1b2c3d4e5f")
 
 

@@ -56,7 +56,7 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
 
         async def all_graded() -> bool:
             for run_id in honest_ids:
-                if len(await store.read_stream(f"grading-{run_id}-tiered@1")) != 2:
+                if len(await store.read_stream(f"grading-{run_id}-tiered@2")) != 2:
                     return False
             return True
 

@@ -77,10 +77,10 @@ async def test_llm_critic_records_every_call_and_is_graded(
         assert "KEEP-OUT" not in catalog.REGISTRY.encode(rec.event)  # type: ignore[arg-type]
 
     async def graded() -> bool:
-        return len(await store.read_stream(f"grading-{run_id}-tiered@1")) == 4
+        return len(await store.read_stream(f"grading-{run_id}-tiered@2")) == 4
 
     await eventually(graded)
-    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-tiered@1")]
+    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-tiered@2")]
     assert {g.tp_id for g in grades if isinstance(g, catalog.GradeEmitted)} >= {
         "head-off-by-one", "median-even-length", "percentile-rank-overflow"}
 

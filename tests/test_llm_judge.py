@@ -77,7 +77,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
             "WHERE scorer_name || '@' || scorer_version = $1", scorer)
         return n == 2
 
-    await eventually(lambda: graded("tiered@1"), 60)
+    await eventually(lambda: graded("tiered@2"), 60)
     judge = scoring.scorer("judge@1")
     assert isinstance(judge, llm_judge.LlmJudge) and not judge.deterministic
 
@@ -107,7 +107,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
     assert len(judges) == 2
 
     await eventually(lambda: graded("judge@1"), 60)
-    c = await rescoring.compare(store, "tiered@1", "judge@1", selection)
+    c = await rescoring.compare(store, "tiered@2", "judge@1", selection)
     assert len(c.unchanged) + len(c.changed) + len(c.unscorable) == c.selected == 2
     assert not c.unscorable
     assert c.agreement is not None and c.agreement.issues == report.grades

@@ -134,10 +134,10 @@ async def test_reference_critic_run_is_launched_reported_and_graded(served: Even
     issues = types.count("issue.reported")
     assert issues >= 5 and "prompt.composed" in types and "phase.completed" in types
     async def graded() -> bool:
-        return len(await store.read_stream(f"grading-{run_id}-tiered@1")) == issues
+        return len(await store.read_stream(f"grading-{run_id}-tiered@2")) == issues
 
     await eventually(graded)
-    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-tiered@1")]
+    grades = [r.event for r in await store.read_stream(f"grading-{run_id}-tiered@2")]
     assert {g.tp_id for g in grades if isinstance(g, catalog.GradeEmitted) and g.tp_id} >= {
         "head-off-by-one", "file-handle-leak", "percentile-rank-overflow"}
     async def projected() -> bool:  # the projections follow, and nothing stays pending
@@ -314,7 +314,7 @@ async def test_reactors_finish_runs_across_a_database_restart(
 async def test_grader_containers_grade_what_the_in_process_grader_grades(
         served: EventStore) -> None:
     """The reference grader in containers (tiers, one to one) gives the very matches the
-    in-process tiered@1 grader gives; a new grader digest stops the old one's runs and grades
+    in-process tiered@2 grader gives; a new grader digest stops the old one's runs and grades
     all history under its own version."""
     store = served
     await definitions.push(store, definitions.reference_local())
@@ -342,8 +342,8 @@ async def test_grader_containers_grade_what_the_in_process_grader_grades(
         return len(await matches(ref)) == issues
 
     await eventually(lambda: graded("reference-grader@1"), 60)
-    await eventually(lambda: graded("tiered@1"), 60)
-    assert await matches("reference-grader@1") == await matches("tiered@1")
+    await eventually(lambda: graded("tiered@2"), 60)
+    assert await matches("reference-grader@1") == await matches("tiered@2")
     registered = [r.event for r in await store.read_stream("scorer-reference-grader")]
     assert [(e.version, e.code_hash) for e in registered  # type: ignore[union-attr]
             ] == [(1, grader.digest.removeprefix("sha256:"))]
@@ -351,7 +351,7 @@ async def test_grader_containers_grade_what_the_in_process_grader_grades(
     newer = definitions.reference_local("grader", config={"generation": 2})
     await definitions.push(store, newer)
     await eventually(lambda: graded("reference-grader@2"), 60)
-    assert await matches("reference-grader@2") == await matches("tiered@1")
+    assert await matches("reference-grader@2") == await matches("tiered@2")
     grader_runs = [r for r in await store.read_all(limit=100_000)
                    if isinstance(r.event, catalog.RunRequested)
                    and r.event.agent_type == "grader"]

@@ -87,3 +87,15 @@ def test_agreement_and_cohens_kappa() -> None:
     assert k.agreed == 35 and k.kappa is not None and abs(k.kappa - 0.4) < 1e-9
     assert agreement([("x", "x")] * 3).kappa is None  # one category: chance explains all
     assert agreement([]).percent is None
+
+
+def test_released_scorers_keep_their_code_hashes() -> None:
+    """A released version's code is frozen: every grade it made cites this hash, and
+    re-scoring refuses a scorer whose hash moved. A change of rule is a new version."""
+    released = {
+        "overlap@1": "8949f246efb229bcc640fded66243dc4e4756597085923ab5c812d612046b1d7",
+        "tiered@1": "000d3f91adcf9d6c4bfbe39923869ed38df518005499d296b321249682d87dfa",
+        "overlap@2": "0c88ce86c24b80956271c826b46533f9bd862e3b8e8da23994712e443031dca3",
+        "tiered@2": "754fc2a29f17e88a1643bcf99e25f6a6a6e806766c24ec1b1ae7e57b83608d64",
+    }
+    assert {ref: scoring.SCORERS[ref].code_hash for ref in released} == released

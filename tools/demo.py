@@ -50,7 +50,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                   "mutable-default"]},
 }
 REPEATS = 2  # runs per variant and snapshot: the report's spread across repeated runs
-SCORER, RESCORER = "tiered@1", "overlap@2"  # the default grader, then a re-score
+SCORER, RESCORER = scoring.DEFAULT_SCORER, "overlap@2"  # the default grader, then a re-score
 WAIT_SECONDS = 150
 
 

@@ -14,15 +14,26 @@ from typing import Any
 import orjson
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from props.core import errors
+from props.core import errors, intervals
 from props.core.store import EventStore
 from props.schema import queries
 
 _Q = queries.load("report")
-COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
-           "precision", "precision_low", "precision_high", "known_fp", "unmatched",
-           "mean_run_recall", "stddev_run_recall"]
+COLUMNS = ["model", "definition", "scorer", "runs", "examples", "recall", "recall_low",
+           "recall_high",
+           "recall_graded", "precision", "precision_low", "precision_high", "partial",
+           "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall"]
+DEFINITIONS = """\
+recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
+  lines for the location scorers) over every TP occurrence in scope, pooled over the runs,
+  with a Wilson 95%% interval. graded recall: the same with partial credit counted (for each
+  occurrence the best grade any issue got: tiered gives near 0.6, same file 0.3). precision:
+  issues that found a TP over issues graded. partial: issues matched to a TP with partial
+  credit only (not finds). known FP: issues matched to a known decoy. Intervals: a cluster
+  bootstrap over examples (snapshot and file set), so repeated runs of one example do not
+  narrow them; none with fewer than two examples."""
 
 
 def add_parser(sub: Any) -> None:
@@ -33,7 +44,8 @@ def add_parser(sub: Any) -> None:
         "Wilson 95%% intervals, from the projections (run `props projections run` or "
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
         "counted and reported, never silently left out, and so are runs that came in from "
-        "imported export files (by the key that signed them, or 'unsigned').",
+        "imported export files (by the key that signed them, or 'unsigned').\n\n"
+        + DEFINITIONS, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
@@ -58,32 +70,88 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
 
 async def load(store: EventStore, name: str | None = None, version: int | None = None,
                exclude_imported: bool = False
-               ) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The score rows and the counts of what they leave out (`imported_runs`: scored runs
-    from imported files, `imported_by_<signer>` each signer's share; left out of the rows
-    with `exclude_imported`)."""
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The score rows, and every critic run in exactly one state under the report's scorer
+    (`states_scorer`; the counts add up to `critic_runs`), and the scored runs that came
+    from imported files (`imported_runs`, `imported_by_<signer>`; left out of the rows with
+    `exclude_imported`). An unknown scorer is an error naming the known ones."""
     exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
     if exists is None:
         raise errors.SchemaError("the projections are not built yet: run "
                                  "`props projections rebuild --all` (or `run`)")
+    if name is not None:
+        known = [(r["name"], r["version"]) for r in await store.pool.fetch(_Q["known_scorers"])]
+        if not any(n == name and version in (None, v) for n, v in known):
+            raise errors.UnknownScorer(
+                f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "
+                f"been registered here; known: "
+                f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
     async with store.pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT set_config('props.exclude_imported', $1, true)",
                            "on" if exclude_imported else "off")
         rows = await conn.fetch(_Q["model_scores"], name, version)
-    gaps = await store.pool.fetchrow(_Q["evidence_gaps"])
+        points = await conn.fetch(_Q["example_points"], name, version)
+    gaps = await store.pool.fetchrow(_Q["evidence_gaps"], name, version)
     assert gaps is not None
+    states = [k for k in gaps.keys() if k not in ("scorer", "critic_runs")]
+    if sum(gaps[k] for k in states) != gaps["critic_runs"]:  # the SQL's CASE: never
+        raise AssertionError(f"run states do not add up: {dict(gaps)}")
     imported = {r["signer"]: int(r["runs"])
                 for r in await store.pool.fetch(_Q["imported_runs"], name, version)}
-    records = [{
-        "model": r["model"], "definition": r["definition"],
-        "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
-        **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[4:]},
-    } for r in rows]
-    notes = {k: int(gaps[k]) for k in gaps.keys()}
+    examples = _by_group(points)
+    records = []
+    for r in rows:
+        key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
+        record: dict[str, Any] = {
+            "model": r["model"], "definition": r["definition"],
+            "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
+            **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[5:]}}
+        found = examples.get(key, [])
+        record["examples"] = len(found)
+        record["recall_low"], record["recall_high"] = intervals.ratio_interval(
+            [(p["recalled"], p["expected"]) for p in found])
+        record["precision_low"], record["precision_high"] = intervals.ratio_interval(
+            [(p["finds"], p["graded"]) for p in found])
+        records.append(record)
+    notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys() if k != "scorer"}
+    notes["states_scorer"] = gaps["scorer"]
+    notes["interval_method"] = intervals.METHOD
+    notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())
     notes["imported_excluded"] = int(exclude_imported)
     notes.update({f"imported_by_{signer}": n for signer, n in imported.items()})
     return records, notes
+
+
+def _by_group(points: list[Any]) -> dict[tuple[str, str, str, int], list[Any]]:
+    grouped: dict[tuple[str, str, str, int], list[Any]] = {}
+    for p in points:
+        grouped.setdefault((p["model"], p["definition"], p["scorer_name"],
+                            p["scorer_version"]), []).append(p)
+    return grouped
+
+
+def differences(points: list[Any]) -> list[dict[str, Any]]:
+    """For each scorer, each pair of (model, definition) rows: B's recall minus A's on the
+    examples both ran, and whether a paired bootstrap over those examples says it differs."""
+    grouped = _by_group(points)
+    out = []
+    keys = sorted(grouped)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[2:] != b[2:]:
+                continue
+            mine = {(p["snapshot"], p["files_hash"]): p for p in grouped[a]}
+            theirs = {(p["snapshot"], p["files_hash"]): p for p in grouped[b]}
+            shared = sorted(set(mine) & set(theirs))
+            diff = intervals.paired_difference(
+                [((mine[e]["recalled"], mine[e]["expected"]),
+                  (theirs[e]["recalled"], theirs[e]["expected"])) for e in shared])
+            out.append({"scorer": f"{a[2]}@{a[3]}", "a": {"model": a[0], "definition": a[1]},
+                        "b": {"model": b[0], "definition": b[1]}, "examples": diff.examples,
+                        "recall_delta": diff.delta, "low": diff.low, "high": diff.high,
+                        "significant": diff.significant})
+    return out
 
 
 async def report_cmd(args: argparse.Namespace) -> int:
@@ -107,28 +175,32 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def print_table(records: list[dict[str, Any]], notes: dict[str, int]) -> None:
+def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
     console = Console(highlight=False)
-    table = Table("model", "definition", "scorer", "runs", "recall [95% CI]",
-                  "precision [95% CI]", "known FP", "unmatched", "run recall mean ± sd")
+    table = Table("model", "definition", "scorer", "runs (examples)", "recall [95% CI]",
+                  "graded recall", "precision [95% CI]", "partial", "known FP", "unmatched",
+                  "run recall mean ± sd")
     for r in records:
         sd = r["stddev_run_recall"]
         table.add_row(
-            r["model"], r["definition"], r["scorer"], str(r["runs"]),
+            r["model"], r["definition"], r["scorer"], f"{r['runs']} ({r['examples']})",
             f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, {_pct(r['recall_high'])}]",
+            _pct(r["recall_graded"]),
             f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
             f"{_pct(r['precision_high'])}]",
-            str(int(r["known_fp"] or 0)), str(int(r["unmatched"] or 0)),
-            f"{_pct(r['mean_run_recall'])} ± {_pct(sd)}",
+            str(int(r["partial"] or 0)), str(int(r["known_fp"] or 0)),
+            str(int(r["unmatched"] or 0)), f"{_pct(r['mean_run_recall'])} ± {_pct(sd)}",
         )
     console.print(table)
-    console.print(
-        f"critic runs: {notes['critic_runs']}; without a finish event (missing evidence): "
-        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
-        f"completed with issues not graded by the active scorer: {notes['ungraded']}; "
-        f"graded against ground truth that is not recorded (unscorable): "
-        f"{notes['unscorable']}"
-    )
+    console.print(Text(f"intervals: {notes['interval_method']}"))
+    under = notes["states_scorer"] or "no scorer (none is active)"
+    console.print(Text(
+        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored "
+        f"{notes['scored']}; without a finish event (missing evidence) {notes['unfinished']}; "
+        f"finished but not completed {notes['not_completed']}; completed with no issue "
+        f"reported (nothing to grade) {notes['no_issues']}; with issues {under} has not "
+        f"graded {notes['ungraded']}; graded against ground truth that is not recorded "
+        f"(unscorable) {notes['unscorable']}"))
     if notes["imported_runs"]:
         signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
                             if k.startswith("imported_by_"))

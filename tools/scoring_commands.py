@@ -21,7 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from props.core import catalog, errors, llm_judge, rescoring, scoring
+from props.core import catalog, errors, intervals, llm_judge, rescoring, scoring
 from props.core.store import EventStore
 
 console = Console(highlight=False)
@@ -190,6 +190,13 @@ async def compare_cmd(args: argparse.Namespace) -> int:
     return 0 if c.complete else 1
 
 
+def _delta(g: dict[str, Any], measure: str) -> str:
+    mark = "*" if g.get(f"{measure}_significant") else ""
+    low, high = g.get(f"{measure}_delta_low"), g.get(f"{measure}_delta_high")
+    shown = f" [{_pct(low)}, {_pct(high)}]" if low is not None else ""
+    return f"{_pct(g[f'{measure}_delta'])}{mark}{shown}"
+
+
 def print_comparison(c: rescoring.Comparison) -> None:
     table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
                   f"precision {c.a}", f"precision {c.b}", "delta")
@@ -198,9 +205,11 @@ def print_comparison(c: rescoring.Comparison) -> None:
             g["model"], g["definition"],
             f"{_pct(g['recall_a'])} [{_pct(g['recall_a_low'])}, {_pct(g['recall_a_high'])}]",
             f"{_pct(g['recall_b'])} [{_pct(g['recall_b_low'])}, {_pct(g['recall_b_high'])}]",
-            _pct(g["recall_delta"]), _pct(g["precision_a"]), _pct(g["precision_b"]),
-            _pct(g["precision_delta"]))
+            _delta(g, "recall"), _pct(g["precision_a"]), _pct(g["precision_b"]),
+            _delta(g, "precision"))
     console.print(table)
+    console.print(f"deltas: B - A with a paired {intervals.METHOD}; * where the interval "
+                  f"excludes 0")
     reasons: dict[str, int] = {}
     for reason in c.unscorable.values():
         kind = rescoring.reason_kind(reason)

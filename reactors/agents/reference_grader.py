@@ -3,8 +3,9 @@
 `python -m props.reactors.agents.reference_grader` inside a grader run. It reads what the
 launcher gave it (PROPS_GRADING_DIR: the ground truth, the issues to grade, the scorer
 reference), matches each critique run's issues with the location tiers and one-to-one
-assignment of `tiered`, and reports one `grade.emitted` per issue. Deterministic: the same
-inputs give the same grades. It is the yardstick for grader images of your own.
+assignment of the default scorer (`tiered@2`), and reports one `grade.emitted` per issue.
+Deterministic: the same inputs give the same grades. It is the yardstick for grader images
+of your own.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main() -> int:
         item = json.loads(line)
         by_run[item["run_id"]][item["issue_id"]] = [
             catalog.Location.model_validate(loc) for loc in item["locations"]]
-    tiers = scoring.TieredScorer(version=1)
+    tiers = scoring.SCORERS[scoring.DEFAULT_SCORER]
     graded = 0
     with Agent.from_environment() as agent:
         for run_id, issues in sorted(by_run.items()):

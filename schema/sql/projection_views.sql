@@ -16,13 +16,19 @@ SELECT i.run_id, i.issue_id, s.name AS scorer_name, s.version AS scorer_version
            AND e.scorer_name = s.name AND e.scorer_version = s.version)
 
 -- run_scores --
--- Per run and scorer: TP occurrences recalled over those in the example's scope (under the
--- ground truth the grades cite), precision over graded issues, known-FP and unmatched counts.
+-- Per run and scorer, under the ground truth the grades cite: TP occurrences in the example's
+-- scope (`expected`, recall's denominator); those found (`recalled`: matched at full credit,
+-- grade 1, the scorer's "find"); the best grade each got (`recalled_graded`: partial credit
+-- too, tiered's near and same-file); issues graded, found (`finds`: precision's numerator),
+-- matched with partial credit only (`partial`), matched to a known FP, matched to nothing.
 CREATE VIEW {schema}.run_scores AS
 WITH graded AS (
     SELECT critique_run_id AS run_id, scorer_name, scorer_version,
            min(ground_truth_hash) AS ground_truth_hash, count(*) AS graded,
-           count(tp_id) AS tp_matches, count(fp_id) AS known_fp,
+           count(tp_id) AS tp_matches,
+           count(tp_id) FILTER (WHERE grade >= 1) AS finds,
+           count(tp_id) FILTER (WHERE grade < 1) AS partial,
+           count(fp_id) AS known_fp,
            count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched
       FROM {schema}.grading_edges
      GROUP BY critique_run_id, scorer_name, scorer_version
@@ -32,23 +38,29 @@ WITH graded AS (
            (SELECT count(*) FROM {schema}.scopes sc
              WHERE sc.slug = r.snapshot AND sc.version = sv.version
                AND sc.files_hash = r.files_hash) AS expected,
-           (SELECT count(DISTINCT (e.tp_id, e.tp_occurrence))
-              FROM {schema}.grading_edges e
-              JOIN {schema}.scopes sc
-                ON sc.slug = r.snapshot AND sc.version = sv.version
-               AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
-               AND sc.occurrence = e.tp_occurrence
-             WHERE e.critique_run_id = r.run_id AND e.scorer_name = g.scorer_name
-               AND e.scorer_version = g.scorer_version) AS recalled,
-           g.graded, g.tp_matches, g.known_fp, g.unmatched
+           found.recalled, found.recalled_graded,
+           g.graded, g.tp_matches, g.finds, g.partial, g.known_fp, g.unmatched
       FROM graded g
       JOIN {schema}.agent_runs r ON r.run_id = g.run_id
       LEFT JOIN {schema}.snapshots sv
         ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
+      CROSS JOIN LATERAL (
+           SELECT count(*) FILTER (WHERE best >= 1) AS recalled,
+                  coalesce(sum(best), 0)::float8 AS recalled_graded
+             FROM (SELECT max(e.grade) AS best
+                     FROM {schema}.grading_edges e
+                     JOIN {schema}.scopes sc
+                       ON sc.slug = r.snapshot AND sc.version = sv.version
+                      AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
+                      AND sc.occurrence = e.tp_occurrence
+                    WHERE e.critique_run_id = r.run_id AND e.scorer_name = g.scorer_name
+                      AND e.scorer_version = g.scorer_version
+                    GROUP BY e.tp_id, e.tp_occurrence) per_occurrence) found
 )
 SELECT c.*,
        c.recalled::float8 / nullif(c.expected, 0) AS recall,
-       c.tp_matches::float8 / nullif(c.graded, 0) AS precision
+       c.recalled_graded / nullif(c.expected, 0) AS recall_graded,
+       c.finds::float8 / nullif(c.graded, 0) AS precision
   FROM counted c
 
 -- model_scores --
@@ -60,10 +72,11 @@ SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
        sum(recalled)::float8 / nullif(sum(expected), 0) AS recall,
        projections.wilson_low(sum(recalled)::bigint, sum(expected)::bigint) AS recall_low,
        projections.wilson_high(sum(recalled)::bigint, sum(expected)::bigint) AS recall_high,
-       sum(tp_matches)::float8 / nullif(sum(graded), 0) AS precision,
-       projections.wilson_low(sum(tp_matches)::bigint, sum(graded)::bigint) AS precision_low,
-       projections.wilson_high(sum(tp_matches)::bigint, sum(graded)::bigint) AS precision_high,
-       sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
+       sum(recalled_graded) / nullif(sum(expected), 0) AS recall_graded,
+       sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
+       projections.wilson_low(sum(finds)::bigint, sum(graded)::bigint) AS precision_low,
+       projections.wilson_high(sum(finds)::bigint, sum(graded)::bigint) AS precision_high,
+       sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
        avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall
   FROM {schema}.run_scores s
  -- `SET props.exclude_imported = on` leaves out the runs that came in from export files.

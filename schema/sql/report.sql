@@ -5,20 +5,67 @@ SELECT * FROM projections.model_scores
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
  ORDER BY model, definition, scorer_name, scorer_version
 
+-- example_points --
+-- The scores' sums per example (snapshot and file set), each example's runs pooled: what
+-- the cluster bootstrap resamples. Same selection as model_scores.
+SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
+       count(*) AS runs, sum(recalled) AS recalled, sum(expected) AS expected,
+       sum(finds) AS finds, sum(graded) AS graded
+  FROM projections.run_scores s
+ WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
+   AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
+        OR NOT EXISTS (SELECT 1 FROM projections.imported_runs i WHERE i.run_id = s.run_id))
+ GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash
+ ORDER BY model, definition, scorer_name, scorer_version, snapshot, files_hash
+
 -- evidence_gaps --
--- What the scores leave out, counted so that a reader sees it.
-SELECT count(*) FILTER (WHERE r.agent_type = 'critic') AS critic_runs,
-       count(*) FILTER (WHERE r.agent_type = 'critic'
-                          AND r.status IN ('requested', 'running')) AS unfinished,
-       count(*) FILTER (WHERE r.agent_type = 'critic'
-                          AND r.status IN ('failed', 'timed_out', 'budget_exceeded',
-                                           'cancelled')) AS not_completed,
-       (SELECT count(DISTINCT p.run_id) FROM projections.grading_pending p
-          JOIN projections.agent_runs a ON a.run_id = p.run_id
-         WHERE a.status = 'completed') AS ungraded,
-       (SELECT count(*) FROM projections.run_scores s
-         WHERE s.snapshot_version IS NULL) AS unscorable
-  FROM projections.agent_runs r
+-- Every critic run in exactly one state under the report's scorer ($1 name, $2 version or
+-- any; with no name, the active scorer), so that the counts add up to critic_runs: no
+-- finish event yet, finished but not completed, completed with no issue reported (nothing
+-- to grade), an issue the scorer has not graded, graded against a ground truth that is not
+-- recorded (unscorable), or scored.
+WITH chosen AS (
+    SELECT coalesce($1::text, a.name) AS name,
+           CASE WHEN $1::text IS NULL THEN a.version ELSE $2::int END AS version
+      FROM (SELECT 1) one LEFT JOIN projections.active_scorer a ON true
+), states AS (
+    SELECT CASE
+        WHEN r.status IN ('requested', 'running') THEN 'unfinished'
+        WHEN r.status <> 'completed' THEN 'not_completed'
+        WHEN NOT EXISTS (SELECT 1 FROM projections.reported_issues i
+                          WHERE i.run_id = r.run_id) THEN 'no_issues'
+        WHEN EXISTS (SELECT 1 FROM projections.reported_issues i
+                      WHERE i.run_id = r.run_id AND NOT EXISTS (
+                            SELECT 1 FROM projections.grading_edges e
+                             WHERE e.critique_run_id = i.run_id
+                               AND e.critique_issue_id = i.issue_id
+                               AND e.scorer_name = c.name
+                               AND (c.version IS NULL OR e.scorer_version = c.version)))
+             THEN 'ungraded'
+        WHEN EXISTS (SELECT 1 FROM projections.grading_edges e
+                      WHERE e.critique_run_id = r.run_id AND e.scorer_name = c.name
+                        AND (c.version IS NULL OR e.scorer_version = c.version)
+                        AND NOT EXISTS (SELECT 1 FROM projections.snapshots sv
+                                         WHERE sv.slug = r.snapshot
+                                           AND sv.ground_truth_hash = e.ground_truth_hash))
+             THEN 'unscorable'
+        ELSE 'scored' END AS state
+      FROM projections.agent_runs r CROSS JOIN chosen c
+     WHERE r.agent_type = 'critic'
+)
+SELECT (SELECT CASE WHEN name IS NULL THEN NULL
+                    ELSE name || coalesce('@' || version, '') END FROM chosen) AS scorer,
+       count(*) AS critic_runs,
+       count(*) FILTER (WHERE state = 'unfinished') AS unfinished,
+       count(*) FILTER (WHERE state = 'not_completed') AS not_completed,
+       count(*) FILTER (WHERE state = 'no_issues') AS no_issues,
+       count(*) FILTER (WHERE state = 'ungraded') AS ungraded,
+       count(*) FILTER (WHERE state = 'unscorable') AS unscorable,
+       count(*) FILTER (WHERE state = 'scored') AS scored
+  FROM states
+
+-- known_scorers --
+SELECT name, version FROM projections.scorers ORDER BY name, version
 
 -- imported_runs --
 -- The scored runs that came in from export files, by the key that signed the file.

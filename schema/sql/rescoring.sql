@@ -23,7 +23,9 @@ SELECT critique_run_id, critique_issue_id, scorer_name, scorer_version, tp_id, t
  WHERE critique_run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
 
 -- scores_of --
-SELECT run_id, scorer_name, scorer_version, recall, precision FROM projections.run_scores
+SELECT run_id, scorer_name, scorer_version, recall, precision, model, definition, snapshot,
+       files_hash, recalled, expected, finds, graded
+  FROM projections.run_scores
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
 
 -- group_scores --
@@ -33,11 +35,11 @@ WITH s AS (
     SELECT * FROM projections.run_scores WHERE run_id = ANY ($1::uuid[])
 ), a AS (
     SELECT model, definition, count(*) AS runs, sum(recalled)::bigint AS k,
-           sum(expected)::bigint AS n, sum(tp_matches)::bigint AS pk, sum(graded)::bigint AS pn
+           sum(expected)::bigint AS n, sum(finds)::bigint AS pk, sum(graded)::bigint AS pn
       FROM s WHERE scorer_name = $2 AND scorer_version = $3 GROUP BY model, definition
 ), b AS (
     SELECT model, definition, count(*) AS runs, sum(recalled)::bigint AS k,
-           sum(expected)::bigint AS n, sum(tp_matches)::bigint AS pk, sum(graded)::bigint AS pn
+           sum(expected)::bigint AS n, sum(finds)::bigint AS pk, sum(graded)::bigint AS pn
       FROM s WHERE scorer_name = $4 AND scorer_version = $5 GROUP BY model, definition
 )
 SELECT model, definition, a.runs AS runs_a, b.runs AS runs_b,

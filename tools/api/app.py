@@ -87,9 +87,11 @@ class RunPage(pydantic.BaseModel):
 
 class Scores(pydantic.BaseModel):
     scores: list[dict[str, Any]]
-    evidence: dict[str, int] = pydantic.Field(
-        description="runs the scores leave out, counted: unfinished, not completed, "
-        "ungraded, unscorable")
+    evidence: dict[str, Any] = pydantic.Field(
+        description="every critic run in one state under `states_scorer` (scored, "
+        "unfinished, not completed, no issues, ungraded, unscorable: they add up to "
+        "critic_runs), the scored runs from imported files, the interval method, and the "
+        "paired differences between rows of one scorer")
 
 
 class Liveness(pydantic.BaseModel):

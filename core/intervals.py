@@ -1,0 +1,97 @@
+"""Intervals that respect how runs were drawn: a cluster bootstrap over examples.
+
+Runs of one example are not independent draws: a deterministic critic run twice on the same
+snapshot finds the same defects twice. A Wilson interval over pooled occurrences counts them
+twice and narrows; resampling *examples* (with all their runs) does not: duplicating every
+run of every example leaves this interval exactly as it was. Each draw resamples the
+examples with replacement and takes the ratio of the pooled sums; the interval is the 2.5th
+and 97.5th percentiles of the draws. A fixed seed makes a report reproducible to the digit.
+
+With fewer than two examples there is nothing to resample: no interval (None), never a
+point dressed as one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+
+DRAWS = 2000
+SEED = 2026
+LEVEL = 0.95
+METHOD = (f"cluster bootstrap over examples ({DRAWS} draws, seed {SEED}, percentile "
+          f"{LEVEL:.0%}); none with fewer than 2 examples")
+
+Cluster = tuple[float, float]  # (successes, trials) of one example, its runs pooled
+
+
+def _ratio(k: float, n: float) -> float | None:
+    return k / n if n else None
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values.sort()
+    lo = values[int((1 - LEVEL) / 2 * (len(values) - 1))]
+    hi = values[int((1 + LEVEL) / 2 * (len(values) - 1))]
+    return lo, hi
+
+
+def _draws(examples: int, draws: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    population = range(examples)
+    return [rng.choices(population, k=examples) for _ in range(draws)]
+
+
+def ratio_interval(clusters: Sequence[Cluster], draws: int = DRAWS,
+                   seed: int = SEED) -> tuple[float | None, float | None]:
+    """The interval of sum(k) / sum(n) over examples."""
+    if len(clusters) < 2:
+        return None, None
+    found = []
+    for picks in _draws(len(clusters), draws, seed):
+        k = sum(clusters[i][0] for i in picks)
+        n = sum(clusters[i][1] for i in picks)
+        if n:
+            found.append(k / n)
+    return _percentiles(found) if found else (None, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """B minus A on the same examples, paired: each draw resamples the shared examples and
+    takes both ratios from the same picks."""
+
+    delta: float | None
+    low: float | None
+    high: float | None
+    examples: int
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the interval excludes zero (None: no interval)."""
+        if self.low is None or self.high is None:
+            return None
+        return self.low > 0 or self.high < 0
+
+
+def paired_difference(pairs: Sequence[tuple[Cluster, Cluster]], draws: int = DRAWS,
+                      seed: int = SEED) -> Difference:
+    """`pairs`: per example shared by A and B, (A's cluster, B's cluster)."""
+    a_k, a_n = sum(p[0][0] for p in pairs), sum(p[0][1] for p in pairs)
+    b_k, b_n = sum(p[1][0] for p in pairs), sum(p[1][1] for p in pairs)
+    ra, rb = _ratio(a_k, a_n), _ratio(b_k, b_n)
+    delta = None if ra is None or rb is None else rb - ra
+    if len(pairs) < 2 or delta is None:
+        return Difference(delta, None, None, len(pairs))
+    found = []
+    for picks in _draws(len(pairs), draws, seed):
+        an = sum(pairs[i][0][1] for i in picks)
+        bn = sum(pairs[i][1][1] for i in picks)
+        if an and bn:
+            found.append(sum(pairs[i][1][0] for i in picks) / bn
+                         - sum(pairs[i][0][0] for i in picks) / an)
+    if not found:
+        return Difference(delta, None, None, len(pairs))
+    low, high = _percentiles(found)
+    return Difference(delta, low, high, len(pairs))

@@ -1,0 +1,111 @@
+"""What counts as found: a find is a match at full credit, partial credit is reported apart,
+and a decoy is a known false positive only when an issue overlaps it.
+
+A snapshot of our own, with an answer key and four crafted issues, where proximity
+mis-assigns exactly as the issue describes:
+- i1 overlaps defect T1 (lines 10): a find;
+- i2 sits on line 11, just after T1 (taken by i1): tiered gives it to T2 (line 14) for being
+  near: partial credit, not a find (a reviewer says it found nothing new);
+- i3 is about an unrelated class at line 60 of the decoys' file: tiered@1 made it a known
+  false positive (D1, line 40) by same-file proximity; a reviewer says it matches nothing;
+- i4 overlaps the decoy D2 (line 80): a known false positive.
+What a careful reviewer says: 1 of the 2 occurrences found (recall 0.5), 1 of 4 issues a
+find (precision 0.25), 1 known false positive. tiered@1, kept as the negative control, gets
+the known-FP count wrong (2), and its old recall counted i2's proximity as found (1.0).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from props.core import catalog, errors, rescoring, scoring, specimens
+from props.core.store import EventStore
+from props.projections import engine
+from props.tools import report_command
+
+SLUG = "keyed/2026-02-01-00"
+
+
+def loc(line: int) -> list[catalog.Location]:
+    return [catalog.Location(file="a.py", ranges=[catalog.LineRange(start=line, end=line)])]
+
+
+def occurrence(line: int) -> catalog.Occurrence:
+    return catalog.Occurrence(locations=loc(line))
+
+
+GROUND_TRUTH = catalog.GroundTruth(
+    true_positives=[
+        catalog.TruePositive(id="T1", rationale="r", occurrences=[occurrence(10)]),
+        catalog.TruePositive(id="T2", rationale="r", occurrences=[occurrence(14)])],
+    false_positives=[
+        catalog.FalsePositive(id="D1", rationale="decoy", relevant_files=["a.py"],
+                              occurrences=[occurrence(40)]),
+        catalog.FalsePositive(id="D2", rationale="decoy", relevant_files=["a.py"],
+                              occurrences=[occurrence(80)])],
+    file_sets=[], scopes=[catalog.Scope(files_hash=None, occurrences=["T1#1", "T2#1"])])
+ISSUES = {"i1": loc(10), "i2": loc(11), "i3": loc(60), "i4": loc(80)}
+
+
+def test_the_scorers_match_as_a_reviewer_would_and_the_old_rule_does_not() -> None:
+    strict = scoring.scorer("tiered@2").match_run(ISSUES, GROUND_TRUTH)
+    assert strict["i1"] == scoring.Match(tp_id="T1", tp_occurrence=1, grade=1.0)
+    assert strict["i1"].find and not strict["i2"].find  # i2: near T2, partial credit
+    assert strict["i2"].tp_id == "T2" and strict["i2"].grade == 0.6
+    assert strict["i3"] == scoring.Match()  # not a decoy hit: nothing
+    assert strict["i4"] == scoring.Match(fp_id="D2")
+    old = scoring.scorer("tiered@1").match_run(ISSUES, GROUND_TRUTH)
+    assert old["i3"] == scoring.Match(fp_id="D1")  # the negative control: by proximity
+
+
+async def graded_run(store: EventStore) -> uuid.UUID:
+    await store.append(f"snapshot-{SLUG}", [catalog.SnapshotSynced(
+        slug=SLUG, version=1, source="test", ground_truth=GROUND_TRUTH,
+        ground_truth_hash=specimens.ground_truth_hash(GROUND_TRUTH),
+        files=[catalog.FileEntry(path="a.py", sha256="0" * 64, size=1)])])
+    run = uuid.uuid4()
+    await store.append(f"run-{run}", [
+        catalog.RunRequested(run_id=run, agent_type="critic", definition="crafted",
+                             example=catalog.Example(snapshot=SLUG), model="m",
+                             timeout_seconds=60, budget_usd=1),
+        *[catalog.IssueReported(run_id=run, issue_id=i, rationale="r", locations=locations)
+          for i, locations in ISSUES.items()],
+        catalog.RunFinished(run_id=run, status="completed")])
+    await engine.rebuild(store)  # re-scoring reads the runs' issues from the projections
+    for ref in ("tiered@1", "tiered@2"):
+        await rescoring.rescore(store, scoring.scorer(ref), rescoring.Selection(everything=True))
+    await engine.rebuild(store)
+    return run
+
+
+async def test_run_scores_count_finds_apart_from_partial_credit(store: EventStore) -> None:
+    run = await graded_run(store)
+    rows = {r["scorer_version"]: r for r in await store.pool.fetch(
+        "SELECT * FROM projections.run_scores WHERE run_id = $1", run)}
+    new, old = rows[2], rows[1]
+    assert (new["expected"], new["recalled"], new["recall"]) == (2, 1, 0.5)
+    assert new["recall_graded"] == pytest.approx(0.8)  # T1 1.0 + T2 0.6, over 2
+    assert (new["graded"], new["finds"], new["partial"]) == (4, 1, 1)
+    assert new["precision"] == 0.25 and new["known_fp"] == 1 and new["unmatched"] == 1
+    # The negative controls: tiered@1's decoy rule counts i3 a known FP; the old recall
+    # (every TP match a find) and precision (every TP match a hit) would have been 1.0, 0.5.
+    assert old["known_fp"] == 2
+    assert old["tp_matches"] / old["expected"] == 1.0 and old["tp_matches"] / 4 == 0.5
+    assert old["recall"] == 0.5  # strict recall reads the grades, whichever the scorer
+
+
+async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
+        store: EventStore) -> None:
+    await graded_run(store)
+    records, notes = await report_command.load(store, "tiered", 2)
+    [row] = records
+    assert (row["recall"], row["recall_graded"], row["precision"]) == (0.5, 0.8, 0.25)
+    assert row["partial"] == 1 and row["known_fp"] == 1
+    assert notes["states_scorer"] == "tiered@2" and notes["scored"] == 1
+    states = ("unfinished", "not_completed", "no_issues", "ungraded", "unscorable", "scored")
+    assert sum(notes[k] for k in states) == notes["critic_runs"] == 1
+    with pytest.raises(errors.UnknownScorer, match="known: tiered@1, tiered@2") as refused:
+        await report_command.load(store, "tierd", None)
+    assert refused.value.exit_code == 65
