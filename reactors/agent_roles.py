@@ -11,6 +11,8 @@ gave), so no agent can name another run's or the launcher's events, and a drain 
 after a crash appends nothing twice. After the container exits the binding is closed, the
 role's sessions ended and the role dropped; roles of ended runs that a crash left behind are
 reaped at start-up and on every sweep, and a role that cannot be dropped is retried there.
+The role's password is drawn once and kept in the binding (readable by the service, never by
+agents): a restarted launcher that adopts a running container must not lock its agent out.
 """
 
 from __future__ import annotations
@@ -75,12 +77,14 @@ def agent_dsn(dsn: str, role: str, password: str,
 
 async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimits,
                  agent_type: catalog.AgentType = "critic") -> Credentials:
-    """Open (or re-key, after a restart) the run's role and binding."""
-    password = secrets.token_hex(16)
-    role = await store.pool.fetchval(
-        _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), password, agent_type,
-        limits.max_events, limits.max_bytes)
-    return Credentials(str(role), password)
+    """Open the run's role and binding: made on the first launch; a relaunch (a restarted
+    launcher adopting the container) gets the same role and password, which the running
+    agent still logs in with."""
+    row = await store.pool.fetchrow(
+        _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
+        agent_type, limits.max_events, limits.max_bytes)
+    assert row is not None
+    return Credentials(str(row["role_name"]), str(row["password"]))
 
 
 async def role_of(store: EventStore, run_id: uuid.UUID) -> str | None:

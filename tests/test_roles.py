@@ -87,7 +87,7 @@ async def test_agent_role_names_say_nothing_of_the_run(store: EventStore) -> Non
         assert creds.role.startswith(agent_roles.ROLE_PREFIX)
         assert run_id.hex not in creds.role and str(run_id) not in creds.role
         again = await agent_roles.create(store, run_id, catalog.AgentLimits())
-        assert again.role == creds.role and again.password != creds.password  # re-keyed
+        assert again == creds and again.password == creds.password  # adopted, not re-keyed
         assert await agent_roles.role_of(store, run_id) == creds.role
     finally:
         await agent_roles.drop(store, run_id)

@@ -106,6 +106,7 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
     assert notes["states_scorer"] == "tiered@2" and notes["scored"] == 1
     states = ("unfinished", "not_completed", "no_issues", "ungraded", "unscorable", "scored")
     assert sum(notes[k] for k in states) == notes["critic_runs"] == 1
-    with pytest.raises(errors.UnknownScorer, match="known: tiered@1, tiered@2") as refused:
+    with pytest.raises(errors.UnknownScorer, match="known: overlap@1, overlap@2, tiered@1, "
+                                                   "tiered@2") as refused:
         await report_command.load(store, "tierd", None)
     assert refused.value.exit_code == 65

@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from props.core import errors, intervals
+from props.core import errors, intervals, scoring
 from props.core.store import EventStore
 from props.schema import queries
 
 _Q = queries.load("report")
-COLUMNS = ["model", "definition", "scorer", "runs", "examples", "recall", "recall_low",
-           "recall_high",
+COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
            "recall_graded", "precision", "precision_low", "precision_high", "partial",
-           "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall"]
+           "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall", "examples"]
+_COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
   lines for the location scorers) over every TP occurrence in scope, pooled over the runs,
@@ -80,7 +80,10 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
         raise errors.SchemaError("the projections are not built yet: run "
                                  "`props projections rebuild --all` (or `run`)")
     if name is not None:
-        known = [(r["name"], r["version"]) for r in await store.pool.fetch(_Q["known_scorers"])]
+        known = sorted({(r["name"], r["version"]) for r in
+                        await store.pool.fetch(_Q["known_scorers"])}
+                       | {(ref.partition("@")[0], int(ref.partition("@")[2]))
+                          for ref in scoring.SCORERS})
         if not any(n == name and version in (None, v) for n, v in known):
             raise errors.UnknownScorer(
                 f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "
@@ -105,7 +108,8 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
         record: dict[str, Any] = {
             "model": r["model"], "definition": r["definition"],
             "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
-            **{k: (None if r[k] is None else float(r[k])) for k in COLUMNS[5:]}}
+            **{k: (None if r[k] is None else int(r[k]) if k in _COUNTS else float(r[k]))
+               for k in COLUMNS[4:-1]}}
         found = examples.get(key, [])
         record["examples"] = len(found)
         record["recall_low"], record["recall_high"] = intervals.ratio_interval(
@@ -195,12 +199,12 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
     console.print(Text(f"intervals: {notes['interval_method']}"))
     under = notes["states_scorer"] or "no scorer (none is active)"
     console.print(Text(
-        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored "
-        f"{notes['scored']}; without a finish event (missing evidence) {notes['unfinished']}; "
-        f"finished but not completed {notes['not_completed']}; completed with no issue "
-        f"reported (nothing to grade) {notes['no_issues']}; with issues {under} has not "
-        f"graded {notes['ungraded']}; graded against ground truth that is not recorded "
-        f"(unscorable) {notes['unscorable']}"))
+        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
+        f"{notes['scored']}; without a finish event (missing evidence): "
+        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
+        f"completed with no issue reported (nothing to grade): {notes['no_issues']}; with "
+        f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
+        f"that is not recorded (unscorable): {notes['unscorable']}"))
     if notes["imported_runs"]:
         signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
                             if k.startswith("imported_by_"))

@@ -251,42 +251,49 @@ $$;
 REVOKE ALL ON FUNCTION props.restore_partition(text) FROM PUBLIC;
 
 -- 3. Agent roles ----------------------------------------------------------------------------
--- Opens the run's role (made on first call, given a new password on a relaunch) and its
--- binding; returns the role's name. The name is drawn by the caller and reveals nothing of
--- the run. The role's settings are defaults an agent could change with SET: the launcher's
--- watchdog (props.end_agent_overruns) enforces the same limits from outside.
-CREATE FUNCTION props.open_agent_role(p_run uuid, p_new_role text, p_password text,
+-- The password of the run's role, drawn once: a relaunched launcher adopts a running
+-- container, whose agent must still be able to log in with what it was given. Readable by
+-- the service only (which may set any agent role's password anyway), never by agents.
+ALTER TABLE props.agent_bindings ADD COLUMN password text;
+
+-- Opens the run's role (made on first call; made again with the same password if it went)
+-- and its binding; returns the role's name and password. The name is drawn by the caller
+-- and reveals nothing of the run. The role's settings are defaults an agent could change
+-- with SET: the launcher's watchdog (props.end_agent_overruns) enforces them from outside.
+CREATE FUNCTION props.open_agent_role(p_run uuid, p_new_role text, p_new_password text,
                                       p_agent_type text, p_max_events integer,
-                                      p_max_bytes bigint)
-RETURNS text
+                                      p_max_bytes bigint,
+                                      OUT role_name text, OUT password text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
 DECLARE
-    v_role text;
     v_setting text;
 BEGIN
-    IF p_new_role !~ '^props_agent_[0-9a-f]{16,32}$' OR p_password !~ '^[0-9a-f]{32,64}$' THEN
+    IF p_new_role !~ '^props_agent_[0-9a-f]{16,32}$'
+       OR p_new_password !~ '^[0-9a-f]{32,64}$' THEN
         RAISE EXCEPTION 'malformed agent role name or password' USING ERRCODE = '22023';
     END IF;
-    SELECT role_name INTO v_role FROM props.agent_bindings WHERE run_id = p_run;
-    IF v_role IS NOT NULL AND EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v_role) THEN
-        EXECUTE format('ALTER ROLE %I PASSWORD %L', v_role, p_password);
-        RETURN v_role;
+    SELECT b.role_name, b.password INTO role_name, password
+      FROM props.agent_bindings b WHERE b.run_id = p_run;
+    IF role_name IS NULL THEN
+        role_name := p_new_role;
+        password := p_new_password;
+        INSERT INTO props.agent_bindings AS b (role_name, run_id, agent_type, max_events,
+                                               max_bytes, password)
+        VALUES (role_name, p_run, p_agent_type, p_max_events, p_max_bytes, password);
     END IF;
-    IF v_role IS NULL THEN
-        v_role := p_new_role;
-        INSERT INTO props.agent_bindings (role_name, run_id, agent_type, max_events, max_bytes)
-        VALUES (v_role, p_run, p_agent_type, p_max_events, p_max_bytes);
+    IF EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = role_name) THEN
+        RETURN;
     END IF;
     EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L CONNECTION LIMIT 4 IN ROLE props_agent',
-                   v_role, p_password);
+                   role_name, password);
     FOREACH v_setting IN ARRAY ARRAY['statement_timeout = ''5s''',
                                      'idle_in_transaction_session_timeout = ''5s''',
                                      'lock_timeout = ''2s''', 'work_mem = ''1MB''']
     LOOP
-        EXECUTE format('ALTER ROLE %I SET %s', v_role, v_setting);
+        EXECUTE format('ALTER ROLE %I SET %s', role_name, v_setting);
     END LOOP;
     IF current_setting('server_version_num')::integer >= 170000 THEN
-        EXECUTE format('ALTER ROLE %I SET transaction_timeout = ''10s''', v_role);
+        EXECUTE format('ALTER ROLE %I SET transaction_timeout = ''10s''', role_name);
     END IF;
     -- No temp tables for agents: the database's TEMP privilege leaves PUBLIC (a database
     -- made from a template gets it back, so this is checked at every launch).
@@ -295,7 +302,6 @@ BEGIN
         EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO props_service, props_analyst',
                        current_database());
     END IF;
-    RETURN v_role;
 END
 $$;
 REVOKE ALL ON FUNCTION props.open_agent_role(uuid, text, text, text, integer, bigint)

@@ -1,8 +1,8 @@
 -- Queries of the launcher about agent roles and what agents reported (props.reactors.agent_roles).
 
 -- open_role --
--- The run's role, made or re-keyed by the owner's function (migration 0007).
-SELECT props.open_agent_role($1, $2, $3, $4, $5, $6)
+-- The run's role and its password, made once by the owner's function (migration 0007).
+SELECT role_name, password FROM props.open_agent_role($1, $2, $3, $4, $5, $6)
 
 -- role_of --
 SELECT role_name FROM props.agent_bindings WHERE run_id = $1

@@ -9,8 +9,8 @@ SELECT * FROM projections.model_scores
 -- The scores' sums per example (snapshot and file set), each example's runs pooled: what
 -- the cluster bootstrap resamples. Same selection as model_scores.
 SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
-       count(*) AS runs, sum(recalled) AS recalled, sum(expected) AS expected,
-       sum(finds) AS finds, sum(graded) AS graded
+       count(*) AS runs, sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
+       sum(finds)::float8 AS finds, sum(graded)::float8 AS graded
   FROM projections.run_scores s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
