@@ -23,6 +23,7 @@ from rich.table import Table
 
 from props.core import catalog, errors, intervals, llm_judge, rescoring, scoring
 from props.core.store import EventStore
+from props.tools import scorer_eval_commands
 
 console = Console(highlight=False)
 
@@ -37,6 +38,7 @@ def add_parsers(sub: Any) -> None:
                         description="Every scorer this props can run, its code hash, and "
                         "whether the log has it registered and active.")
     p.set_defaults(handler=list_cmd)
+    scorer_eval_commands.add_parser(cmds)
     for name, text in (("register", "record a scorer's registration in the log"),
                        ("activate", "make a scorer the active one (registers it if needed)")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
