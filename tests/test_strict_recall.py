@@ -110,3 +110,23 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
                                                    "tiered@2") as refused:
         await report_command.load(store, "tierd", None)
     assert refused.value.exit_code == 65
+
+
+async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: EventStore) -> None:
+    """A completed run with no issue has nothing to grade; left out of the scores, a critic
+    silent on hard examples would look better. It counts, recall 0, under every scorer."""
+    await graded_run(store)
+    silent = uuid.uuid4()
+    await store.append(f"run-{silent}", [
+        catalog.RunRequested(run_id=silent, agent_type="critic", definition="crafted",
+                             example=catalog.Example(snapshot=SLUG), model="m",
+                             timeout_seconds=60, budget_usd=1),
+        catalog.RunFinished(run_id=silent, status="completed")])
+    await engine.rebuild(store)
+    rows = await store.pool.fetch(
+        "SELECT scorer_version, expected, recalled, graded, recall, precision "
+        "FROM projections.run_scores WHERE run_id = $1 ORDER BY scorer_version", silent)
+    assert [tuple(r) for r in rows] == [(1, 2, 0, 0, 0.0, None), (2, 2, 0, 0, 0.0, None)]
+    records, notes = await report_command.load(store, "tiered", 2)
+    assert records[0]["runs"] == 2 and records[0]["recall"] == 0.25  # 1 of 4 occurrences
+    assert notes["no_issues"] == 1 and notes["scored"] == 1

@@ -202,7 +202,8 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
         f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
         f"{notes['scored']}; without a finish event (missing evidence): "
         f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
-        f"completed with no issue reported (nothing to grade): {notes['no_issues']}; with "
+        f"completed with no issue reported (in the figures, found nothing): "
+        f"{notes['no_issues']}; with "
         f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
         f"that is not recorded (unscorable): {notes['unscorable']}"))
     if notes["imported_runs"]:

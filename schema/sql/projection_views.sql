@@ -56,12 +56,31 @@ WITH graded AS (
                     WHERE e.critique_run_id = r.run_id AND e.scorer_name = g.scorer_name
                       AND e.scorer_version = g.scorer_version
                     GROUP BY e.tp_id, e.tp_occurrence) per_occurrence) found
+), silent AS (
+    -- Completed critic runs that reported no issue: nothing to grade, yet every scorer
+    -- would say they found nothing. Left out, a critic silent on hard examples would look
+    -- better; they count, under every registered scorer, against the snapshot version in
+    -- force when the run was requested.
+    SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, s.name, s.version,
+           sv.ground_truth_hash, sv.version,
+           (SELECT count(*) FROM {schema}.scopes sc
+             WHERE sc.slug = r.snapshot AND sc.version = sv.version
+               AND sc.files_hash = r.files_hash),
+           0::bigint, 0::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint
+      FROM {schema}.agent_runs r
+      CROSS JOIN {schema}.scorers s
+      LEFT JOIN LATERAL (
+           SELECT v.version, v.ground_truth_hash FROM {schema}.snapshots v
+            WHERE v.slug = r.snapshot AND v.synced_at <= r.requested_at
+            ORDER BY v.version DESC LIMIT 1) sv ON true
+     WHERE r.agent_type = 'critic' AND r.status = 'completed'
+       AND NOT EXISTS (SELECT 1 FROM {schema}.reported_issues i WHERE i.run_id = r.run_id)
 )
 SELECT c.*,
        c.recalled::float8 / nullif(c.expected, 0) AS recall,
        c.recalled_graded / nullif(c.expected, 0) AS recall_graded,
        c.finds::float8 / nullif(c.graded, 0) AS precision
-  FROM counted c
+  FROM (SELECT * FROM counted UNION ALL SELECT * FROM silent) c
 
 -- model_scores --
 -- Per (model, definition, scorer): pooled recall and precision with Wilson 95% intervals,

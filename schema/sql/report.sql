@@ -23,7 +23,8 @@ SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
 -- any; with no name, the active scorer), so that the counts add up to critic_runs: no
 -- finish event yet, finished but not completed, completed with no issue reported (nothing
 -- to grade), an issue the scorer has not graded, graded against a ground truth that is not
--- recorded (unscorable), or scored.
+-- recorded (unscorable), or scored. Runs with no issue reported are in the figures (they
+-- found nothing) and counted apart here.
 WITH chosen AS (
     SELECT coalesce($1::text, a.name) AS name,
            CASE WHEN $1::text IS NULL THEN a.version ELSE $2::int END AS version
