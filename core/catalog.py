@@ -429,6 +429,44 @@ class RetentionReleased(Event):
     released_by: Name | None = None
 
 
+# -- people's verdicts (stream review-<run uuid>) -----------------------------------------------
+
+
+@REGISTRY.register
+class GradeReviewed(Event):
+    """A person's verdict on one reported issue: the match they give it (a TP occurrence, a
+    decoy, or none), against the ground truth they judged with. It never replaces a
+    scorer's grade: the verdicts are the grades of their own scorer, `human@1`, and the
+    newest verdict on an issue stands. `confirms` names the grade it agreed with, if any."""
+
+    type_name = "grade.reviewed"
+    critique_run_id: uuid.UUID
+    critique_issue_id: Name
+    tp_id: Name | None = None
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)
+    fp_id: Name | None = None
+    ground_truth_hash: Sha256
+    confirms: ScorerRef | None = None
+    reviewer: Name
+    note: Annotated[str, pydantic.StringConstraints(max_length=2000)] = ""
+
+    @pydantic.model_validator(mode="after")
+    def _one_match(self) -> GradeReviewed:
+        _check_match(self.tp_id, self.tp_occurrence, self.fp_id)
+        return self
+
+
+@REGISTRY.register
+class RunExcluded(Event):
+    """A run that must not count (a broken container image, a leaked answer key): left out
+    of every score from now on, and counted as excluded, with the reason."""
+
+    type_name = "run.excluded"
+    run_id: uuid.UUID
+    reason: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=2000)]
+    excluded_by: Name | None = None
+
+
 # -- imports (stream import-<archive id>) -------------------------------------------------------
 
 

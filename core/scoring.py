@@ -262,6 +262,20 @@ SCORERS: dict[str, Scorer] = {
 }
 
 
+# People's verdicts (`grade.reviewed`) are the grades of a scorer of their own: compared with
+# the rule scorers like any other (`props compare human@1 tiered@2`), never overwriting them.
+HUMAN_NAME, HUMAN_VERSION = "human", 1
+HUMAN = f"{HUMAN_NAME}@{HUMAN_VERSION}"
+HUMAN_CODE_HASH = hashlib.sha256(b"props: people's verdicts, grade.reviewed, the newest per "
+                                 b"issue").hexdigest()
+
+
+def human_registration() -> catalog.ScorerRegistered:
+    return catalog.ScorerRegistered(name=HUMAN_NAME, version=HUMAN_VERSION,
+                                    code_hash=HUMAN_CODE_HASH,
+                                    settings={"source": "grade.reviewed"}, deterministic=False)
+
+
 def scorer(ref: str) -> Scorer:
     """The scorer named `NAME@VERSION`: built in, or an LLM judge of the scorers file."""
     from props.core import llm_judge  # it builds on this module

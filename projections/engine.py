@@ -32,13 +32,14 @@ from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
 from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
-from props.projections.runs import IMPORTS, ISSUES, RUNS, USAGE
+from props.projections.runs import EXCLUSIONS, IMPORTS, ISSUES, RUNS, USAGE
 from props.projections.tables import Delta, check_schema, create, write
 from props.schema import queries
 
 log = logging.getLogger(__name__)
 
-ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, ISSUES, USAGE, GRADING, IMPORTS)
+ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, ISSUES, USAGE, GRADING, IMPORTS,
+                               EXCLUSIONS)
 LIVE = "projections"
 SHADOW = "projections_next"
 ANALYST_ROLE = "props_analyst"

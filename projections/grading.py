@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from props.core import catalog
+from props.core import catalog, scoring
 from props.core.events import RecordedEvent
 from props.projections.base import Projection
 from props.projections.rows import RowMap, Source, field, item
@@ -54,10 +54,19 @@ _GRADED: dict[str, Source] = {
     "ground_truth_hash": field("scorer", "ground_truth_hash"), "graded_at": "recorded_at"}
 _MATCH = ("tp_id", "tp_occurrence", "fp_id", "grade")
 
+# A person's verdict is a grade of the `human` scorer: full credit for a TP it names.
+_REVIEWED: dict[str, Source] = {
+    "critique_run_id": field("critique_run_id"), "critique_issue_id": field("critique_issue_id"),
+    "scorer_name": f"'{scoring.HUMAN_NAME}'", "scorer_version": str(scoring.HUMAN_VERSION),
+    "code_hash": f"'{scoring.HUMAN_CODE_HASH}'",
+    "ground_truth_hash": field("ground_truth_hash"), "tp_id": field("tp_id"),
+    "tp_occurrence": field("tp_occurrence"), "fp_id": field("fp_id"),
+    "grade": "CASE WHEN data->>'tp_id' IS NULL THEN 0 ELSE 1 END", "graded_at": "recorded_at"}
+
 GRADING = Projection(
     name="grading",
     # 2: grades.emitted; a newer grade replaces an older one whole. 3: the score views
-    # (remade with the tables) tell finds from partial credit.
+    # (remade with the tables) tell finds from partial credit; people's verdicts.
     version=3,
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
@@ -68,6 +77,7 @@ GRADING = Projection(
         RowMap(catalog.GradesEmitted, GRADING_EDGES, each="grades", columns={
             **_GRADED, "critique_issue_id": item("issue_id"),
             **{name: item(name) for name in _MATCH}}),
+        RowMap(catalog.GradeReviewed, GRADING_EDGES, _REVIEWED),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
 )

@@ -33,6 +33,11 @@ IMPORTED_RUNS = Table("imported_runs", (
     Column("run_id", "uuid", "key"), Column("archive_id", "text", "first"),
     Column("signer", "text", "first"),
 ))
+# Runs that must not count, with the reason: every score leaves them out.
+EXCLUDED_RUNS = Table("excluded_runs", (
+    Column("run_id", "uuid", "key"), Column("reason", "text", "latest"),
+    Column("excluded_by", "text", "latest"), Column("excluded_at", "timestamptz", "latest"),
+))
 LLM_USAGE = Table("llm_usage", (
     Column("run_id", "uuid", "key"), Column("requests", "integer", "add"),
     Column("tokens_in", "bigint", "add"), Column("tokens_out", "bigint", "add"),
@@ -101,5 +106,15 @@ IMPORTS = Projection(
         RowMap(catalog.ArchiveImported, IMPORTED_RUNS, each="runs", columns={
             "run_id": item("run_id"), "archive_id": field("archive_id"),
             "signer": "COALESCE(data->>'signer', 'unsigned')"}),
+    ),
+)
+EXCLUSIONS = Projection(
+    name="exclusions",
+    version=1,
+    tables=(EXCLUDED_RUNS,),
+    rows=(
+        RowMap(catalog.RunExcluded, EXCLUDED_RUNS, {
+            "run_id": field("run_id"), "reason": field("reason"),
+            "excluded_by": field("excluded_by"), "excluded_at": "recorded_at"}),
     ),
 )

@@ -129,8 +129,9 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
         assert "12 requested across 3 snapshots (12 new, 0 reused)" in out.stdout
         assert "12 run(s) finished and graded under tiered@2, none pending" in out.stdout
         flat = " ".join(out.stdout.split())  # as printed, whatever the terminal's width
-        assert ("critic runs: 12, each in one state under tiered@2: scored: 12; without a "
-                "finish event (missing evidence): 0; finished but not completed: 0") in flat
+        assert ("critic runs: 12, each in one state under tiered@2: scored: 12; excluded "
+                "(run.excluded): 0; without a finish event (missing evidence): 0; finished "
+                "but not completed: 0") in flat
         assert "12 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
         assert "chain and manifest intact" in out.stdout
         first = int(out.stdout.split("archive: ")[1].split(" events")[0])

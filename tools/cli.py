@@ -26,6 +26,7 @@ from props.tools import (
     projection_commands,
     reactor_commands,
     report_command,
+    review_commands,
     run_commands,
     scoring_commands,
     specimen_commands,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     specimen_commands.add_parser(sub)
     projection_commands.add_parser(sub)
     report_command.add_parser(sub)
+    review_commands.add_parser(sub)
     scoring_commands.add_parsers(sub)
     archive_commands.add_parsers(sub)
     reactor_commands.add_parsers(sub)

@@ -200,7 +200,8 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
     under = notes["states_scorer"] or "no scorer (none is active)"
     console.print(Text(
         f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
-        f"{notes['scored']}; without a finish event (missing evidence): "
+        f"{notes['scored']}; excluded (run.excluded): {notes['excluded']}; without a finish "
+        f"event (missing evidence): "
         f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
         f"completed with no issue reported (in the figures, found nothing): "
         f"{notes['no_issues']}; with "

@@ -21,6 +21,7 @@ SELECT i.run_id, i.issue_id, s.name AS scorer_name, s.version AS scorer_version
 -- grade 1, the scorer's "find"); the best grade each got (`recalled_graded`: partial credit
 -- too, tiered's near and same-file); issues graded, found (`finds`: precision's numerator),
 -- matched with partial credit only (`partial`), matched to a known FP, matched to nothing.
+-- Runs excluded by a `run.excluded` event are left out.
 CREATE VIEW {schema}.run_scores AS
 WITH graded AS (
     SELECT critique_run_id AS run_id, scorer_name, scorer_version,
@@ -42,6 +43,7 @@ WITH graded AS (
            g.graded, g.tp_matches, g.finds, g.partial, g.known_fp, g.unmatched
       FROM graded g
       JOIN {schema}.agent_runs r ON r.run_id = g.run_id
+       AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
       LEFT JOIN {schema}.snapshots sv
         ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
       CROSS JOIN LATERAL (
@@ -75,6 +77,7 @@ WITH graded AS (
             ORDER BY v.version DESC LIMIT 1) sv ON true
      WHERE r.agent_type = 'critic' AND r.status = 'completed'
        AND NOT EXISTS (SELECT 1 FROM {schema}.reported_issues i WHERE i.run_id = r.run_id)
+       AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
 )
 SELECT c.*,
        c.recalled::float8 / nullif(c.expected, 0) AS recall,

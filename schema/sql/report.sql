@@ -20,8 +20,8 @@ SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
 
 -- evidence_gaps --
 -- Every critic run in exactly one state under the report's scorer ($1 name, $2 version or
--- any; with no name, the active scorer), so that the counts add up to critic_runs: no
--- finish event yet, finished but not completed, completed with no issue reported (nothing
+-- any; with no name, the active scorer), so that the counts add up to critic_runs: excluded
+-- (`run.excluded`), no finish event yet, finished but not completed, completed with no issue reported (nothing
 -- to grade), an issue the scorer has not graded, graded against a ground truth that is not
 -- recorded (unscorable), or scored. Runs with no issue reported are in the figures (they
 -- found nothing) and counted apart here.
@@ -31,6 +31,8 @@ WITH chosen AS (
       FROM (SELECT 1) one LEFT JOIN projections.active_scorer a ON true
 ), states AS (
     SELECT CASE
+        WHEN EXISTS (SELECT 1 FROM projections.excluded_runs x WHERE x.run_id = r.run_id)
+             THEN 'excluded'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
         WHEN NOT EXISTS (SELECT 1 FROM projections.reported_issues i
@@ -57,6 +59,7 @@ WITH chosen AS (
 SELECT (SELECT CASE WHEN name IS NULL THEN NULL
                     ELSE name || coalesce('@' || version, '') END FROM chosen) AS scorer,
        count(*) AS critic_runs,
+       count(*) FILTER (WHERE state = 'excluded') AS excluded,
        count(*) FILTER (WHERE state = 'unfinished') AS unfinished,
        count(*) FILTER (WHERE state = 'not_completed') AS not_completed,
        count(*) FILTER (WHERE state = 'no_issues') AS no_issues,
