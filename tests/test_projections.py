@@ -17,7 +17,7 @@ import asyncpg
 import orjson
 import pytest
 
-from props.core import catalog, database
+from props.core import catalog, database, scoring
 from props.core.events import EventRegistry, RecordedEvent
 from props.core.store import EventStore
 from props.projections import engine
@@ -60,6 +60,13 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append(f"retention-{run_id}", [
         catalog.RetentionHeld(run_id=run_id, reason="audit"),
         catalog.RetentionReleased(run_id=run_id)])
+    await store.append(f"review-{graded}", [catalog.GradeReviewed(
+        critique_run_id=uuid.UUID(graded), critique_issue_id="i1", tp_id="t", tp_occurrence=1,
+        ground_truth_hash="1" * 64, reviewer="ada", note="checked")])
+    excluded = await store.pool.fetchval(
+        "SELECT data->>'run_id' FROM props.events WHERE type = 'run.finished' LIMIT 1")
+    await store.append(f"run-{excluded}", [catalog.RunExcluded(
+        run_id=uuid.UUID(excluded), reason="a broken image", excluded_by="ada")])
     await store.append("import-a1", [catalog.ArchiveImported(
         archive_id="a1", sha256="2" * 64, signer=None, events=1, imported=1, part=1,
         runs=[catalog.ImportedRun(run_id=uuid.UUID(graded))])])
@@ -139,6 +146,11 @@ def expected_rows(events: list[RecordedEvent]) -> Dump:
                 edges[(e.critique_run_id, g.issue_id, e.scorer.name, e.scorer.version)] = (
                     e.scorer.code_hash, e.scorer.ground_truth_hash, g.tp_id, g.tp_occurrence,
                     g.fp_id, g.grade, at)
+        elif isinstance(e, catalog.GradeReviewed):  # a person's verdict: the human scorer
+            edges[(e.critique_run_id, e.critique_issue_id, scoring.HUMAN_NAME,
+                   scoring.HUMAN_VERSION)] = (
+                scoring.HUMAN_CODE_HASH, e.ground_truth_hash, e.tp_id, e.tp_occurrence,
+                e.fp_id, 1.0 if e.tp_id else 0.0, at)
     columns = [c.name for c in runs_projection.AGENT_RUNS.columns][1:]
     return {
         "agent_runs": sorted((k, *(v.get(c) for c in columns)) for k, v in runs.items()),
