@@ -51,6 +51,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
     p.add_argument("--exclude-imported", action="store_true",
                    help="leave out the runs that came in from imported export files")
+    p.add_argument("--adjudicated", action="store_true",
+                   help="where a person gave an issue a verdict (props review), use it "
+                        "instead of the scorer's grade")
     p.set_defaults(handler=report_cmd)
 
 
@@ -69,7 +72,7 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
 
 
 async def load(store: EventStore, name: str | None = None, version: int | None = None,
-               exclude_imported: bool = False
+               exclude_imported: bool = False, adjudicated: bool = False
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The score rows, and every critic run in exactly one state under the report's scorer
     (`states_scorer`; the counts add up to `critic_runs`), and the scored runs that came
@@ -90,10 +93,13 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
                 f"been registered here; known: "
                 f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
     async with store.pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT set_config('props.exclude_imported', $1, true)",
-                           "on" if exclude_imported else "off")
+        await conn.execute("SELECT set_config('props.exclude_imported', $1, true), "
+                           "set_config('props.adjudicated', $2, true)",
+                           "on" if exclude_imported else "off",
+                           "on" if adjudicated else "off")
         rows = await conn.fetch(_Q["model_scores"], name, version)
         points = await conn.fetch(_Q["example_points"], name, version)
+        overridden = await conn.fetchval(_Q["adjudicated_issues"], name, version)
     gaps = await store.pool.fetchrow(_Q["evidence_gaps"], name, version)
     assert gaps is not None
     states = [k for k in gaps.keys() if k not in ("scorer", "critic_runs")]
@@ -120,6 +126,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys() if k != "scorer"}
     notes["states_scorer"] = gaps["scorer"]
     notes["interval_method"] = intervals.METHOD
+    notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
     notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())
     notes["imported_excluded"] = int(exclude_imported)
@@ -161,7 +168,8 @@ def differences(points: list[Any]) -> list[dict[str, Any]]:
 async def report_cmd(args: argparse.Namespace) -> int:
     name, version = scorer_filter(args.scorer)
     async with EventStore.open(max_connections=2) as store:
-        records, notes = await load(store, name, version, args.exclude_imported)
+        records, notes = await load(store, name, version, args.exclude_imported,
+                                    args.adjudicated)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
@@ -207,6 +215,9 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
         f"{notes['no_issues']}; with "
         f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
         f"that is not recorded (unscorable): {notes['unscorable']}"))
+    if notes["adjudicated_issues"]:
+        console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
+                           f"a person's verdict (props review)"))
     if notes["imported_runs"]:
         signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
                             if k.startswith("imported_by_"))

@@ -15,6 +15,26 @@ SELECT i.run_id, i.issue_id, s.name AS scorer_name, s.version AS scorer_version
          WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
            AND e.scorer_name = s.name AND e.scorer_version = s.version)
 
+-- scored_edges --
+-- The grades the score views read: every scorer's, except that after `SET props.adjudicated =
+-- on` a person's verdict (the human scorer) stands in for a rule scorer's grade of the same
+-- issue (`props report --adjudicated`). With the setting off the join is never run.
+CREATE VIEW {schema}.scored_edges AS
+SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
+       e.ground_truth_hash,
+       CASE WHEN h.critique_run_id IS NULL THEN e.tp_id ELSE h.tp_id END AS tp_id,
+       CASE WHEN h.critique_run_id IS NULL THEN e.tp_occurrence ELSE h.tp_occurrence END
+           AS tp_occurrence,
+       CASE WHEN h.critique_run_id IS NULL THEN e.fp_id ELSE h.fp_id END AS fp_id,
+       CASE WHEN h.critique_run_id IS NULL THEN e.grade ELSE h.grade END AS grade,
+       h.critique_run_id IS NOT NULL AS adjudicated
+  FROM {schema}.grading_edges e
+  LEFT JOIN (SELECT * FROM {schema}.grading_edges v
+              WHERE current_setting('props.adjudicated', true) = 'on'
+                AND v.scorer_name = 'human' AND v.scorer_version = 1) h
+    ON e.scorer_name <> 'human'
+   AND h.critique_run_id = e.critique_run_id AND h.critique_issue_id = e.critique_issue_id
+
 -- run_scores --
 -- Per run and scorer, under the ground truth the grades cite: TP occurrences in the example's
 -- scope (`expected`, recall's denominator); those found (`recalled`: matched at full credit,
@@ -31,7 +51,7 @@ WITH graded AS (
            count(tp_id) FILTER (WHERE grade < 1) AS partial,
            count(fp_id) AS known_fp,
            count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched
-      FROM {schema}.grading_edges
+      FROM {schema}.scored_edges
      GROUP BY critique_run_id, scorer_name, scorer_version
 ), counted AS (
     SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, g.scorer_name,
@@ -50,7 +70,7 @@ WITH graded AS (
            SELECT count(*) FILTER (WHERE best >= 1) AS recalled,
                   coalesce(sum(best), 0)::float8 AS recalled_graded
              FROM (SELECT max(e.grade) AS best
-                     FROM {schema}.grading_edges e
+                     FROM {schema}.scored_edges e
                      JOIN {schema}.scopes sc
                        ON sc.slug = r.snapshot AND sc.version = sv.version
                       AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id

@@ -77,3 +77,9 @@ SELECT i.signer, count(DISTINCT s.run_id) AS runs
   FROM projections.run_scores s JOIN projections.imported_runs i ON i.run_id = s.run_id
  WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
  GROUP BY i.signer ORDER BY i.signer
+
+-- adjudicated_issues --
+-- Grades a person's verdict replaced (none unless `props.adjudicated` is on).
+SELECT count(*) FROM projections.scored_edges
+ WHERE adjudicated AND ($1::text IS NULL OR scorer_name = $1)
+   AND ($2::int IS NULL OR scorer_version = $2)
