@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import re
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
@@ -141,10 +142,12 @@ def with_database(dsn: str, database: str) -> str:
     return _url(scheme, authority, database, query)
 
 
-def with_user(dsn: str, user: str) -> str:
-    """The same server and database as `dsn`, as another role (no password)."""
+def with_user(dsn: str, user: str, password: str | None = None) -> str:
+    """The same server and database as `dsn`, as another role (with `password`, if given:
+    none means the server's own rules decide)."""
     scheme, authority, name, query = url_parts(dsn)
-    return _url(scheme, f"{user}@{authority.rpartition('@')[2]}", name, query)
+    login = user if password is None else f"{user}:{urllib.parse.quote(password, safe='')}"
+    return _url(scheme, f"{login}@{authority.rpartition('@')[2]}", name, query)
 
 
 @contextmanager

@@ -54,7 +54,6 @@ def data_dir(home: Path) -> Path:
 
 
 OWNER = "postgres"
-ROLES = (OWNER, "props_service", "props_analyst")
 HBA = """# Written by props: every role authenticates; nothing is trusted.
 local   all all                scram-sha-256
 host    all all 127.0.0.1/32   scram-sha-256
@@ -66,32 +65,27 @@ def credentials_path(home: Path) -> Path:
     return home / "credentials.json"
 
 
-def credentials(home: Path) -> dict[str, str]:
-    """The passwords of props' roles on the embedded server (made on first use, 0600)."""
+def password(home: Path, role: str) -> str:
+    """The password of one of props' roles on the embedded server, drawn the first time it
+    is asked for and kept in the credentials file (0600)."""
     path = credentials_path(home)
     try:
         found: dict[str, str] = json.loads(path.read_text())
-        if all(isinstance(found.get(r), str) for r in ROLES):
-            return found
     except FileNotFoundError:
-        pass
+        found = {}
     except ValueError as exc:
         raise errors.EmbeddedServerError(
             f"{path} is not valid JSON ({exc}): restore it, or remove it together with "
             f"{data_dir(home)} to start over") from exc
-    made = {role: secrets.token_hex(24) for role in ROLES}
+    if isinstance(found.get(role), str):
+        return found[role]
+    found[role] = secrets.token_hex(24)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump(made, f)
+        json.dump(found, f)
     os.replace(tmp, path)
-    return made
-
-
-def with_password(uri: str, role: str, password: str) -> str:
-    """pgserver's URI (`postgresql://postgres:@/postgres?host=...`) as `role`."""
-    scheme, _, rest = uri.partition("://")
-    return f"{scheme}://{role}:{password}@{rest.partition('@')[2]}"
+    return found[role]
 
 
 def _require_passwords(pgdata: Path, uri: str, home: Path) -> None:
@@ -99,10 +93,9 @@ def _require_passwords(pgdata: Path, uri: str, home: Path) -> None:
     hba = pgdata / "pg_hba.conf"
     if hba.read_text() == HBA:
         return
-    password = credentials(home)[OWNER]
     with psycopg.connect(uri, autocommit=True) as conn:  # still trusted: the last time
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-            sql.Identifier(OWNER), sql.Literal(password)))
+            sql.Identifier(OWNER), sql.Literal(password(home, OWNER))))
         hba.write_text(HBA)  # in place: the file keeps its owner (the server's user)
         conn.execute("SELECT pg_reload_conf()")
 
@@ -124,15 +117,19 @@ def ensure_running(home: Path) -> str:
             f"See {pgdata / 'log'} for the server's own log, or set PROPS_DSN to use "
             "another PostgreSQL server."
         ) from exc
-    return with_password(uri, OWNER, credentials(home)[OWNER])
+    from props.core import database  # it builds on this module
+
+    return database.with_user(uri, OWNER, password(home, OWNER))
 
 
 def role_dsn(home: Path, role: str) -> str:
     """The DSN of one of props' roles on the embedded server, its password set on the way
     (the roles are made by migrations, after the server): None of the roles but the owner
     exists before `props db migrate`."""
+    from props.core import database  # it builds on this module
+
     owner = ensure_running(home)
-    password = credentials(home)[role]
+    secret = password(home, role)
     with psycopg.connect(owner, autocommit=True) as conn:
         row = conn.execute("SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = %s",
                            (role,)).fetchone()
@@ -141,8 +138,8 @@ def role_dsn(home: Path, role: str) -> str:
                 f"the embedded database has no role {role} yet: run `props db migrate`")
         if row[0]:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)))
-    return with_password(owner, role, password)
+                sql.Identifier(role), sql.Literal(secret)))
+    return database.with_user(owner, role, secret)
 
 
 def is_running(home: Path) -> bool:

@@ -42,7 +42,7 @@ ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, ISSUES, USAGE, GRADING, IMPOR
                                EXCLUSIONS)
 LIVE = "projections"
 SHADOW = "projections_next"
-ANALYST_ROLE = "props_analyst"
+ANALYST_ROLE = database.ANALYST_ROLE  # reads the live projections only
 RUNNER_LOCK = 0x70726F70_7275_6E  # one live runner per database
 REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
 # Taken by each live write (a runner batch, a swap) for its transaction: the two never

@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -133,6 +133,18 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
     return state
 
 
+async def _every(seconds: float, what: str, step: Callable[[], Awaitable[None]]) -> None:
+    """Run `step` every `seconds`; a failure is logged and the next round tries again: never
+    a reason to stop launching everyone else's runs."""
+    while True:
+        await anyio.sleep(seconds)
+        try:
+            await step()
+        except Exception as exc:
+            log.warning("%s failed (%s: %s); the next round tries again", what,
+                        type(exc).__name__, exc)
+
+
 @dataclasses.dataclass
 class LauncherStats:
     launched: int = 0
@@ -166,37 +178,28 @@ class Launcher:
         await agent_roles.reap(self.store)
         await self._reap_orphans()
         await self._resume_unfinished()
-        tg.start_soon(self._sweep, name="props-launcher-sweep")
-        tg.start_soon(self._watchdog, name="props-launcher-agent-watchdog")
+        tg.start_soon(_every, SWEEP_SECONDS, "launcher sweep", self._sweep,
+                      name="props-launcher-sweep")
+        tg.start_soon(_every, WATCHDOG_SECONDS, "agent watchdog", self._watchdog,
+                      name="props-launcher-agent-watchdog")
 
     async def _resume_unfinished(self) -> None:
         for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
             self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
 
     async def _sweep(self) -> None:
-        """Now and then, take up again every unfinished run not in hand (a run let go after
-        repeated transient failures, an engine away for minutes, is not left behind), and
-        drop the roles of finished runs whose clean-up a lost connection cut short."""
-        while True:
-            await anyio.sleep(SWEEP_SECONDS)
-            try:
-                await self._resume_unfinished()
-                await agent_roles.reap(self.store)
-            except Exception as exc:  # never a reason to stop launching everyone else's runs
-                log.warning("launcher sweep failed (%s: %s); the next one tries again",
-                            type(exc).__name__, exc)
+        """Take up again every unfinished run not in hand (a run let go after repeated
+        transient failures, an engine away for minutes, is not left behind), and drop the
+        roles of finished runs whose clean-up a lost connection cut short."""
+        await self._resume_unfinished()
+        await agent_roles.reap(self.store)
 
     async def _watchdog(self) -> None:
-        """End agent sessions that overrun their statement or transaction limits, every
-        second: an agent may SET its role's timeouts away, and a transaction it held open
-        would stall the visibility fence of every reader."""
-        while True:
-            await anyio.sleep(WATCHDOG_SECONDS)
-            try:
-                if ended := await agent_roles.end_overruns(self.store):
-                    log.warning("ended %d agent session(s) that overran their limits", ended)
-            except Exception as exc:
-                log.warning("agent watchdog failed (%s: %s)", type(exc).__name__, exc)
+        """End agent sessions that overrun their statement or transaction limits: an agent
+        may SET its role's timeouts away, and a transaction it held open would stall the
+        visibility fence of every reader."""
+        if ended := await agent_roles.end_overruns(self.store):
+            log.warning("ended %d agent session(s) that overran their limits", ended)
 
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event

@@ -123,10 +123,7 @@ def as_role(dsn: str, role: str) -> str:
     with _admin(dsn) as conn:
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
             sql.Identifier(role), sql.Literal(TEST_ROLE_PASSWORD)))
-    scheme, authority, name, query = database.url_parts(dsn)
-    host = authority.rpartition("@")[2]
-    return f"{scheme}://{role}:{TEST_ROLE_PASSWORD}@{host}/{name}" + (f"?{query}" if query
-                                                                       else "")
+    return database.with_user(dsn, role, TEST_ROLE_PASSWORD)
 
 
 @pytest.fixture

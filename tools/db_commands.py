@@ -66,6 +66,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
     dsn = database.resolve_dsn()
     async with database.session(dsn) as conn:
         states = await migrate.status(conn)
+        found = await server_checks.warnings(conn)
     console.print(f"database: {database.redact(dsn)}")
     table = Table("migration", "state", "applied at")
     for s in states:
@@ -79,8 +80,6 @@ async def status_cmd(args: argparse.Namespace) -> int:
         fence = await store.fence_status()
     console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")
     console.print(fence.describe())
-    async with database.session(dsn) as conn:
-        found = await server_checks.warnings(conn)
     async with database.session(database.resolve_service_dsn()) as conn:
         found += await server_checks.service_warnings(conn)
     for line in found:
