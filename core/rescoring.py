@@ -503,25 +503,29 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
 
 def _add_differences(groups: list[dict[str, Any]], a: list[Any], b: list[Any]) -> None:
     """Whether B differs from A, per model and definition: a paired bootstrap over the
-    examples both scored (props.core.intervals), for recall and for precision."""
+    examples both scored (props.core.intervals), for recall and for precision. `a` and `b`
+    are the runs' scores under A and under B, in the same order."""
+    measures = (("recall", "recalled", "expected"), ("precision", "finds", "graded"))
+    # (model, definition) -> example -> measure -> [A's k, A's n, B's k, B's n]
+    sums: dict[tuple[str, str], dict[tuple[str, str], list[list[float]]]] = {}
+    for sa, sb in zip(a, b, strict=True):
+        if sa is None or sb is None:
+            continue
+        example = sums.setdefault((sa["model"], sa["definition"]), {}).setdefault(
+            (sa["snapshot"], sa["files_hash"]), [[0.0] * 4 for _ in measures])
+        for totals, (_, k, n) in zip(example, measures, strict=True):
+            for i, value in enumerate((sa[k], sa[n], sb[k], sb[n])):
+                totals[i] += value
     for group in groups:
-        key = (group["model"], group["definition"])
-        for measure, k, n in (("recall", "recalled", "expected"), ("precision", "finds", "graded")):
-            by_example: dict[tuple[str, str], list[list[float]]] = {}
-            for sa, sb in zip(a, b, strict=True):
-                if sa is None or sb is None or (sa["model"], sa["definition"]) != key:
-                    continue
-                sums = by_example.setdefault((sa["snapshot"], sa["files_hash"]),
-                                             [[0.0, 0.0], [0.0, 0.0]])
-                for side, row in ((0, sa), (1, sb)):
-                    sums[side][0] += row[k]
-                    sums[side][1] += row[n]
+        examples = [v for _, v in sorted(sums.get((group["model"], group["definition"]),
+                                                  {}).items())]
+        for m, (measure, _, _) in enumerate(measures):
             diff = intervals.paired_difference(
-                [((x[0][0], x[0][1]), (x[1][0], x[1][1])) for _, x in sorted(by_example.items())])
+                [((e[m][0], e[m][1]), (e[m][2], e[m][3])) for e in examples])
             group[f"{measure}_delta_low"] = diff.low
             group[f"{measure}_delta_high"] = diff.high
             group[f"{measure}_significant"] = diff.significant
-            group["examples"] = diff.examples
+        group["examples"] = len(examples)
 
 
 def comparison_json(c: Comparison) -> bytes:
