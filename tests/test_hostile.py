@@ -9,7 +9,6 @@ event the catalog refuses. Its own log line lists what worked: nothing may have.
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
@@ -101,7 +100,7 @@ async def test_a_hostile_agent_in_docker_beside_honest_runs(
         image = await definitions.build_reference_image(docker)
         hostile = catalog.DefinitionPushed(**{
             **image.model_dump(), "name": "hostile",
-            "command": [sys.executable, "-c", HOSTILE]})
+            "command": hostile_critic.command()})
         await definitions.push(store, hostile)
         await run_beside_honest(store, [LocalRuntime(tmp_path / "c"), docker], honest=5)
 

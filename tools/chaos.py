@@ -13,9 +13,9 @@ start of the Docker engine (only where nothing else uses it). Every tenth run is
 critic (props.tools.hostile_critic): it tries every way past its role and then reports
 malformed data, so it must end failed, having breached nothing, while the others go on. A
 full disk is not injected: the disk is shared with the rest of the machine (it prints
-NORUN). It stops by itself: the
-load for `--seconds`, then at most `--drain-seconds` for the work to finish. Then it checks
-the invariants and prints them as a table; the exit code is 0 only if every one held.
+NORUN). It stops by itself: the load for `--seconds`, then at most `--drain-seconds` for the
+work to finish. Then it checks the invariants and prints them as a table; the exit code is
+0 only if every one held.
 """
 
 from __future__ import annotations
@@ -388,7 +388,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name="chaos", tag="chaos", runtime="local", image="local:chaos",
         command=command, digest=definitions.local_digest(command, {})))
-    hostile = [sys.executable, "-c", "from props.tools.hostile_critic import main; main()"]
+    hostile = hostile_critic.command()
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name="hostile", tag="chaos", runtime="local",
         image="local:hostile", command=hostile, digest=definitions.local_digest(hostile, {})))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -105,6 +106,12 @@ def main() -> None:
     with psycopg.connect(dsn, autocommit=True) as own:
         own.execute("SELECT agent.report(%s, 'issue.reported', %s::jsonb)",
                     (uuid.uuid4(), json.dumps({"evil": True})))
+
+
+def command() -> list[str]:
+    """How a definition runs this critic (the host's Python: a local process, or a Docker
+    container given the host's Python)."""
+    return [sys.executable, "-m", "props.tools.hostile_critic"]
 
 
 def report_in(logs: bytes) -> dict[str, Any] | None:

@@ -27,8 +27,8 @@ COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "rec
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
-  lines for the location scorers) over every TP occurrence in scope, pooled over the runs,
-  with a Wilson 95%% interval. graded recall: the same with partial credit counted (for each
+  lines for the location scorers) over every TP occurrence in scope, pooled over the runs.
+  graded recall: the same with partial credit counted (for each
   occurrence the best grade any issue got: tiered gives near 0.6, same file 0.3). precision:
   issues that found a TP over issues graded. partial: issues matched to a TP with partial
   credit only (not finds). known FP: issues matched to a known decoy. Intervals: a cluster
@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
         "report", help="recall and precision per model, definition and scorer",
         description="Recall (TP occurrences found over those in scope) and precision (issues "
         "matching a TP over graded issues) per model, critic definition and scorer, with "
-        "Wilson 95%% intervals, from the projections (run `props projections run` or "
+        "95%% intervals, from the projections (run `props projections run` or "
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
         "counted and reported, never silently left out, and so are runs that came in from "
         "imported export files (by the key that signed them, or 'unsigned').\n\n"
