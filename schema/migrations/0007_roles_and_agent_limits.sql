@@ -100,30 +100,21 @@ BEGIN
 END
 $$;
 
--- The side tables move only from inside the log's triggers (depth > 1) ----------------------
-CREATE FUNCTION props.refuse_direct_change() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP <> 'TRUNCATE' AND pg_trigger_depth() > 1 THEN
-        RETURN NULL;  -- a statement-level BEFORE trigger: the value is ignored
-    END IF;
-    RAISE EXCEPTION '% is kept by the log''s own triggers: % refused',
-        TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'PX001',
-              HINT = 'The log is never rewritten: append a correcting event instead.';
-END
-$$;
-
+-- The side tables move only from inside the log's triggers: a statement run directly (at
+-- trigger depth 0) is refused like a change to the log itself, and inside the append trigger
+-- the guard is not even fired (its WHEN is false), so appends pay nothing for it.
 CREATE TRIGGER streams_kept_by_the_log
     BEFORE INSERT OR UPDATE OR DELETE ON props.streams
-    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
+    FOR EACH STATEMENT WHEN (pg_trigger_depth() < 1)
+    EXECUTE FUNCTION props.refuse_log_change();
 CREATE TRIGGER streams_no_truncate BEFORE TRUNCATE ON props.streams
-    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
+    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_log_change();
 CREATE TRIGGER event_ids_kept_by_the_log
     BEFORE INSERT OR UPDATE OR DELETE ON props.event_ids
-    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
+    FOR EACH STATEMENT WHEN (pg_trigger_depth() < 1)
+    EXECUTE FUNCTION props.refuse_log_change();
 CREATE TRIGGER event_ids_no_truncate BEFORE TRUNCATE ON props.event_ids
-    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
+    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_log_change();
 
 -- A partition's row changes only as the catalog does: hot -> archived once the partition is
 -- detached from the log, archived -> hot once it is attached again, and the row of a hot
@@ -167,7 +158,7 @@ CREATE TRIGGER log_partitions_follow_the_catalog
     BEFORE UPDATE OR DELETE ON props.log_partitions
     FOR EACH ROW EXECUTE FUNCTION props.partition_row_follows_the_catalog();
 CREATE TRIGGER log_partitions_no_truncate BEFORE TRUNCATE ON props.log_partitions
-    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_direct_change();
+    FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_log_change();
 
 -- A restore is marked by the transaction itself, in a table only the owner's functions
 -- write: no session setting can skip the append checks.
