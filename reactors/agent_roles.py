@@ -39,8 +39,9 @@ _Q = queries.load("agents")
 ROLE_PREFIX = "props_agent_"
 # The namespace of the log ids of what agents report: uuid5(namespace, "<run>:<agent's id>").
 _REPORT_NAMESPACE = uuid.UUID("5d1f0e7a-2b9c-4c61-9a0e-7c4b8e2f3a15")
-# How long an agent's statement (or idle transaction) and transaction may last before the
-# launcher's watchdog ends the session: a transaction held open stalls every reader's fence.
+# How long an agent's statement (or idle transaction) and transaction may last: its role's
+# timeouts, and the launcher's watchdog ends the session past them (an agent can SET the
+# timeouts away; a transaction held open stalls every reader's fence).
 STATEMENT_LIMIT_SECONDS = 5.0
 TRANSACTION_LIMIT_SECONDS = 10.0
 
@@ -82,7 +83,8 @@ async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimi
     agent still logs in with."""
     row = await store.pool.fetchrow(
         _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
-        agent_type, limits.max_events, limits.max_bytes)
+        agent_type, limits.max_events, limits.max_bytes, STATEMENT_LIMIT_SECONDS,
+        TRANSACTION_LIMIT_SECONDS)
     assert row is not None
     return Credentials(str(row["role_name"]), str(row["password"]))
 

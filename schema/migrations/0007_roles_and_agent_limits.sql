@@ -247,17 +247,35 @@ REVOKE ALL ON FUNCTION props.restore_partition(text) FROM PUBLIC;
 -- the service only (which may set any agent role's password anyway), never by agents.
 ALTER TABLE props.agent_bindings ADD COLUMN password text;
 
+-- No temp tables for agents: the database's TEMP privilege leaves PUBLIC for the props roles
+-- that use it. A database made from a template gets it back, so every launch checks again.
+CREATE FUNCTION props.keep_temp_from_agents() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
+BEGIN
+    IF has_database_privilege('public', current_database(), 'TEMPORARY') THEN
+        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+        EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO props_service, props_analyst',
+                       current_database());
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION props.keep_temp_from_agents() FROM PUBLIC;
+
 -- Opens the run's role (made on first call; made again with the same password if it went)
 -- and its binding; returns the role's name and password. The name is drawn by the caller
--- and reveals nothing of the run. The role's settings are defaults an agent could change
--- with SET: the launcher's watchdog (props.end_agent_overruns) enforces them from outside.
+-- and reveals nothing of the run; the statement and transaction limits are the caller's
+-- (the launcher's watchdog enforces the same ones from outside: an agent can SET these
+-- role defaults away).
 CREATE FUNCTION props.open_agent_role(p_run uuid, p_new_role text, p_new_password text,
                                       p_agent_type text, p_max_events integer,
                                       p_max_bytes bigint,
+                                      p_statement_seconds double precision,
+                                      p_transaction_seconds double precision,
                                       OUT role_name text, OUT password text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
 DECLARE
     v_setting text;
+    v_statement text := format('%sms', round(p_statement_seconds * 1000));
 BEGIN
     IF p_new_role !~ '^props_agent_[0-9a-f]{16,32}$'
        OR p_new_password !~ '^[0-9a-f]{32,64}$' THEN
@@ -268,8 +286,8 @@ BEGIN
     IF role_name IS NULL THEN
         role_name := p_new_role;
         password := p_new_password;
-        INSERT INTO props.agent_bindings AS b (role_name, run_id, agent_type, max_events,
-                                               max_bytes, password)
+        INSERT INTO props.agent_bindings (role_name, run_id, agent_type, max_events,
+                                          max_bytes, password)
         VALUES (role_name, p_run, p_agent_type, p_max_events, p_max_bytes, password);
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = role_name) THEN
@@ -277,27 +295,24 @@ BEGIN
     END IF;
     EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L CONNECTION LIMIT 4 IN ROLE props_agent',
                    role_name, password);
-    FOREACH v_setting IN ARRAY ARRAY['statement_timeout = ''5s''',
-                                     'idle_in_transaction_session_timeout = ''5s''',
-                                     'lock_timeout = ''2s''', 'work_mem = ''1MB''']
+    FOREACH v_setting IN ARRAY ARRAY[
+            format('statement_timeout = %L', v_statement),
+            format('idle_in_transaction_session_timeout = %L', v_statement),
+            'lock_timeout = ''2s''', 'work_mem = ''1MB''']
     LOOP
         EXECUTE format('ALTER ROLE %I SET %s', role_name, v_setting);
     END LOOP;
     IF current_setting('server_version_num')::integer >= 170000 THEN
-        EXECUTE format('ALTER ROLE %I SET transaction_timeout = ''10s''', role_name);
+        EXECUTE format('ALTER ROLE %I SET transaction_timeout = %L', role_name,
+                       format('%sms', round(p_transaction_seconds * 1000)));
     END IF;
-    -- No temp tables for agents: the database's TEMP privilege leaves PUBLIC (a database
-    -- made from a template gets it back, so this is checked at every launch).
-    IF has_database_privilege('public', current_database(), 'TEMPORARY') THEN
-        EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
-        EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO props_service, props_analyst',
-                       current_database());
-    END IF;
+    PERFORM props.keep_temp_from_agents();
 END
 $$;
-REVOKE ALL ON FUNCTION props.open_agent_role(uuid, text, text, text, integer, bigint)
-    FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION props.open_agent_role(uuid, text, text, text, integer, bigint)
+REVOKE ALL ON FUNCTION props.open_agent_role(uuid, text, text, text, integer, bigint,
+                                             double precision, double precision) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION props.open_agent_role(uuid, text, text, text, integer, bigint,
+                                                double precision, double precision)
     TO props_service;
 
 -- Closes the run's binding (nothing more is accepted), ends its sessions and drops its role.
@@ -381,9 +396,7 @@ $$;
 
 DO $$
 BEGIN
-    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
-    EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO props_service, props_analyst',
-                   current_database());
+    PERFORM props.keep_temp_from_agents();
 EXCEPTION WHEN insufficient_privilege THEN
     RAISE NOTICE 'props: not the database owner: agents keep TEMP until the first launch';
 END
