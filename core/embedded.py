@@ -15,11 +15,14 @@ readable by its owner only, never inside a directory a container is given.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import secrets
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -67,7 +70,8 @@ def credentials_path(home: Path) -> Path:
 
 def password(home: Path, role: str) -> str:
     """The password of one of props' roles on the embedded server, drawn the first time it
-    is asked for and kept in the credentials file (0600)."""
+    is asked for and kept in the credentials file (0600). Drawing happens under `_locked`
+    (the callers below), so two commands never keep different passwords of one role."""
     path = credentials_path(home)
     try:
         found: dict[str, str] = json.loads(path.read_text())
@@ -100,15 +104,28 @@ def _require_passwords(pgdata: Path, uri: str, home: Path) -> None:
         conn.execute("SELECT pg_reload_conf()")
 
 
+@contextlib.contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    """Hold `home`'s lock: two commands starting at once must not both draw the owner's
+    password, nor one connect trusted after the other has switched the server to scram."""
+    fd = os.open(home / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def ensure_running(home: Path) -> str:
     """Start the embedded server under `home` unless it already runs; return the owner's
     DSN (with its password)."""
     pgdata = data_dir(home)
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        server = _pgserver().get_server(pgdata, cleanup_mode=None)
-        uri: str = server.get_uri()
-        _require_passwords(pgdata, uri, home)
+        with _locked(home):
+            server = _pgserver().get_server(pgdata, cleanup_mode=None)
+            uri: str = server.get_uri()
+            _require_passwords(pgdata, uri, home)
     except errors.PropsError:
         raise
     except Exception as exc:  # pgserver raises plain RuntimeError/OSError/CalledProcessError
@@ -129,13 +146,13 @@ def role_dsn(home: Path, role: str) -> str:
     from props.core import database  # it builds on this module
 
     owner = ensure_running(home)
-    secret = password(home, role)
-    with psycopg.connect(owner, autocommit=True) as conn:
+    with _locked(home), psycopg.connect(owner, autocommit=True) as conn:
         row = conn.execute("SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = %s",
                            (role,)).fetchone()
         if row is None:
             raise errors.SchemaError(
                 f"the embedded database has no role {role} yet: run `props db migrate`")
+        secret = password(home, role)
         if row[0]:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(role), sql.Literal(secret)))

@@ -31,7 +31,7 @@ from props.reactors.containers import (
 )
 
 _POLL = 0.05
-LOST_AFTER = 10.0  # seconds a claim may stand without a shim before the run counts as lost
+LOST_AFTER = 10.0  # seconds a claim may stand without a shim before it counts as never spawned
 
 
 def _alive(pid: int) -> bool:
@@ -81,6 +81,10 @@ class LocalRuntime:
     def _start(self, spec: ContainerSpec) -> str:
         state = self._dir(spec.name)
         state.mkdir(parents=True, exist_ok=True)
+        if self._never_spawned(state):
+            # Its claimer died between the claim and the spawn: nothing ran, so the run is
+            # launched now rather than counted as lost.
+            (state / "claimed").unlink(missing_ok=True)
         try:
             # The claim is atomic: of two starts (a launcher and its restarted self), one
             # spawns and the other adopts, whatever the timing.
@@ -108,6 +112,18 @@ class LocalRuntime:
         tmp.rename(state / "shim.pid")
         return spec.name
 
+    @staticmethod
+    def _never_spawned(state: Path) -> bool:
+        """Claimed long ago, and no trace of a shim: the claim is not a spawn in progress
+        (the shim writes child.pid within milliseconds of its start)."""
+        claimed = state / "claimed"
+        try:
+            age = time.time() - claimed.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return age > LOST_AFTER and not any(
+            (state / f).exists() for f in ("shim.pid", "child.pid", "exit.json"))
+
     def _outcome(self, name: str) -> Outcome | None:
         state = self._dir(name)
         try:
@@ -115,12 +131,9 @@ class LocalRuntime:
         except FileNotFoundError:
             pid = self._shim_pid(name)
             if pid is None:
-                # Claimed, but the claimer died before it spawned the shim: lost, once the
-                # claim is clearly not a spawn in progress.
-                claimed = state / "claimed"
-                if claimed.exists() and time.time() - claimed.stat().st_mtime > LOST_AFTER:
-                    return Outcome(exit_code=None)
-                return None
+                # Claimed, but the claimer died before it spawned the shim, and nobody has
+                # started it again since (`start` would): lost.
+                return Outcome(exit_code=None) if self._never_spawned(state) else None
             _reap(pid)
             if _alive(pid):
                 return None

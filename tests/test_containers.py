@@ -5,14 +5,16 @@ removes them afterwards."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from props.reactors import definitions
+from props.reactors import definitions, local_runtime
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
@@ -139,5 +141,29 @@ async def test_docker_containers_have_no_network_unless_asked(docker: DockerRunt
         await docker.start(spec)
         await docker.wait(spec.name, 60)
         assert (await docker.logs(spec.name)).strip() == b"['lo']"
+    finally:
+        await m.cleanup()
+
+
+async def test_a_claim_whose_launcher_died_before_the_spawn_is_launched_again(
+        tmp_path: Path) -> None:
+    """A launcher SIGKILLed between claiming a local container and spawning its shim leaves
+    a claim and nothing else: the next start launches it (it never ran), and only a claim
+    younger than LOST_AFTER is taken for a spawn in progress."""
+    rt = LocalRuntime(tmp_path / "containers")
+    m = Made(rt, "", tmp_path)
+    try:
+        spec = m.spec("print('ran')")
+        claim = rt.root / spec.name / "claimed"
+        claim.parent.mkdir(parents=True)
+        claim.touch()
+        await rt.start(spec)  # a fresh claim: somebody is spawning it, adopt
+        assert await rt.wait(spec.name, 0.3) is None
+        old = time.time() - local_runtime.LOST_AFTER - 1
+        os.utime(claim, (old, old))
+        await rt.start(spec)
+        outcome = await rt.wait(spec.name, 60)
+        assert outcome is not None and outcome.exit_code == 0
+        assert b"ran" in await rt.logs(spec.name)
     finally:
         await m.cleanup()
