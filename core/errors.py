@@ -103,6 +103,13 @@ class UnknownScorer(PropsError):
     exit_code = 65  # EX_DATAERR: a name the user gave
 
 
+class UnknownLogPoint(PropsError):
+    """The point of the log asked for (`--as-of`) is not one: malformed, or no event is
+    there behind the visibility fence."""
+
+    exit_code = 65  # EX_DATAERR: a point the user gave
+
+
 class CheckpointConflict(PropsError):
     """Another consumer moved this checkpoint; this one must stop (one active consumer)."""
 

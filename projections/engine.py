@@ -104,14 +104,16 @@ def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
                     step(delta, rec)
 
 
-async def _commit(
+async def commit_range(
     conn: database.Connection, store: EventStore, schema: str,
     projections: Sequence[Projection], events: Sequence[RecordedEvent],
-    positions: dict[str, Checkpoint], new: Checkpoint, names: Callable[[Projection], str],
+    positions: dict[str, Checkpoint], new: Checkpoint,
+    names: Callable[[Projection], str] | None,
 ) -> None:
-    """Fold the range (position, new] of each projection and move its checkpoint, in the
-    caller's transaction. `events`: the range's events that need Python (those of Python
-    folds, and row-mapped ones stored under an older schema version), or all of them."""
+    """Fold the range (position, new] of each projection and move its checkpoint (named by
+    `names`; None: a scratch build, which keeps none), in the caller's transaction.
+    `events`: the range's events that need Python (those of Python folds, and row-mapped ones
+    stored under an older schema version), or all of them."""
     for p in projections:
         if new <= positions[p.name]:
             continue
@@ -120,8 +122,8 @@ async def _commit(
             fold([p], events, positions, {p.name: delta})
             await write(conn, schema, delta)
         await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
-        if schema == LIVE and _BROKEN_FOR_TEST:
-            continue  # the chaos run's negative control: the checkpoint is never written
+        if names is None or (schema == LIVE and _BROKEN_FOR_TEST):
+            continue  # (the chaos run's negative control: the checkpoint is never written)
         await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
 
 
@@ -148,7 +150,7 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
             await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position)
 
 
-async def _fold_settings(conn: database.Connection) -> None:
+async def fold_settings(conn: database.Connection) -> None:
     """For a transaction that folds: sorts in memory, and planned for its own range."""
     await conn.execute(f"SET LOCAL work_mem = '{FOLD_WORK_MEM}'; {database.BULK_SETTINGS}")
 
@@ -182,10 +184,10 @@ class _Chunk:
 
     end: Checkpoint
     size: int
-    python: list[RecordedEvent]  # its events that need Python (see _chunk_after)
+    python: list[RecordedEvent]  # its events that need Python (see chunk_after)
 
 
-async def _chunk_after(conn: database.Connection, store: EventStore,
+async def chunk_after(conn: database.Connection, store: EventStore,
                        projections: Sequence[Projection], after: Checkpoint,
                        limit: int) -> _Chunk | None:
     """The next chunk of at most `limit` events after `after`, with its events that Python
@@ -204,7 +206,7 @@ async def _chunk_after(conn: database.Connection, store: EventStore,
     return _Chunk(end, row["events"], python)
 
 
-async def _views(conn: database.Connection, schema: str) -> None:
+async def create_views(conn: database.Connection, schema: str) -> None:
     for sql in _VIEWS.values():
         await conn.execute(sql.replace("{schema}", check_schema(schema)))
 
@@ -285,8 +287,8 @@ class Runner:
                 new = Checkpoint(last.tx_id, last.global_position)
                 async with self.store.pool.acquire() as conn, conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
-                    await _fold_settings(conn)
-                    await _commit(conn, self.store, LIVE, self.projections, batch,
+                    await fold_settings(conn)
+                    await commit_range(conn, self.store, LIVE, self.projections, batch,
                                   positions, new, lambda p: p.checkpoint_name)
                 for p in self.projections:
                     positions[p.name] = max(positions[p.name], new)
@@ -378,7 +380,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                 stack.enter_context(send)
             while True:
                 async with store.pool.acquire() as conn:
-                    chunk = await _chunk_after(conn, store, projections, after, limit)
+                    chunk = await chunk_after(conn, store, projections, after, limit)
                 if chunk is None:
                     return
                 for send in sends:
@@ -421,8 +423,8 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
 async def _flush(store: EventStore, p: Projection, chunk: _Chunk,
                  positions: dict[str, Checkpoint]) -> None:
     async with store.pool.acquire() as conn, conn.transaction():
-        await _fold_settings(conn)
-        await _commit(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
+        await fold_settings(conn)
+        await commit_range(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
                       _shadow_name)
     positions[p.name] = max(positions[p.name], chunk.end)
 
@@ -459,9 +461,9 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
             await conn.execute(f"LOCK TABLE {LIVE}.{name} IN ACCESS EXCLUSIVE MODE")
         # Events committed since the last chunk, folded on this transaction's connection.
         caught_up = 0
-        while (chunk := await _chunk_after(conn, store, projections, min(positions.values()),
+        while (chunk := await chunk_after(conn, store, projections, min(positions.values()),
                                            REBUILD_CHUNK)) is not None:
-            await _commit(conn, store, SHADOW, projections, chunk.python, positions, chunk.end,
+            await commit_range(conn, store, SHADOW, projections, chunk.python, positions, chunk.end,
                           _shadow_name)
             for p in projections:
                 positions[p.name] = max(positions[p.name], chunk.end)
@@ -474,7 +476,7 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
             await conn.execute(f"ALTER TABLE {SHADOW}.{name} SET SCHEMA {LIVE}")
         complete = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         if all(t.name in complete for p in ALL for t in p.tables):
-            await _views(conn, LIVE)
+            await create_views(conn, LIVE)
         await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {LIVE} TO {ANALYST_ROLE}")
         for p in projections:
             await conn.execute(_Q["set_checkpoint"], p.checkpoint_name,

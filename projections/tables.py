@@ -28,7 +28,8 @@ MERGE_SQL: dict[str, tuple[str, str]] = {
     "add": ("(sum({column}) OVER w)::{type}",
             "COALESCE(t.{column}, 0) + COALESCE(EXCLUDED.{column}, 0)"),
 }
-_SCHEMA_NAME = re.compile(r"^projections(_[a-z0-9_]+)?$")
+# props' projection schemas, and the session's temporary one (projections as of a point).
+_SCHEMA_NAME = re.compile(r"^(projections(_[a-z0-9_]+)?|pg_temp)$")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from props.core import errors, tokens
+from props.core import catalog, errors, tokens
 from props.core.store import EventStore
 from props.reactors import definitions
 from props.tools import service_config
@@ -154,7 +154,10 @@ async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> No
             assert second["next"] is None
 
             async def scored() -> bool:
-                rows = (await api.get("/api/scores")).json()["scores"]
+                answer = await api.get("/api/scores")
+                if answer.status_code == 503:  # the projections are still being built
+                    return False
+                rows = answer.json()["scores"]
                 return any(r["model"] == "api-model" and r["runs"] == 2 for r in rows)
 
             await eventually(scored, 60)
@@ -210,6 +213,30 @@ async def test_first_start_prints_one_admin_token(store: EventStore, dsn: str,
     lines = first.log.read_text().splitlines()
     assert lines and all(line.startswith("{") for line in lines), lines  # every line JSON
     assert [t.name for t in await tokens.all_tokens(store)] == ["admin"]
+
+
+async def test_reads_before_the_projections_are_built_say_so(store: EventStore, dsn: str,
+                                                              tmp_path: Path) -> None:
+    """A new database: the projection runner builds the tables while the API answers. A run
+    is shown from the log (not projected yet); lists and scores are 503 with Retry-After,
+    never a 500."""
+    await _ready(store)
+    run_id = uuid.uuid4()
+    await store.append(f"run-{run_id}", [catalog.RunRequested(
+        run_id=run_id, agent_type="critic", definition="reference",
+        example=catalog.Example(snapshot=SNAPSHOT), model="m", timeout_seconds=60,
+        budget_usd=0)])
+    async with props_serve(dsn, tmp_path, "--only", "grader") as served:  # no runner
+        _, reader = await tokens.create(store, "reader", ("read",))
+        async with served.client(reader) as api:
+            run = await api.get(f"/api/runs/{run_id}")
+            assert run.status_code == 200 and run.json()["projected"] is False
+            assert run.json()["timeline"][0]["type"] == "run.requested"
+            for path in ("/api/runs", "/api/scores"):
+                answer = await api.get(path)
+                assert answer.status_code == 503, (path, answer.text)
+                assert answer.headers["Retry-After"] == "1"
+                assert "not built yet" in answer.json()["detail"]
 
 
 @pytest.mark.slow

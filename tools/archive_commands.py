@@ -9,18 +9,12 @@ from typing import Any
 
 import anyio.to_thread
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress, TextColumn
 from rich.table import Table
 
 from props.core import archival, archive, database, errors, signing
 from props.core.store import EventStore
-from props.tools import key_commands
+from props.tools import key_commands, progress
 
 console = Console(highlight=False)
 
@@ -96,11 +90,6 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler=archive_cmd)
 
 
-def _bar(label: str) -> Progress:
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
-                    TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-
-
 async def export_cmd(args: argparse.Namespace) -> int:
     selection = archive.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
@@ -115,10 +104,8 @@ async def export_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=3) as store:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events "
                                           "WHERE global_position > $1", selection.after_position)
-        with _bar("exporting") as bar:
-            task = bar.add_task("export", total=total)
-            report = await archive.export(store, selection, args.output,
-                                          progress=lambda n: bar.advance(task, n),
+        with progress.counting_events("exporting", total) as advance:
+            report = await archive.export(store, selection, args.output, progress=advance,
                                           sign_with=key)
     console.print(f"exported {report.events:,} event(s) and {report.blobs:,} blob(s) to "
                   f"{args.output} ({report.bytes_out:,} bytes, from {report.bytes_in:,} bytes "
@@ -130,10 +117,9 @@ async def import_cmd(args: argparse.Namespace) -> int:
     # As the owner: an archive file of this database restores its partition, which only the
     # owner's function may do.
     async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
-        with _bar("importing") as bar:
-            task = bar.add_task("import", total=None)
+        with progress.counting_events("importing") as advance:
             report = await archive.import_archive(
-                store, args.file, progress=lambda n: bar.advance(task, n),
+                store, args.file, progress=advance,
                 trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
     if report.restored:
         console.print(f"verified {report.events:,} event(s); restored the archived partition "

@@ -8,12 +8,12 @@ from typing import Any
 import anyio
 import anyio.abc
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from props.core.store import EventStore
 from props.projections import engine
 from props.reactors.service import stop_on_signal
+from props.tools import progress
 
 console = Console(highlight=False, stderr=True)
 
@@ -42,11 +42,6 @@ def add_parser(sub: Any) -> None:
                    help=f"projections to rebuild ({', '.join(x.name for x in engine.ALL)})")
     p.add_argument("--all", action="store_true", help="rebuild every projection")
     p.set_defaults(handler=rebuild_cmd)
-
-
-def _progress(total: int, label: str) -> Progress:
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("events"), console=console, transient=True)
 
 
 async def run_cmd(args: argparse.Namespace) -> int:
@@ -84,10 +79,8 @@ async def rebuild_cmd(args: argparse.Namespace) -> int:
     chosen = engine.ALL if args.all else engine.by_name(args.names)
     async with EventStore.open(max_connections=4) as store:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
-        with _progress(total, "rebuilding") as progress:
-            task = progress.add_task("rebuild", total=total)
-            report = await engine.rebuild(store, chosen,
-                                          progress=lambda n: progress.advance(task, n))
+        with progress.counting_events("rebuilding", total) as advance:
+            report = await engine.rebuild(store, chosen, progress=advance)
     Console(highlight=False).print(
         f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
         f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"

@@ -16,9 +16,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from props.core import errors, intervals, scoring
-from props.core.store import EventStore
+from props.core import database, errors, intervals, scoring
+from props.core.store import Checkpoint, EventStore
+from props.projections import as_of as as_of_point
+from props.projections import engine
 from props.schema import queries
+from props.tools import progress
 
 _Q = queries.load("report")
 COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
@@ -54,6 +57,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adjudicated", action="store_true",
                    help="where a person gave an issue a verdict (props review), use it "
                         "instead of the scorer's grade")
+    p.add_argument("--as-of", metavar="POINT",
+                   help="report from the events up to POINT only: TX:POSITION (every report "
+                        "prints the point it stands at), a global position, or an ISO 8601 "
+                        "time with its zone; the projections are folded again for this "
+                        "report, in temporary tables, so a figure quoted months ago comes "
+                        "back exactly (same output, byte for byte)")
     p.set_defaults(handler=report_cmd)
 
 
@@ -72,19 +81,55 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
 
 
 async def load(store: EventStore, name: str | None = None, version: int | None = None,
-               exclude_imported: bool = False, adjudicated: bool = False
+               exclude_imported: bool = False, adjudicated: bool = False,
+               as_of: str | None = None, advance: engine.Progress | None = None,
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The score rows, and every critic run in exactly one state under the report's scorer
     (`states_scorer`; the counts add up to `critic_runs`), and the scored runs that came
     from imported files (`imported_runs`, `imported_by_<signer>`; left out of the rows with
-    `exclude_imported`). An unknown scorer is an error naming the known ones."""
+    `exclude_imported`). An unknown scorer is an error naming the known ones. `as_of`
+    (TX:POSITION, a global position or a time): from the events up to that point only, the
+    projections folded again for this report; `notes["as_of"]` names the point either way,
+    so a quoted figure can be reproduced."""
     exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
     if exists is None:
         raise errors.SchemaError("the projections are not built yet: run "
                                  "`props projections rebuild --all` (or `run`)")
+    point: Checkpoint | None = None
+    async with store.pool.acquire() as conn:
+        if as_of is None:
+            schema = engine.LIVE
+        else:
+            schema = as_of_point.SCHEMA
+            point = await as_of_point.resolve(conn, as_of)
+            await as_of_point.build(conn, store, point, advance)
+        try:
+            # One snapshot for every query (and the live checkpoints): a runner committing
+            # meanwhile cannot put two points of the log into one report.
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                records, notes = await _load(conn, schema, name, version, exclude_imported,
+                                             adjudicated)
+                if point is None:
+                    found = await conn.fetch(_Q["live_points"],
+                                             [p.checkpoint_name for p in engine.ALL])
+                    if len(found) == 1:
+                        point = Checkpoint(found[0]["tx_id"], found[0]["position"])
+        finally:
+            if schema == as_of_point.SCHEMA:
+                await conn.execute("DISCARD TEMP")
+    notes["as_of"] = None if point is None else str(point)
+    return records, notes
+
+
+async def _load(conn: database.Connection, schema: str, name: str | None,
+                version: int | None, exclude_imported: bool, adjudicated: bool,
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The report's queries on the projections in `schema`, in the caller's transaction."""
+    def q(block: str) -> str:
+        return _Q[block].replace("{schema}", schema)
+
     if name is not None:
-        known = sorted({(r["name"], r["version"]) for r in
-                        await store.pool.fetch(_Q["known_scorers"])}
+        known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q("known_scorers"))}
                        | {(ref.partition("@")[0], int(ref.partition("@")[2]))
                           for ref in scoring.SCORERS})
         if not any(n == name and version in (None, v) for n, v in known):
@@ -92,21 +137,19 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
                 f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "
                 f"been registered here; known: "
                 f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
-    async with store.pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT set_config('props.exclude_imported', $1, true), "
-                           "set_config('props.adjudicated', $2, true)",
-                           "on" if exclude_imported else "off",
-                           "on" if adjudicated else "off")
-        rows = await conn.fetch(_Q["model_scores"], name, version)
-        points = await conn.fetch(_Q["example_points"], name, version)
-        overridden = await conn.fetchval(_Q["adjudicated_issues"], name, version)
-    gaps = await store.pool.fetchrow(_Q["evidence_gaps"], name, version)
+    await conn.execute("SELECT set_config('props.exclude_imported', $1, true), "
+                       "set_config('props.adjudicated', $2, true)",
+                       "on" if exclude_imported else "off", "on" if adjudicated else "off")
+    rows = await conn.fetch(q("model_scores"), name, version)
+    points = await conn.fetch(q("example_points"), name, version)
+    overridden = await conn.fetchval(q("adjudicated_issues"), name, version)
+    gaps = await conn.fetchrow(q("evidence_gaps"), name, version)
     assert gaps is not None
     states = [k for k in gaps.keys() if k not in ("scorer", "critic_runs")]
     if sum(gaps[k] for k in states) != gaps["critic_runs"]:  # the SQL's CASE: never
         raise AssertionError(f"run states do not add up: {dict(gaps)}")
     imported = {r["signer"]: int(r["runs"])
-                for r in await store.pool.fetch(_Q["imported_runs"], name, version)}
+                for r in await conn.fetch(q("imported_runs"), name, version)}
     examples = _by_group(points)
     records = []
     for r in rows:
@@ -168,8 +211,13 @@ def differences(points: list[Any]) -> list[dict[str, Any]]:
 async def report_cmd(args: argparse.Namespace) -> int:
     name, version = scorer_filter(args.scorer)
     async with EventStore.open(max_connections=2) as store:
-        records, notes = await load(store, name, version, args.exclude_imported,
-                                    args.adjudicated)
+        if args.as_of is None:
+            records, notes = await load(store, name, version, args.exclude_imported,
+                                        args.adjudicated)
+        else:
+            with progress.counting_events(f"folding the log up to {args.as_of}") as advance:
+                records, notes = await load(store, name, version, args.exclude_imported,
+                                            args.adjudicated, args.as_of, advance)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
@@ -205,6 +253,11 @@ def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
         )
     console.print(table)
     console.print(Text(f"intervals: {notes['interval_method']}"))
+    console.print(Text(
+        f"as of log point {notes['as_of']} (`props report --as-of {notes['as_of']}` gives "
+        "this report again)" if notes["as_of"] else
+        "the projections stand at different points of the log: run `props projections "
+        "run` (or rebuild) before quoting these figures"))
     under = notes["states_scorer"] or "no scorer (none is active)"
     console.print(Text(
         f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "

@@ -1,7 +1,7 @@
 -- Queries of `props report` (reads projections only).
 
 -- model_scores --
-SELECT * FROM projections.model_scores
+SELECT * FROM {schema}.model_scores
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
  ORDER BY model, definition, scorer_name, scorer_version
 
@@ -11,10 +11,10 @@ SELECT * FROM projections.model_scores
 SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
        count(*) AS runs, sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
        sum(finds)::float8 AS finds, sum(graded)::float8 AS graded
-  FROM projections.run_scores s
+  FROM {schema}.run_scores s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
-        OR NOT EXISTS (SELECT 1 FROM projections.imported_runs i WHERE i.run_id = s.run_id))
+        OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
  GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash
  ORDER BY model, definition, scorer_name, scorer_version, snapshot, files_hash
 
@@ -28,32 +28,32 @@ SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
 WITH chosen AS (
     SELECT coalesce($1::text, a.name) AS name,
            CASE WHEN $1::text IS NULL THEN a.version ELSE $2::int END AS version
-      FROM (SELECT 1) one LEFT JOIN projections.active_scorer a ON true
+      FROM (SELECT 1) one LEFT JOIN {schema}.active_scorer a ON true
 ), states AS (
     SELECT CASE
-        WHEN EXISTS (SELECT 1 FROM projections.excluded_runs x WHERE x.run_id = r.run_id)
+        WHEN EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
              THEN 'excluded'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
-        WHEN NOT EXISTS (SELECT 1 FROM projections.reported_issues i
+        WHEN NOT EXISTS (SELECT 1 FROM {schema}.reported_issues i
                           WHERE i.run_id = r.run_id) THEN 'no_issues'
-        WHEN EXISTS (SELECT 1 FROM projections.reported_issues i
+        WHEN EXISTS (SELECT 1 FROM {schema}.reported_issues i
                       WHERE i.run_id = r.run_id AND NOT EXISTS (
-                            SELECT 1 FROM projections.grading_edges e
+                            SELECT 1 FROM {schema}.grading_edges e
                              WHERE e.critique_run_id = i.run_id
                                AND e.critique_issue_id = i.issue_id
                                AND e.scorer_name = c.name
                                AND (c.version IS NULL OR e.scorer_version = c.version)))
              THEN 'ungraded'
-        WHEN EXISTS (SELECT 1 FROM projections.grading_edges e
+        WHEN EXISTS (SELECT 1 FROM {schema}.grading_edges e
                       WHERE e.critique_run_id = r.run_id AND e.scorer_name = c.name
                         AND (c.version IS NULL OR e.scorer_version = c.version)
-                        AND NOT EXISTS (SELECT 1 FROM projections.snapshots sv
+                        AND NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
                                          WHERE sv.slug = r.snapshot
                                            AND sv.ground_truth_hash = e.ground_truth_hash))
              THEN 'unscorable'
         ELSE 'scored' END AS state
-      FROM projections.agent_runs r CROSS JOIN chosen c
+      FROM {schema}.agent_runs r CROSS JOIN chosen c
      WHERE r.agent_type = 'critic'
 )
 SELECT (SELECT CASE WHEN name IS NULL THEN NULL
@@ -69,17 +69,22 @@ SELECT (SELECT CASE WHEN name IS NULL THEN NULL
   FROM states
 
 -- known_scorers --
-SELECT name, version FROM projections.scorers ORDER BY name, version
+SELECT name, version FROM {schema}.scorers ORDER BY name, version
 
 -- imported_runs --
 -- The scored runs that came in from export files, by the key that signed the file.
 SELECT i.signer, count(DISTINCT s.run_id) AS runs
-  FROM projections.run_scores s JOIN projections.imported_runs i ON i.run_id = s.run_id
+  FROM {schema}.run_scores s JOIN {schema}.imported_runs i ON i.run_id = s.run_id
  WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
  GROUP BY i.signer ORDER BY i.signer
 
 -- adjudicated_issues --
 -- Grades a person's verdict replaced (none unless `props.adjudicated` is on).
-SELECT count(*) FROM projections.scored_edges
+SELECT count(*) FROM {schema}.scored_edges
  WHERE adjudicated AND ($1::text IS NULL OR scorer_name = $1)
    AND ($2::int IS NULL OR scorer_version = $2)
+
+-- live_points --
+-- Where the live projections ($1: their checkpoints' names) stand: one row when they all
+-- stand at one point, read in the report's own snapshot.
+SELECT DISTINCT tx_id, position FROM props.checkpoints WHERE name = ANY ($1::text[])

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import anyio
+import asyncpg
 import pydantic
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -210,8 +211,18 @@ def create_app(store: EventStore) -> FastAPI:
 
     @app.exception_handler(errors.PropsError)
     async def props_error(request: Request, exc: errors.PropsError) -> JSONResponse:
-        unavailable = isinstance(exc, errors.StoreUnavailable | errors.SchemaError)
-        return JSONResponse({"detail": str(exc)}, status_code=503 if unavailable else 400)
+        if isinstance(exc, errors.StoreUnavailable | errors.SchemaError):
+            return JSONResponse({"detail": str(exc)}, status_code=503,
+                                headers={"Retry-After": "1"})
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(asyncpg.UndefinedTableError)
+    async def not_built(request: Request, exc: Exception) -> JSONResponse:
+        # A new database: the service's projection runner builds the tables at its start,
+        # while the API already answers.
+        return JSONResponse({"detail": "the projections are not built yet (the service "
+                             "builds them as it starts); retry"},
+                            status_code=503, headers={"Retry-After": "1"})
 
     for kind in database.CONNECTION_ERRORS:
         if not issubclass(kind, Exception):
@@ -279,8 +290,11 @@ def create_app(store: EventStore) -> FastAPI:
         records = await store.read_stream(f"run-{run_id}")
         if not records:
             raise HTTPException(404, f"no run {run_id}")
-        row = await store.pool.fetchrow(
-            "SELECT * FROM projections.agent_runs WHERE run_id = $1", run_id)
+        try:
+            row = await store.pool.fetchrow(
+                "SELECT * FROM projections.agent_runs WHERE run_id = $1", run_id)
+        except asyncpg.UndefinedTableError:  # not built yet: the log has the run already
+            row = None
         events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,
                                 data=details(r.event)) for r in records] if timeline else None
         if row is None:
