@@ -66,8 +66,9 @@ _REVIEWED: dict[str, Source] = {
 GRADING = Projection(
     name="grading",
     # 2: grades.emitted; a newer grade replaces an older one whole. 3: the score views
-    # (remade with the tables) tell finds from partial credit; people's verdicts.
-    version=3,
+    # (remade with the tables) tell finds from partial credit; people's verdicts. 4: the
+    # views remade set-based (run_scores folds every run's grades in one pass).
+    version=4,
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).

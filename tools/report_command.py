@@ -28,6 +28,8 @@ COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "rec
            "recall_graded", "precision", "precision_low", "precision_high", "partial",
            "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall", "examples"]
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
+# The report's set-based queries hash a million grades and issues: in memory, not on disk.
+REPORT_WORK_MEM = "64MB"
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
   lines for the location scorers) over every TP occurrence in scope, pooled over the runs.
@@ -138,36 +140,44 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 f"been registered here; known: "
                 f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
     await conn.execute("SELECT set_config('props.exclude_imported', $1, true), "
-                       "set_config('props.adjudicated', $2, true)",
+                       "set_config('props.adjudicated', $2, true), "
+                       f"set_config('work_mem', '{REPORT_WORK_MEM}', true)",
                        "on" if exclude_imported else "off", "on" if adjudicated else "off")
-    rows = await conn.fetch(q("model_scores"), name, version)
-    points = await conn.fetch(q("example_points"), name, version)
-    overridden = await conn.fetchval(q("adjudicated_issues"), name, version)
-    gaps = await conn.fetchrow(q("evidence_gaps"), name, version)
+    found = await conn.fetch(q("scores"), name, version)
+    rows = [r for r in found if r["whole"]]
+    points = [r for r in found if not r["whole"]]
+    # With the setting off no grade is replaced: no need to read them all to count none.
+    overridden = await conn.fetchval(q("adjudicated_issues"), name, version) \
+        if adjudicated else 0
+    chosen = await conn.fetchrow(q("report_scorer"), name, version)
+    assert chosen is not None
+    gaps = await conn.fetchrow(q("evidence_gaps"), chosen["name"], chosen["version"])
     assert gaps is not None
-    states = [k for k in gaps.keys() if k not in ("scorer", "critic_runs")]
-    if sum(gaps[k] for k in states) != gaps["critic_runs"]:  # the SQL's CASE: never
-        raise AssertionError(f"run states do not add up: {dict(gaps)}")
+    if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
+        raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never
     imported = {r["signer"]: int(r["runs"])
-                for r in await conn.fetch(q("imported_runs"), name, version)}
+                for r in await conn.fetch(q("imported_runs"), name, version)} \
+        if await conn.fetchval(q("any_imported")) else {}
     examples = _by_group(points)
     records = []
     for r in rows:
         key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
         record: dict[str, Any] = {
             "model": r["model"], "definition": r["definition"],
-            "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"],
-            **{k: (None if r[k] is None else int(r[k]) if k in _COUNTS else float(r[k]))
-               for k in COLUMNS[4:-1]}}
-        found = examples.get(key, [])
-        record["examples"] = len(found)
+            "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"]}
+        for k in COLUMNS[4:-1]:  # the intervals come from the bootstrap, below
+            value = r[k] if k in r.keys() else None
+            record[k] = None if value is None else int(value) if k in _COUNTS else float(value)
+        mine = examples.get(key, [])
+        record["examples"] = len(mine)
         record["recall_low"], record["recall_high"] = intervals.ratio_interval(
-            [(p["recalled"], p["expected"]) for p in found])
+            [(p["recalled"], p["expected"]) for p in mine])
         record["precision_low"], record["precision_high"] = intervals.ratio_interval(
-            [(p["finds"], p["graded"]) for p in found])
+            [(p["finds"], p["graded"]) for p in mine])
         records.append(record)
-    notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys() if k != "scorer"}
-    notes["states_scorer"] = gaps["scorer"]
+    notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
+    notes["states_scorer"] = None if chosen["name"] is None else \
+        chosen["name"] + ("" if chosen["version"] is None else f"@{chosen['version']}")
     notes["interval_method"] = intervals.METHOD
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
     notes["differences"] = differences(points)

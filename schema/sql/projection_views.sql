@@ -53,31 +53,48 @@ WITH graded AS (
            count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched
       FROM {schema}.scored_edges
      GROUP BY critique_run_id, scorer_name, scorer_version
-), counted AS (
+), runs AS (
     SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, g.scorer_name,
            g.scorer_version, g.ground_truth_hash, sv.version AS snapshot_version,
-           (SELECT count(*) FROM {schema}.scopes sc
-             WHERE sc.slug = r.snapshot AND sc.version = sv.version
-               AND sc.files_hash = r.files_hash) AS expected,
-           found.recalled, found.recalled_graded,
            g.graded, g.tp_matches, g.finds, g.partial, g.known_fp, g.unmatched
       FROM graded g
       JOIN {schema}.agent_runs r ON r.run_id = g.run_id
        AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
       LEFT JOIN {schema}.snapshots sv
         ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
-      CROSS JOIN LATERAL (
-           SELECT count(*) FILTER (WHERE best >= 1) AS recalled,
-                  coalesce(sum(best), 0)::float8 AS recalled_graded
-             FROM (SELECT max(e.grade) AS best
-                     FROM {schema}.scored_edges e
-                     JOIN {schema}.scopes sc
-                       ON sc.slug = r.snapshot AND sc.version = sv.version
-                      AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
-                      AND sc.occurrence = e.tp_occurrence
-                    WHERE e.critique_run_id = r.run_id AND e.scorer_name = g.scorer_name
-                      AND e.scorer_version = g.scorer_version
-                    GROUP BY e.tp_id, e.tp_occurrence) per_occurrence) found
+), expected AS (
+    SELECT slug, version, files_hash, count(*) AS expected
+      FROM {schema}.scopes GROUP BY slug, version, files_hash
+), found AS (
+    -- Per run and scorer: of the occurrences in the scope of the ground truth the grades
+    -- cite, those found (the best grade any issue got them is a find), and the best grades
+    -- summed. From the edges and the runs' own rows, so the planner sees real tables.
+    SELECT run_id, scorer_name, scorer_version, count(*) FILTER (WHERE best >= 1) AS recalled,
+           sum(best::numeric)::float8 AS recalled_graded  -- exact: the same in any order
+      FROM (SELECT e.critique_run_id AS run_id, e.scorer_name, e.scorer_version,
+                   max(e.grade) AS best
+              FROM {schema}.scored_edges e
+              JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
+              JOIN {schema}.snapshots sv
+                ON sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash
+              JOIN {schema}.scopes sc
+                ON sc.slug = r.snapshot AND sc.version = sv.version
+               AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
+               AND sc.occurrence = e.tp_occurrence
+             GROUP BY e.critique_run_id, e.scorer_name, e.scorer_version, e.tp_id,
+                      e.tp_occurrence) per_occurrence
+     GROUP BY run_id, scorer_name, scorer_version
+), counted AS (
+    SELECT u.run_id, u.model, u.definition, u.snapshot, u.files_hash, u.scorer_name,
+           u.scorer_version, u.ground_truth_hash, u.snapshot_version,
+           coalesce(x.expected, 0) AS expected, coalesce(f.recalled, 0) AS recalled,
+           coalesce(f.recalled_graded, 0)::float8 AS recalled_graded,
+           u.graded, u.tp_matches, u.finds, u.partial, u.known_fp, u.unmatched
+      FROM runs u
+      LEFT JOIN found f ON f.run_id = u.run_id AND f.scorer_name = u.scorer_name
+       AND f.scorer_version = u.scorer_version
+      LEFT JOIN expected x ON x.slug = u.snapshot AND x.version = u.snapshot_version
+       AND x.files_hash = u.files_hash
 ), silent AS (
     -- Completed critic runs that reported no issue: nothing to grade, yet every scorer
     -- would say they found nothing. Left out, a critic silent on hard examples would look

@@ -1,64 +1,80 @@
 -- Queries of `props report` (reads projections only).
 
--- model_scores --
-SELECT * FROM {schema}.model_scores
- WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
- ORDER BY model, definition, scorer_name, scorer_version
-
--- example_points --
--- The scores' sums per example (snapshot and file set), each example's runs pooled: what
--- the cluster bootstrap resamples. Same selection as model_scores.
-SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
-       count(*) AS runs, sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
-       sum(finds)::float8 AS finds, sum(graded)::float8 AS graded
+-- scores --
+-- run_scores evaluated once for both levels the report shows: per (model, definition,
+-- scorer), the pooled figures (`whole`: the same as the model_scores view, without Wilson
+-- intervals: the report shows the cluster bootstrap), and per example (snapshot and file
+-- set) within it, the sums the bootstrap resamples. $1 scorer name or any, $2 version or any.
+-- Sums of fractions in numeric: exact, so the figures do not change in the last digit with
+-- the order parallel workers happen to add rows in (`--as-of` promises the same bytes).
+SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
+       model, definition, scorer_name, scorer_version, snapshot, files_hash,
+       count(*) AS runs,
+       sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
+       sum(finds)::float8 AS finds, sum(graded)::float8 AS graded,
+       sum(recalled)::float8 / nullif(sum(expected), 0) AS recall,
+       (sum(recalled_graded::numeric) / nullif(sum(expected), 0))::float8 AS recall_graded,
+       sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
+       sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
+       avg(recalled::numeric / nullif(expected, 0))::float8 AS mean_run_recall,
+       stddev_samp(recalled::numeric / nullif(expected, 0))::float8 AS stddev_run_recall
   FROM {schema}.run_scores s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
- GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash
- ORDER BY model, definition, scorer_name, scorer_version, snapshot, files_hash
+ GROUP BY GROUPING SETS ((model, definition, scorer_name, scorer_version),
+                         (model, definition, scorer_name, scorer_version, snapshot,
+                          files_hash))
+ ORDER BY model, definition, scorer_name, scorer_version, whole DESC, snapshot, files_hash
+
+-- report_scorer --
+-- The scorer the run states are counted under: the one asked for ($1 name, $2 version or
+-- any), else the active one.
+SELECT coalesce($1::text, a.name) AS name,
+       CASE WHEN $1::text IS NULL THEN a.version ELSE $2::int END AS version
+  FROM (SELECT 1) one LEFT JOIN {schema}.active_scorer a ON true
 
 -- evidence_gaps --
--- Every critic run in exactly one state under the report's scorer ($1 name, $2 version or
--- any; with no name, the active scorer), so that the counts add up to critic_runs: excluded
--- (`run.excluded`), no finish event yet, finished but not completed, completed with no issue reported (nothing
--- to grade), an issue the scorer has not graded, graded against a ground truth that is not
--- recorded (unscorable), or scored. Runs with no issue reported are in the figures (they
--- found nothing) and counted apart here.
-WITH chosen AS (
-    SELECT coalesce($1::text, a.name) AS name,
-           CASE WHEN $1::text IS NULL THEN a.version ELSE $2::int END AS version
-      FROM (SELECT 1) one LEFT JOIN {schema}.active_scorer a ON true
+-- Every critic run in exactly one state under the report's scorer ($1 name, NULL for none;
+-- $2 version or any: see report_scorer), so that the counts add up to critic_runs: excluded
+-- (`run.excluded`), no finish event yet, finished but not completed, completed with no
+-- issue reported (nothing to grade), an issue the scorer has not graded, graded against a
+-- ground truth that is not recorded (unscorable), or scored. Runs with no issue reported are
+-- in the figures (they found nothing) and counted apart here. Set-based: each kind of run
+-- found in one pass, then every run looked up (a test per run and issue took 22 s over a
+-- million issues).
+WITH with_issues AS (
+    SELECT DISTINCT run_id FROM {schema}.reported_issues
+), ungraded AS (
+    SELECT DISTINCT i.run_id FROM {schema}.reported_issues i
+     WHERE NOT EXISTS (SELECT 1 FROM {schema}.grading_edges e
+                        WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
+                          AND e.scorer_name = $1::text
+                          AND ($2::int IS NULL OR e.scorer_version = $2::int))
+), unscorable AS (
+    SELECT DISTINCT e.critique_run_id AS run_id
+      FROM {schema}.grading_edges e
+      JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
+     WHERE e.scorer_name = $1::text AND ($2::int IS NULL OR e.scorer_version = $2::int)
+       AND NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
+                        WHERE sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash)
 ), states AS (
     SELECT CASE
-        WHEN EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
-             THEN 'excluded'
+        WHEN x.run_id IS NOT NULL THEN 'excluded'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
-        WHEN NOT EXISTS (SELECT 1 FROM {schema}.reported_issues i
-                          WHERE i.run_id = r.run_id) THEN 'no_issues'
-        WHEN EXISTS (SELECT 1 FROM {schema}.reported_issues i
-                      WHERE i.run_id = r.run_id AND NOT EXISTS (
-                            SELECT 1 FROM {schema}.grading_edges e
-                             WHERE e.critique_run_id = i.run_id
-                               AND e.critique_issue_id = i.issue_id
-                               AND e.scorer_name = c.name
-                               AND (c.version IS NULL OR e.scorer_version = c.version)))
-             THEN 'ungraded'
-        WHEN EXISTS (SELECT 1 FROM {schema}.grading_edges e
-                      WHERE e.critique_run_id = r.run_id AND e.scorer_name = c.name
-                        AND (c.version IS NULL OR e.scorer_version = c.version)
-                        AND NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
-                                         WHERE sv.slug = r.snapshot
-                                           AND sv.ground_truth_hash = e.ground_truth_hash))
-             THEN 'unscorable'
+        WHEN i.run_id IS NULL THEN 'no_issues'
+        WHEN u.run_id IS NOT NULL THEN 'ungraded'
+        WHEN s.run_id IS NOT NULL THEN 'unscorable'
         ELSE 'scored' END AS state
-      FROM {schema}.agent_runs r CROSS JOIN chosen c
+      FROM {schema}.agent_runs r
+      LEFT JOIN {schema}.excluded_runs x ON x.run_id = r.run_id
+      LEFT JOIN with_issues i ON i.run_id = r.run_id
+      LEFT JOIN ungraded u ON u.run_id = r.run_id
+      LEFT JOIN unscorable s ON s.run_id = r.run_id
      WHERE r.agent_type = 'critic'
 )
-SELECT (SELECT CASE WHEN name IS NULL THEN NULL
-                    ELSE name || coalesce('@' || version, '') END FROM chosen) AS scorer,
-       count(*) AS critic_runs,
+SELECT count(*) AS critic_runs,
        count(*) FILTER (WHERE state = 'excluded') AS excluded,
        count(*) FILTER (WHERE state = 'unfinished') AS unfinished,
        count(*) FILTER (WHERE state = 'not_completed') AS not_completed,
@@ -71,8 +87,12 @@ SELECT (SELECT CASE WHEN name IS NULL THEN NULL
 -- known_scorers --
 SELECT name, version FROM {schema}.scorers ORDER BY name, version
 
+-- any_imported --
+SELECT EXISTS (SELECT 1 FROM {schema}.imported_runs)
+
 -- imported_runs --
--- The scored runs that came in from export files, by the key that signed the file.
+-- The scored runs that came in from export files, by the key that signed the file (asked
+-- only when some came in: it evaluates run_scores again).
 SELECT i.signer, count(DISTINCT s.run_id) AS runs
   FROM {schema}.run_scores s JOIN {schema}.imported_runs i ON i.run_id = s.run_id
  WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
