@@ -159,6 +159,16 @@ def unavailable_as_props_error(dsn: str) -> Iterator[None]:
         raise errors.StoreUnavailable(
             f"the database in {redact(dsn)} does not exist: {exc}. Create it, or fix PROPS_DSN."
         ) from exc
+    except asyncpg.InvalidAuthorizationSpecificationError as exc:  # and a wrong password
+        raise errors.ConfigurationError(
+            f"PostgreSQL at {redact(dsn)} refused the login: {exc}. Fix the role or password "
+            "in PROPS_DSN (`props db dsn` prints the owner's)."
+        ) from exc
+    except ValueError as exc:  # not a DSN asyncpg reads (ClientConfigurationError is one)
+        raise errors.ConfigurationError(
+            f"PROPS_DSN is not a PostgreSQL connection string asyncpg can use ({exc}): "
+            "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+        ) from exc
     except CONNECTION_ERRORS as exc:
         raise errors.StoreUnavailable(
             f"cannot reach PostgreSQL at {redact(dsn)}: {exc}. Is the server running? "

@@ -234,6 +234,7 @@ class EventStore:
         """Connect (as the service, see `database.resolve_service_dsn`, when `dsn` is
         None), check the schema."""
         dsn = dsn or database.resolve_service_dsn()
+        log.info("using PostgreSQL at %s", database.redact(dsn))
         async with database.pool(dsn, max_size=max_connections) as pool:
             if check_schema:
                 async with pool.acquire() as conn:

@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-from rich.console import Console
 from rich.progress import Progress, TextColumn
-from rich.table import Table
 
 from props.core import archival, archive, database, errors, signing
 from props.core.store import EventStore
 from props.tools import key_commands, progress
+from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 
@@ -150,7 +149,8 @@ async def archive_cmd(args: argparse.Namespace) -> int:
             return 0
         if args.before is None or args.output is None:
             raise errors.PropsError("give --before POS and -o DIR (or --status)")
-        with Progress(TextColumn("archiving {task.description}"), console=Console(stderr=True),
+        with Progress(TextColumn("archiving {task.description}", markup=False),
+                      console=Console(stderr=True),
                       transient=True) as bar:
             task = bar.add_task("", total=None)
             report = await archival.archive_before(

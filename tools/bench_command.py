@@ -6,9 +6,6 @@ import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from props.core import database
 from props.tools import scratch
 from props.tools.benchmarks import (
@@ -19,6 +16,7 @@ from props.tools.benchmarks import (
     rescore_suite,
 )
 from props.tools.benchmarks.report import Report
+from props.tools.render import Console, Table
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "log": log_suite.run,

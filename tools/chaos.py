@@ -41,8 +41,6 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import httpx
-from rich.console import Console
-from rich.table import Table
 
 from props.core import catalog, database, embedded, errors, specimen_sync, tokens
 from props.core.store import START, EventStore
@@ -52,6 +50,7 @@ from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic, scratch, specimen_commands
+from props.tools.render import Console, Table
 
 console = Console(highlight=False, stderr=True)
 T = TypeVar("T")
@@ -552,7 +551,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
                          "; ".join(c.splitlines()[0] for c in chaos.crashes) or
                          "every exit was a fault's SIGKILL or the final SIGTERM"))
     for crash in chaos.crashes:
-        console.print(f"[red]{crash}[/red]")
+        console.print(crash, style="red")
     for fault, why in NOT_INJECTED.items():
         out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
     return out

@@ -1,16 +1,22 @@
 """`props`: the command line. Each sub-command lives in its own module; this one wires them.
 
-Errors that props raises on purpose (`PropsError`) print one line saying what happened and
-what to do, and exit with the error's code; anything else is a bug and shows a traceback.
+Errors that props raises on purpose (`PropsError`), and the conditions a user meets in the
+ordinary course (a table not built yet, a role without the privilege, a file that is not
+there, a pipe closed by `head`), print one line saying what happened and what to do, and exit
+with a documented code; anything else is a bug: a traceback, and a line saying so (exit 70).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata
 import logging
+import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 
@@ -44,12 +50,44 @@ Database: PROPS_DSN if set, else an embedded PostgreSQL under PROPS_HOME
 """
 
 
+EX_SOFTWARE = 70  # a bug in props
+EX_NOINPUT = 66
+EX_NOPERM = 77
+EX_SIGPIPE = 128 + 13  # what a shell shows for a program whose reader went away
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """Sub-commands that take `-v` where they stand, and say which parser they are (so an
+    unknown flag is reported by the command's own usage, not the top level's)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
+        parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                            help="log what props is doing")
+        parser.set_defaults(command_parser=parser)
+        return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("props")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that is not installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="props", description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what props is doing")
+    parser.add_argument("--version", action="version", version=f"props {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     db_commands.add_parser(sub)
     event_commands.add_parser(sub)
@@ -71,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's own usage, with the flags it does take
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     # Everything imported so far lives as long as the process: keep the cyclic GC from
     # walking it again on every collection (it slowed single appends by ~5%, measured).
     gc.freeze()
@@ -82,12 +123,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         return anyio.run(handler, args, backend="asyncio")
-    except errors.PropsError as exc:
-        print(f"props: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
+    except BaseException as exc:  # every way out is decided in _exit_for
+        return _exit_for(_leaf(exc))
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one error inside task groups' exception groups, if there is only one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"props: error: {message}", file=sys.stderr)
+    return code
+
+
+def _exit_for(exc: BaseException) -> int:
+    """The line and exit code of each expected way a command ends early; a traceback for a
+    bug."""
+    import asyncpg  # (imported by every command that reaches the database already)
+
+    if isinstance(exc, errors.PropsError):
+        return _fail(str(exc), exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
         print("props: interrupted", file=sys.stderr)
         return 130
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else _fail(str(exc.code), 1)
+    if isinstance(exc, BrokenPipeError):  # `props ... | head`: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+        return EX_SIGPIPE
+    if isinstance(exc, asyncpg.UndefinedTableError):
+        return _fail(f"{exc}: the database is not ready for this command. Run `props db "
+                     "migrate`, then `props projections rebuild --all` (or keep `props "
+                     "projections run` or `props serve` running)", errors.SchemaError.exit_code)
+    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
+        return _fail(f"the database refused: {exc}. The role in PROPS_DSN may not do this: "
+                     "use the owner's DSN (`props db dsn`) or the service's "
+                     "(`props db dsn --service`)", EX_NOPERM)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        code = EX_NOPERM if isinstance(exc, PermissionError) else EX_NOINPUT
+        return _fail(f"cannot use {exc.filename}: {exc.strerror}", code)
+    traceback.print_exception(exc)
+    print("props: this is a bug in props, not in what you asked: the traceback above says "
+          "where. Please report it with the command you ran.", file=sys.stderr)
+    return EX_SOFTWARE
 
 
 if __name__ == "__main__":

@@ -6,13 +6,12 @@ import argparse
 import os
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from props.core import database, embedded, server_checks
 from props.core.store import EventStore
 from props.schema import catalog_dump, migrate
+from props.tools.render import Console, Table
 
 console = Console()
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-from rich.console import Console
 from rich.progress import Progress
 
 from props.core import (
@@ -38,6 +37,7 @@ from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.service import Service, container_runtimes
 from props.schema import migrate
 from props.tools import report_command, scoring_commands, specimen_commands
+from props.tools.render import Console
 
 console = Console(highlight=False)
 _NAMESPACE = uuid.UUID("9e3c2f7a-52d1-4b8e-a6c4-0d1e2f3a4b5c")

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rich.console import Console
 
 from props.core import errors
 from props.core.events import NewEvent, RecordedEvent, data_of
 from props.core.store import START, Checkpoint, EventStore
+from props.tools.render import Console
 
 console = Console(highlight=False)
 

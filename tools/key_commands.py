@@ -6,10 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from props.core import embedded, signing
+from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 

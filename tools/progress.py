@@ -5,15 +5,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from props.tools.render import Console, safe
 
 
 @contextlib.contextmanager
 def counting_events(label: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
     """A bar counting events (of `total`, if known), gone once the work is done; yields the
     callback that advances it by n."""
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
-                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as bar:
+    # The label may quote the user (`--as-of ...`): text, and no format fields of its own.
+    shown = safe(label).replace("{", "{{").replace("}", "}}")
+    err = Console(stderr=True)
+    with Progress(TextColumn(shown, markup=False), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("events"), TimeRemainingColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:  # a bar is for people, not logs
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)

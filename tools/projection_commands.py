@@ -7,13 +7,12 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from rich.console import Console
-from rich.table import Table
 
 from props.core.store import EventStore
 from props.projections import engine
 from props.reactors.service import stop_on_signal
 from props.tools import progress
+from props.tools.render import Console, Table
 
 console = Console(highlight=False, stderr=True)
 

@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import orjson
-from rich.console import Console
-from rich.table import Table
 
 from props.core import database, errors, specimen_sync, tokens
 from props.core.store import EventStore
@@ -20,6 +18,7 @@ from props.reactors import runtime
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
 from props.schema import migrate, queries
 from props.tools import logs, service_config, specimen_commands
+from props.tools.render import Console, Table
 
 log = logging.getLogger("props.serve")
 _AGENTS = queries.load("agents")

@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from props.core import database, errors, intervals, scoring
@@ -22,6 +21,7 @@ from props.projections import as_of as as_of_point
 from props.projections import engine
 from props.schema import queries
 from props.tools import progress
+from props.tools.render import Console, Table
 
 _Q = queries.load("report")
 COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
@@ -59,6 +59,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adjudicated", action="store_true",
                    help="where a person gave an issue a verdict (props review), use it "
                         "instead of the scorer's grade")
+    p.add_argument("--wide", action="store_true",
+                   help="every column, whatever the terminal's width (below "
+                        f"{WIDE_AT} columns the table leaves out graded recall, partial, "
+                        "known FP, unmatched and the run recall spread)")
     p.add_argument("--as-of", metavar="POINT",
                    help="report from the events up to POINT only: TX:POSITION (every report "
                         "prints the point it stands at), a global position, or an ISO 8601 "
@@ -237,7 +241,7 @@ async def report_cmd(args: argparse.Namespace) -> int:
         writer.writerows(records)
         print(out.getvalue(), end="")
     else:
-        print_table(records, notes)
+        print_table(records, notes, wide=args.wide)
     return 0
 
 
@@ -245,23 +249,40 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def print_table(records: list[dict[str, Any]], notes: dict[str, Any]) -> None:
-    console = Console(highlight=False)
-    table = Table("model", "definition", "scorer", "runs (examples)", "recall [95% CI]",
-                  "graded recall", "precision [95% CI]", "partial", "known FP", "unmatched",
-                  "run recall mean ± sd")
+# The table's columns: (header, cell, shown at any width). At less than WIDE_AT columns
+# (an 80-column terminal, a pipe) the others are left out, as gh does, rather than every cell
+# cut to `refer…`; `--wide` shows them all.
+WIDE_AT = 150
+_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str], bool]] = [
+    ("model", lambda r: str(r["model"]), True),
+    ("definition", lambda r: str(r["definition"]), True),
+    ("scorer", lambda r: str(r["scorer"]), True),
+    ("runs (examples)", lambda r: f"{r['runs']} ({r['examples']})", True),
+    ("recall [95% CI]", lambda r: f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, "
+                                  f"{_pct(r['recall_high'])}]", True),
+    ("graded recall", lambda r: _pct(r["recall_graded"]), False),
+    ("precision [95% CI]", lambda r: f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
+                                     f"{_pct(r['precision_high'])}]", True),
+    ("partial", lambda r: str(int(r["partial"] or 0)), False),
+    ("known FP", lambda r: str(int(r["known_fp"] or 0)), False),
+    ("unmatched", lambda r: str(int(r["unmatched"] or 0)), False),
+    ("run recall mean ± sd", lambda r: f"{_pct(r['mean_run_recall'])} ± "
+                                       f"{_pct(r['stddev_run_recall'])}", False),
+]
+
+
+def print_table(records: list[dict[str, Any]], notes: dict[str, Any],
+                wide: bool = False) -> None:
+    console = Console()
+    every = wide or console.width >= WIDE_AT
+    shown = [(header, cell) for header, cell, always in _COLUMNS if every or always]
+    table = Table(*(header for header, _cell in shown))
     for r in records:
-        sd = r["stddev_run_recall"]
-        table.add_row(
-            r["model"], r["definition"], r["scorer"], f"{r['runs']} ({r['examples']})",
-            f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, {_pct(r['recall_high'])}]",
-            _pct(r["recall_graded"]),
-            f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
-            f"{_pct(r['precision_high'])}]",
-            str(int(r["partial"] or 0)), str(int(r["known_fp"] or 0)),
-            str(int(r["unmatched"] or 0)), f"{_pct(r['mean_run_recall'])} ± {_pct(sd)}",
-        )
+        table.add_row(*(cell(r) for _header, cell in shown))
     console.print(table)
+    if left := [header for header, _cell, always in _COLUMNS if not (every or always)]:
+        console.print(Text(f"not shown at {console.width} columns: {', '.join(left)} "
+                           f"(--wide, --format csv or json)"))
     console.print(Text(f"intervals: {notes['interval_method']}"))
     console.print(Text(
         f"as of log point {notes['as_of']} (`props report --as-of {notes['as_of']}` gives "

@@ -14,13 +14,13 @@ import uuid
 from typing import Any
 
 import orjson
-from rich.console import Console
 from rich.text import Text
 
 from props.core import catalog, errors, rescoring, scoring
 from props.core.events import NewEvent
 from props.core.store import EventStore
 from props.schema import queries
+from props.tools.render import Console
 
 console = Console(highlight=False)
 _Q = queries.load("reviews")

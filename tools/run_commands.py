@@ -11,13 +11,12 @@ from typing import Any
 
 import aiodocker
 import pydantic
-from rich.console import Console
-from rich.table import Table
 
 from props.core import archival, catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.reactors import definitions, docker_runtime, run_requests
+from props.tools.render import Console, Table
 
 out = Console(highlight=False)
 

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from props.core import errors, scorer_eval, scoring
+from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 

@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,11 +18,11 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from props.core import catalog, errors, intervals, llm_judge, rescoring, scoring
 from props.core.store import EventStore
 from props.tools import scorer_eval_commands
+from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 
@@ -139,7 +138,7 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
     s = scoring.scorer(args.scorer)
     selection = _selection(args)
     async with EventStore.open(max_connections=3) as store:
-        columns = (TextColumn(f"rescoring with {args.scorer}"), BarColumn(),
+        columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
                    MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("rescore", total=None)

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
 
 from props.core import errors, specimen_sync, specimens
 from props.core.store import EventStore
+from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 

@@ -6,11 +6,9 @@ import argparse
 import sys
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from props.core import tokens
 from props.core.store import EventStore
+from props.tools.render import Console, Table
 
 out = Console(highlight=False)
 

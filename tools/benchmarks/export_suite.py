@@ -18,13 +18,13 @@ import anyio
 import anyio.to_thread
 import asyncpg
 import zstandard
-from rich.console import Console
 
 from props.core import archive, embedded
 from props.core.store import EventStore
 from props.tools import scratch
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
+from props.tools.render import Console
 from props.tools.workload import Workload
 
 

@@ -18,13 +18,13 @@ from typing import Any
 import anyio
 import asyncpg
 import orjson
-from rich.console import Console
 
 from props.core import catalog, database
 from props.core.events import NewEvent
 from props.core.store import START, EventStore
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
+from props.tools.render import Console
 
 COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
            "metadata"]

@@ -16,7 +16,6 @@ import uuid
 from typing import Any
 
 import anyio
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from props.core.events import NewEvent, RecordedEvent
@@ -24,6 +23,7 @@ from props.core.store import EventStore
 from props.projections import engine
 from props.tools.benchmarks.log_suite import raw_read_all
 from props.tools.benchmarks.report import Check, Report
+from props.tools.render import Console
 from props.tools.workload import Workload
 
 

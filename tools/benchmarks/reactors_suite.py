@@ -21,7 +21,6 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
-from rich.console import Console
 
 from props.core import catalog, scoring
 from props.core.store import EventStore
@@ -33,6 +32,7 @@ from props.reactors.service import Service
 from props.tools import specimen_commands
 from props.tools.benchmarks.report import Check, Report
 from props.tools.benchmarks.rescore_suite import _raw_issue_read
+from props.tools.render import Console
 from props.tools.workload import Workload
 
 TRIVIAL = [sys.executable, "-c", "pass"]
