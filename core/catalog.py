@@ -372,6 +372,24 @@ class GradesEmitted(Event):
     grades: list[IssueGrade] = pydantic.Field(min_length=1)
 
 
+class IssueUnscorable(_Part):
+    issue_id: Name
+    reason: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=500)]
+
+
+@REGISTRY.register
+class GradesUnscorable(Event):
+    """Issues of one run a scorer looked at and could not grade, each with why (an LLM
+    judge's answer that names no known item, no majority among its draws): never counted as
+    "matches nothing". The issue's row in grading_edges says so, until a later grade of it
+    replaces it; a run with such an issue is unscorable under that scorer."""
+
+    type_name = "grades.unscorable"
+    critique_run_id: uuid.UUID
+    scorer: ScorerRef
+    issues: list[IssueUnscorable] = pydantic.Field(min_length=1)
+
+
 # -- scorers (stream scorer-<name>) --------------------------------------------------------------
 
 

@@ -17,8 +17,15 @@ Judges are configured, not built in: `$PROPS_SCORERS_FILE` (default
     api_key_env = "OPENAI_API_KEY"           # the variable's name, never the key
     price_in_per_mtok = 0.4
     price_out_per_mtok = 1.6
+    temperature = 0.0                        # sampling settings, sent with every request
+    seed = 7                                 # where the endpoint takes one (else leave out)
+    max_tokens = 2000
+    draws = 3                                # ask 3 times, take each issue's majority
 
-Changing any setting changes the code hash, so it needs a new version.
+Changing any setting changes the code hash, so it needs a new version. An answer the judge
+gives that grades nothing (not the JSON asked for, a ref to no known item, an issue left
+out, no majority among the draws) makes the issue *unscorable*
+with that reason (`grades.unscorable`), never "matches nothing".
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import os
 import time
 import tomllib
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +86,19 @@ def prompt(issues: dict[str, list[catalog.Location]], rationales: dict[str, str]
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
 
 
-def parse_answer(content: str, issues: dict[str, Any], gt: catalog.GroundTruth) -> dict[str, Match]:
-    """Strictly: JSON with a `matches` object; refs that name no known item, and a second
-    claim on an item already taken (in issue id order), count as no match."""
+Verdict = Match | str  # a match, or why the issue could not be graded
+
+
+NOT_JSON = "the judge's answer is not the JSON asked for"
+
+
+def parse_answer(content: str, issues: dict[str, Any], gt: catalog.GroundTruth
+                 ) -> dict[str, Verdict]:
+    """Strictly: JSON with a `matches` object. "none" is a verdict (matches nothing), and so
+    is a second claim on an item already taken (in issue id order: a duplicate report, as
+    the location scorers count it); a ref that names no known item, an issue left out, or an
+    answer that is not that JSON at all grade nothing: the issue's verdict is the reason (a
+    fixed phrase: the answer itself is in its blob, never quoted)."""
     text = content.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
     try:
         answer = orjson.loads(text)
@@ -88,23 +106,42 @@ def parse_answer(content: str, issues: dict[str, Any], gt: catalog.GroundTruth) 
         if not isinstance(matches, dict):
             raise TypeError
     except (orjson.JSONDecodeError, KeyError, TypeError):
-        raise JudgeError(f"the judge's answer is not the JSON asked for: {content[:120]!r}") \
-            from None
+        return dict.fromkeys(issues, NOT_JSON)
     tps = {f"tp:{tp.id}#{n}": (tp.id, n) for tp in gt.true_positives
            for n in range(1, len(tp.occurrences) + 1)}
     fps = {f"fp:{fp.id}": fp.id for fp in gt.false_positives}
     taken: set[str] = set()
-    out: dict[str, Match] = {}
+    out: dict[str, Verdict] = {}
     for issue_id in sorted(issues):
         ref = matches.get(issue_id)
-        if not isinstance(ref, str) or ref in taken or (ref not in tps and ref not in fps):
+        if ref == "none":
             out[issue_id] = Match()
-            continue
-        taken.add(ref)
-        if ref in tps:
-            out[issue_id] = Match(tp_id=tps[ref][0], tp_occurrence=tps[ref][1], grade=1.0)
+        elif ref is None:
+            out[issue_id] = "the judge's answer leaves this issue out"
+        elif not isinstance(ref, str) or (ref not in tps and ref not in fps):
+            out[issue_id] = "the judge named no known item for this issue"
+        elif ref in taken:  # a second report of one item: a duplicate, not a second find
+            out[issue_id] = Match()
         else:
-            out[issue_id] = Match(fp_id=fps[ref])
+            taken.add(ref)
+            out[issue_id] = Match(tp_id=tps[ref][0], tp_occurrence=tps[ref][1], grade=1.0) \
+                if ref in tps else Match(fp_id=fps[ref])
+    return out
+
+
+def majority(draws: list[dict[str, Verdict]]) -> dict[str, Verdict]:
+    """Each issue's verdict given by more than half of the draws; else unscorable, saying
+    so. A draw that could not grade the issue votes for no match."""
+    out: dict[str, Verdict] = {}
+    for issue_id in draws[0]:
+        votes = Counter(d[issue_id] for d in draws if isinstance(d[issue_id], Match))
+        best = votes.most_common(1)
+        if best and best[0][1] * 2 > len(draws):
+            out[issue_id] = best[0][0]
+        elif len(draws) == 1:
+            out[issue_id] = draws[0][issue_id]  # its own reason
+        else:
+            out[issue_id] = f"no majority among the judge's {len(draws)} draws"
     return out
 
 
@@ -117,14 +154,37 @@ class LlmJudge:
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     request_timeout: float = 120.0
+    temperature: float = 0.0
+    seed: int | None = None  # sent only when set: not every endpoint takes one
+    max_tokens: int | None = None
+    draws: int = 1
     name: str = "llm-judge"
     deterministic: bool = False
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.draws <= 25 or not 0 <= self.temperature <= 2 or (
+                self.max_tokens is not None and self.max_tokens < 1):
+            raise errors.ConfigurationError(
+                f"scorer {self.name}@{self.version}: draws is 1 to 25, temperature 0 to 2, "
+                "max_tokens at least 1")
+
     @property
     def settings(self) -> dict[str, Any]:
+        """Everything that can change an answer (the request timeout cannot)."""
         return {"model": self.model, "base_url": self.base_url,
                 "api_key_env": self.api_key_env, "price_in_per_mtok": self.price_in_per_mtok,
-                "price_out_per_mtok": self.price_out_per_mtok}
+                "price_out_per_mtok": self.price_out_per_mtok,
+                "temperature": self.temperature, "seed": self.seed,
+                "max_tokens": self.max_tokens, "draws": self.draws}
+
+    def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                "temperature": self.temperature}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
+        return body
 
     @functools.cached_property
     def code_hash(self) -> str:
@@ -141,26 +201,38 @@ class LlmJudge:
 
     async def judge_run(self, store: EventStore, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
-                        gt: catalog.GroundTruth) -> tuple[dict[str, Match], list[Event]]:
-        """Ask the model about one run. Returns the matches and the events that record the
-        call (the caller appends them with the grades, in one write)."""
-        judge = self.judge_id(run_id)
+                        gt: catalog.GroundTruth) -> tuple[dict[str, Verdict], list[Event]]:
+        """Ask the model about one run, `draws` times. Returns each issue's verdict (the
+        draws' majority) and the events that record every call (the caller appends them
+        with the grades, in one write)."""
         messages = [{"role": "system", "content": SYSTEM},
                     {"role": "user", "content": prompt(issues, rationales, gt)}]
         shas = [await blobs.put(store.pool, orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
                 for m in messages]
-        requested = catalog.LlmRequested(run_id=judge, request_id="judge", model=self.model,
-                                         message_sha256s=shas)
         headers = {"Content-Type": "application/json"}
         if self.api_key_env and (key := os.environ.get(self.api_key_env)):
             headers["Authorization"] = f"Bearer {key}"
+        draws, calls = [], []
+        async with httpx.AsyncClient(timeout=self.request_timeout) as client:
+            for n in range(1, self.draws + 1):
+                request_id = "judge" if self.draws == 1 else f"judge-{n}"
+                content, recorded = await self._ask(store, client, headers, messages, shas,
+                                                    self.judge_id(run_id), request_id)
+                draws.append(parse_answer(content, issues, gt))
+                calls += recorded
+        return majority(draws), calls
+
+    async def _ask(self, store: EventStore, client: httpx.AsyncClient,
+                   headers: dict[str, str], messages: list[dict[str, str]], shas: list[str],
+                   judge: uuid.UUID, request_id: str) -> tuple[str, list[Event]]:
+        """One draw: the answer's text, and its `llm.requested` and `llm.responded`."""
+        requested = catalog.LlmRequested(run_id=judge, request_id=request_id,
+                                         model=self.model, message_sha256s=shas)
         started = time.monotonic()
         try:
-            async with httpx.AsyncClient(timeout=self.request_timeout) as client:
-                response = await client.post(
-                    self.base_url.rstrip("/") + "/chat/completions", headers=headers,
-                    content=orjson.dumps({"model": self.model, "messages": messages,
-                                          "temperature": 0}))
+            response = await client.post(self.base_url.rstrip("/") + "/chat/completions",
+                                         headers=headers,
+                                         content=orjson.dumps(self.request_body(messages)))
             response.raise_for_status()
             answer = response.json()
             content = str(answer["choices"][0]["message"]["content"])
@@ -176,14 +248,14 @@ class LlmJudge:
             int(usage.get("completion_tokens", 0))
         reply = {"role": "assistant", "content": content}
         responded = catalog.LlmResponded(
-            run_id=judge, request_id="judge",
+            run_id=judge, request_id=request_id,
             response_sha256=await blobs.put(store.pool,
                                             orjson.dumps(reply, option=orjson.OPT_SORT_KEYS)),
             tokens_in=tokens_in, tokens_out=tokens_out,
             cost_usd=(tokens_in * self.price_in_per_mtok
                       + tokens_out * self.price_out_per_mtok) / 1e6,
             latency_ms=latency)
-        return parse_answer(content, issues, gt), [requested, responded]
+        return content, [requested, responded]
 
 
 def scorers_file() -> Path:

@@ -168,29 +168,53 @@ def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSync
 
 
 async def _judged(store: EventStore, judge: LlmJudge, run: RunRecord,
-                  snapshot: catalog.SnapshotSynced) -> list[catalog.GradeEmitted] | None:
-    """The grades this judge already gave the run against this ground truth, if it did: a
-    judge is asked once per run and ground truth (re-asking would cost, and could differ)."""
+                  snapshot: catalog.SnapshotSynced) -> int | None:
+    """How many issues this judge already gave a verdict (a grade, or unscorable) for the
+    run against this ground truth, if it did: a judge is asked once per run and ground
+    truth (re-asking would cost, and could differ)."""
     stream = f"grading-{run.run_id}-{scoring.ref(judge)}"
-    grades = [rec.event for rec in await store.read_stream(stream)
-              if isinstance(rec.event, catalog.GradeEmitted)
-              and rec.event.scorer.ground_truth_hash == snapshot.ground_truth_hash]
-    return grades or None
+    done = 0
+    for rec in await store.read_stream(stream):
+        e = rec.event
+        if isinstance(e, catalog.GradeEmitted | catalog.GradesUnscorable) \
+                and e.scorer.ground_truth_hash == snapshot.ground_truth_hash:
+            done += 1 if isinstance(e, catalog.GradeEmitted) else len(e.issues)
+    return done or None
+
+
+@dataclasses.dataclass
+class _Judged:
+    grades: list[catalog.GradeEmitted]
+    unscorable: catalog.GradesUnscorable | None  # the issues it could not grade, and why
+    calls: list[Event]  # the draws' llm.requested and llm.responded
+    stored: int  # verdicts it gave before (it was not asked again)
 
 
 async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
                      snapshot: catalog.SnapshotSynced,
                      parsed: dict[str, list[catalog.Location] | str], dry_run: bool,
-                     ) -> tuple[list[catalog.GradeEmitted], list[Event], int]:
-    """(grades, the events recording the call, grades already stored)."""
+                     ) -> _Judged:
     if (done := await _judged(store, judge, run, snapshot)) is not None:
-        return [], [], len(done)
+        return _Judged([], None, [], done)
     issues = _scorable(parsed)
     if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
-        return _grades(judge, run, snapshot, {i: scoring.Match() for i in issues}), [], 0
-    matches, calls = await judge.judge_run(store, run.run_id, issues, run.rationales,
-                                           snapshot.ground_truth)
-    return _grades(judge, run, snapshot, matches), calls, 0
+        return _Judged(_grades(judge, run, snapshot, {i: scoring.Match() for i in issues}),
+                       None, [], 0)
+    verdicts, calls = await judge.judge_run(store, run.run_id, issues, run.rationales,
+                                            snapshot.ground_truth)
+    reasons = {i: v for i, v in verdicts.items() if isinstance(v, str)}
+    unscorable = None if not reasons else catalog.GradesUnscorable(
+        critique_run_id=run.run_id, scorer=scoring.scorer_ref(judge, snapshot.ground_truth_hash),
+        issues=[catalog.IssueUnscorable(issue_id=i, reason=r) for i, r in sorted(reasons.items())])
+    matches = {i: v for i, v in verdicts.items() if isinstance(v, scoring.Match)}
+    return _Judged(_grades(judge, run, snapshot, matches), unscorable, calls, 0)
+
+
+def unscorable_id(e: catalog.GradesUnscorable) -> uuid.UUID:
+    """One per run, scorer and ground truth: a retried append stores it once."""
+    s = e.scorer
+    name = f"{e.critique_run_id}:unscorable:{s.name}@{s.version}:{s.ground_truth_hash}"
+    return uuid.uuid5(_NAMESPACE, name)
 
 
 def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
@@ -227,6 +251,7 @@ class RescoreReport:
     grades: int = 0
     appended: int = 0
     unscorable: Counter[str] = dataclasses.field(default_factory=Counter)
+    unscorable_issues: int = 0  # issues a judge looked at and could not grade (see report)
     scorer_errors: list[str] = dataclasses.field(default_factory=list)  # by run
 
     @property
@@ -357,22 +382,27 @@ async def _grade_one(
         return []
     assert snapshot is not None
     calls: list[Event] = []
+    verdicts: list[Event | NewEvent] = []
     if isinstance(s, LlmJudge):
         try:
-            grades, calls, stored = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
+            judged = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
         except JudgeError as exc:
             report.unscorable["scorer error"] += 1
             report.scorer_errors.append(f"{run.run_id}: {exc}")
             return []
-        report.grades += stored
+        grades, calls = judged.grades, judged.calls
+        report.grades += judged.stored
+        if judged.unscorable is not None:
+            report.unscorable_issues += len(judged.unscorable.issues)
+            verdicts.append(NewEvent(judged.unscorable, unscorable_id(judged.unscorable)))
     else:
         grades = grades_for(s, run, snapshot, parsed)
     report.graded_runs += 1
     report.grades += len(grades)
     writes: list[tuple[str, list[Event | NewEvent]]] = []
-    if grades:
-        writes.append((f"grading-{run.run_id}-{scoring.ref(s)}",
-                       [NewEvent(g, grade_id(g)) for g in grades]))
+    verdicts = [*(NewEvent(g, grade_id(g)) for g in grades), *verdicts]
+    if verdicts:
+        writes.append((f"grading-{run.run_id}-{scoring.ref(s)}", verdicts))
     if calls:
         writes.append((f"judge-{run.run_id}-{scoring.ref(s)}", list(calls)))
     return writes

@@ -305,9 +305,14 @@ def _scorer_ref(name: str, version: int, code_hash: str,
                              ground_truth_hash=ground_truth_hash)
 
 
+def scorer_ref(s: Scorer, ground_truth_hash: str) -> catalog.ScorerRef:
+    """Which scorer graded, against which ground truth: what every grade of it names."""
+    return _scorer_ref(s.name, s.version, s.code_hash, ground_truth_hash)
+
+
 def grade_event(s: Scorer, run_id: Any, issue_id: str, m: Match,
                 ground_truth_hash: str) -> catalog.GradeEmitted:
     return catalog.GradeEmitted(
         critique_run_id=run_id, critique_issue_id=issue_id, tp_id=m.tp_id,
         tp_occurrence=m.tp_occurrence, fp_id=m.fp_id, grade=m.grade,
-        scorer=_scorer_ref(s.name, s.version, s.code_hash, ground_truth_hash))
+        scorer=scorer_ref(s, ground_truth_hash))

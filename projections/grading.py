@@ -20,6 +20,8 @@ GRADING_EDGES = Table("grading_edges", (
     Column("tp_id", "text", "latest"), Column("tp_occurrence", "integer", "latest"),
     Column("fp_id", "text", "latest"), Column("grade", "float8", "latest"),
     Column("graded_at", "timestamptz", "latest"),
+    # Why the scorer could not grade the issue (grades.unscorable; grade is then null).
+    Column("unscorable", "text", "latest"),
 ))
 SCORERS = Table("scorers", (
     Column("name", "text", "key"), Column("version", "integer", "key"),
@@ -67,7 +69,8 @@ GRADING = Projection(
     name="grading",
     # 2: grades.emitted; a newer grade replaces an older one whole. 3: the score views
     # (remade with the tables) tell finds from partial credit; people's verdicts. 4: the
-    # views remade set-based (run_scores folds every run's grades in one pass).
+    # views remade set-based (run_scores folds every run's grades in one pass); issues a
+    # scorer could not grade (grades.unscorable).
     version=4,
     tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
     rows=(
@@ -79,6 +82,8 @@ GRADING = Projection(
             **_GRADED, "critique_issue_id": item("issue_id"),
             **{name: item(name) for name in _MATCH}}),
         RowMap(catalog.GradeReviewed, GRADING_EDGES, _REVIEWED),
+        RowMap(catalog.GradesUnscorable, GRADING_EDGES, each="issues", columns={
+            **_GRADED, "critique_issue_id": item("issue_id"), "unscorable": item("reason")}),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
 )

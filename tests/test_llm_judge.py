@@ -3,6 +3,7 @@ judges by overlapping lines), every call is recorded, and compare reports agreem
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -13,11 +14,14 @@ from typing import Any
 import anyio
 import pytest
 
-from props.core import catalog, llm_judge, rescoring, scoring
+from props.core import catalog, errors, llm_judge, rescoring, scoring
 from props.core.store import EventStore
+from props.projections import engine
 from props.reactors import definitions
+from props.tools import report_command
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request_reference
+from tests.test_strict_recall import graded_run
 
 
 def _judge(answer_for: dict[str, Any]) -> dict[str, str]:
@@ -139,13 +143,97 @@ def test_judge_answers_are_read_strictly() -> None:
                                                occurrences=[catalog.Occurrence(locations=[
                                                    catalog.Location(file="a.py")])])],
         file_sets=[], scopes=[])
-    issues = {"i1": [], "i2": [], "i3": [], "i4": []}
+    issues = {"i1": [], "i2": [], "i3": [], "i4": [], "i5": [], "i6": []}
     got = llm_judge.parse_answer(json.dumps({"matches": {
-        "i1": "tp:t#1", "i2": "tp:t#1", "i3": "fp:f", "i4": "tp:nothing#1"}}), issues, gt)
+        "i1": "tp:t#1", "i2": "tp:t#1", "i3": "fp:f", "i4": "tp:nothing#1", "i5": "none"}}),
+        issues, gt)
     assert got["i1"] == scoring.Match(tp_id="t", tp_occurrence=1, grade=1.0)
-    assert got["i2"] == scoring.Match()  # the occurrence was taken by i1
     assert got["i3"] == scoring.Match(fp_id="f")
-    assert got["i4"] == scoring.Match()  # names nothing known
+    assert got["i5"] == scoring.Match()  # "none" is a verdict: matches nothing
+    assert got["i2"] == scoring.Match()  # i1 took the occurrence: a duplicate report
+    # The rest grade nothing, and say why (never "none").
+    assert got["i4"] == "the judge named no known item for this issue"
+    assert got["i6"] == "the judge's answer leaves this issue out"
     for bad in ("not json", "[]", '{"matches": []}', '{"other": {}}'):
-        with pytest.raises(llm_judge.JudgeError):
-            llm_judge.parse_answer(bad, issues, gt)
+        assert llm_judge.parse_answer(bad, issues, gt) == dict.fromkeys(issues,
+                                                                       llm_judge.NOT_JSON)
+
+
+def test_the_majority_of_the_draws_decides_or_nothing_does() -> None:
+    t, none = scoring.Match(tp_id="t", tp_occurrence=1, grade=1.0), scoring.Match()
+    draws: list[dict[str, llm_judge.Verdict]] = [
+        {"a": t, "b": t, "c": none, "d": llm_judge.NOT_JSON},
+        {"a": t, "b": none, "c": none, "d": llm_judge.NOT_JSON},
+        {"a": llm_judge.NOT_JSON, "b": llm_judge.NOT_JSON, "c": t, "d": llm_judge.NOT_JSON}]
+    got = llm_judge.majority(draws)
+    assert got["a"] == t and got["c"] == none  # two of three
+    assert got["b"] == got["d"] == "no majority among the judge's 3 draws"
+    assert llm_judge.majority([{"x": llm_judge.NOT_JSON}]) == {"x": llm_judge.NOT_JSON}
+
+
+def test_sampling_settings_are_sent_and_in_the_code_hash() -> None:
+    base = llm_judge.LlmJudge(version=1, model="a", base_url="http://x/v1")
+    tuned = llm_judge.from_settings("j@1", {"model": "a", "base_url": "http://x/v1",
+                                            "temperature": 0.7, "seed": 11, "max_tokens": 300,
+                                            "draws": 3})
+    body = tuned.request_body([{"role": "user", "content": "x"}])
+    assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.7, 11, 300)
+    assert "seed" not in base.request_body([]) and "max_tokens" not in base.request_body([])
+    hashes = {base.code_hash, tuned.code_hash}
+    for change in ({"temperature": 0.5}, {"seed": 1}, {"max_tokens": 10}, {"draws": 5}):
+        hashes.add(dataclasses.replace(base, **change).code_hash)
+    assert len(hashes) == 6
+    with pytest.raises(errors.ConfigurationError):
+        llm_judge.LlmJudge(version=1, model="a", base_url="http://x/v1", draws=0)
+
+
+# Three draws of a model that is sure of i1, i3 and i4 but not of i2; its third answer is not
+# JSON at all.
+DRAWS = [{"i1": "tp:T1#1", "i2": "tp:T2#1", "i3": "none", "i4": "fp:D2"},
+         {"i1": "tp:T1#1", "i2": "none", "i3": "none", "i4": "fp:D2"},
+         None]
+
+
+def _drawn(body: dict[str, Any]) -> dict[str, Any]:
+    _drawn.calls += 1  # type: ignore[attr-defined]
+    matches = DRAWS[(_drawn.calls - 1) % 3]  # type: ignore[attr-defined]
+    content = "I think the first one" if matches is None else json.dumps({"matches": matches})
+    return {"choices": [{"message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+
+
+async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = await graded_run(store)
+    _drawn.calls = 0  # type: ignore[attr-defined]
+    with chat_server(_drawn) as (url, seen):
+        (tmp_path / "scorers.toml").write_text(
+            f'["judge@3"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n'
+            'draws = 3\ntemperature = 0.7\nseed = 11\nmax_tokens = 300\n')
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
+        judge = scoring.scorer("judge@3")
+        selection = rescoring.Selection(everything=True)
+        report = await rescoring.rescore(store, judge, selection)
+        assert len(seen) == 3 and {(b["body"]["temperature"], b["body"]["seed"],
+                                    b["body"]["max_tokens"]) for b in seen} == {(0.7, 11, 300)}
+        assert (report.graded_runs, report.grades, report.unscorable_issues) == (1, 3, 1)
+        again = await rescoring.rescore(store, judge, selection)  # asked once per run
+        assert len(seen) == 3 and again.appended == 0
+    calls = [r.event for r in await store.read_stream(f"judge-{run}-judge@3")]
+    assert [c.request_id for c in calls] == ["judge-1", "judge-1", "judge-2", "judge-2",
+                                             "judge-3", "judge-3"]  # every draw recorded
+    verdicts = [r.event for r in await store.read_stream(f"grading-{run}-judge@3")]
+    grades = {e.critique_issue_id: e for e in verdicts if isinstance(e, catalog.GradeEmitted)}
+    assert set(grades) == {"i1", "i3", "i4"} and grades["i1"].tp_id == "T1"
+    [unscorable] = [e for e in verdicts if isinstance(e, catalog.GradesUnscorable)]
+    assert [(i.issue_id, i.reason) for i in unscorable.issues] == [
+        ("i2", "no majority among the judge's 3 draws")]
+
+    await engine.rebuild(store)
+    rows, notes = await report_command.load(store, "judge", 3)
+    assert rows == []  # a run with an issue it could not grade is not scored by it
+    assert (notes["unscorable"], notes["scored"], notes["ungraded"]) == (1, 0, 0)
+    edge = await store.pool.fetchrow(
+        "SELECT grade, unscorable FROM projections.grading_edges WHERE critique_issue_id = "
+        "'i2' AND scorer_name = 'judge'")
+    assert edge is not None and edge["grade"] is None and "no majority" in edge["unscorable"]

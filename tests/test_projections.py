@@ -56,6 +56,14 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
         critique_run_id=uuid.UUID(graded), scorer=scorer, grades=[
             catalog.IssueGrade(issue_id="i1", tp_id="t", tp_occurrence=1, grade=1.0),
             catalog.IssueGrade(issue_id="u0", grade=0.0)])])
+    # A judge that could not grade two issues; a later grade of one of them replaces its row.
+    judge = scorer.model_copy(update={"name": "judge", "version": 1})
+    await store.append(f"grading-{graded}-judge@1", [
+        catalog.GradesUnscorable(critique_run_id=uuid.UUID(graded), scorer=judge, issues=[
+            catalog.IssueUnscorable(issue_id="i1", reason="no majority"),
+            catalog.IssueUnscorable(issue_id="u0", reason="not JSON")]),
+        catalog.GradeEmitted(critique_run_id=uuid.UUID(graded), critique_issue_id="u0",
+                             grade=0.0, scorer=judge)])
     run_id = uuid.uuid4()
     await store.append(f"retention-{run_id}", [
         catalog.RetentionHeld(run_id=run_id, reason="audit"),
@@ -140,17 +148,22 @@ def expected_rows(events: list[RecordedEvent]) -> Dump:
         elif isinstance(e, catalog.GradeEmitted):
             edges[(e.critique_run_id, e.critique_issue_id, e.scorer.name, e.scorer.version)] = (
                 e.scorer.code_hash, e.scorer.ground_truth_hash, e.tp_id, e.tp_occurrence,
-                e.fp_id, e.grade, at)
+                e.fp_id, e.grade, at, None)
         elif isinstance(e, catalog.GradesEmitted):
             for g in e.grades:
                 edges[(e.critique_run_id, g.issue_id, e.scorer.name, e.scorer.version)] = (
                     e.scorer.code_hash, e.scorer.ground_truth_hash, g.tp_id, g.tp_occurrence,
-                    g.fp_id, g.grade, at)
+                    g.fp_id, g.grade, at, None)
+        elif isinstance(e, catalog.GradesUnscorable):  # no grade, and why
+            for u in e.issues:
+                edges[(e.critique_run_id, u.issue_id, e.scorer.name, e.scorer.version)] = (
+                    e.scorer.code_hash, e.scorer.ground_truth_hash, None, None, None, None,
+                    at, u.reason)
         elif isinstance(e, catalog.GradeReviewed):  # a person's verdict: the human scorer
             edges[(e.critique_run_id, e.critique_issue_id, scoring.HUMAN_NAME,
                    scoring.HUMAN_VERSION)] = (
                 scoring.HUMAN_CODE_HASH, e.ground_truth_hash, e.tp_id, e.tp_occurrence,
-                e.fp_id, 1.0 if e.tp_id else 0.0, at)
+                e.fp_id, 1.0 if e.tp_id else 0.0, at, None)
     columns = [c.name for c in runs_projection.AGENT_RUNS.columns][1:]
     return {
         "agent_runs": sorted((k, *(v.get(c) for c in columns)) for k, v in runs.items()),

@@ -109,3 +109,14 @@ def test_readme_references_every_command() -> None:
     # Negative control: a command the table does not name is reported.
     assert unlisted(["props runs rerun", "props nothing"], reference) == [
         "props runs rerun", "props nothing"]
+
+
+def test_readme_lists_every_event_type() -> None:
+    from props.core.catalog import REGISTRY
+
+    text = README.read_text()
+    listed = text[text.index("Event types are pydantic models"):text.index("Stored events are "
+                                                                          "never rewritten")]
+    types = sorted(REGISTRY.names())
+    assert len(types) > 20
+    assert [t for t in types if f"`{t}`" not in listed] == []

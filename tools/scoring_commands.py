@@ -153,6 +153,10 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
         f"{verb} {report.appended if not args.dry_run else report.grades}")
     for reason, count in sorted(report.unscorable.items()):
         console.print(f"unscorable: {count} run(s): {reason}")
+    if report.unscorable_issues:
+        console.print(f"unscorable: {report.unscorable_issues} issue(s) the judge could not "
+                      f"grade (each with why, in grades.unscorable); their runs are not "
+                      f"scored by {report.scorer}")
     for problem in report.scorer_errors[:10]:
         console.print(f"scorer error: {problem}")
     if not report.accounted:

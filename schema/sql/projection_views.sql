@@ -27,6 +27,7 @@ SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
            AS tp_occurrence,
        CASE WHEN h.critique_run_id IS NULL THEN e.fp_id ELSE h.fp_id END AS fp_id,
        CASE WHEN h.critique_run_id IS NULL THEN e.grade ELSE h.grade END AS grade,
+       CASE WHEN h.critique_run_id IS NULL THEN e.unscorable END AS unscorable,
        h.critique_run_id IS NOT NULL AS adjudicated
   FROM {schema}.grading_edges e
   LEFT JOIN (SELECT * FROM {schema}.grading_edges v
@@ -50,10 +51,11 @@ WITH graded AS (
            count(tp_id) FILTER (WHERE grade >= 1) AS finds,
            count(tp_id) FILTER (WHERE grade < 1) AS partial,
            count(fp_id) AS known_fp,
-           count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched
+           count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched,
+           count(unscorable) AS unscorable
       FROM {schema}.scored_edges
      GROUP BY critique_run_id, scorer_name, scorer_version
-), runs AS (
+), runs AS (  -- a run with an issue the scorer could not grade is not scored by it
     SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, g.scorer_name,
            g.scorer_version, g.ground_truth_hash, sv.version AS snapshot_version,
            g.graded, g.tp_matches, g.finds, g.partial, g.known_fp, g.unmatched
@@ -62,6 +64,7 @@ WITH graded AS (
        AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
       LEFT JOIN {schema}.snapshots sv
         ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
+     WHERE g.unscorable = 0
 ), expected AS (
     SELECT slug, version, files_hash, count(*) AS expected
       FROM {schema}.scopes GROUP BY slug, version, files_hash

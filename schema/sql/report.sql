@@ -38,11 +38,11 @@ SELECT coalesce($1::text, a.name) AS name,
 -- Every critic run in exactly one state under the report's scorer ($1 name, NULL for none;
 -- $2 version or any: see report_scorer), so that the counts add up to critic_runs: excluded
 -- (`run.excluded`), no finish event yet, finished but not completed, completed with no
--- issue reported (nothing to grade), an issue the scorer has not graded, graded against a
--- ground truth that is not recorded (unscorable), or scored. Runs with no issue reported are
--- in the figures (they found nothing) and counted apart here. Set-based: each kind of run
--- found in one pass, then every run looked up (a test per run and issue took 22 s over a
--- million issues).
+-- issue reported (nothing to grade), an issue the scorer has not graded, an issue it could
+-- not grade or a grade against a ground truth that is not recorded (unscorable), or scored.
+-- Runs with no issue reported are in the figures (they found nothing) and counted apart
+-- here. Set-based: each kind of run found in one pass, then every run looked up (a test per
+-- run and issue took 22 s over a million issues).
 WITH with_issues AS (
     SELECT DISTINCT run_id FROM {schema}.reported_issues
 ), ungraded AS (
@@ -51,13 +51,15 @@ WITH with_issues AS (
                         WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
                           AND e.scorer_name = $1::text
                           AND ($2::int IS NULL OR e.scorer_version = $2::int))
-), unscorable AS (
+), unscorable AS (  -- an issue it could not grade, or a grade against unrecorded truth
     SELECT DISTINCT e.critique_run_id AS run_id
-      FROM {schema}.grading_edges e
+      FROM {schema}.scored_edges e
       JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
      WHERE e.scorer_name = $1::text AND ($2::int IS NULL OR e.scorer_version = $2::int)
-       AND NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
-                        WHERE sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash)
+       AND (e.unscorable IS NOT NULL
+            OR NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
+                            WHERE sv.slug = r.snapshot
+                              AND sv.ground_truth_hash = e.ground_truth_hash))
 ), states AS (
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'
