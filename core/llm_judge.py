@@ -129,9 +129,10 @@ def parse_answer(content: str, issues: dict[str, Any], gt: catalog.GroundTruth
     return out
 
 
-def majority(draws: list[dict[str, Verdict]]) -> dict[str, Verdict]:
-    """Each issue's verdict given by more than half of the draws; else unscorable, saying
-    so. A draw that could not grade the issue votes for no match."""
+def majority(draws: list[dict[str, Verdict]], of: str = "the judge's {n} draws"
+             ) -> dict[str, Verdict]:
+    """Each issue's verdict given by more than half of the draws (or of a panel's judges);
+    else unscorable, saying so. A draw that could not grade the issue votes for nothing."""
     out: dict[str, Verdict] = {}
     for issue_id in draws[0]:
         votes = Counter(d[issue_id] for d in draws if isinstance(d[issue_id], Match))
@@ -141,7 +142,7 @@ def majority(draws: list[dict[str, Verdict]]) -> dict[str, Verdict]:
         elif len(draws) == 1:
             out[issue_id] = draws[0][issue_id]  # its own reason
         else:
-            out[issue_id] = f"no majority among the judge's {len(draws)} draws"
+            out[issue_id] = "no majority among " + of.format(n=len(draws))
     return out
 
 
@@ -199,16 +200,17 @@ class LlmJudge:
     def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
         return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
 
-    async def judge_run(self, store: EventStore, run_id: uuid.UUID,
+    async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
                         gt: catalog.GroundTruth) -> tuple[dict[str, Verdict], list[Event]]:
         """Ask the model about one run, `draws` times. Returns each issue's verdict (the
         draws' majority) and the events that record every call (the caller appends them
-        with the grades, in one write)."""
+        with the grades, in one write); with no store (`props scorers eval`), no record."""
         messages = [{"role": "system", "content": SYSTEM},
                     {"role": "user", "content": prompt(issues, rationales, gt)}]
-        shas = [await blobs.put(store.pool, orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
-                for m in messages]
+        shas = [] if store is None else [
+            await blobs.put(store.pool, orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
+            for m in messages]
         headers = {"Content-Type": "application/json"}
         if self.api_key_env and (key := os.environ.get(self.api_key_env)):
             headers["Authorization"] = f"Bearer {key}"
@@ -222,12 +224,11 @@ class LlmJudge:
                 calls += recorded
         return majority(draws), calls
 
-    async def _ask(self, store: EventStore, client: httpx.AsyncClient,
+    async def _ask(self, store: EventStore | None, client: httpx.AsyncClient,
                    headers: dict[str, str], messages: list[dict[str, str]], shas: list[str],
                    judge: uuid.UUID, request_id: str) -> tuple[str, list[Event]]:
-        """One draw: the answer's text, and its `llm.requested` and `llm.responded`."""
-        requested = catalog.LlmRequested(run_id=judge, request_id=request_id,
-                                         model=self.model, message_sha256s=shas)
+        """One draw: the answer's text, and its `llm.requested` and `llm.responded` (none
+        without a store)."""
         started = time.monotonic()
         try:
             response = await client.post(self.base_url.rstrip("/") + "/chat/completions",
@@ -243,6 +244,10 @@ class LlmJudge:
             raise JudgeError("the judge's endpoint answered something that is not a chat "
                              "completion") from None
         latency = (time.monotonic() - started) * 1000
+        if store is None:
+            return content, []
+        requested = catalog.LlmRequested(run_id=judge, request_id=request_id,
+                                         model=self.model, message_sha256s=shas)
         usage = answer.get("usage") or {}
         tokens_in, tokens_out = int(usage.get("prompt_tokens", 0)), \
             int(usage.get("completion_tokens", 0))
@@ -263,8 +268,58 @@ def scorers_file() -> Path:
     return Path(configured) if configured else embedded.default_home() / "scorers.toml"
 
 
-def configured() -> dict[str, LlmJudge]:
-    """The judges of the scorers file, by `NAME@VERSION` (none when there is no file)."""
+@dataclasses.dataclass(frozen=True)
+class LlmPanel:
+    """Several judges, one verdict: each issue takes the verdict more than half of the
+    judges give (each judge's own, after its draws), else it is unscorable, saying so.
+
+        ["panel@1"]
+        kind = "llm-panel"
+        judges = ["judge@1", "other@1", "third@1"]   # judges of the same file
+
+    Its code hash covers this module and its judges' code hashes: a judge changed is a new
+    panel version. Every judge's calls are recorded, each under its own judge id."""
+
+    version: int
+    judges: tuple[LlmJudge, ...]
+    name: str = "llm-panel"
+    deterministic: bool = False
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {"judges": [f"{j.name}@{j.version}" for j in self.judges],
+                "judge_code_hashes": [j.code_hash for j in self.judges]}
+
+    @functools.cached_property
+    def code_hash(self) -> str:
+        source = inspect.getsource(inspect.getmodule(LlmPanel))  # type: ignore[arg-type]
+        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(source.encode() + b"\0panel\0" + settings).hexdigest()
+
+    def match_run(self, issues: dict[str, list[catalog.Location]],
+                  gt: catalog.GroundTruth) -> dict[str, Match]:
+        raise TypeError(f"{self.name}@{self.version} asks models: use judge_run")
+
+    def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
+        return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
+
+    async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
+                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+                        gt: catalog.GroundTruth) -> tuple[dict[str, Verdict], list[Event]]:
+        verdicts, calls = [], []
+        for judge in self.judges:
+            mine, recorded = await judge.judge_run(store, run_id, issues, rationales, gt)
+            verdicts.append(mine)
+            calls += recorded
+        return majority(verdicts, "the panel's {n} judges"), calls
+
+
+Judge = LlmJudge | LlmPanel  # scorers that ask a model (re-scoring asks them once per run)
+
+
+def configured() -> dict[str, Judge]:
+    """The judges and panels of the scorers file, by `NAME@VERSION` (none when there is no
+    file)."""
     path = scorers_file()
     try:
         tables = tomllib.loads(path.read_text())
@@ -273,13 +328,30 @@ def configured() -> dict[str, LlmJudge]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise errors.ConfigurationError(f"cannot read the scorers file {path}: {exc}") \
             from exc
-    judges = {}
+    judges: dict[str, LlmJudge] = {}
+    panels: dict[str, dict[str, Any]] = {}
     for ref, settings in tables.items():
-        if not isinstance(settings, dict) or settings.get("kind") != "llm-judge":
-            raise errors.ConfigurationError(f"{path}: [{ref!r}] needs kind = \"llm-judge\" "
-                                            f"(the only kind configured by file)")
-        judges[ref] = from_settings(ref, settings)
-    return judges
+        kind = settings.get("kind") if isinstance(settings, dict) else None
+        if kind == "llm-judge":
+            judges[ref] = from_settings(ref, settings)
+        elif kind == "llm-panel":
+            panels[ref] = settings
+        else:
+            raise errors.ConfigurationError(
+                f"{path}: [{ref!r}] needs kind = \"llm-judge\" or \"llm-panel\"")
+    found: dict[str, Judge] = dict(judges)
+    for ref, settings in panels.items():
+        members = settings.get("judges")
+        name, _, version = ref.partition("@")
+        if set(settings) - {"kind", "judges"} or not version.isdigit() \
+                or not isinstance(members, list) or len(members) < 2 \
+                or any(m not in judges for m in members):
+            raise errors.ConfigurationError(
+                f"{path}: panel {ref!r} needs NAME@VERSION and judges = [two or more "
+                f"judges of this file]; judges here: {', '.join(judges) or 'none'}")
+        found[ref] = LlmPanel(version=int(version), name=name,
+                              judges=tuple(judges[m] for m in members))
+    return found
 
 
 def from_settings(ref: str, settings: dict[str, Any]) -> LlmJudge:

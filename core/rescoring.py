@@ -24,7 +24,7 @@ import pydantic
 
 from props.core import bulk, catalog, errors, intervals, scoring, server_grading, specimen_sync
 from props.core.events import Event, NewEvent
-from props.core.llm_judge import JudgeError, LlmJudge
+from props.core.llm_judge import Judge, JudgeError, LlmJudge, LlmPanel
 from props.core.store import AppendResult, EventStore
 from props.schema import queries
 
@@ -167,7 +167,7 @@ def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSync
     return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
 
 
-async def _judged(store: EventStore, judge: LlmJudge, run: RunRecord,
+async def _judged(store: EventStore, judge: Judge, run: RunRecord,
                   snapshot: catalog.SnapshotSynced) -> int | None:
     """How many issues this judge already gave a verdict (a grade, or unscorable) for the
     run against this ground truth, if it did: a judge is asked once per run and ground
@@ -190,7 +190,7 @@ class _Judged:
     stored: int  # verdicts it gave before (it was not asked again)
 
 
-async def _ask_judge(store: EventStore, judge: LlmJudge, run: RunRecord,
+async def _ask_judge(store: EventStore, judge: Judge, run: RunRecord,
                      snapshot: catalog.SnapshotSynced,
                      parsed: dict[str, list[catalog.Location] | str], dry_run: bool,
                      ) -> _Judged:
@@ -383,7 +383,7 @@ async def _grade_one(
     assert snapshot is not None
     calls: list[Event] = []
     verdicts: list[Event | NewEvent] = []
-    if isinstance(s, LlmJudge):
+    if isinstance(s, LlmJudge | LlmPanel):
         try:
             judged = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
         except JudgeError as exc:

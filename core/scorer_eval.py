@@ -10,7 +10,8 @@ credit is not a find). Each issue lands in one cell of the confusion table:
 - TP missed: the reviewer names a TP occurrence; the scorer finds none;
 - false find: the reviewer says decoy or nothing; the scorer finds a TP;
 - decoy right / decoy wrong: the reviewer or the scorer says decoy, and they agree or not;
-- right none: both say nothing.
+- right none: both say nothing;
+- unscorable: an LLM judge's answer graded nothing (never counted as "nothing").
 
 Accuracy is the share of issues in a right cell. A scorer that is not deterministic is asked
 `draws` times; its agreement is the share of issues every draw answered alike.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,9 +29,11 @@ from typing import Any
 import pydantic
 
 from props.core import catalog, errors, scoring
+from props.core.llm_judge import LlmJudge, LlmPanel
 
 CELLS = ("right_tp", "wrong_tp", "tp_missed", "false_find", "decoy_right", "decoy_wrong",
-         "right_none")
+         "right_none", "unscorable")
+UNSCORABLE = "unscorable"  # a judge's answer that grades nothing (see llm_judge)
 RIGHT = {"right_tp", "decoy_right", "right_none"}
 
 
@@ -47,6 +51,7 @@ class Case:
     ground_truth: catalog.GroundTruth
     issues: dict[str, list[catalog.Location]]
     expect: dict[str, frozenset[str]]  # acceptable labels: "T#n", "fp:ID", "none"
+    rationales: dict[str, str] = dataclasses.field(default_factory=dict)  # what judges read
 
 
 def _locations(ranges: Any, where: str) -> list[catalog.Location]:
@@ -73,6 +78,7 @@ def _case(raw: dict[str, Any], where: str) -> Case:
                                 for occ in occs])
                for fp, occs in raw.get("fp", {}).items()]
         issues = {i: _locations(v["at"], f"{where} issue {i}") for i, v in raw["issues"].items()}
+        rationales = {i: str(v.get("rationale", "")) for i, v in raw["issues"].items()}
         expect = {i: frozenset([v] if isinstance(v, str) else v)
                   for i, v in raw["expect"].items()}
         gt = catalog.GroundTruth(true_positives=tps, false_positives=fps, file_sets=[],
@@ -85,7 +91,7 @@ def _case(raw: dict[str, Any], where: str) -> Case:
         raise CaseError(f"{where}: `expect` must name exactly the issues "
                         f"({sorted(set(expect) ^ set(issues))})")
     return Case(case_id, str(raw.get("why", "")), bool(raw.get("location_decides", True)),
-                gt, issues, expect)
+                gt, issues, expect, rationales)
 
 
 def load(folder: Path) -> list[Case]:
@@ -117,6 +123,8 @@ def answer(m: scoring.Match) -> str:
 
 
 def cell(expected: frozenset[str], got: str) -> str:
+    if got == UNSCORABLE:
+        return UNSCORABLE
     if got in expected:
         return "right_none" if got == "none" else ("decoy_right" if got.startswith("fp:")
                                                    else "right_tp")
@@ -148,11 +156,22 @@ class Result:
                 "agreement": self.agreement}
 
 
-def evaluate(s: scoring.Scorer, cases: list[Case], draws: int = 1) -> Result:
+async def _answers(s: scoring.Scorer, case: Case) -> dict[str, str]:
+    """What `s` counts for each issue of `case`: a judge is asked (nothing recorded: this is
+    a measurement of the judge, not a grading of history)."""
+    if isinstance(s, LlmJudge | LlmPanel):
+        verdicts, _calls = await s.judge_run(None, uuid.uuid4(), case.issues, case.rationales,
+                                             case.ground_truth)
+        return {i: answer(v) if isinstance(v, scoring.Match) else UNSCORABLE
+                for i, v in verdicts.items()}
+    return {i: answer(m) for i, m in s.match_run(case.issues, case.ground_truth).items()}
+
+
+async def evaluate(s: scoring.Scorer, cases: list[Case], draws: int = 1) -> Result:
     result = Result(scoring.ref(s), s.deterministic)
     agreed = 0
     for case in cases:
-        answers = [{i: answer(m) for i, m in s.match_run(case.issues, case.ground_truth).items()}
+        answers = [await _answers(s, case)
                    for _ in range(1 if s.deterministic else max(1, draws))]
         for issue, expected in sorted(case.expect.items()):
             votes = Counter(a[issue] for a in answers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +238,68 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
         "SELECT grade, unscorable FROM projections.grading_edges WHERE critique_issue_id = "
         "'i2' AND scorer_name = 'judge'")
     assert edge is not None and edge["grade"] is None and "no majority" in edge["unscorable"]
+
+
+# Three models of one endpoint (the request names the model): two agree on i1, none agree
+# on i2.
+PANEL = {"a": {"i1": "tp:T1#1", "i2": "tp:T2#1", "i3": "none", "i4": "fp:D2"},
+         "b": {"i1": "tp:T1#1", "i2": "none", "i3": "none", "i4": "fp:D2"},
+         "c": {"i1": "none", "i2": "fp:D2", "i3": "none", "i4": "fp:D2"}}
+
+
+def _by_model(body: dict[str, Any]) -> dict[str, Any]:
+    content = json.dumps({"matches": PANEL[body["model"]]})
+    return {"choices": [{"message": {"role": "assistant", "content": content}}]}
+
+
+async def test_a_panel_of_judges_takes_the_majority_and_records_each_judge(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = await graded_run(store)
+    with chat_server(_by_model) as (url, seen):
+        judges = "".join(f'["{m}@1"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "{m}"\n'
+                         for m in PANEL)
+        (tmp_path / "scorers.toml").write_text(
+            judges + '["panel@1"]\nkind = "llm-panel"\njudges = ["a@1", "b@1", "c@1"]\n')
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
+        panel = scoring.scorer("panel@1")
+        assert isinstance(panel, llm_judge.LlmPanel)
+        assert panel.code_hash != scoring.scorer("a@1").code_hash
+        report = await rescoring.rescore(store, panel, rescoring.Selection(everything=True))
+        assert {b["body"]["model"] for b in seen} == {"a", "b", "c"}
+    assert (report.grades, report.unscorable_issues) == (3, 1)
+    verdicts = [r.event for r in await store.read_stream(f"grading-{run}-panel@1")]
+    grades = {e.critique_issue_id: (e.tp_id, e.fp_id) for e in verdicts
+              if isinstance(e, catalog.GradeEmitted)}
+    assert grades == {"i1": ("T1", None), "i3": (None, None), "i4": (None, "D2")}
+    [unscorable] = [e for e in verdicts if isinstance(e, catalog.GradesUnscorable)]
+    assert unscorable.issues[0].reason == "no majority among the panel's 3 judges"
+    calls = [r.event for r in await store.read_stream(f"judge-{run}-panel@1")]
+    assert len(calls) == 6 and len({c.run_id for c in calls}) == 3  # a judge id each
+
+
+def test_a_panel_names_judges_of_its_file(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "scorers.toml").write_text(
+        '["a@1"]\nkind = "llm-judge"\nbase_url = "http://x/v1"\nmodel = "a"\n'
+        '["panel@1"]\nkind = "llm-panel"\njudges = ["a@1", "missing@1"]\n')
+    monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
+    with pytest.raises(errors.ConfigurationError, match="judges here: a@1"):
+        llm_judge.configured()
+
+
+def test_scorers_eval_runs_a_judge_on_the_shipped_cases(
+        tmp_path: Path, model: tuple[str, list[dict[str, Any]]]) -> None:
+    url, seen = model
+    (tmp_path / "scorers.toml").write_text(
+        f'["judge@1"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "judge-m"\n')
+    env = {**os.environ, "PROPS_SCORERS_FILE": str(tmp_path / "scorers.toml")}
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "scorers", "eval",
+                           "--scorer", "judge@1", "--scorer", "tiered@2", "--json"],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    judge, rule = summary["scorers"]
+    assert judge["scorer"] == "judge@1" and rule["scorer"] == "tiered@2"
+    assert judge["issues"] == rule["issues"] > 60 and len(seen) >= summary["cases"]
+    assert sum(judge["confusion"].values()) == judge["issues"]
+    assert 0 < judge["accuracy"] <= 1

@@ -15,14 +15,14 @@ from props.tools.scorer_eval_commands import cases_dir
 CLI = [sys.executable, "-m", "props.tools.cli"]
 
 
-def test_the_default_scorer_gets_every_location_decidable_case_right() -> None:
+async def test_the_default_scorer_gets_every_location_decidable_case_right() -> None:
     cases = scorer_eval.load(cases_dir())
     assert len(cases) >= 60 and len({c.id for c in cases}) == len(cases)
     assert scorer_eval.needs_judge(cases)  # the cases only a judge can decide are listed
-    strict = scorer_eval.evaluate(scoring.scorer(scoring.DEFAULT_SCORER), cases)
+    strict = await scorer_eval.evaluate(scoring.scorer(scoring.DEFAULT_SCORER), cases)
     assert strict.wrong_decidable == [] and strict.issues == sum(len(c.issues) for c in cases)
     # Negative control: tiered@1's decoy rule is caught by the cases written for it.
-    old = scorer_eval.evaluate(scoring.scorer("tiered@1"), cases)
+    old = await scorer_eval.evaluate(scoring.scorer("tiered@1"), cases)
     assert any(w.startswith("unrelated-in-decoy-file/") for w in old.wrong_decidable)
     assert old.accuracy < strict.accuracy
 

@@ -52,7 +52,8 @@ async def eval_cmd(args: argparse.Namespace) -> int:
         raise errors.ConfigurationError("--min-accuracy takes a number from 0 to 1")
     cases = scorer_eval.load(args.cases or cases_dir())
     refs = args.scorer or list(scoring.SCORERS)
-    results = [scorer_eval.evaluate(scoring.scorer(ref), cases, args.draws) for ref in refs]
+    results = [await scorer_eval.evaluate(scoring.scorer(ref), cases, args.draws)
+               for ref in refs]
     _print(results, cases)
     below = [r.scorer for r in results
              if args.min_accuracy is not None and r.accuracy < args.min_accuracy]
