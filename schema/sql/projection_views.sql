@@ -84,6 +84,7 @@ WITH graded AS (
                 ON sc.slug = r.snapshot AND sc.version = sv.version
                AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
                AND sc.occurrence = e.tp_occurrence
+             WHERE e.tp_id IS NOT NULL  -- said, so the scan drops the rest before any join
              GROUP BY e.critique_run_id, e.scorer_name, e.scorer_version, e.tp_id,
                       e.tp_occurrence) per_occurrence
      GROUP BY run_id, scorer_name, scorer_version
