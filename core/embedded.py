@@ -26,9 +26,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import psycopg
-from psycopg import sql
-
 from props.core import errors
 
 log = logging.getLogger(__name__)
@@ -97,6 +94,11 @@ def _require_passwords(pgdata: Path, uri: str, home: Path) -> None:
     hba = pgdata / "pg_hba.conf"
     if hba.read_text() == HBA:
         return
+    # A synchronous driver for these few statements, imported here: 0.1 s that a command
+    # on a server of the user's, or one whose setup is done, does not pay.
+    import psycopg
+    from psycopg import sql
+
     with psycopg.connect(uri, autocommit=True) as conn:  # still trusted: the last time
         conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
             sql.Identifier(OWNER), sql.Literal(password(home, OWNER))))
@@ -146,6 +148,9 @@ def role_dsn(home: Path, role: str) -> str:
     from props.core import database  # it builds on this module
 
     owner = ensure_running(home)
+    import psycopg
+    from psycopg import sql
+
     with _locked(home), psycopg.connect(owner, autocommit=True) as conn:
         row = conn.execute("SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = %s",
                            (role,)).fetchone()

@@ -20,15 +20,16 @@ import sys
 import tarfile
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiodocker
 import orjson
 
 from props.core import catalog, errors
 from props.core.events import NewEvent
 from props.core.store import EventStore
-from props.reactors.docker_runtime import DockerRuntime
+
+if TYPE_CHECKING:  # the Docker client costs 0.2 s to import: only where a build needs it
+    from props.reactors.docker_runtime import DockerRuntime
 
 _NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
 REFERENCE_MODULE = "props.reactors.agents.reference_critic"
@@ -144,6 +145,8 @@ async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:
     """`docker import` the reference rootfs (no registry needed), tagged by the rootfs's
     own hash: an image already there is reused, so its digest (and the definition) stays
     the same from one push to the next."""
+    import aiodocker
+
     rootfs = reference_rootfs()
     ref = f"{REFERENCE_REPO}:{hashlib.sha256(rootfs).hexdigest()[:12]}"
     try:

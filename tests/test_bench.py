@@ -103,3 +103,10 @@ def test_quick_reactors_bench_reports_its_two_checks(server_dsn: str) -> None:
     figures = summary["figures"]
     assert figures["grades_appended"] == figures["issues"] == 10_000  # every issue graded
     assert figures["docker_bare_s"] > 0 and figures["local_bare_s"] > 0  # both sides ran
+
+
+@pytest.mark.bench
+def test_quick_cli_bench_reports_its_two_checks(server_dsn: str) -> None:
+    got, summary, _code = run_bench("cli", server_dsn)
+    assert set(got) == {"version_vs_imports", "startup_vs_imports"}
+    assert summary["figures"]["rounds"] == 5 and summary["figures"]["imports_seconds"] > 0

@@ -9,6 +9,7 @@ from typing import Any
 from props.core import database
 from props.tools import scratch
 from props.tools.benchmarks import (
+    cli_suite,
     export_suite,
     log_suite,
     projections_suite,
@@ -19,6 +20,7 @@ from props.tools.benchmarks.report import Report
 from props.tools.render import Console, Table
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
+    "cli": cli_suite.run,
     "log": log_suite.run,
     "projections": projections_suite.run,
     "rescore": rescore_suite.run,

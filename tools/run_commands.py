@@ -9,13 +9,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import aiodocker
 import pydantic
 
-from props.core import archival, catalog, errors
+from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
-from props.reactors import definitions, docker_runtime, run_requests
+from props.reactors import definitions, run_requests
 from props.tools.render import Console, Table
 
 out = Console(highlight=False)
@@ -110,6 +109,10 @@ def _config(path: Path | None) -> dict[str, Any]:
 
 
 async def image_digest(image: str) -> str:
+    import aiodocker  # only commands that talk to Docker pay for its import (0.2 s)
+
+    from props.reactors import docker_runtime
+
     async with docker_runtime.DockerRuntime.connect() as rt:
         try:
             info = await rt.docker.images.inspect(image)
@@ -147,6 +150,8 @@ async def reference_cmd(args: argparse.Namespace) -> int:
         if args.grader:
             definition = definitions.reference_local("grader")
         elif args.docker:
+            from props.reactors import docker_runtime
+
             async with docker_runtime.DockerRuntime.connect() as rt:
                 definition = await definitions.build_reference_image(rt)
         else:
@@ -236,6 +241,8 @@ async def hold_cmd(args: argparse.Namespace) -> int:
 
 
 async def release_cmd(args: argparse.Namespace) -> int:
+    from props.core import archival  # (the archive's code: 0.3 s to import)
+
     async with EventStore.open(max_connections=2) as store:
         if args.run_id not in await archival.held_runs(store):
             out.print(f"run {args.run_id} is not held: nothing to release")
