@@ -35,6 +35,7 @@ import functools
 import hashlib
 import inspect
 import os
+import sys
 import time
 import tomllib
 import uuid
@@ -146,8 +147,33 @@ def majority(draws: list[dict[str, Verdict]], of: str = "the judge's {n} draws"
     return out
 
 
+class _AsksAModel:
+    """What judges and panels share: a code hash over this module's source (its prompt and
+    rules) and the settings, a judge id of its own per critic run, and no location rule."""
+
+    name: str
+    version: int
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def code_hash(self) -> str:
+        source = inspect.getsource(sys.modules[__name__])
+        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
+
+    def match_run(self, issues: dict[str, list[catalog.Location]],
+                  gt: catalog.GroundTruth) -> dict[str, Match]:
+        raise TypeError(f"{self.name}@{self.version} asks a model: use judge_run")
+
+    def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
+        return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
+
+
 @dataclasses.dataclass(frozen=True)
-class LlmJudge:
+class LlmJudge(_AsksAModel):
     version: int
     model: str
     base_url: str
@@ -186,19 +212,6 @@ class LlmJudge:
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         return body
-
-    @functools.cached_property
-    def code_hash(self) -> str:
-        source = inspect.getsource(inspect.getmodule(LlmJudge))  # type: ignore[arg-type]
-        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
-
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        raise TypeError(f"{self.name}@{self.version} asks a model: use judge_run")
-
-    def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
-        return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
 
     async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
@@ -269,7 +282,7 @@ def scorers_file() -> Path:
 
 
 @dataclasses.dataclass(frozen=True)
-class LlmPanel:
+class LlmPanel(_AsksAModel):
     """Several judges, one verdict: each issue takes the verdict more than half of the
     judges give (each judge's own, after its draws), else it is unscorable, saying so.
 
@@ -289,19 +302,6 @@ class LlmPanel:
     def settings(self) -> dict[str, Any]:
         return {"judges": [f"{j.name}@{j.version}" for j in self.judges],
                 "judge_code_hashes": [j.code_hash for j in self.judges]}
-
-    @functools.cached_property
-    def code_hash(self) -> str:
-        source = inspect.getsource(inspect.getmodule(LlmPanel))  # type: ignore[arg-type]
-        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(source.encode() + b"\0panel\0" + settings).hexdigest()
-
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        raise TypeError(f"{self.name}@{self.version} asks models: use judge_run")
-
-    def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
-        return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
 
     async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
