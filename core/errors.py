@@ -85,10 +85,14 @@ class AppendOnlyViolation(PropsError):
     exit_code = 77  # EX_NOPERM
 
 
-class BlobNotFound(PropsError):
-    """No blob is stored under that hash."""
+class NotFound(PropsError):
+    """Something named (a run, a definition, a snapshot, a token) is not in the log."""
 
     exit_code = 66  # EX_NOINPUT
+
+
+class BlobNotFound(NotFound):
+    """No blob is stored under that hash."""
 
 
 class CorruptBlob(PropsError):

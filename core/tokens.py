@@ -94,6 +94,6 @@ async def all_tokens(store: EventStore) -> list[Token]:
 async def revoke(store: EventStore, name_or_id: str) -> Token:
     row = await store.pool.fetchrow(_Q["revoke"], name_or_id)
     if row is None:
-        raise errors.PropsError(f"no live token named (or with id) {name_or_id!r}: "
+        raise errors.NotFound(f"no live token named (or with id) {name_or_id!r}: "
                                 f"`props tokens list` shows them")
     return Token.from_row(row)

@@ -21,8 +21,9 @@ from props.reactors import definitions
 _KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
 
 
-class InvalidRequest(errors.PropsError):
-    """A request that names something the log does not hold; `field` says which input."""
+class InvalidRequest(errors.NotFound):
+    """A request that names something the log does not hold; `field` says which input (the
+    API answers 422 naming it; the CLI exits 66)."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)

@@ -27,7 +27,8 @@ def test_expected_failures_say_one_line_and_exit_with_their_code(
     out = props(*args, dsn=target)
     assert out.returncode == code, (args, out.stderr)
     assert says in out.stderr and "Traceback" not in out.stderr, out.stderr
-    assert len(out.stderr.splitlines()) <= 2, out.stderr  # the line (and argparse's usage)
+    if code != 2:  # (argparse's usage errors print the usage first)
+        assert len(out.stderr.splitlines()) == 1, out.stderr
     assert out.stdout == ""
 
 
@@ -49,3 +50,46 @@ def test_version_and_verbose_anywhere(dsn: str) -> None:
         assert out.returncode == 0, (args, out.stderr)
         assert "using PostgreSQL at" in out.stderr, (args, out.stderr)  # what it does
     assert "using PostgreSQL" not in props("projections", "status", dsn=dsn).stderr
+
+
+def test_every_command_and_option_says_what_it_is() -> None:
+    import argparse
+
+    from props.tools.cli import build_parser
+
+    silent: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        if not parser.description:
+            silent.append(f"{path}: no description")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not action.help and action.dest != "help":
+                silent.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "props")
+    assert silent == []
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["runs", "list", "--limit", "-1"], "-1 is not 1 or more"),
+    (["runs", "list", "--status", "complete"], "invalid choice: 'complete'"),
+    (["runs", "request", "--definition", "d", "--snapshot", "s", "--model", "m",
+      "--count", "0"], "0 is not 1 or more"),
+])
+def test_invalid_filters_are_usage_errors(args: list[str], says: str, dsn: str) -> None:
+    out = props(*args, dsn=dsn)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert f"usage: props {args[0]} {args[1]}" in out.stderr
+
+
+def test_names_that_are_not_in_the_log_exit_66(dsn: str) -> None:
+    missing = "00000000-0000-4000-8000-000000000000"
+    for args in (["runs", "show", missing], ["runs", "release", missing],
+                 ["runs", "hold", missing, "--reason", "r"], ["tokens", "revoke", "nobody"],
+                 ["specimens", "show", "nothing/2026-01-01-00"]):
+        out = props(*args, dsn=dsn)
+        assert out.returncode == 66, (args, out.stderr)
+        assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1

@@ -54,7 +54,7 @@ def add_parsers(sub: Any) -> None:
                        "that `props archive` moved out of this database restores it instead: "
                        "every event back at its original position.\n\n" + FORMAT_HELP,
                        formatter_class=raw)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
     p.add_argument("--trusted-keys", type=Path, metavar="DIR",
                    help="accept only a file signed by one of the public keys (*.pub) in DIR")
     p.add_argument("--allow-unknown", action="store_true",
@@ -65,7 +65,7 @@ def add_parsers(sub: Any) -> None:
                        description="Check an export file's manifest, hash chain and blobs; "
                        "exit 65 naming what failed and where.\n\n" + FORMAT_HELP,
                        formatter_class=raw)
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
     p.add_argument("--trusted-keys", type=Path, metavar="DIR",
                    help="also require a signature by one of the public keys in DIR")
     p.add_argument("--allow-unknown", action="store_true",

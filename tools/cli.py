@@ -58,6 +58,9 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     unknown flag is reported by the command's own usage, not the top level's)."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        if "help" in kwargs:  # `props X --help` says at least what the listing says
+            kwargs.setdefault("description", kwargs["help"][:1].upper() + kwargs["help"][1:]
+                              + ".")
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
         parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                             help="log what props is doing")

@@ -52,7 +52,8 @@ def add_parser(sub: Any) -> None:
         "imported export files (by the key that signed them, or 'unsigned').\n\n"
         + DEFINITIONS, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="a table for people (default), or CSV or JSON for programs")
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
     p.add_argument("--exclude-imported", action="store_true",
                    help="leave out the runs that came in from imported export files")

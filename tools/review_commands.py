@@ -47,8 +47,8 @@ def add_parser(sub: Any) -> None:
                        ("correct", "give one issue the match it should have had")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] +
                             ": a grade.reviewed event naming you; no grade is overwritten.")
-        p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID")
-        p.add_argument("issue_id", metavar="ISSUE_ID")
+        p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID", help="the critic run")
+        p.add_argument("issue_id", metavar="ISSUE_ID", help="the issue, as the run reported it")
         p.add_argument("--reviewer", default=getpass.getuser(),
                        help="who judges (default: your user name)")
         p.add_argument("--note", default="", help="why, for whoever reads the verdict")
@@ -64,8 +64,9 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("exclude", help="leave a run out of every score, with a reason",
                         description="Record run.excluded: the run leaves every score from now "
                         "on and is counted as excluded in reports, with the reason.")
-    p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID")
-    p.add_argument("--reason", required=True)
+    p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID", help="the critic run")
+    p.add_argument("--reason", required=True,
+                   help="why the run must not count (kept in the log with the event)")
     p.add_argument("--by", default=getpass.getuser(), help="who excludes it")
     p.set_defaults(handler=exclude_cmd)
 

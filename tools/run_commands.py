@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import tomllib
+import typing
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.reactors import definitions, run_requests
+from props.tools import arguments
 from props.tools.render import Console, Table
 
 out = Console(highlight=False)
@@ -31,7 +33,8 @@ def add_parsers(sub: Any) -> None:
                         "with the digest the engine reports, or with --local a command run "
                         "on the host (its digest covers the command, the config and the "
                         "module's source).")
-    p.add_argument("--type", choices=("critic", "grader"), required=True, dest="agent_type")
+    p.add_argument("--type", choices=("critic", "grader"), required=True, dest="agent_type",
+                   help="what the agent does: review code, or grade reviews")
     p.add_argument("--image", required=True, help="the image reference (or a label, --local)")
     p.add_argument("--name", help="definition name (default: the image name)")
     p.add_argument("--tag", default="latest", help="tag (default: latest)")
@@ -71,27 +74,33 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--model", required=True, help="the model the critic uses")
     p.add_argument("--timeout", type=float, default=600, help="seconds (default 600)")
     p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
-    p.add_argument("--count", type=int, default=1, help="how many runs (default 1)")
+    p.add_argument("--count", type=arguments.positive_int, default=1,
+                   help="how many runs (default 1)")
     p.set_defaults(handler=request_cmd)
-    p = cmds.add_parser("list", help="runs and their status (from the projections)")
-    p.add_argument("--status", help="only runs in this status")
-    p.add_argument("--limit", type=int, default=50)
+    p = cmds.add_parser("list", help="runs and their status (from the projections)",
+                        description="The newest runs first, as the projections have them "
+                        "(a run requested a moment ago shows once the projection runner of "
+                        "`props serve` or `props projections run` has folded it).")
+    p.add_argument("--status", choices=typing.get_args(catalog.RunStatus),
+                   help="only runs in this status")
+    p.add_argument("--limit", type=arguments.positive_int, default=50,
+                   help="at most this many runs (default 50)")
     p.set_defaults(handler=list_runs_cmd)
     p = cmds.add_parser("show", help="a run's timeline, from the log")
-    p.add_argument("run_id", type=uuid.UUID)
+    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
     p.set_defaults(handler=show_cmd)
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
-    p.add_argument("run_id", type=uuid.UUID)
+    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
     p.set_defaults(handler=cancel_cmd)
     p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
                         description="A retention hold: every partition holding an event of "
                         "the run stays in the table until the hold is released.")
-    p.add_argument("run_id", type=uuid.UUID)
+    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
     p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
                    "output")
     p.set_defaults(handler=hold_cmd)
     p = cmds.add_parser("release", help="release a run's retention hold")
-    p.add_argument("run_id", type=uuid.UUID)
+    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
     p.set_defaults(handler=release_cmd)
 
 
@@ -203,7 +212,7 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
 async def _records(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:
     records = await store.read_stream(f"run-{run_id}")
     if not records:
-        raise errors.PropsError(f"no run {run_id} in the log")
+        raise errors.NotFound(f"no run {run_id} in the log")
     return records
 
 
@@ -244,6 +253,7 @@ async def release_cmd(args: argparse.Namespace) -> int:
     from props.core import archival  # (the archive's code: 0.3 s to import)
 
     async with EventStore.open(max_connections=2) as store:
+        await _records(store, args.run_id)  # the run must exist, as for hold
         if args.run_id not in await archival.held_runs(store):
             out.print(f"run {args.run_id} is not held: nothing to release")
             return 0

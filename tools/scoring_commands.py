@@ -70,7 +70,8 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("a", help="scorer A, NAME@VERSION")
     p.add_argument("b", help="scorer B, NAME@VERSION")
     _selectors(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="a table for people (default), or CSV or JSON for programs")
     p.set_defaults(handler=compare_cmd)
 
 
@@ -79,8 +80,8 @@ def _selectors(p: argparse.ArgumentParser) -> None:
                    help="a run id (repeatable)")
     p.add_argument("--since", type=datetime.fromisoformat, help="requested at or after (ISO)")
     p.add_argument("--until", type=datetime.fromisoformat, help="requested before (ISO)")
-    p.add_argument("--model")
-    p.add_argument("--definition")
+    p.add_argument("--model", help="only runs of this model")
+    p.add_argument("--definition", help="only runs of this critic definition")
     p.add_argument("--snapshot", help="PROJECT/YYYY-MM-DD-NN")
     p.add_argument("--all", action="store_true", help="every recorded critic run")
 

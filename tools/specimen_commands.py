@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
                         description="Check every snapshot under DIR and report every problem "
                         "with its file and line. Exit 65 if there is any.\n\n" + FORMAT_HELP,
                         formatter_class=raw)
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     _max_file_bytes(p)
     p.set_defaults(handler=validate_cmd)
     p = cmds.add_parser("sync", help="record a specimen directory in the log",
@@ -48,7 +48,7 @@ def add_parser(sub: Any) -> None:
                         "unchanged ones add nothing, changed ones add a version (the old one "
                         "stays), snapshots gone from DIR are retired.\n\n" + FORMAT_HELP,
                         formatter_class=raw)
-    p.add_argument("dir", type=Path)
+    p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     p.add_argument("--no-retire", action="store_true",
                    help="do not retire snapshots missing from DIR")
     _max_file_bytes(p)
@@ -157,7 +157,7 @@ async def show_cmd(args: argparse.Namespace) -> int:
         known = await specimen_sync.history(store)
     h = known.get(args.slug)
     if h is None or not h.versions:
-        raise errors.PropsError(f"no snapshot {args.slug!r} is recorded; "
+        raise errors.NotFound(f"no snapshot {args.slug!r} is recorded; "
                                 "`props specimens list` shows those that are")
     chosen = h.version(args.version) if args.version else h.latest
     if chosen is None:

@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("list", help="every token: name, scopes, made, revoked (no secrets)")
     p.set_defaults(handler=list_cmd)
     p = cmds.add_parser("revoke", help="revoke a token by name or id (at once, for good)")
-    p.add_argument("token", metavar="NAME|ID")
+    p.add_argument("token", metavar="NAME|ID", help="the token's name, or its id")
     p.set_defaults(handler=revoke_cmd)
 
 
