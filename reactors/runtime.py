@@ -60,6 +60,7 @@ def checkpoint_name(reactor: str) -> str:
 REACTORS = ("launcher", "grader", "supervisor")
 _LAG = queries.load("projections")["lag"]
 _PARKED = queries.load("agents")["parked"]
+_SERVING = queries.load("agents")["reactor_serving"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +88,11 @@ async def status(store: EventStore) -> list[ReactorState]:
 def lock_key(reactor: str) -> int:
     digest = hashlib.sha256(f"props reactor {reactor}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+async def serving(store: EventStore, reactor: str) -> bool:
+    """Whether a process serves `reactor` now (it holds the reactor's lock)."""
+    return bool(await store.pool.fetchval(_SERVING, lock_key(reactor)))
 
 
 def parked_id(reactor: str, event_id: uuid.UUID) -> uuid.UUID:

@@ -4,10 +4,17 @@ documented exit code, no traceback; and the few things every command takes."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from props.core import database
+from props.core.store import EventStore
+from props.reactors import definitions, runtime
+from props.reactors.local_runtime import LocalRuntime
+from tests.reactor_helpers import SNAPSHOT, eventually, serving, sync_samples
 from tests.test_cli import CLI, props
 
 
@@ -93,3 +100,18 @@ def test_names_that_are_not_in_the_log_exit_66(dsn: str) -> None:
         out = props(*args, dsn=dsn)
         assert out.returncode == 66, (args, out.stderr)
         assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+async def test_runs_request_says_whether_a_launcher_will_take_it_up(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await sync_samples(store)
+    await definitions.push(store, definitions.reference_local())
+    ask = ["runs", "request", "--definition", "reference", "--snapshot", SNAPSHOT,
+           "--model", "m", "--budget", "0"]
+    alone = props(*ask, dsn=dsn)
+    assert alone.returncode == 0 and "no launcher is running" in alone.stdout, alone.stderr
+    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+        await eventually(lambda: runtime.serving(store, "launcher"), 30)
+        # In a thread: the reactors serving in this event loop must not stall meanwhile.
+        served = await anyio.to_thread.run_sync(lambda: props(*ask, dsn=dsn))
+    assert served.returncode == 0 and "a launcher is running" in served.stdout, served.stderr

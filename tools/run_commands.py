@@ -15,7 +15,7 @@ import pydantic
 from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
-from props.reactors import definitions, run_requests
+from props.reactors import definitions, run_requests, runtime
 from props.tools import arguments
 from props.tools.render import Console, Table
 
@@ -190,8 +190,13 @@ async def request_cmd(args: argparse.Namespace) -> int:
             definition=name, ref=ref or "latest", snapshot=args.snapshot,
             file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
             budget_usd=args.budget, count=args.count, requested_by="props runs request"))
+        launching = await runtime.serving(store, "launcher")
     for run_id in done.run_ids:
         out.print(f"requested run {run_id}")
+    # The request is an event: nothing runs until a launcher takes it up.
+    out.print("a launcher is running: it takes the runs up now (`props runs list` follows "
+              "them)" if launching else "no launcher is running on this database: nothing "
+              "happens until `props serve` (or `props serve --only launcher`) is started")
     return 0
 
 

@@ -64,3 +64,11 @@ SELECT event_id FROM props.event_ids WHERE event_id = ANY ($1::uuid[])
 
 -- deployment --
 SELECT id, current_database() FROM props.deployment
+
+-- reactor_serving --
+-- Whether some session holds reactor $1's advisory lock (a ReactorHost serving it, in any
+-- process): pg_locks splits the 64-bit key into two 32-bit halves.
+SELECT EXISTS (SELECT 1 FROM pg_locks
+                WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+                  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND ((classid::bigint << 32) | objid::bigint) = $1::bigint)
