@@ -4,14 +4,16 @@ documented exit code, no traceback; and the few things every command takes."""
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 
-from props.core import database
+from props.core import catalog, database
 from props.core.store import EventStore
+from props.projections import engine
 from props.reactors import definitions, runtime
 from props.reactors.local_runtime import LocalRuntime
 from tests.reactor_helpers import SNAPSHOT, eventually, serving, sync_samples
@@ -115,3 +117,17 @@ async def test_runs_request_says_whether_a_launcher_will_take_it_up(
         # In a thread: the reactors serving in this event loop must not stall meanwhile.
         served = await anyio.to_thread.run_sync(lambda: props(*ask, dsn=dsn))
     assert served.returncode == 0 and "a launcher is running" in served.stdout, served.stderr
+
+
+async def test_runs_list_says_when_it_is_empty_and_when_the_projections_lag(
+        store: EventStore, dsn: str) -> None:
+    await engine.rebuild(store)
+    empty = props("runs", "list", "--status", "failed", dsn=dsn)
+    assert empty.returncode == 0 and empty.stdout.strip() == "no runs in status failed"
+    assert empty.stderr == ""  # caught up: no warning
+    run = uuid.uuid4()
+    await store.append(f"run-{run}", [catalog.RunRequested(
+        run_id=run, agent_type="critic", definition="d", example=catalog.Example(
+            snapshot=SNAPSHOT), model="m", timeout_seconds=60, budget_usd=0)])
+    late = props("runs", "list", dsn=dsn)
+    assert late.returncode == 0 and "1 event(s)" in late.stderr and "behind" in late.stderr

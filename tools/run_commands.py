@@ -15,6 +15,7 @@ import pydantic
 from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
+from props.projections import engine
 from props.reactors import definitions, run_requests, runtime
 from props.tools import arguments
 from props.tools.render import Console, Table
@@ -207,10 +208,20 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
             "SELECT run_id, status, definition, model, snapshot, requested_at "
             "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
             "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
+        behind = next((s for s in await engine.status(store) if s.name == "runs"), None)
     for r in rows:
         table.add_row(str(r["run_id"]), r["status"], r["definition"], r["model"],
                       r["snapshot"], f"{r['requested_at']:%Y-%m-%d %H:%M:%S}")
-    out.print(table)
+    if rows:
+        out.print(table)
+    else:
+        out.print("no runs" + (f" in status {args.status}" if args.status else ""))
+    if behind is not None and behind.lag_events:
+        late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
+        Console(stderr=True).print(
+            f"warning: the projections are {behind.lag_events:,} event(s){late} behind the "
+            "log: what happened since is not listed yet (`props serve` or `props "
+            "projections run` folds it)")
     return 0
 
 
