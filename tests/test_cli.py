@@ -199,7 +199,7 @@ def test_specimens_commands(dsn: str, tmp_path: Path) -> None:
     shown = props("specimens", "show", "notes-api/2025-10-14-00", dsn=dsn)
     assert "search-sql-injection" in shown.stdout and "notes/db.py:76-80" in shown.stdout
     missing = props("specimens", "show", "nope/2025-01-01-00", dsn=dsn)
-    assert missing.returncode == 1 and "props specimens list" in missing.stderr
+    assert missing.returncode == 66 and "props specimens list" in missing.stderr
 
 
 def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
@@ -327,18 +327,21 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
     assert "reference" in cli("definitions", "list").stdout
     missing = cli("runs", "request", "--definition", "nobody", "--snapshot",
                   "csvtool/2025-09-03-00", "--model", "m")
-    assert missing.returncode == 1 and "push one first" in missing.stderr
+    assert missing.returncode == 66 and "push one first" in missing.stderr
     requested = cli("runs", "request", "--definition", "reference@local", "--snapshot",
                     "csvtool/2025-09-03-00", "--model", "m", "--count", "2")
     assert requested.returncode == 0, requested.stderr
-    run_id = requested.stdout.split()[-1]
+    ids = [line.split()[-1] for line in requested.stdout.splitlines()
+           if line.startswith("requested run ")]
+    assert len(ids) == 2 and "no launcher is running" in requested.stdout
+    run_id = ids[-1]
     shown = cli("runs", "show", run_id).stdout
     assert "run.requested" in shown and digest[:20] in shown  # resolved at request time
     cancelled = cli("runs", "cancel", run_id)
     assert cancelled.returncode == 0 and "cancel requested" in cancelled.stdout
     status = cli("reactors", "status")
     assert status.returncode == 0 and "2 queued, 0 running, 0 finished" in status.stdout
-    assert cli("runs", "show", str(uuid.uuid4())).returncode == 1
+    assert cli("runs", "show", str(uuid.uuid4())).returncode == 66  # not in the log
 
 
 def _samples() -> Path:

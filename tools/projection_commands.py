@@ -11,8 +11,8 @@ import anyio.abc
 from props.core.store import EventStore
 from props.projections import engine
 from props.reactors.service import stop_on_signal
-from props.tools import progress
-from props.tools.render import Console, Table
+from props.tools import progress, render
+from props.tools.render import Console
 
 console = Console(highlight=False, stderr=True)
 
@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("status", help="checkpoints, lag, and what holds the fence",
                         description="Each projection's checkpoint and lag (events and seconds "
                         "behind the log), and any long transaction holding the fence back.")
+    render.add_format(p)
     p.set_defaults(handler=status_cmd)
     p = cmds.add_parser("rebuild", help="rebuild projections from the log, then swap",
                         description="Build the projection(s) again from the whole log beside "
@@ -62,13 +63,18 @@ async def status_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
         states = await engine.status(store)
         fence = await store.fence_status()
-    table = Table("projection", "version", "checkpoint", "lag (events)", "lag (seconds)")
-    for s in states:
-        lag_s = "-" if s.lag_seconds is None else f"{s.lag_seconds:.1f}"
-        table.add_row(s.name, str(s.version), str(s.checkpoint or "never built"),
-                      f"{s.lag_events:,}", lag_s)
-    Console(highlight=False).print(table)
-    Console(highlight=False).print(fence.describe())
+    rows = [{"projection": s.name, "version": s.version,
+             "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
+             "lag_events": s.lag_events, "lag_seconds": s.lag_seconds} for s in states]
+    render.emit(args.format, rows, [("projection", "projection"), ("version", "version"),
+                                    ("checkpoint", "checkpoint"),
+                                    ("lag_events", "lag (events)"),
+                                    ("lag_seconds", "lag (seconds)")],
+                empty="no projections", cells={
+                    "checkpoint": lambda c: c or "never built",
+                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
+    if args.format == "table":
+        Console().print(fence.describe())
     return 0
 
 

@@ -17,8 +17,8 @@ from props.core.store import EventStore
 from props.reactors import runtime
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
 from props.schema import migrate, queries
-from props.tools import logs, service_config, specimen_commands
-from props.tools.render import Console, Table
+from props.tools import logs, render, service_config, specimen_commands
+from props.tools.render import Console
 
 log = logging.getLogger("props.serve")
 _AGENTS = queries.load("agents")
@@ -70,6 +70,7 @@ def add_parsers(sub: Any) -> None:
                         description="Each reactor's checkpoint, its lag behind the log, the "
                         "events it parked (gave up on), and the critic runs queued, running "
                         "and finished.")
+    render.add_format(s)
     s.set_defaults(handler=status_cmd)
 
 
@@ -161,16 +162,23 @@ def _address(sock: Any) -> str:
 
 
 async def status_cmd(args: argparse.Namespace) -> int:
-    table = Table("reactor", "checkpoint", "lag (events)", "lag (seconds)", "parked")
     async with EventStore.open(max_connections=2) as store:
-        for r in await runtime.status(store):
-            lag_s = "-" if r.lag_seconds is None else f"{r.lag_seconds:.1f}"
-            table.add_row(r.name, str(r.checkpoint or "never ran"), f"{r.lag_events:,}",
-                          lag_s, f"{r.parked:,}")
+        rows = [{"reactor": r.name, "checkpoint": None if r.checkpoint is None
+                 else str(r.checkpoint), "lag_events": r.lag_events,
+                 "lag_seconds": r.lag_seconds, "parked": r.parked,
+                 "serving": await runtime.serving(store, r.name)}
+                for r in await runtime.status(store)]
         runs = await store.pool.fetchrow(_AGENTS["run_counts"])
-    out = Console(highlight=False)
-    out.print(table)
+    render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
+                                    ("checkpoint", "checkpoint"),
+                                    ("lag_events", "lag (events)"),
+                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked")],
+                empty="no reactors", cells={
+                    "checkpoint": lambda c: c or "never ran",
+                    "serving": lambda v: "yes" if v else "no",
+                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
     assert runs is not None
-    out.print(f"critic runs: {runs['queued']:,} queued, {runs['running']:,} running, "
-              f"{runs['finished']:,} finished")
+    if args.format == "table":
+        Console().print(f"critic runs: {runs['queued']:,} queued, {runs['running']:,} "
+                        f"running, {runs['finished']:,} finished")
     return 0

@@ -11,9 +11,16 @@ ESC, bidirectional overrides that reorder what follows) are shown as escapes (`\
 
 from __future__ import annotations
 
+import argparse
+import csv
+import datetime as dt
+import io
 import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import orjson
 import rich.console
 import rich.table
 import rich.text
@@ -76,3 +83,59 @@ class Table(rich.table.Table):
 
     def add_row(self, *renderables: Any, **kwargs: Any) -> None:
         super().add_row(*(_shown(r) for r in renderables), **kwargs)
+
+
+# -- one output convention for lists ------------------------------------------------------------
+
+FORMATS = ("table", "json", "csv")
+Cell = Callable[[Any], str]
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    """`--format table|json|csv` (and `--json`, the same as `--format json`)."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="a table for people (default); JSON (an array of objects, "
+                             "values as numbers, times in ISO 8601) or CSV for programs")
+    parser.add_argument("--json", dest="format", action="store_const", const="json",
+                        help="the same as --format json")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def emit(fmt: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]],
+         *, empty: str, cells: Mapping[str, Cell] | None = None) -> None:
+    """Print `rows` as a table (`columns`: key and header; `cells` format a key's values for
+    people), a JSON array of objects, or CSV. An empty table says `empty` instead."""
+    keys = [key for key, _header in columns]
+    if fmt == "json":
+        print(orjson.dumps([{k: _plain(r[k]) for k in keys} for r in rows]).decode())
+    elif fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(keys)
+        writer.writerows([[_plain(r[k]) for k in keys] for r in rows])
+        print(out.getvalue(), end="")
+    elif not rows:
+        Console().print(empty)
+    else:
+        shown = cells or {}
+        table = Table(*(header for _key, header in columns))
+        for r in rows:
+            table.add_row(*((shown[k] if k in shown else _cell)(r[k]) for k in keys))
+        Console().print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dt.datetime):
+        return f"{value:%Y-%m-%d %H:%M:%S}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)

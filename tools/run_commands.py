@@ -17,7 +17,7 @@ from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.projections import engine
 from props.reactors import definitions, run_requests, runtime
-from props.tools import arguments
+from props.tools import arguments, render
 from props.tools.render import Console, Table
 
 out = Console(highlight=False)
@@ -61,6 +61,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--grader", action="store_true", help="the reference grader instead")
     p.set_defaults(handler=reference_cmd)
     p = cmds.add_parser("list", help="every definition pushed")
+    render.add_format(p)
     p.set_defaults(handler=list_definitions_cmd)
 
     r = sub.add_parser("runs", help="critic runs: request, list, show, cancel",
@@ -86,6 +87,7 @@ def add_parsers(sub: Any) -> None:
                    help="only runs in this status")
     p.add_argument("--limit", type=arguments.positive_int, default=50,
                    help="at most this many runs (default 50)")
+    render.add_format(p)
     p.set_defaults(handler=list_runs_cmd)
     p = cmds.add_parser("show", help="a run's timeline, from the log")
     p.add_argument("run_id", type=uuid.UUID, help="the run's id")
@@ -174,13 +176,16 @@ async def reference_cmd(args: argparse.Namespace) -> int:
 
 
 async def list_definitions_cmd(args: argparse.Namespace) -> int:
-    table = Table("type", "name", "tag", "runtime", "digest", "image / command")
     async with EventStore.open(max_connections=2) as store:
-        for agent_type in ("critic", "grader"):
-            for d in await definitions.all_pushed(store, agent_type):
-                table.add_row(agent_type, d.name, d.tag, d.runtime, d.digest[:19],
-                              d.image or " ".join(d.command))
-    out.print(table)
+        rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
+                 "digest": d.digest, "image": d.image or " ".join(d.command)}
+                for agent_type in ("critic", "grader")
+                for d in await definitions.all_pushed(store, agent_type)]
+    render.emit(args.format, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
+                                    ("runtime", "runtime"), ("digest", "digest"),
+                                    ("image", "image / command")],
+                empty="no definitions pushed: `props definitions reference` pushes one",
+                cells={"digest": lambda d: str(d)[:19]})
     return 0
 
 
@@ -201,21 +206,19 @@ async def request_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definition"),
+               ("model", "model"), ("snapshot", "snapshot"), ("requested_at", "requested")]
+
+
 async def list_runs_cmd(args: argparse.Namespace) -> int:
-    table = Table("run", "status", "definition", "model", "snapshot", "requested")
     async with EventStore.open(max_connections=2) as store:
         rows = await store.pool.fetch(
             "SELECT run_id, status, definition, model, snapshot, requested_at "
             "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
             "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
         behind = next((s for s in await engine.status(store) if s.name == "runs"), None)
-    for r in rows:
-        table.add_row(str(r["run_id"]), r["status"], r["definition"], r["model"],
-                      r["snapshot"], f"{r['requested_at']:%Y-%m-%d %H:%M:%S}")
-    if rows:
-        out.print(table)
-    else:
-        out.print("no runs" + (f" in status {args.status}" if args.status else ""))
+    render.emit(args.format, [dict(r) for r in rows], RUN_COLUMNS,
+                empty="no runs" + (f" in status {args.status}" if args.status else ""))
     if behind is not None and behind.lag_events:
         late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
         Console(stderr=True).print(

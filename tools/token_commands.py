@@ -8,7 +8,8 @@ from typing import Any
 
 from props.core import tokens
 from props.core.store import EventStore
-from props.tools.render import Console, Table
+from props.tools import render
+from props.tools.render import Console
 
 out = Console(highlight=False)
 
@@ -31,6 +32,7 @@ def add_parser(sub: Any) -> None:
                    dest="scopes", help="a scope (repeatable)")
     p.set_defaults(handler=create_cmd)
     p = cmds.add_parser("list", help="every token: name, scopes, made, revoked (no secrets)")
+    render.add_format(p)
     p.set_defaults(handler=list_cmd)
     p = cmds.add_parser("revoke", help="revoke a token by name or id (at once, for good)")
     p.add_argument("token", metavar="NAME|ID", help="the token's name, or its id")
@@ -47,13 +49,15 @@ async def create_cmd(args: argparse.Namespace) -> int:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
-    table = Table("name", "scopes", "created", "revoked", "id")
     async with EventStore.open(max_connections=1) as store:
-        for t in await tokens.all_tokens(store):
-            table.add_row(t.name, ", ".join(t.scopes), f"{t.created_at:%Y-%m-%d %H:%M}",
-                          "-" if t.revoked_at is None else f"{t.revoked_at:%Y-%m-%d %H:%M}",
-                          str(t.id))
-    out.print(table)
+        rows = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at,
+                 "revoked_at": t.revoked_at, "id": t.id}
+                for t in await tokens.all_tokens(store)]
+    render.emit(args.format, rows, [("name", "name"), ("scopes", "scopes"),
+                                    ("created_at", "created"), ("revoked_at", "revoked"),
+                                    ("id", "id")],
+                empty="no tokens: `props serve` prints an admin token at its first start",
+                cells={"scopes": lambda s: ", ".join(s)})
     return 0
 
 

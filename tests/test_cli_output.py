@@ -1,0 +1,48 @@
+"""One output convention: every list and status command takes `--format table|json|csv`
+(`--json` the same as `--format json`), with values as numbers and times in ISO 8601."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+
+import orjson
+import pytest
+
+from props.core import catalog
+from props.core.store import EventStore
+from props.projections import engine
+from tests.reactor_helpers import SNAPSHOT
+from tests.test_cli import props
+
+LISTS = [["runs", "list"], ["definitions", "list"], ["tokens", "list"],
+         ["projections", "status"], ["reactors", "status"]]
+
+
+@pytest.mark.parametrize("command", LISTS)
+async def test_lists_speak_json_and_csv(command: list[str], store: EventStore,
+                                        dsn: str) -> None:
+    run = uuid.uuid4()
+    await store.append(f"run-{run}", [catalog.RunRequested(
+        run_id=run, agent_type="critic", definition="d", example=catalog.Example(
+            snapshot=SNAPSHOT), model="m", timeout_seconds=60, budget_usd=0)])
+    await engine.rebuild(store)
+    as_json = props(*command, "--format", "json", dsn=dsn)
+    assert as_json.returncode == 0, as_json.stderr
+    rows = orjson.loads(as_json.stdout)
+    assert isinstance(rows, list)
+    again = orjson.loads(props(*command, "--json", dsn=dsn).stdout)
+    assert [sorted(r) for r in again] == [sorted(r) for r in rows]  # (lags move meanwhile)
+    as_csv = props(*command, "--format", "csv", dsn=dsn)
+    assert as_csv.returncode == 0, as_csv.stderr
+    parsed = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert len(parsed) == len(rows)
+    if rows:
+        assert list(parsed[0]) == list(rows[0])
+    if command == ["runs", "list"]:
+        assert rows == [{"run_id": str(run), "status": "requested", "definition": "d",
+                         "model": "m", "snapshot": SNAPSHOT,
+                         "requested_at": rows[0]["requested_at"]}]
+    if command == ["projections", "status"]:
+        assert all(isinstance(r["lag_events"], int) and r["lag_events"] == 0 for r in rows)
