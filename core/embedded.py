@@ -15,6 +15,7 @@ readable by its owner only, never inside a directory a container is given.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -184,8 +185,11 @@ def stop(home: Path) -> bool:
         server = _pgserver().get_server(data_dir(home), cleanup_mode=None)
         server.stop()
         # pgserver keeps the instance of every data directory it served in this process and
-        # hands it out again, stopped; forget it, so a later start really starts a server.
+        # hands it out again, stopped; forget it, so a later start really starts a server,
+        # and its exit hook with it (it would remove the instance again: a KeyError printed
+        # at every `props db stop`).
         type(server)._instances.pop(server.pgdata, None)
+        atexit.unregister(server._cleanup)
     except Exception as exc:
         raise errors.EmbeddedServerError(
             f"could not stop the embedded PostgreSQL under {data_dir(home)}: {exc}"

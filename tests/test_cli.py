@@ -78,6 +78,8 @@ def test_append_then_tail(dsn: str) -> None:
     assert lines[0]["type"] == "phase.completed" and lines[0]["metadata"] == {"actor": "cli"}
     human = props("events", "tail", "--from", "start", "--no-follow", dsn=dsn)
     assert "run-cli@3 phase.completed" in human.stdout
+    # Without --from, --no-follow prints the log so far (not nothing).
+    assert props("events", "tail", "--no-follow", dsn=dsn).stdout == human.stdout
 
 
 @pytest.mark.parametrize(("stdin", "code", "message"), [

@@ -33,6 +33,7 @@ def test_commands_started_at_once_share_one_server(tmp_path: Path) -> None:
         stop = subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, text=True,
                               timeout=120, check=False)
         assert stop.returncode == 0 and "stopped" in stop.stdout
+        assert stop.stderr == "", stop.stderr  # (pgserver's exit hook printed a KeyError)
         assert not embedded.is_running(tmp_path / "home")
         again = subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, text=True,
                                timeout=120, check=False)

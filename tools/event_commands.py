@@ -40,8 +40,10 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("tail", help="print events as they are appended",
                         description="Print the log's events in read order, then follow it "
                         "live (Ctrl-C stops). Positions are TX:POSITION checkpoints.")
-    p.add_argument("--from", dest="start", default="end", metavar="WHERE",
-                   help="'start', 'end' (default: only new events) or a TX:POSITION checkpoint")
+    p.add_argument("--from", dest="start", metavar="WHERE",
+                   help="'start', 'end' or a TX:POSITION checkpoint (default: 'end', only new "
+                        "events, when following; 'start' with --no-follow, which prints the "
+                        "log so far)")
     p.add_argument("--category", help="only streams of this category (e.g. run)")
     p.add_argument("--no-follow", action="store_true",
                    help="stop when caught up instead of following")
@@ -132,13 +134,14 @@ def render(rec: RecordedEvent, as_json: bool) -> str:
 
 async def tail_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=3) as store:
-        if args.start == "start":
+        start = args.start or ("start" if args.no_follow else "end")
+        if start == "start":
             after = START
-        elif args.start == "end":
+        elif start == "end":
             fence = await store.fence_status()
             after = fence.last_visible or START
         else:
-            after = Checkpoint.parse(args.start)
+            after = Checkpoint.parse(start)
         if args.no_follow:
             async for batch in store.iter_all(after, category=args.category):
                 for rec in batch:
