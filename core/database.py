@@ -64,10 +64,12 @@ async def serve_until_stopped(
     work: Callable[[], Awaitable[None]], stop: anyio.Event, what: str,
     transient: tuple[type[BaseException], ...] = UNAVAILABLE,
     fatal: tuple[type[BaseException], ...] = (),
+    give_up: Callable[[], bool] | None = None,
 ) -> None:
     """Run `work` until it returns or `stop` is set; when it fails with only `transient`
     errors (the database went away, a lock session was lost) and none of them `fatal`, wait
-    with backoff and run it again. The loop every long-running service shares."""
+    with backoff and run it again, unless `give_up()` says it has waited long enough (then
+    `StoreUnavailable`). The loop every long-running service shares."""
     attempt = 0
     while not stop.is_set():
         try:
@@ -76,10 +78,19 @@ async def serve_until_stopped(
         except Exception as exc:
             if not only(exc, transient) or (fatal and only(exc, fatal)):
                 raise
+            if give_up is not None and give_up():
+                raise errors.StoreUnavailable(
+                    f"{what} gave up waiting for the database: {_first_line(exc)}") from exc
             attempt += 1
             log.warning("%s lost the database (%s); retrying", what, exc)
             with anyio.move_on_after(backoff(attempt, first=0.2)):
                 await stop.wait()
+
+
+def _first_line(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 SERVICE_ROLE = "props_service"

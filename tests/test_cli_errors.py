@@ -131,3 +131,17 @@ async def test_runs_list_says_when_it_is_empty_and_when_the_projections_lag(
             snapshot=SNAPSHOT), model="m", timeout_seconds=60, budget_usd=0)])
     late = props("runs", "list", dsn=dsn)
     assert late.returncode == 0 and "1 event(s)" in late.stderr and "behind" in late.stderr
+
+
+def test_serve_gives_up_on_a_database_it_never_reached(dsn: str, tmp_path: Path) -> None:
+    closed = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens on port 1
+    out = props("serve", "--only", "grader", "--connect-wait", "1", dsn=closed,
+                env={"PROPS_HOME": str(tmp_path)})
+    assert out.returncode == 69, out.stderr
+    errors_said = [line for line in out.stderr.splitlines() if line.startswith("props:")]
+    assert len(errors_said) == 1 and "gave up waiting for the database" in errors_said[0]
+    assert "Traceback" not in out.stderr and "ExceptionGroup" not in out.stderr
+    refused = props("serve", "--only", "grader", dsn=database.with_user(dsn, "props_nobody"),
+                    env={"PROPS_HOME": str(tmp_path)})
+    assert refused.returncode == 78 and "refused the login" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr and "ExceptionGroup" not in refused.stderr

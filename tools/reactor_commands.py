@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,9 @@ def add_parsers(sub: Any) -> None:
                    help="sync this specimens directory into the log at start (nothing retired)")
     p.add_argument("--log-format", choices=("text", "json"),
                    help="log lines as text (default) or one JSON object each")
+    p.add_argument("--connect-wait", type=float, metavar="SECONDS",
+                   help="how long to wait for the database at start before giving up with "
+                        "exit 69 (default 60); once connected, outages are waited out")
     p.set_defaults(handler=serve_cmd)
 
     r = sub.add_parser("reactors", help="where the reactors stand",
@@ -80,14 +84,17 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     logs.configure(config.log_format, args.verbose)
     stop = anyio.Event()
     only: list[str] = list(config.only or SERVICES)
+    began, connected = time.monotonic(), False
 
     async def serve() -> None:
+        nonlocal connected
         if config.auto_migrate:  # as the owner; the service itself owns nothing
             applied = await migrate.migrate_database(config.dsn or database.resolve_dsn())
             log.info(f"migrations applied at start: {len(applied)}")
         dsn = config.dsn or database.resolve_service_dsn()
         async with EventStore.open(dsn, max_connections=16) as store, \
                 container_runtimes(config.runtime) as runtimes:
+            connected = True
             if config.auto_sync_specimens is not None:
                 await _sync_specimens(store, config.auto_sync_specimens)
             service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent)
@@ -103,7 +110,8 @@ async def serve_cmd(args: argparse.Namespace) -> int:
         # by waiting.
         await database.serve_until_stopped(
             serve, stop, "props serve",
-            fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError))
+            fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
+            give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
         tg.cancel_scope.cancel()
     return 0
 

@@ -37,6 +37,9 @@ class ServiceConfig(pydantic.BaseModel):
     auto_migrate: bool = False  # apply pending migrations at start
     auto_sync_specimens: Path | None = None  # sync this specimens directory at start
     log_format: Literal["text", "json"] = "text"
+    # Seconds to wait for the database at start (a server still booting) before giving up
+    # with exit 69; once connected, outages are ridden out however long they last.
+    connect_wait: float = pydantic.Field(60.0, ge=0, le=86_400)
 
     @pydantic.model_validator(mode="after")
     def _registry_needs_upstream(self) -> ServiceConfig:
