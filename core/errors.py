@@ -85,6 +85,12 @@ class AppendOnlyViolation(PropsError):
     exit_code = 77  # EX_NOPERM
 
 
+class Ambiguous(PropsError):
+    """A prefix that names more than one thing: the message lists them."""
+
+    exit_code = 65  # EX_DATAERR: the user's input does not name one thing
+
+
 class NotFound(PropsError):
     """Something named (a run, a definition, a snapshot, a token) is not in the log."""
 

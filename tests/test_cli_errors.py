@@ -145,3 +145,24 @@ def test_serve_gives_up_on_a_database_it_never_reached(dsn: str, tmp_path: Path)
                     env={"PROPS_HOME": str(tmp_path)})
     assert refused.returncode == 78 and "refused the login" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr and "ExceptionGroup" not in refused.stderr
+
+
+async def test_run_ids_are_shown_short_and_taken_by_unique_prefix(store: EventStore,
+                                                                  dsn: str) -> None:
+    one, two = (uuid.UUID(f"abcd{n}000-0000-4000-8000-000000000000") for n in (1, 2))
+    for run in (one, two):
+        await store.append(f"run-{run}", [catalog.RunRequested(
+            run_id=run, agent_type="critic", definition="d", example=catalog.Example(
+                snapshot=SNAPSHOT), model="m", timeout_seconds=60, budget_usd=0)])
+    await engine.rebuild(store)
+    listed = props("runs", "list", dsn=dsn, env={"COLUMNS": "80"}).stdout
+    assert "abcd1000 " in listed and str(one) not in listed  # 8 digits in the table
+    assert str(one) in props("runs", "list", "--json", dsn=dsn).stdout  # whole in JSON
+    shown = props("runs", "show", "abcd1", dsn=dsn)
+    assert shown.returncode == 0 and "run.requested" in shown.stdout, shown.stderr
+    both = props("runs", "show", "abcd", dsn=dsn)
+    assert both.returncode == 65 and str(one) in both.stderr and str(two) in both.stderr
+    assert props("runs", "show", "abcd9", dsn=dsn).returncode == 66
+    assert props("runs", "show", "xyz!", dsn=dsn).returncode == 2
+    held = props("runs", "hold", "abcd2", "--reason", "audit", dsn=dsn)
+    assert held.returncode == 0 and str(two) in held.stdout

@@ -4,6 +4,14 @@ with the command's usage), never a traceback or an empty answer to a typo."""
 from __future__ import annotations
 
 import argparse
+import re
+import uuid
+from typing import TYPE_CHECKING
+
+from props.core import errors
+
+if TYPE_CHECKING:
+    from props.core.store import EventStore
 
 
 def positive_int(text: str) -> int:
@@ -15,3 +23,34 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
     return value
+
+
+_RUN_REF = re.compile(r"^[0-9a-f-]{4,36}$")
+SHORT = 8  # hex digits of a run id shown in tables
+
+
+def run_ref(text: str) -> str:
+    """A run id, or a unique prefix of one (at least 4 hex digits, as tables show 8)."""
+    ref = text.strip().lower()
+    if not _RUN_REF.match(ref):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run id or a prefix of one")
+    return ref
+
+
+async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
+    """The run `ref` names: its whole id, or the one run whose id starts so. None, or more
+    than one: an error saying which."""
+    try:
+        return uuid.UUID(ref)
+    except ValueError:
+        pass
+    found = [r[0].removeprefix("run-") for r in await store.pool.fetch(
+        "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
+        "LIMIT 11", f"run-{ref}%")]
+    if not found:
+        raise errors.NotFound(f"no run id starts with {ref}")
+    if len(found) > 1:
+        raise errors.Ambiguous(
+            f"{ref} is the start of several run ids: {', '.join(found[:10])}"
+            + (", ..." if len(found) > 10 else "") + "; give more of it")
+    return uuid.UUID(found[0])

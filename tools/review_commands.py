@@ -20,17 +20,12 @@ from props.core import catalog, errors, rescoring, scoring
 from props.core.events import NewEvent
 from props.core.store import EventStore
 from props.schema import queries
+from props.tools import arguments
 from props.tools.render import Console
 
 console = Console(highlight=False)
 _Q = queries.load("reviews")
 _NAMESPACE = uuid.UUID("2c8f7a51-93d4-4e6b-a0f2-5b1d7e9c3a64")
-
-
-class NotFound(errors.PropsError):
-    """No such run, issue or grade."""
-
-    exit_code = 66  # EX_NOINPUT
 
 
 def add_parser(sub: Any) -> None:
@@ -47,7 +42,8 @@ def add_parser(sub: Any) -> None:
                        ("correct", "give one issue the match it should have had")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] +
                             ": a grade.reviewed event naming you; no grade is overwritten.")
-        p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID", help="the critic run")
+        p.add_argument("run_id", type=arguments.run_ref, metavar="RUN_ID",
+                       help="the critic run (its id, or a unique prefix of it)")
         p.add_argument("issue_id", metavar="ISSUE_ID", help="the issue, as the run reported it")
         p.add_argument("--reviewer", default=getpass.getuser(),
                        help="who judges (default: your user name)")
@@ -64,7 +60,8 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("exclude", help="leave a run out of every score, with a reason",
                         description="Record run.excluded: the run leaves every score from now "
                         "on and is counted as excluded in reports, with the reason.")
-    p.add_argument("run_id", type=uuid.UUID, metavar="RUN_ID", help="the critic run")
+    p.add_argument("run_id", type=arguments.run_ref, metavar="RUN_ID",
+                   help="the critic run (its id, or a unique prefix of it)")
     p.add_argument("--reason", required=True,
                    help="why the run must not count (kept in the log with the event)")
     p.add_argument("--by", default=getpass.getuser(), help="who excludes it")
@@ -125,12 +122,13 @@ async def _append_verdict(store: EventStore, verdict: catalog.GradeReviewed) -> 
 
 async def confirm_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
+        args.run_id = await arguments.resolve_run(store, args.run_id)
         name, version = await _scorer(store, args.scorer)
         grade = await store.pool.fetchrow(_Q["grade_of"], args.run_id, args.issue_id, name,
                                           version)
         if grade is None:
-            raise NotFound(f"no grade of run {args.run_id} issue {args.issue_id!r} under "
-                           f"{name}@{version}")
+            raise errors.NotFound(f"no grade of run {args.run_id} issue {args.issue_id!r} "
+                                  f"under {name}@{version}")
         await _append_verdict(store, catalog.GradeReviewed(
             critique_run_id=args.run_id, critique_issue_id=args.issue_id,
             tp_id=grade["tp_id"] if grade["grade"] >= scoring.FIND_GRADE else None,
@@ -155,10 +153,11 @@ async def correct_cmd(args: argparse.Namespace) -> int:
     elif args.fp:
         fp_id = args.fp
     async with EventStore.open(max_connections=2) as store:
+        args.run_id = await arguments.resolve_run(store, args.run_id)
         found = await store.pool.fetchrow(_Q["issue_and_truth"], args.run_id, args.issue_id)
         if found is None or found["ground_truth_hash"] is None:
-            raise NotFound(f"no issue {args.issue_id!r} in run {args.run_id} (or its snapshot "
-                           f"is not recorded)")
+            raise errors.NotFound(f"no issue {args.issue_id!r} in run {args.run_id} (or its "
+                                  f"snapshot is not recorded)")
         truth = {(t["kind"], t["id"], t["occurrence"]) for t in await store.pool.fetch(
             _Q["truth_ids"], found["snapshot"], found["ground_truth_hash"])}
         if tp_id is not None and ("tp", tp_id, occurrence) not in truth:
@@ -180,8 +179,9 @@ async def correct_cmd(args: argparse.Namespace) -> int:
 
 async def exclude_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
+        args.run_id = await arguments.resolve_run(store, args.run_id)
         if not await store.read_stream(f"run-{args.run_id}"):
-            raise NotFound(f"no run {args.run_id}")
+            raise errors.NotFound(f"no run {args.run_id}")
         await store.append(f"run-{args.run_id}", [catalog.RunExcluded(
             run_id=args.run_id, reason=args.reason, excluded_by=args.by)])
     console.print(Text(f"run {args.run_id} excluded from every score: {args.reason}"))

@@ -6,7 +6,6 @@ import argparse
 import json
 import tomllib
 import typing
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -90,20 +89,24 @@ def add_parsers(sub: Any) -> None:
     render.add_format(p)
     p.set_defaults(handler=list_runs_cmd)
     p = cmds.add_parser("show", help="a run's timeline, from the log")
-    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
+    p.add_argument("run_id", type=arguments.run_ref,
+                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
     p.set_defaults(handler=show_cmd)
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
-    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
+    p.add_argument("run_id", type=arguments.run_ref,
+                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
     p.set_defaults(handler=cancel_cmd)
     p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
                         description="A retention hold: every partition holding an event of "
                         "the run stays in the table until the hold is released.")
-    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
+    p.add_argument("run_id", type=arguments.run_ref,
+                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
     p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
                    "output")
     p.set_defaults(handler=hold_cmd)
     p = cmds.add_parser("release", help="release a run's retention hold")
-    p.add_argument("run_id", type=uuid.UUID, help="the run's id")
+    p.add_argument("run_id", type=arguments.run_ref,
+                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
     p.set_defaults(handler=release_cmd)
 
 
@@ -218,7 +221,8 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
             "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
         behind = next((s for s in await engine.status(store) if s.name == "runs"), None)
     render.emit(args.format, [dict(r) for r in rows], RUN_COLUMNS,
-                empty="no runs" + (f" in status {args.status}" if args.status else ""))
+                empty="no runs" + (f" in status {args.status}" if args.status else ""),
+                cells={"run_id": lambda r: str(r)[:arguments.SHORT]})
     if behind is not None and behind.lag_events:
         late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
         Console(stderr=True).print(
@@ -228,16 +232,18 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _records(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:
-    records = await store.read_stream(f"run-{run_id}")
+async def _records(store: EventStore, args: argparse.Namespace) -> list[RecordedEvent]:
+    """The run's events; `args.run_id` (a prefix, maybe) becomes the run's whole id."""
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    records = await store.read_stream(f"run-{args.run_id}")
     if not records:
-        raise errors.NotFound(f"no run {run_id} in the log")
+        raise errors.NotFound(f"no run {args.run_id} in the log")
     return records
 
 
 async def show_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        records = await _records(store, args.run_id)
+        records = await _records(store, args)
     table = Table("#", "time", "event", "details")
     for rec in records:
         text = json.dumps(details(rec.event), separators=(",", ":"))
@@ -249,7 +255,7 @@ async def show_cmd(args: argparse.Namespace) -> int:
 
 async def cancel_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        records = await _records(store, args.run_id)
+        records = await _records(store, args)
         if any(r.type_name == "run.finished" for r in records):
             out.print(f"run {args.run_id} has already finished: nothing to cancel")
             return 0
@@ -261,7 +267,7 @@ async def cancel_cmd(args: argparse.Namespace) -> int:
 
 async def hold_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        await _records(store, args.run_id)  # the run must exist
+        await _records(store, args)  # the run must exist
         await store.append(f"retention-{args.run_id}", [catalog.RetentionHeld(
             run_id=args.run_id, reason=args.reason, held_by="props runs hold")])
     out.print(f"run {args.run_id} is held: props archive keeps its events")
@@ -272,7 +278,7 @@ async def release_cmd(args: argparse.Namespace) -> int:
     from props.core import archival  # (the archive's code: 0.3 s to import)
 
     async with EventStore.open(max_connections=2) as store:
-        await _records(store, args.run_id)  # the run must exist, as for hold
+        await _records(store, args)  # the run must exist, as for hold
         if args.run_id not in await archival.held_runs(store):
             out.print(f"run {args.run_id} is not held: nothing to release")
             return 0
