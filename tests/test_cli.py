@@ -136,12 +136,12 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
                 "but not completed: 0") in flat
         assert "12 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
         assert "chain and manifest intact" in out.stdout
-        first = int(out.stdout.split("archive: ")[1].split(" events")[0])
+        first = int(out.stdout.split("export: ")[1].split(" events")[0])
         again = subprocess.run([*CLI, "demo"], capture_output=True, text=True, env=env,
                                timeout=300, check=False)
         assert again.returncode == 0, again.stderr
         assert "(0 new, 12 reused)" in again.stdout and "(reused)" in again.stdout
-        assert f"archive: {first} events" in again.stdout  # duplicates nothing
+        assert f"export: {first} events" in again.stdout  # duplicates nothing
     finally:
         subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, timeout=60,
                        check=False)

@@ -1,10 +1,10 @@
-"""`props demo`: from nothing to a scored, re-scored and archived evaluation, on the log.
+"""`props demo`: from nothing to a scored, re-scored and exported evaluation, on the log.
 
 Migrate; sync the bundled specimens; push the reference critic in two variants (all checks,
 and a "lite" one with fewer: two "models"); request a dozen runs across the samples; serve
 the reactors and the projection runner in this process until every run is finished and
 graded (on Docker when an engine answers, else as local processes); print the report;
-re-score under overlap@2 and print the comparison; export the log and verify the archive.
+re-score under overlap@2 and print the comparison; export the log and verify the file.
 Run ids derive from what they run, so running the demo again reuses everything.
 """
 
@@ -56,12 +56,12 @@ WAIT_SECONDS = 150
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "demo", help="the whole pipeline, from nothing to a re-scored, archived evaluation",
+        "demo", help="the whole pipeline, from nothing to a re-scored, exported evaluation",
         description="Migrate the database (PROPS_DSN, or the embedded server); sync the "
         "sample specimens; push the reference critic in two variants; run a dozen critic "
         "runs through the reactors in this process (Docker when an engine answers, else "
         "local processes); grade them; print the report; re-score under overlap@2 and "
-        "compare; export the log and verify the archive. Safe to run again: it reuses what "
+        "compare; export the log and verify the file. Safe to run again: it reuses what "
         "is there and says so.")
     p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
                    help="where the critics run (default: Docker if reachable, else local)")
@@ -96,7 +96,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
             exported = await archive.export(store, archive.Selection(), out,
                                             progress=lambda n: progress.advance(task, n))
         verified = await anyio.to_thread.run_sync(archive.verify, out)
-        console.print(f"archive: {exported.events} events and {exported.blobs} blobs in "
+        console.print(f"export: {exported.events} events and {exported.blobs} blobs in "
                       f"{out} ({exported.bytes_out:,} bytes); verified: {verified.events} "
                       f"events, chain and manifest intact")
     console.print(
