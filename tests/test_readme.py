@@ -120,3 +120,33 @@ def test_readme_lists_every_event_type() -> None:
     types = sorted(REGISTRY.names())
     assert len(types) > 20
     assert [t for t in types if f"`{t}`" not in listed] == []
+
+
+def test_every_command_readme_shows_has_help() -> None:
+    """Every `props ...` line of README's code blocks names a real command: its `--help`
+    works (a renamed or removed command fails here before a reader tries it)."""
+    import argparse
+
+    from props.tools.cli import build_parser
+
+    def path_of(words: list[str]) -> list[str]:
+        parser, path = build_parser(), []
+        for word in words:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or word not in subs[0].choices:
+                break
+            parser, path = subs[0].choices[word], [*path, word]
+        return path
+
+    text = README.read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    lines = [line.split()[1:] for block in blocks for line in block.splitlines()
+             if line.startswith("props ") and not line.split()[1].startswith("-")]
+    shown = {tuple(path_of(words)) for words in lines}
+    assert [w for w in lines if not path_of(w)] == []  # a word that is no command
+    assert path_of(["runz", "list"]) == []  # (the negative control of that check)
+    assert len(shown) > 25, shown
+    for path in sorted(shown):
+        out = subprocess.run([sys.executable, "-m", "props.tools.cli", *path, "--help"],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0 and "usage: props" in out.stdout, (path, out.stderr)
