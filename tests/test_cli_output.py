@@ -17,7 +17,7 @@ from tests.reactor_helpers import SNAPSHOT
 from tests.test_cli import props
 
 LISTS = [["runs", "list"], ["definitions", "list"], ["tokens", "list"],
-         ["projections", "status"], ["reactors", "status"]]
+         ["projections", "status"], ["reactors", "status"], ["scorers", "list"]]
 
 
 @pytest.mark.parametrize("command", LISTS)
@@ -46,3 +46,14 @@ async def test_lists_speak_json_and_csv(command: list[str], store: EventStore,
                          "requested_at": rows[0]["requested_at"]}]
     if command == ["projections", "status"]:
         assert all(isinstance(r["lag_events"], int) and r["lag_events"] == 0 for r in rows)
+
+
+def test_settings_are_data_not_python_reprs(dsn: str) -> None:
+    rows = orjson.loads(props("scorers", "list", "--json", dsn=dsn).stdout)
+    assert {r["scorer"] for r in rows} >= {"tiered@2", "overlap@2"}
+    assert all(isinstance(r["settings"], dict) and len(r["code_hash"]) == 64 for r in rows)
+    table = props("scorers", "list", dsn=dsn, env={"COLUMNS": "200"}).stdout
+    assert "'" not in table and "grades={" in table  # JSON values, not Python's repr
+    parsed = list(csv.DictReader(io.StringIO(props("scorers", "list", "--format", "csv",
+                                                   dsn=dsn).stdout)))
+    assert all(isinstance(orjson.loads(r["settings"]), dict) for r in parsed)

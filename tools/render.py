@@ -119,7 +119,7 @@ def emit(fmt: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[st
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(keys)
-        writer.writerows([[_plain(r[k]) for k in keys] for r in rows])
+        writer.writerows([[_csv(r[k]) for k in keys] for r in rows])
         print(out.getvalue(), end="")
     elif not rows:
         Console().print(empty)
@@ -129,6 +129,11 @@ def emit(fmt: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[st
         for r in rows:
             table.add_row(*((shown[k] if k in shown else _cell)(r[k]) for k in keys))
         Console().print(table)
+
+
+def _csv(value: Any) -> Any:
+    """A CSV field: lists and objects as JSON text (never Python's repr)."""
+    return orjson.dumps(value).decode() if isinstance(value, list | dict) else _plain(value)
 
 
 def _cell(value: Any) -> str:

@@ -10,6 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import orjson
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -21,7 +22,7 @@ from rich.progress import (
 
 from props.core import catalog, errors, intervals, llm_judge, rescoring, scoring
 from props.core.store import EventStore
-from props.tools import scorer_eval_commands
+from props.tools import render, scorer_eval_commands
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
@@ -36,6 +37,7 @@ def add_parsers(sub: Any) -> None:
     p = cmds.add_parser("list", help="scorers this props knows, and their registration",
                         description="Every scorer this props can run, its code hash, and "
                         "whether the log has it registered and active.")
+    render.add_format(p)
     p.set_defaults(handler=list_cmd)
     scorer_eval_commands.add_parser(cmds)
     for name, text in (("register", "record a scorer's registration in the log"),
@@ -101,14 +103,20 @@ async def list_cmd(args: argparse.Namespace) -> int:
                     registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
                 elif isinstance(rec.event, catalog.ActiveScorerSet):
                     active = f"{rec.event.name}@{rec.event.version}"
-    table = Table("scorer", "settings", "code hash", "in the log")
     known: dict[str, scoring.Scorer] = {**scoring.SCORERS, **llm_judge.configured()}
+    rows = []
     for ref, s in known.items():
-        state = ("active" if ref == active else "registered") if ref in registered else "-"
+        state = ("active" if ref == active else "registered") if ref in registered else None
         if ref in registered and registered[ref] != s.code_hash:
             state = "registered with another code hash"
-        table.add_row(ref, str(s.settings), s.code_hash[:16], state)
-    console.print(table)
+        rows.append({"scorer": ref, "settings": s.settings, "code_hash": s.code_hash,
+                     "in_the_log": state})
+    render.emit(args.format, rows, [("scorer", "scorer"), ("settings", "settings"),
+                                    ("code_hash", "code hash"), ("in_the_log", "in the log")],
+                empty="no scorers", cells={
+                    "settings": lambda v: ", ".join(
+                        f"{k}={orjson.dumps(val).decode()}" for k, val in v.items()) or "-",
+                    "code_hash": lambda h: h[:16]})
     return 0
 
 
