@@ -21,9 +21,8 @@ import pytest
 
 from props.core import archive, catalog, signing
 from props.core.store import EventStore
-from props.projections import engine
+from props.projections import engine, figures
 from props.schema import migrate
-from props.tools import report_command
 from props.tools.workload import Workload
 from tests.test_archive import _lines, _rechained, _write
 
@@ -171,8 +170,8 @@ async def test_reports_count_imported_runs_and_can_leave_them_out(
     await w.setup(target)
     await w.append_runs(target, 4)
     await engine.rebuild(target)
-    everything, notes = await report_command.load(target)
-    own, own_notes = await report_command.load(target, exclude_imported=True)
+    everything, notes = await figures.load(target)
+    own, own_notes = await figures.load(target, exclude_imported=True)
     imported = notes["imported_runs"]
     assert imported > 0 and notes[f"imported_by_{key.fingerprint}"] == imported
     assert sum(int(r["runs"]) for r in everything) - sum(int(r["runs"]) for r in own) == \

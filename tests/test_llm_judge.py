@@ -17,9 +17,8 @@ import pytest
 
 from props.core import catalog, errors, llm_judge, rescoring, scoring
 from props.core.store import EventStore
-from props.projections import engine
+from props.projections import engine, figures
 from props.reactors import definitions
-from props.tools import report_command
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request_reference
 from tests.test_strict_recall import graded_run
@@ -231,7 +230,7 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
         ("i2", "no majority among the judge's 3 draws")]
 
     await engine.rebuild(store)
-    rows, notes = await report_command.load(store, "judge", 3)
+    rows, notes = await figures.load(store, "judge", 3)
     assert rows == []  # a run with an issue it could not grade is not scored by it
     assert (notes["unscorable"], notes["scored"], notes["ungraded"]) == (1, 0, 0)
     edge = await store.pool.fetchrow(

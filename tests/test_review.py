@@ -11,8 +11,7 @@ import uuid
 
 from props.core import catalog, rescoring, scoring
 from props.core.store import EventStore
-from props.projections import engine
-from props.tools import report_command
+from props.projections import engine, figures
 from tests.test_strict_recall import graded_run
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
@@ -50,11 +49,11 @@ async def test_verdicts_are_their_own_scorer_and_compare_with_the_rule(
     c = await rescoring.compare(store, scoring.HUMAN, "tiered@2",
                                 rescoring.Selection(everything=True))
     assert c.agreement is not None and c.agreement.issues == 4 and c.agreement.agreed == 3
-    records, _ = await report_command.load(store, "human", 1)
+    records, _ = await figures.load(store, "human", 1)
     assert records[0]["recall"] == 0.5 and records[0]["precision"] == 0.25
     # Adjudicated: people's verdicts stand in for the rule's grades (i2's partial credit goes).
-    rule, notes = await report_command.load(store, "tiered", 2)
-    judged, judged_notes = await report_command.load(store, "tiered", 2, adjudicated=True)
+    rule, notes = await figures.load(store, "tiered", 2)
+    judged, judged_notes = await figures.load(store, "tiered", 2, adjudicated=True)
     assert (rule[0]["recall_graded"], judged[0]["recall_graded"]) == (0.8, 0.5)
     assert (notes["adjudicated_issues"], judged_notes["adjudicated_issues"]) == (0, 4)
 
@@ -66,7 +65,7 @@ async def test_an_excluded_run_leaves_every_score_and_is_counted(store: EventSto
     assert props(store.dsn, "review", "exclude", str(uuid.uuid4()), "--reason",
                  "x").returncode == 66
     await engine.rebuild(store)
-    records, notes = await report_command.load(store, "tiered", 2)
+    records, notes = await figures.load(store, "tiered", 2)
     assert records == [] and notes["excluded"] == 1 and notes["critic_runs"] == 1
     assert await store.pool.fetchval(
         "SELECT reason FROM projections.excluded_runs WHERE run_id = $1", run) == "leaked key"

@@ -22,8 +22,7 @@ import pytest
 
 from props.core import catalog, errors, rescoring, scoring, specimens
 from props.core.store import EventStore
-from props.projections import engine
-from props.tools import report_command
+from props.projections import engine, figures
 
 SLUG = "keyed/2026-02-01-00"
 
@@ -99,7 +98,7 @@ async def test_run_scores_count_finds_apart_from_partial_credit(store: EventStor
 async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
         store: EventStore) -> None:
     await graded_run(store)
-    records, notes = await report_command.load(store, "tiered", 2)
+    records, notes = await figures.load(store, "tiered", 2)
     [row] = records
     assert (row["recall"], row["recall_graded"], row["precision"]) == (0.5, 0.8, 0.25)
     assert row["partial"] == 1 and row["known_fp"] == 1
@@ -109,7 +108,7 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
     assert sum(notes[k] for k in states) == notes["critic_runs"] == 1
     with pytest.raises(errors.UnknownScorer, match="known: overlap@1, overlap@2, tiered@1, "
                                                    "tiered@2") as refused:
-        await report_command.load(store, "tierd", None)
+        await figures.load(store, "tierd", None)
     assert refused.value.exit_code == 65
 
 
@@ -128,6 +127,6 @@ async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: Even
         "SELECT scorer_version, expected, recalled, graded, recall, precision "
         "FROM projections.run_scores WHERE run_id = $1 ORDER BY scorer_version", silent)
     assert [tuple(r) for r in rows] == [(1, 2, 0, 0, 0.0, None), (2, 2, 0, 0, 0.0, None)]
-    records, notes = await report_command.load(store, "tiered", 2)
+    records, notes = await figures.load(store, "tiered", 2)
     assert records[0]["runs"] == 2 and records[0]["recall"] == 0.25  # 1 of 4 occurrences
     assert notes["no_issues"] == 1 and notes["scored"] == 1

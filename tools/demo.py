@@ -30,7 +30,7 @@ from props.core import (
     specimen_sync,
 )
 from props.core.store import EventStore
-from props.projections import engine
+from props.projections import engine, figures
 from props.reactors import definitions
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import DockerRuntime
@@ -156,7 +156,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
             await _settled(store, run_ids, lambda n: progress.update(task, completed=n))
         console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
                       f"{SCORER}, none pending")
-        records, notes = await report_command.load(store)
+        records, notes = await figures.load(store)
         report_command.print_table(records, notes)
         console.print(f"re-scoring every run with {RESCORER} (3 lines of tolerance) ...")
         with Progress(console=console, transient=True) as progress:

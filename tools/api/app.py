@@ -27,9 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from props.core import database, errors, tokens
 from props.core.events import details
 from props.core.store import EventStore
-from props.projections import engine
+from props.projections import engine, figures
 from props.reactors import run_requests, runtime
-from props.tools import report_command
 from props.tools.api import limits
 from props.tools.api.auth import Denied, authorize
 
@@ -323,10 +322,10 @@ def create_app(store: EventStore) -> FastAPI:
     async def scores(scorer: str | None = Query(
             None, description="NAME or NAME@VERSION")) -> Scores:
         try:
-            name, version = report_command.scorer_filter(scorer)
+            name, version = figures.scorer_filter(scorer)
         except errors.PropsError as exc:
             raise run_requests.InvalidRequest("scorer", str(exc)) from None
-        records, evidence = await report_command.load(store, name, version)
+        records, evidence = await figures.load(store, name, version)
         return Scores(scores=records, evidence=evidence)
 
     return app

@@ -28,8 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from props.core import rescoring, scoring
 from props.core.store import EventStore
-from props.projections import engine
-from props.tools import report_command
+from props.projections import engine, figures
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console
 from props.tools.workload import Workload
@@ -89,7 +88,7 @@ async def _time_report(store: EventStore) -> tuple[float, float, int, int]:
     ours, raw = [], []
     for _ in range(REPORT_ROUNDS):
         t0 = time.perf_counter()
-        records, _notes = await report_command.load(store, "overlap", 2)
+        records, _notes = await figures.load(store, "overlap", 2)
         ours.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         rows = await store.pool.fetch(RAW_AGGREGATE, "overlap", 2)

@@ -1,0 +1,175 @@
+"""The analysts' figures, read from the projections: recall and precision per model,
+definition and scorer, every critic run in one state, the cluster bootstrap's intervals and
+the paired differences; as of the live projections or of any point of the log.
+
+`props report` prints them, the HTTP API's `/api/scores` serves them and the demo shows
+them: one definition of each number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from props.core import database, errors, intervals, scoring
+from props.core.store import Checkpoint, EventStore
+from props.projections import as_of as as_of_point
+from props.projections import engine
+from props.schema import queries
+
+_Q = queries.load("report")
+COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
+           "recall_graded", "precision", "precision_low", "precision_high", "partial",
+           "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall", "examples"]
+_COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
+# The report's set-based queries hash a million grades and issues: in memory, not on disk.
+REPORT_WORK_MEM = "64MB"
+
+
+def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
+    if not text:
+        return None, None
+    name, _, version = text.partition("@")
+    try:
+        number = int(version) if version else None
+    except ValueError:
+        raise errors.PropsError(f"--scorer {text!r} is not NAME or NAME@VERSION") from None
+    if number is not None and not 1 <= number < 2**31:
+        raise errors.PropsError(f"--scorer {text!r}: a version is a number from 1 to "
+                                f"{2**31 - 1}")
+    return name, number
+
+
+async def load(store: EventStore, name: str | None = None, version: int | None = None,
+               exclude_imported: bool = False, adjudicated: bool = False,
+               as_of: str | None = None, advance: engine.Progress | None = None,
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The score rows, and every critic run in exactly one state under the report's scorer
+    (`states_scorer`; the counts add up to `critic_runs`), and the scored runs that came
+    from imported files (`imported_runs`, `imported_by_<signer>`; left out of the rows with
+    `exclude_imported`). An unknown scorer is an error naming the known ones. `as_of`
+    (TX:POSITION, a global position or a time): from the events up to that point only, the
+    projections folded again for this report; `notes["as_of"]` names the point either way,
+    so a quoted figure can be reproduced."""
+    exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
+    if exists is None:
+        raise errors.SchemaError("the projections are not built yet: run "
+                                 "`props projections rebuild --all` (or `run`)")
+    point: Checkpoint | None = None
+    async with store.pool.acquire() as conn:
+        if as_of is None:
+            schema = engine.LIVE
+        else:
+            schema = as_of_point.SCHEMA
+            point = await as_of_point.resolve(conn, as_of)
+            await as_of_point.build(conn, store, point, advance)
+        try:
+            # One snapshot for every query (and the live checkpoints): a runner committing
+            # meanwhile cannot put two points of the log into one report.
+            async with conn.transaction(isolation="repeatable_read", readonly=True):
+                records, notes = await _load(conn, schema, name, version, exclude_imported,
+                                             adjudicated)
+                if point is None:
+                    found = await conn.fetch(_Q["live_points"],
+                                             [p.checkpoint_name for p in engine.ALL])
+                    if len(found) == 1:
+                        point = Checkpoint(found[0]["tx_id"], found[0]["position"])
+        finally:
+            if schema == as_of_point.SCHEMA:
+                await conn.execute("DISCARD TEMP")
+    notes["as_of"] = None if point is None else str(point)
+    return records, notes
+
+
+async def _load(conn: database.Connection, schema: str, name: str | None,
+                version: int | None, exclude_imported: bool, adjudicated: bool,
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The report's queries on the projections in `schema`, in the caller's transaction."""
+    def q(block: str) -> str:
+        return _Q[block].replace("{schema}", schema)
+
+    if name is not None:
+        known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q("known_scorers"))}
+                       | {(ref.partition("@")[0], int(ref.partition("@")[2]))
+                          for ref in scoring.SCORERS})
+        if not any(n == name and version in (None, v) for n, v in known):
+            raise errors.UnknownScorer(
+                f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "
+                f"been registered here; known: "
+                f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
+    await conn.execute("SELECT set_config('props.exclude_imported', $1, true), "
+                       "set_config('props.adjudicated', $2, true), "
+                       f"set_config('work_mem', '{REPORT_WORK_MEM}', true)",
+                       "on" if exclude_imported else "off", "on" if adjudicated else "off")
+    found = await conn.fetch(q("scores"), name, version)
+    rows = [r for r in found if r["whole"]]
+    points = [r for r in found if not r["whole"]]
+    # With the setting off no grade is replaced: no need to read them all to count none.
+    overridden = await conn.fetchval(q("adjudicated_issues"), name, version) \
+        if adjudicated else 0
+    chosen = await conn.fetchrow(q("report_scorer"), name, version)
+    assert chosen is not None
+    gaps = await conn.fetchrow(q("evidence_gaps"), chosen["name"], chosen["version"])
+    assert gaps is not None
+    if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
+        raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never
+    imported = {r["signer"]: int(r["runs"])
+                for r in await conn.fetch(q("imported_runs"), name, version)} \
+        if await conn.fetchval(q("any_imported")) else {}
+    examples = _by_group(points)
+    records = []
+    for r in rows:
+        key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
+        record: dict[str, Any] = {
+            "model": r["model"], "definition": r["definition"],
+            "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"]}
+        for k in COLUMNS[4:-1]:  # the intervals come from the bootstrap, below
+            value = r[k] if k in r.keys() else None
+            record[k] = None if value is None else int(value) if k in _COUNTS else float(value)
+        mine = examples.get(key, [])
+        record["examples"] = len(mine)
+        record["recall_low"], record["recall_high"] = intervals.ratio_interval(
+            [(p["recalled"], p["expected"]) for p in mine])
+        record["precision_low"], record["precision_high"] = intervals.ratio_interval(
+            [(p["finds"], p["graded"]) for p in mine])
+        records.append(record)
+    notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
+    notes["states_scorer"] = None if chosen["name"] is None else \
+        chosen["name"] + ("" if chosen["version"] is None else f"@{chosen['version']}")
+    notes["interval_method"] = intervals.METHOD
+    notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
+    notes["differences"] = differences(points)
+    notes["imported_runs"] = sum(imported.values())
+    notes["imported_excluded"] = int(exclude_imported)
+    notes.update({f"imported_by_{signer}": n for signer, n in imported.items()})
+    return records, notes
+
+
+def _by_group(points: list[Any]) -> dict[tuple[str, str, str, int], list[Any]]:
+    grouped: dict[tuple[str, str, str, int], list[Any]] = {}
+    for p in points:
+        grouped.setdefault((p["model"], p["definition"], p["scorer_name"],
+                            p["scorer_version"]), []).append(p)
+    return grouped
+
+
+def differences(points: list[Any]) -> list[dict[str, Any]]:
+    """For each scorer, each pair of (model, definition) rows: B's recall minus A's on the
+    examples both ran, and whether a paired bootstrap over those examples says it differs."""
+    grouped = _by_group(points)
+    out = []
+    keys = sorted(grouped)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            if a[2:] != b[2:]:
+                continue
+            mine = {(p["snapshot"], p["files_hash"]): p for p in grouped[a]}
+            theirs = {(p["snapshot"], p["files_hash"]): p for p in grouped[b]}
+            shared = sorted(set(mine) & set(theirs))
+            diff = intervals.paired_difference(
+                [((mine[e]["recalled"], mine[e]["expected"]),
+                  (theirs[e]["recalled"], theirs[e]["expected"])) for e in shared])
+            out.append({"scorer": f"{a[2]}@{a[3]}", "a": {"model": a[0], "definition": a[1]},
+                        "b": {"model": b[0], "definition": b[1]}, "examples": diff.examples,
+                        "recall_delta": diff.delta, "low": diff.low, "high": diff.high,
+                        "significant": diff.significant})
+    return out
