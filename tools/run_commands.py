@@ -15,7 +15,7 @@ from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.projections import engine
-from props.reactors import definitions, run_requests, runtime
+from props.reactors import definitions, run_requests
 from props.tools import arguments, render
 from props.tools.render import Console, Table
 
@@ -199,6 +199,8 @@ async def request_cmd(args: argparse.Namespace) -> int:
             definition=name, ref=ref or "latest", snapshot=args.snapshot,
             file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
             budget_usd=args.budget, count=args.count, requested_by="props runs request"))
+        from props.reactors import runtime  # (it imports the Docker client: 0.15 s)
+
         launching = await runtime.serving(store, "launcher")
     for run_id in done.run_ids:
         out.print(f"requested run {run_id}")
