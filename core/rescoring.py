@@ -24,7 +24,7 @@ import pydantic
 
 from props.core import bulk, catalog, errors, intervals, scoring, server_grading, specimen_sync
 from props.core.events import Event, NewEvent
-from props.core.llm_judge import Judge, JudgeError, LlmJudge, LlmPanel
+from props.core.llm_judge import Judge, JudgeError
 from props.core.store import AppendResult, EventStore
 from props.schema import queries
 
@@ -382,25 +382,25 @@ async def _grade_one(
         return []
     assert snapshot is not None
     calls: list[Event] = []
-    verdicts: list[Event | NewEvent] = []
-    if isinstance(s, LlmJudge | LlmPanel):
+    unscorable: catalog.GradesUnscorable | None = None
+    if isinstance(s, Judge):
         try:
             judged = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
         except JudgeError as exc:
             report.unscorable["scorer error"] += 1
             report.scorer_errors.append(f"{run.run_id}: {exc}")
             return []
-        grades, calls = judged.grades, judged.calls
+        grades, calls, unscorable = judged.grades, judged.calls, judged.unscorable
         report.grades += judged.stored
-        if judged.unscorable is not None:
-            report.unscorable_issues += len(judged.unscorable.issues)
-            verdicts.append(NewEvent(judged.unscorable, unscorable_id(judged.unscorable)))
+        report.unscorable_issues += 0 if unscorable is None else len(unscorable.issues)
     else:
         grades = grades_for(s, run, snapshot, parsed)
     report.graded_runs += 1
     report.grades += len(grades)
     writes: list[tuple[str, list[Event | NewEvent]]] = []
-    verdicts = [*(NewEvent(g, grade_id(g)) for g in grades), *verdicts]
+    verdicts: list[Event | NewEvent] = [NewEvent(g, grade_id(g)) for g in grades]
+    if unscorable is not None:
+        verdicts.append(NewEvent(unscorable, unscorable_id(unscorable)))
     if verdicts:
         writes.append((f"grading-{run.run_id}-{scoring.ref(s)}", verdicts))
     if calls:

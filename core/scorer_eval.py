@@ -29,7 +29,7 @@ from typing import Any
 import pydantic
 
 from props.core import catalog, errors, scoring
-from props.core.llm_judge import LlmJudge, LlmPanel
+from props.core.llm_judge import Judge
 
 CELLS = ("right_tp", "wrong_tp", "tp_missed", "false_find", "decoy_right", "decoy_wrong",
          "right_none", "unscorable")
@@ -159,7 +159,7 @@ class Result:
 async def _answers(s: scoring.Scorer, case: Case) -> dict[str, str]:
     """What `s` counts for each issue of `case`: a judge is asked (nothing recorded: this is
     a measurement of the judge, not a grading of history)."""
-    if isinstance(s, LlmJudge | LlmPanel):
+    if isinstance(s, Judge):
         verdicts, _calls = await s.judge_run(None, uuid.uuid4(), case.issues, case.rationales,
                                              case.ground_truth)
         return {i: answer(v) if isinstance(v, scoring.Match) else UNSCORABLE

@@ -497,9 +497,10 @@ class ProjectionStatus:
     lag_seconds: float | None
 
 
-async def status(store: EventStore) -> list[ProjectionStatus]:
+async def status(store: EventStore,
+                 projections: Sequence[Projection] = ALL) -> list[ProjectionStatus]:
     out = []
-    for p in ALL:
+    for p in projections:
         cp = await store.find_checkpoint(p.checkpoint_name)
         at = cp or START
         lag = await store.pool.fetchrow(_Q["lag"], at.tx_id, at.position)

@@ -50,12 +50,11 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     (TX:POSITION, a global position or a time): from the events up to that point only, the
     projections folded again for this report; `notes["as_of"]` names the point either way,
     so a quoted figure can be reproduced."""
-    exists = await store.pool.fetchval("SELECT to_regclass('projections.model_scores')")
-    if exists is None:
-        raise errors.SchemaError("the projections are not built yet: run "
-                                 "`props projections rebuild --all` (or `run`)")
     point: Checkpoint | None = None
     async with store.pool.acquire() as conn:
+        if await conn.fetchval("SELECT to_regclass('projections.model_scores')") is None:
+            raise errors.SchemaError("the projections are not built yet: run "
+                                     "`props projections rebuild --all` (or `run`)")
         if as_of is None:
             schema = engine.LIVE
         else:

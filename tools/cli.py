@@ -78,8 +78,12 @@ class _Version(argparse.Action):
     """`--version`, without reading the package metadata unless asked (45 ms)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
-        print(f"props {version()}")
+        _say_version()
         parser.exit()
+
+
+def _say_version() -> None:
+    print(f"props {version()}")
 
 
 def version() -> str:
@@ -117,7 +121,7 @@ def _command_word(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv == ["--version"]:  # nothing else to load for it
-        print(f"props {version()}")
+        _say_version()
         return 0
     parser = build_parser(_command_word(argv))
     args, unknown = parser.parse_known_args(argv)

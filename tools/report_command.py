@@ -8,6 +8,7 @@ quietly leaving them out of the figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 from collections.abc import Callable
@@ -66,14 +67,14 @@ def add_parser(sub: Any) -> None:
 
 async def report_cmd(args: argparse.Namespace) -> int:
     name, version = scorer_filter(args.scorer)
+    # A bar only while --as-of folds the log again; the live report reads at once.
+    folding: contextlib.AbstractContextManager[Callable[[int], None] | None] = \
+        progress.counting_events(f"folding the log up to {args.as_of}") if args.as_of \
+        else contextlib.nullcontext()
     async with EventStore.open(max_connections=2) as store:
-        if args.as_of is None:
+        with folding as advance:
             records, notes = await load(store, name, version, args.exclude_imported,
-                                        args.adjudicated)
-        else:
-            with progress.counting_events(f"folding the log up to {args.as_of}") as advance:
-                records, notes = await load(store, name, version, args.exclude_imported,
-                                            args.adjudicated, args.as_of, advance)
+                                        args.adjudicated, args.as_of, advance)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":

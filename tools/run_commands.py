@@ -15,6 +15,7 @@ from props.core import catalog, errors
 from props.core.events import RecordedEvent, describe_validation_error, details
 from props.core.store import EventStore
 from props.projections import engine
+from props.projections.runs import RUNS
 from props.reactors import definitions, run_requests
 from props.tools import arguments, render
 from props.tools.render import Console, Table
@@ -221,11 +222,11 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
             "SELECT run_id, status, definition, model, snapshot, requested_at "
             "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
             "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
-        behind = next((s for s in await engine.status(store) if s.name == "runs"), None)
+        [behind] = await engine.status(store, [RUNS])  # the table this lists
     render.emit(args.format, [dict(r) for r in rows], RUN_COLUMNS,
                 empty="no runs" + (f" in status {args.status}" if args.status else ""),
                 cells={"run_id": lambda r: str(r)[:arguments.SHORT]})
-    if behind is not None and behind.lag_events:
+    if behind.lag_events:
         late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
         Console(stderr=True).print(
             f"warning: the projections are {behind.lag_events:,} event(s){late} behind the "
