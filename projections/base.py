@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from props.core.events import RecordedEvent
+from props.core.log.events import RecordedEvent
 from props.projections.rows import RowMap
 from props.projections.tables import Delta, Table
 

@@ -25,9 +25,9 @@ import anyio.abc
 import asyncpg
 import orjson
 
-from props.core import database, errors
-from props.core.events import DecodeFilter, RecordedEvent, data_of
-from props.core.store import START, Checkpoint, EventStore
+from props.core.log import database, errors
+from props.core.log.events import DecodeFilter, RecordedEvent, data_of
+from props.core.log.store import START, Checkpoint, EventStore
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from props.core import database, errors, intervals, scoring
-from props.core.store import Checkpoint, EventStore
+from props.core.log import database, errors
+from props.core.log.store import Checkpoint, EventStore
+from props.core.scoring import intervals, scorers
 from props.projections import as_of as as_of_point
 from props.projections import engine
 from props.schema import queries
@@ -89,7 +90,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     if name is not None:
         known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q("known_scorers"))}
                        | {(ref.partition("@")[0], int(ref.partition("@")[2]))
-                          for ref in scoring.SCORERS})
+                          for ref in scorers.SCORERS})
         if not any(n == name and version in (None, v) for n, v in known):
             raise errors.UnknownScorer(
                 f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "

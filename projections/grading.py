@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from props.core import catalog, scoring
-from props.core.events import RecordedEvent
+from props.core.domain import catalog
+from props.core.log.events import RecordedEvent
+from props.core.scoring import scorers
 from props.projections.base import Projection
 from props.projections.rows import RowMap, Source, field, item
 from props.projections.tables import Column, Delta, Table
@@ -59,8 +60,8 @@ _MATCH = ("tp_id", "tp_occurrence", "fp_id", "grade")
 # A person's verdict is a grade of the `human` scorer: full credit for a TP it names.
 _REVIEWED: dict[str, Source] = {
     "critique_run_id": field("critique_run_id"), "critique_issue_id": field("critique_issue_id"),
-    "scorer_name": f"'{scoring.HUMAN_NAME}'", "scorer_version": str(scoring.HUMAN_VERSION),
-    "code_hash": f"'{scoring.HUMAN_CODE_HASH}'",
+    "scorer_name": f"'{scorers.HUMAN_NAME}'", "scorer_version": str(scorers.HUMAN_VERSION),
+    "code_hash": f"'{scorers.HUMAN_CODE_HASH}'",
     "ground_truth_hash": field("ground_truth_hash"), "tp_id": field("tp_id"),
     "tp_occurrence": field("tp_occurrence"), "fp_id": field("fp_id"),
     "grade": "CASE WHEN data->>'tp_id' IS NULL THEN 0 ELSE 1 END", "graded_at": "recorded_at"}

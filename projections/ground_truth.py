@@ -7,8 +7,8 @@ from typing import cast
 
 import orjson
 
-from props.core import catalog
-from props.core.events import RecordedEvent
+from props.core.domain import catalog
+from props.core.log.events import RecordedEvent
 from props.projections.base import Projection
 from props.projections.tables import Column, Delta, Table
 

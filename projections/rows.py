@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import pydantic
 
-from props.core.events import Event
+from props.core.log.events import Event
 from props.projections.tables import MERGE_SQL, Table, check_schema
 
 UPCAST_TABLE = "props_upcast"

@@ -4,7 +4,7 @@ on the server from row maps."""
 
 from __future__ import annotations
 
-from props.core import catalog
+from props.core.domain import catalog
 from props.projections.base import Projection
 from props.projections.ground_truth import WHOLE_SNAPSHOT
 from props.projections.rows import RowMap, field, item

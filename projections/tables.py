@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from props.core import database
+from props.core.log import database
 
 Merge = Literal["key", "set", "latest", "first", "add"]
 # Each merge rule in SQL, twice: over all of a key's rows of a range in log order (a window

@@ -26,9 +26,10 @@ from typing import Any
 
 import orjson
 
-from props.core import catalog, database, errors
-from props.core.events import NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import database, errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
 from props.reactors import grader_runs
 from props.reactors.grader_runs import GradingTask
 from props.schema import queries

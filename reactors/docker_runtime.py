@@ -17,7 +17,7 @@ from typing import Any, Literal
 import aiodocker
 import anyio
 
-from props.core import errors
+from props.core.log import errors
 from props.reactors.containers import (
     LABEL,
     MAX_LOG_BYTES,

@@ -16,13 +16,14 @@ import uuid
 import anyio.abc
 import orjson
 
-from props.core import catalog, rescoring, scoring, specimen_sync
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import START, EventStore
+from props.core.domain import catalog, specimen_sync
+from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.store import START, EventStore
+from props.core.scoring import rescoring, scorers
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCORER = scoring.DEFAULT_SCORER  # location tiers, one to one, decoys by overlap
+DEFAULT_SCORER = scorers.DEFAULT_SCORER  # location tiers, one to one, decoys by overlap
 _NAMESPACE = uuid.UUID("c1f2d3e4-5a6b-4c7d-8e9f-0a1b2c3d4e5f")
 
 
@@ -69,17 +70,17 @@ async def active_scorer(store: EventStore) -> str | None:
     return active
 
 
-async def activate(store: EventStore, s: scoring.Scorer) -> None:
+async def activate(store: EventStore, s: scorers.Scorer) -> None:
     await rescoring.ensure_registered(store, s)
-    event_id = uuid.uuid5(_NAMESPACE, f"default-activation:{scoring.ref(s)}")
+    event_id = uuid.uuid5(_NAMESPACE, f"default-activation:{scorers.ref(s)}")
     await store.append(f"scorer-{s.name}", [NewEvent(
         catalog.ActiveScorerSet(name=s.name, version=s.version), event_id)])
 
 
-def _in_process(ref: str) -> scoring.Scorer | None:
+def _in_process(ref: str) -> scorers.Scorer | None:
     """The scorer of that name if props runs it itself; None for a grader in containers
     (the supervisor's), which this reactor leaves alone."""
-    return scoring.SCORERS.get(ref)
+    return scorers.SCORERS.get(ref)
 
 
 class Grader:
@@ -89,14 +90,14 @@ class Grader:
     def __init__(self, store: EventStore, default_scorer: str = DEFAULT_SCORER) -> None:
         self.store = store
         self.default_scorer = default_scorer
-        self.scorer: scoring.Scorer | None = None
+        self.scorer: scorers.Scorer | None = None
         self.graded_runs = 0
         self.grades = 0
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         active = await active_scorer(self.store)
         if active is None:  # a new log: the default scorer becomes the active one
-            await activate(self.store, scoring.scorer(self.default_scorer))
+            await activate(self.store, scorers.scorer(self.default_scorer))
             active = self.default_scorer
         self.scorer = _in_process(active)
 
@@ -118,7 +119,7 @@ class Grader:
         for slug in {r.snapshot for r in runs}:
             if (h := await specimen_sync.history_of(self.store, slug)) is not None:
                 known[slug] = h
-        report = rescoring.RescoreReport(scoring.ref(self.scorer), "at-run")
+        report = rescoring.RescoreReport(scorers.ref(self.scorer), "at-run")
         await rescoring.grade_runs(self.store, self.scorer, runs, known, report)
         self.graded_runs += report.graded_runs
         self.grades += report.appended
@@ -127,5 +128,5 @@ class Grader:
         """Every finished critic run, from the log, graded under the newly active scorer."""
         runs = await finished_runs(self.store)
         log.info("grader: grading %d finished runs under %s", len(runs),
-                 scoring.ref(self.scorer) if self.scorer else "?")
+                 scorers.ref(self.scorer) if self.scorer else "?")
         await self._grade(runs)

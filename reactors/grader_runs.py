@@ -22,9 +22,11 @@ from pathlib import Path
 
 import orjson
 
-from props.core import catalog, errors, rescoring, specimen_sync
-from props.core.events import NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog, specimen_sync
+from props.core.log import errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring
 from props.reactors import grader
 
 GROUND_TRUTH = "ground_truth.json"

@@ -32,10 +32,11 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core import catalog, database, errors, specimen_sync
-from props.core.events import Event, NewEvent, RecordedEvent
-from props.core.store import EventStore
-from props.reactors import agent_roles, definitions, grader_runs
+from props.core.domain import catalog, definitions, specimen_sync
+from props.core.log import database, errors
+from props.core.log.events import Event, NewEvent, RecordedEvent
+from props.core.log.store import EventStore
+from props.reactors import agent_roles, grader_runs
 from props.reactors.agents.sdk import Task
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,

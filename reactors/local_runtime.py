@@ -20,7 +20,7 @@ from typing import Literal
 import anyio
 import anyio.to_thread
 
-from props.core import errors
+from props.core.log import errors
 from props.reactors.containers import (
     LABEL,
     MAX_LOG_BYTES,

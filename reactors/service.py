@@ -18,15 +18,15 @@ from typing import Literal
 import anyio
 import anyio.abc
 
-from props.core import embedded, errors
-from props.core.store import EventStore
+from props.core.log import embedded, errors
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.grader import Grader
+from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
-from props.reactors.runtime import Reactor, ReactorHost
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)

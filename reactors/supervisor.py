@@ -20,10 +20,11 @@ import uuid
 
 import anyio.abc
 
-from props.core import catalog, errors, specimen_sync
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import START, EventStore
-from props.reactors import definitions, grader_runs
+from props.core.domain import catalog, definitions, specimen_sync
+from props.core.log import errors
+from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.store import START, EventStore
+from props.reactors import grader_runs
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 import asyncpg
 
-from props.core import database, errors
+from props.core.log import database, errors
 
 # Any 64-bit constant unique to props; held for the whole migrate run.
 MIGRATION_LOCK_KEY = 0x70726F70_73_6D6967  # "props" "mig"

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from props.core import database, embedded
-from props.core.store import EventStore
+from props.core.log import database, embedded
+from props.core.log.store import EventStore
 from props.reactors.docker_runtime import DockerRuntime
 from props.schema import migrate
 
@@ -129,7 +129,7 @@ def as_role(dsn: str, role: str) -> str:
 @pytest.fixture
 def new_event() -> object:
     """A factory of small valid events: `new_event(phase="x")`."""
-    from props.core import catalog
+    from props.core.domain import catalog
 
     def make(phase: str = "review", run: uuid.UUID | None = None) -> catalog.PhaseCompleted:
         return catalog.PhaseCompleted(run_id=run or uuid.UUID(int=1), phase=phase,
@@ -153,7 +153,8 @@ REFERENCE_IMAGE = "props-reference-critic:test"  # the reference rootfs, for the
 async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
     """A DockerRuntime on the engine at DOCKER_HOST (or the local socket), with the reference
     image imported (a rootfs made here, `docker import`ed, never pulled)."""
-    from props.reactors import definitions, docker_runtime
+    from props.core.domain import definitions
+    from props.reactors import docker_runtime
 
     if not await docker_runtime.reachable():
         message = "no Docker engine reachable (start dockerd or set DOCKER_HOST)"

@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from props.core import catalog, specimen_sync
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions, specimen_sync
+from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.service import Service
 from props.tools import specimen_commands
@@ -21,7 +20,7 @@ SNAPSHOT = "csvtool/2025-09-03-00"
 # An agent that reports `N` issues (from the SDK), after sleeping `SLEEP` seconds.
 QUICK_AGENT = """
 import os, time
-from props.core import catalog
+from props.core.domain import catalog
 from props.reactors.agents.sdk import Agent
 with Agent.from_environment() as a:
     time.sleep(float(a.task.config.get("sleep", 0)))

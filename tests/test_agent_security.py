@@ -14,8 +14,8 @@ import asyncpg
 import orjson
 import pytest
 
-from props.core import catalog
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log.store import EventStore
 from props.reactors import agent_roles
 
 FORBIDDEN_READS = [

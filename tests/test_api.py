@@ -20,9 +20,9 @@ import httpx
 import orjson
 import pytest
 
-from props.core import catalog, errors, tokens
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions, tokens
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.tools import service_config
 from props.tools.cli import build_parser
 from tests.reactor_helpers import SNAPSHOT, eventually, sync_samples

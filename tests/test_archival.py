@@ -11,8 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from props.core import archival, archive, catalog, errors
-from props.core.store import START, EventStore
+from props.core.domain import archival, catalog, exports
+from props.core.log import errors
+from props.core.log.store import START, EventStore
 from props.projections import engine
 from props.tools.workload import Workload
 
@@ -73,7 +74,7 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     assert third in kept and "under review" in kept[third] and held in kept[third]
     assert len(archived) == 4 and report.stopped is None
     for done in report.archived:
-        assert archive.verify(done.file).events == done.events > 0
+        assert exports.verify(done.file).events == done.events > 0
         assert await store.pool.fetchval("SELECT to_regclass($1)",
                                          f"props.{done.partition}") is None
     hot = await rows(store)
@@ -90,10 +91,10 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
 
     # Each file puts its partition back: same positions, transactions, ids and versions.
     for done in report.archived:
-        restored = await archive.import_archive(store, done.file)
+        restored = await exports.import_archive(store, done.file)
         assert (restored.restored, restored.imported) == (done.partition, done.events)
     assert await rows(store) == before
-    again = await archive.import_archive(store, report.archived[0].file)
+    again = await exports.import_archive(store, report.archived[0].file)
     assert again.restored is None and again.imported == 0  # restored once, not twice
     await engine.rebuild(store)
     assert await engine.snapshot_rows(store) == projected
@@ -150,8 +151,8 @@ async def test_a_failed_archive_leaves_everything_in_the_table(
     data = bytearray(done[0].file.read_bytes())
     data[len(data) // 2] ^= 0x01
     done[0].file.write_bytes(bytes(data))
-    with pytest.raises(archive.ArchiveError):
-        await archive.import_archive(store, done[0].file)
+    with pytest.raises(exports.ArchiveError):
+        await exports.import_archive(store, done[0].file)
     assert len(await rows(store)) == len(before) - done[0].events
 
 
@@ -186,8 +187,8 @@ async def test_archive_while_writers_append_and_readers_read(
     hot = {r[2] for r in await rows(store)}
     in_files: list[uuid.UUID] = []
     for done in report.archived:
-        for _n, line in archive._lines(done.file):
-            obj = archive.orjson.loads(line)
+        for _n, line in exports._lines(done.file):
+            obj = exports.orjson.loads(line)
             if obj["kind"] == "event":
                 in_files.append(uuid.UUID(obj["event_id"]))
     assert len(in_files) == len(set(in_files)) and not hot & set(in_files)

@@ -10,13 +10,13 @@ import orjson
 import pytest
 import zstandard
 
-from props.core import archive
-from props.core.store import EventStore
+from props.core.domain import exports
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.schema import migrate
 from props.tools.workload import Workload
 
-EVERYTHING = archive.Selection()
+EVERYTHING = exports.Selection()
 
 
 async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
@@ -35,7 +35,7 @@ async def exported(store: EventStore, tmp_path: Path) -> Path:
     await w.setup(store)
     await w.append_runs(store, 40)
     path = tmp_path / "log.jsonl.zst"
-    report = await archive.export(store, EVERYTHING, path)
+    report = await exports.export(store, EVERYTHING, path)
     assert report.events == await store.pool.fetchval("SELECT count(*) FROM props.events")
     assert report.blobs > 0  # the specimens' files travel with their snapshots
     return path
@@ -49,9 +49,9 @@ async def test_round_trip_rebuilds_identical_projections(
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
     async with EventStore.open(other) as target:
-        first = await archive.import_archive(target, exported)
+        first = await exports.import_archive(target, exported)
         assert first.imported == first.events and first.already_present == 0
-        second = await archive.import_archive(target, exported)
+        second = await exports.import_archive(target, exported)
         assert second.imported == 0 and second.already_present == first.events
         await engine.rebuild(target)
         assert await projected(target) == source
@@ -74,7 +74,7 @@ def _write(path: Path, lines: list[bytes]) -> None:
 async def test_every_mutation_is_refused_before_anything_is_written(
     exported: Path, tmp_path: Path, new_database: object
 ) -> None:
-    archive.verify(exported)  # the control: the intact file passes
+    exports.verify(exported)  # the control: the intact file passes
     rng = random.Random(6)
     original = exported.read_bytes()
     lines = _lines(exported)
@@ -104,8 +104,8 @@ async def test_every_mutation_is_refused_before_anything_is_written(
                 obj["stream_version"] += 1
                 changed[a] = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
             _write(mutant, changed)
-        with pytest.raises(archive.ArchiveError):
-            archive.verify(mutant)
+        with pytest.raises(exports.ArchiveError):
+            exports.verify(mutant)
         kinds[kind] = kinds.get(kind, 0) + 1
     assert sum(kinds.values()) >= 200 and len(kinds) == 6
 
@@ -115,8 +115,8 @@ async def test_every_mutation_is_refused_before_anything_is_written(
     async with EventStore.open(other) as target:
         for cut in (len(original) // 3, len(original) - 7):
             mutant.write_bytes(original[:cut])
-            with pytest.raises(archive.ArchiveError):
-                await archive.import_archive(target, mutant)
+            with pytest.raises(exports.ArchiveError):
+                await exports.import_archive(target, mutant)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
 
@@ -124,13 +124,13 @@ async def test_every_mutation_is_refused_before_anything_is_written(
 async def test_selection_by_category_and_position(store: EventStore, exported: Path,
                                                   tmp_path: Path) -> None:
     no_gt = tmp_path / "no-ground-truth.jsonl.zst"
-    report = await archive.export(store, archive.Selection(exclude_categories=("snapshot",)),
+    report = await exports.export(store, exports.Selection(exclude_categories=("snapshot",)),
                                   no_gt)
     kinds = {orjson.loads(line).get("stream_id", "-").split("-")[0] for line in _lines(no_gt)}
     assert "snapshot" not in kinds and "run" in kinds
     assert report.blobs == 0  # the specimen files belonged to the snapshots
     part = tmp_path / "part.jsonl.zst"
-    cut = await archive.export(store, archive.Selection(after_position=10, to_position=30),
+    cut = await exports.export(store, exports.Selection(after_position=10, to_position=30),
                                part)
     positions = [orjson.loads(x)["position"] for x in _lines(part) if b'"event"' in x]
     assert cut.events == 20 and positions == list(range(11, 31))
@@ -143,8 +143,8 @@ async def test_a_newer_format_version_is_refused(exported: Path, tmp_path: Path)
     lines[0] = orjson.dumps(header) + b"\n"
     newer = tmp_path / "newer.jsonl.zst"
     _write(newer, lines)
-    with pytest.raises(archive.ArchiveError, match="upgrade props"):
-        archive.verify(newer)
+    with pytest.raises(exports.ArchiveError, match="upgrade props"):
+        exports.verify(newer)
 
 
 async def test_a_range_without_its_beginning_is_refused_whole(
@@ -154,28 +154,28 @@ async def test_a_range_without_its_beginning_is_refused_whole(
     middle = await store.pool.fetchval(  # an event in the middle of a run's stream
         "SELECT min(global_position) FROM props.events WHERE stream_version > 2 "
         "AND stream_id LIKE 'run-%'")
-    await archive.export(store, archive.Selection(after_position=middle - 1), tail)
+    await exports.export(store, exports.Selection(after_position=middle - 1), tail)
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
     async with EventStore.open(other) as target:
-        with pytest.raises(archive.errors.PropsError, match="import the range before it"):
-            await archive.import_archive(target, tail)
+        with pytest.raises(exports.errors.PropsError, match="import the range before it"):
+            await exports.import_archive(target, tail)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
 
 
 def _rechained(lines: list[bytes]) -> list[bytes]:
     """The lines with every chain link and the manifest recomputed, as an exporter that
     wrote them would have: a consistent archive, whatever its content."""
-    out, chain, n = [], archive._GENESIS, 0
+    out, chain, n = [], exports._GENESIS, 0
     for raw in lines:
         obj = orjson.loads(raw)
         if obj["kind"] == "event":
             obj.pop("chain", None)
             n += 1
-            raw, chain = archive._chained(obj, chain, n)
+            raw, chain = exports._chained(obj, chain, n)
         elif obj["kind"] == "manifest":
             content = hashlib.sha256(b"".join(out)).hexdigest()
-            raw = archive._line({**obj, "chain": chain, "sha256": content})
+            raw = exports._line({**obj, "chain": chain, "sha256": content})
         out.append(raw)
     return out
 
@@ -190,17 +190,17 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
     lines[events[2]] = orjson.dumps(bad) + b"\n"
     crafted = tmp_path / "crafted.jsonl.zst"
     _write(crafted, _rechained(lines))
-    archive.verify(crafted)  # the chain and manifest hold: only the field is wrong
+    exports.verify(crafted)  # the chain and manifest hold: only the field is wrong
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
     async with EventStore.open(other) as target:
-        with pytest.raises(archive.ArchiveError, match=r"lines \d+-\d+: an event with a "
+        with pytest.raises(exports.ArchiveError, match=r"lines \d+-\d+: an event with a "
                                                        r"malformed field.*nothing was written"):
-            await archive.import_archive(target, crafted)
+            await exports.import_archive(target, crafted)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
     # Negative control: the same archive re-chained without the edit imports.
     _write(crafted, _rechained(_lines(exported)))
     async with EventStore.open(other) as target:
-        report = await archive.import_archive(target, crafted)
+        report = await exports.import_archive(target, crafted)
         assert report.imported == report.events > 0

@@ -19,14 +19,14 @@ from typing import Any
 import orjson
 import pytest
 
-from props.core import archive, catalog, signing
-from props.core.store import EventStore
+from props.core.domain import catalog, exports, signing
+from props.core.log.store import EventStore
 from props.projections import engine, figures
 from props.schema import migrate
 from props.tools.workload import Workload
 from tests.test_archive import _lines, _rechained, _write
 
-EVERYTHING = archive.Selection()
+EVERYTHING = exports.Selection()
 
 
 @pytest.fixture
@@ -93,27 +93,27 @@ MUTATIONS: dict[str, tuple[Callable[[list[dict[str, Any]]], None], str]] = {
 async def test_events_the_catalog_refuses_refuse_the_whole_file(
         source: EventStore, target: EventStore, tmp_path: Path, kind: str) -> None:
     intact = tmp_path / "intact.jsonl.zst"
-    await archive.export(source, EVERYTHING, intact)
+    await exports.export(source, EVERYTHING, intact)
     change, message = MUTATIONS[kind]
     bad = crafted(intact, tmp_path / "bad.jsonl.zst", change)
-    with pytest.raises(archive.ArchiveError, match=rf"bad.jsonl.zst:\d+: .*{message}"):
-        archive.verify(bad)
-    with pytest.raises(archive.ArchiveError, match="nothing was written"):
-        await archive.import_archive(target, bad)
+    with pytest.raises(exports.ArchiveError, match=rf"bad.jsonl.zst:\d+: .*{message}"):
+        exports.verify(bad)
+    with pytest.raises(exports.ArchiveError, match="nothing was written"):
+        await exports.import_archive(target, bad)
     assert await count(target) == 0
 
 
 async def test_unknown_types_are_taken_only_when_allowed(
         source: EventStore, target: EventStore, tmp_path: Path) -> None:
     intact = tmp_path / "intact.jsonl.zst"
-    exported = await archive.export(source, EVERYTHING, intact)
+    exported = await exports.export(source, EVERYTHING, intact)
     bad = crafted(intact, tmp_path / "unknown.jsonl.zst", MUTATIONS["an unknown event type"][0])
-    report = await archive.import_archive(target, bad, allow_unknown=True)
+    report = await exports.import_archive(target, bad, allow_unknown=True)
     assert report.imported == exported.events
     assert await target.pool.fetchval(
         "SELECT count(*) FROM props.events WHERE type = 'run.exploded'") == 1
     # Negative control of the whole family above: the intact file verifies as it is.
-    assert archive.verify(intact).events == exported.events
+    assert exports.verify(intact).events == exported.events
 
 
 async def test_signed_exports_and_trusted_signers(
@@ -123,10 +123,10 @@ async def test_signed_exports_and_trusted_signers(
     trusted = signing.public_keys(tmp_path / "keys")
     assert [k.fingerprint for k in trusted] == [ours.fingerprint]
     signed = tmp_path / "signed.jsonl.zst"
-    await archive.export(source, EVERYTHING, signed,
+    await exports.export(source, EVERYTHING, signed,
                          sign_with=signing.load_private("ours", tmp_path / "keys"))
     by_them = tmp_path / "theirs.jsonl.zst"
-    await archive.export(source, EVERYTHING, by_them,
+    await exports.export(source, EVERYTHING, by_them,
                          sign_with=signing.load_private("theirs", tmp_path / "other-keys"))
     forged = crafted(signed, tmp_path / "forged.jsonl.zst", lambda events: None)  # unsigned
     tampered = tmp_path / "tampered.jsonl.zst"
@@ -135,16 +135,16 @@ async def test_signed_exports_and_trusted_signers(
     manifest["selection"] = {"after_position": 7}  # not checked by the chain: by the signature
     _write(tampered, [*lines[:-1], orjson.dumps(manifest) + b"\n"])
 
-    archive.verify(forged)  # intact: integrity alone cannot tell a forgery
+    exports.verify(forged)  # intact: integrity alone cannot tell a forgery
     for path, message in ((forged, "not signed"), (by_them, f"signed by key {theirs.fingerprint}"),
                           (tampered, "does not verify")):
         with pytest.raises(signing.SignatureError, match=message):
-            await archive.import_archive(target, path, trusted=trusted)
+            await exports.import_archive(target, path, trusted=trusted)
         assert await count(target) == 0
     with pytest.raises(signing.SignatureError, match="does not verify"):
-        await archive.import_archive(target, tampered)  # a bad signature, trusted or not
+        await exports.import_archive(target, tampered)  # a bad signature, trusted or not
 
-    report = await archive.import_archive(target, signed, trusted=trusted)
+    report = await exports.import_archive(target, signed, trusted=trusted)
     assert report.signer == ours.fingerprint and report.imported > 0
     origins = await target.pool.fetch(
         "SELECT DISTINCT metadata->'origin'->>'signer' AS signer, "
@@ -163,9 +163,9 @@ async def test_reports_count_imported_runs_and_can_leave_them_out(
         source: EventStore, target: EventStore, tmp_path: Path) -> None:
     signed = tmp_path / "signed.jsonl.zst"
     key = signing.create(tmp_path / "keys", "k")
-    await archive.export(source, EVERYTHING, signed,
+    await exports.export(source, EVERYTHING, signed,
                          sign_with=signing.load_private("k", tmp_path / "keys"))
-    await archive.import_archive(target, signed)
+    await exports.import_archive(target, signed)
     w = Workload(9)  # and runs of the target's own, on the same specimens
     await w.setup(target)
     await w.append_runs(target, 4)
@@ -182,8 +182,8 @@ async def test_reports_count_imported_runs_and_can_leave_them_out(
 async def test_a_backdated_snapshot_version_is_refused(
         source: EventStore, target: EventStore, tmp_path: Path) -> None:
     intact = tmp_path / "intact.jsonl.zst"
-    await archive.export(source, EVERYTHING, intact)
-    await archive.import_archive(target, intact)  # the target has the snapshots' version 1
+    await exports.export(source, EVERYTHING, intact)
+    await exports.import_archive(target, intact)  # the target has the snapshots' version 1
 
     def next_version(at: datetime) -> Callable[[list[dict[str, Any]]], None]:
         def change(events: list[dict[str, Any]]) -> None:
@@ -196,13 +196,13 @@ async def test_a_backdated_snapshot_version_is_refused(
     old = crafted(intact, tmp_path / "old.jsonl.zst",
                   next_version(datetime(2020, 1, 1, tzinfo=UTC)))
     before = await count(target)
-    with pytest.raises(archive.ArchiveError, match="recorded before the version it follows"):
-        await archive.import_archive(target, old)
+    with pytest.raises(exports.ArchiveError, match="recorded before the version it follows"):
+        await exports.import_archive(target, old)
     assert await count(target) == before
     # Negative control: the same version recorded after the one it follows is taken.
     later = crafted(intact, tmp_path / "later.jsonl.zst",
                     next_version(datetime.now(UTC) + timedelta(hours=1)))
-    assert (await archive.import_archive(target, later)).imported == 1
+    assert (await exports.import_archive(target, later)).imported == 1
 
 
 async def test_the_cli_signs_and_refuses_in_one_line(source: EventStore, tmp_path: Path) -> None:

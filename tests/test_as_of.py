@@ -7,8 +7,9 @@ import uuid
 
 import orjson
 
-from props.core import catalog, rescoring, scoring
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.projections import engine
 from tests.test_cli import props
 from tests.test_strict_recall import ISSUES, SLUG, graded_run
@@ -25,7 +26,7 @@ async def more_history(store: EventStore, first_run: uuid.UUID) -> None:
           for i, locations in list(ISSUES.items())[:2]],
         catalog.RunFinished(run_id=run, status="completed")])
     await engine.rebuild(store)
-    await rescoring.rescore(store, scoring.scorer("tiered@2"),
+    await rescoring.rescore(store, scorers.scorer("tiered@2"),
                             rescoring.Selection(everything=True))
     await store.append(f"run-{first_run}", [catalog.RunExcluded(
         run_id=first_run, reason="the image leaked the key")])

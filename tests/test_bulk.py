@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from props.core import bulk
+from props.core.log import bulk
 
 NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
 

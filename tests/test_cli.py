@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from props.core import catalog
+from props.core.domain import catalog
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 
@@ -150,7 +150,7 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
 async def test_demo_leaves_a_typed_readable_log(empty_dsn: str, tmp_path: Path) -> None:
     out = props("demo", dsn=empty_dsn, env={"PROPS_HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    from props.core.store import EventStore
+    from props.core.log.store import EventStore
 
     async with EventStore.open(empty_dsn) as store:
         got = [r async for batch in store.iter_all() for r in batch]
@@ -221,7 +221,7 @@ def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
 def test_projections_and_report(dsn: str) -> None:
     import anyio
 
-    from props.core.store import EventStore
+    from props.core.log.store import EventStore
     from props.tools.workload import Workload
 
     async def load() -> None:
@@ -262,7 +262,7 @@ def test_analyst_dsn(dsn: str) -> None:
 def test_rescore_and_compare_commands(dsn: str) -> None:
     import anyio
 
-    from props.core.store import EventStore
+    from props.core.log.store import EventStore
     from props.projections import engine
     from props.tools.workload import Workload
 

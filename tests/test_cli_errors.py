@@ -11,10 +11,11 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from props.core import catalog, database
-from props.core.store import EventStore
+from props.core.domain import catalog, definitions
+from props.core.log import database
+from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import definitions, runtime
+from props.reactors import host
 from props.reactors.local_runtime import LocalRuntime
 from tests.reactor_helpers import SNAPSHOT, eventually, serving, sync_samples
 from tests.test_cli import CLI, props
@@ -113,7 +114,7 @@ async def test_runs_request_says_whether_a_launcher_will_take_it_up(
     alone = props(*ask, dsn=dsn)
     assert alone.returncode == 0 and "no launcher is running" in alone.stdout, alone.stderr
     async with serving(store, [LocalRuntime(tmp_path / "containers")]):
-        await eventually(lambda: runtime.serving(store, "launcher"), 30)
+        await eventually(lambda: host.serving(store, "launcher"), 30)
         # In a thread: the reactors serving in this event loop must not stall meanwhile.
         served = await anyio.to_thread.run_sync(lambda: props(*ask, dsn=dsn))
     assert served.returncode == 0 and "a launcher is running" in served.stdout, served.stderr

@@ -10,8 +10,8 @@ import uuid
 import orjson
 import pytest
 
-from props.core import catalog
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log.store import EventStore
 from props.projections import engine
 from tests.reactor_helpers import SNAPSHOT
 from tests.test_cli import props

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from props.core import catalog, rescoring, scoring, tokens
-from props.core.store import EventStore
+from props.core.domain import catalog, definitions, tokens
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.projections import engine
-from props.reactors import definitions
 from props.tools import render
 from tests.reactor_helpers import SNAPSHOT, sync_samples
 from tests.test_api import props_serve
@@ -53,7 +53,7 @@ async def test_every_command_prints_hostile_text_as_text(store: EventStore, dsn:
         catalog.RunFinished(run_id=run, status="completed")])
     await engine.rebuild(store)
     for ref in ("tiered@1", "tiered@2"):
-        await rescoring.rescore(store, scoring.scorer(ref), rescoring.Selection(everything=True))
+        await rescoring.rescore(store, scorers.scorer(ref), rescoring.Selection(everything=True))
     await engine.rebuild(store)
 
     narrow = {"COLUMNS": "80"}

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from props.reactors import definitions, local_runtime
+from props.core.domain import definitions
+from props.reactors import local_runtime
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from props.core import embedded
+from props.core.log import embedded
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 

@@ -11,10 +11,11 @@ from typing import Any
 import anyio
 import pytest
 
-from props.core import catalog, errors
-from props.core.events import NotDecoded, RecordedEvent, data_of
-from props.core.store import START, EventStore
-from props.core.subscription import Subscription
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import NotDecoded, RecordedEvent, data_of
+from props.core.log.store import START, EventStore
+from props.core.log.subscription import Subscription
 
 Make = Callable[..., Any]
 

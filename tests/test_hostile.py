@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from props.core import catalog, server_checks
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions
+from props.core.log import server_checks
+from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic
@@ -109,7 +109,7 @@ async def test_an_error_handling_one_run_fails_that_run_only(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A refused append while draining one run's reports (what an id collision used to do)
     fails that run with a closed fact; the launcher goes on with the others."""
-    from props.core import errors
+    from props.core.log import errors
     from props.reactors import agent_roles
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from props.core import intervals
+from props.core.scoring import intervals
 
 
 def wilson(k: float, n: float) -> tuple[float, float]:

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from props.core import catalog
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions
+from props.core.log.store import EventStore
 from props.reactors.agents.llm_critic import parse_issues
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request

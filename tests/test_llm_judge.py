@@ -15,10 +15,11 @@ from typing import Any
 import anyio
 import pytest
 
-from props.core import catalog, errors, llm_judge, rescoring, scoring
-from props.core.store import EventStore
+from props.core.domain import catalog, definitions
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import llm_judge, rescoring, scorers
 from props.projections import engine, figures
-from props.reactors import definitions
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request_reference
 from tests.test_strict_recall import graded_run
@@ -82,7 +83,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
         return n == 2
 
     await eventually(lambda: graded("tiered@2"), 60)
-    judge = scoring.scorer("judge@1")
+    judge = scorers.scorer("judge@1")
     assert isinstance(judge, llm_judge.LlmJudge) and not judge.deterministic
 
     selection = rescoring.Selection(everything=True)
@@ -118,7 +119,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
     assert c.agreement.percent is not None and 0 < c.agreement.percent <= 100
 
     # A judge whose endpoint is down: each run unscorable with the reason, a non-zero exit.
-    dead = await rescoring.rescore(store, scoring.scorer("judge@2"), selection)
+    dead = await rescoring.rescore(store, scorers.scorer("judge@2"), selection)
     assert dead.unscorable == {"scorer error": 2} and dead.graded_runs == 0
     assert all("endpoint failed" in e for e in dead.scorer_errors)
     out = await anyio.run_process([sys.executable, "-m", "props.tools.cli", "rescore",
@@ -147,10 +148,10 @@ def test_judge_answers_are_read_strictly() -> None:
     got = llm_judge.parse_answer(json.dumps({"matches": {
         "i1": "tp:t#1", "i2": "tp:t#1", "i3": "fp:f", "i4": "tp:nothing#1", "i5": "none"}}),
         issues, gt)
-    assert got["i1"] == scoring.Match(tp_id="t", tp_occurrence=1, grade=1.0)
-    assert got["i3"] == scoring.Match(fp_id="f")
-    assert got["i5"] == scoring.Match()  # "none" is a verdict: matches nothing
-    assert got["i2"] == scoring.Match()  # i1 took the occurrence: a duplicate report
+    assert got["i1"] == scorers.Match(tp_id="t", tp_occurrence=1, grade=1.0)
+    assert got["i3"] == scorers.Match(fp_id="f")
+    assert got["i5"] == scorers.Match()  # "none" is a verdict: matches nothing
+    assert got["i2"] == scorers.Match()  # i1 took the occurrence: a duplicate report
     # The rest grade nothing, and say why (never "none").
     assert got["i4"] == "the judge named no known item for this issue"
     assert got["i6"] == "the judge's answer leaves this issue out"
@@ -160,7 +161,7 @@ def test_judge_answers_are_read_strictly() -> None:
 
 
 def test_the_majority_of_the_draws_decides_or_nothing_does() -> None:
-    t, none = scoring.Match(tp_id="t", tp_occurrence=1, grade=1.0), scoring.Match()
+    t, none = scorers.Match(tp_id="t", tp_occurrence=1, grade=1.0), scorers.Match()
     draws: list[dict[str, llm_judge.Verdict]] = [
         {"a": t, "b": t, "c": none, "d": llm_judge.NOT_JSON},
         {"a": t, "b": none, "c": none, "d": llm_judge.NOT_JSON},
@@ -211,7 +212,7 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
             f'["judge@3"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n'
             'draws = 3\ntemperature = 0.7\nseed = 11\nmax_tokens = 300\n')
         monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
-        judge = scoring.scorer("judge@3")
+        judge = scorers.scorer("judge@3")
         selection = rescoring.Selection(everything=True)
         report = await rescoring.rescore(store, judge, selection)
         assert len(seen) == 3 and {(b["body"]["temperature"], b["body"]["seed"],
@@ -260,9 +261,9 @@ async def test_a_panel_of_judges_takes_the_majority_and_records_each_judge(
         (tmp_path / "scorers.toml").write_text(
             judges + '["panel@1"]\nkind = "llm-panel"\njudges = ["a@1", "b@1", "c@1"]\n')
         monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
-        panel = scoring.scorer("panel@1")
+        panel = scorers.scorer("panel@1")
         assert isinstance(panel, llm_judge.LlmPanel)
-        assert panel.code_hash != scoring.scorer("a@1").code_hash
+        assert panel.code_hash != scorers.scorer("a@1").code_hash
         report = await rescoring.rescore(store, panel, rescoring.Selection(everything=True))
         assert {b["body"]["model"] for b in seen} == {"a", "b", "c"}
     assert (report.grades, report.unscorable_issues) == (3, 1)

@@ -17,9 +17,11 @@ import asyncpg
 import orjson
 import pytest
 
-from props.core import catalog, database, scoring
-from props.core.events import EventRegistry, RecordedEvent
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import database
+from props.core.log.events import EventRegistry, RecordedEvent
+from props.core.log.store import EventStore
+from props.core.scoring import scorers
 from props.projections import engine
 from props.projections import runs as runs_projection
 from props.tools.workload import Workload
@@ -160,9 +162,9 @@ def expected_rows(events: list[RecordedEvent]) -> Dump:
                     e.scorer.code_hash, e.scorer.ground_truth_hash, None, None, None, None,
                     at, u.reason)
         elif isinstance(e, catalog.GradeReviewed):  # a person's verdict: the human scorer
-            edges[(e.critique_run_id, e.critique_issue_id, scoring.HUMAN_NAME,
-                   scoring.HUMAN_VERSION)] = (
-                scoring.HUMAN_CODE_HASH, e.ground_truth_hash, e.tp_id, e.tp_occurrence,
+            edges[(e.critique_run_id, e.critique_issue_id, scorers.HUMAN_NAME,
+                   scorers.HUMAN_VERSION)] = (
+                scorers.HUMAN_CODE_HASH, e.ground_truth_hash, e.tp_id, e.tp_occurrence,
                 e.fp_id, 1.0 if e.tp_id else 0.0, at, None)
     columns = [c.name for c in runs_projection.AGENT_RUNS.columns][1:]
     return {

@@ -15,10 +15,11 @@ import anyio
 import anyio.abc
 import pytest
 
-from props.core import catalog, database
-from props.core.events import RecordedEvent
-from props.core.store import EventStore
-from props.reactors import definitions, runtime
+from props.core.domain import catalog, definitions
+from props.core.log import database
+from props.core.log.events import RecordedEvent
+from props.core.log.store import EventStore
+from props.reactors import host as reactor_host
 from props.reactors.local_runtime import LocalRuntime
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import (
@@ -56,7 +57,7 @@ class Recorder:
         self.seen.append(rec.event.phase)
 
 
-async def host_until(store: EventStore, host: runtime.ReactorHost, done: object) -> None:
+async def host_until(store: EventStore, host: reactor_host.ReactorHost, done: object) -> None:
     stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(host.run, stop)
@@ -69,12 +70,12 @@ async def test_poison_event_is_parked_and_the_reactor_goes_on(store: EventStore,
     make = new_event  # type: ignore[assignment]
     await store.append("run-a", [make("one"), make("poison"), make("two")])  # type: ignore[operator]
     reactor = Recorder()
-    host = runtime.ReactorHost(store, reactor, poll_interval=0.1)
+    host = reactor_host.ReactorHost(store, reactor, poll_interval=0.1)
     await host_until(store, host, lambda: reactor.seen == ["one", "two"])
     parked = [r.event for r in await store.read_stream("reactor-recorder")]
     assert len(parked) == 1 and isinstance(parked[0], catalog.EventParked)
     assert parked[0].error_type == "ValueError" and parked[0].attempts == 3
-    cp = await store.find_checkpoint(runtime.checkpoint_name("recorder"))
+    cp = await store.find_checkpoint(reactor_host.checkpoint_name("recorder"))
     assert cp is not None and cp.position >= 3
 
 
@@ -83,11 +84,11 @@ async def test_a_restarted_reactor_resumes_from_its_checkpoint(store: EventStore
     make = new_event  # type: ignore[assignment]
     await store.append("run-a", [make("one")])  # type: ignore[operator]
     first = Recorder()
-    await host_until(store, runtime.ReactorHost(store, first, poll_interval=0.1),
+    await host_until(store, reactor_host.ReactorHost(store, first, poll_interval=0.1),
                      lambda: first.seen == ["one"])
     await store.append("run-a", [make("two")])  # type: ignore[operator]
     second = Recorder()
-    await host_until(store, runtime.ReactorHost(store, second, poll_interval=0.1),
+    await host_until(store, reactor_host.ReactorHost(store, second, poll_interval=0.1),
                      lambda: second.seen == ["two"])
     assert second.seen == ["two"]  # "one" was not handled again
 
@@ -96,8 +97,8 @@ async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
                                                         new_event: object) -> None:
     make = new_event  # type: ignore[assignment]
     a, b = Recorder(), Recorder()
-    host_a = runtime.ReactorHost(store, a, poll_interval=0.1)
-    host_b = runtime.ReactorHost(store, b, poll_interval=0.1)
+    host_a = reactor_host.ReactorHost(store, a, poll_interval=0.1)
+    host_b = reactor_host.ReactorHost(store, b, poll_interval=0.1)
     stop_a, stop_b = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(host_a.run, stop_a)
@@ -159,7 +160,7 @@ FAILING_AGENTS = {
     "hungry": ("b = bytearray(600 * 1024 * 1024)", {"memory_mb": 128},
                ("failed", "out_of_memory", None)),
     "flood": ("from props.reactors.agents.sdk import Agent\n"
-              "from props.core import catalog\n"
+              "from props.core.domain import catalog\n"
               "with Agent.from_environment() as a:\n"
               "    for i in range(50): a.phase(f'p{i}')\n", {"max_events": 10},
               ("failed", "event_cap", None)),

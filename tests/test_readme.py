@@ -35,7 +35,7 @@ def test_readme_names_the_two_fresh_machine_commands() -> None:
 async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     import asyncpg
 
-    from props.core.store import EventStore
+    from props.core.log.store import EventStore
     from props.projections import engine
     from props.tools.workload import Workload
     from tests.conftest import as_role
@@ -57,9 +57,8 @@ async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
 
 
 async def test_readme_agent_example_runs_as_an_agent(served: object, tmp_path: Path) -> None:
-    from props.core import catalog
-    from props.core.store import EventStore
-    from props.reactors import definitions
+    from props.core.domain import catalog, definitions
+    from props.core.log.store import EventStore
     from tests.reactor_helpers import finished, request
 
     assert isinstance(served, EventStore)
@@ -112,7 +111,7 @@ def test_readme_references_every_command() -> None:
 
 
 def test_readme_lists_every_event_type() -> None:
-    from props.core.catalog import REGISTRY
+    from props.core.domain.catalog import REGISTRY
 
     text = README.read_text()
     listed = text[text.index("Event types are pydantic models"):text.index("Stored events are "

@@ -6,21 +6,15 @@ import uuid
 
 import pytest
 
-from props.core import (
-    catalog,
-    errors,
-    rescoring,
-    scoring,
-    server_grading,
-    specimen_sync,
-    specimens,
-)
-from props.core.store import EventStore
+from props.core.domain import catalog, specimen_sync, specimens
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import engine
 from props.schema import migrate
 from props.tools.workload import Workload
 
-V1, V2 = scoring.scorer("overlap@1"), scoring.scorer("overlap@2")
+V1, V2 = scorers.scorer("overlap@1"), scorers.scorer("overlap@2")
 ALL = rescoring.Selection(everything=True)
 
 
@@ -211,7 +205,7 @@ async def a_snapshot_of_ties(store: EventStore) -> uuid.UUID:
 Graded = list[tuple[str, uuid.UUID, list[dict[str, object]]]]
 
 
-async def python_grades(store: EventStore, s: scoring.Scorer) -> Graded:
+async def python_grades(store: EventStore, s: scorers.Scorer) -> Graded:
     """What the scorer's Python rule grades: per run, its stream, the id of its
     `grades.emitted` and the grades (as `grade.emitted` would hold them, in issue order)."""
     known = await specimen_sync.history(store)
@@ -221,8 +215,8 @@ async def python_grades(store: EventStore, s: scoring.Scorer) -> Graded:
         parsed = rescoring.parse_issues(run)
         if rescoring.unscorable_reason(run, snapshot, parsed) is None and parsed:
             assert snapshot is not None
-            out.append((f"grading-{run.run_id}-{scoring.ref(s)}",
-                        server_grading.run_grades_id(run.run_id, scoring.ref(s),
+            out.append((f"grading-{run.run_id}-{scorers.ref(s)}",
+                        server_grading.run_grades_id(run.run_id, scorers.ref(s),
                                                      snapshot.ground_truth_hash),
                         [g.model_dump(mode="json")
                          for g in rescoring.grades_for(s, run, snapshot, parsed)]))
@@ -261,19 +255,19 @@ async def test_grades_on_the_server_equal_the_python_rule(store: EventStore) -> 
         "i5": "a-defect", "i6": None, "i7": "a-defect", "I8": "y-decoy", "é9": "a-defect"}
 
     # Negative control: the comparison sees a rule that differs by one line of tolerance.
-    assert await python_grades(store, scoring.OverlapScorer(version=2, tolerance=2)) != expected
+    assert await python_grades(store, scorers.OverlapScorer(version=2, tolerance=2)) != expected
 
 
 def test_a_changed_setting_changes_the_code_hash() -> None:
-    a = scoring.OverlapScorer(version=2, tolerance=3)
-    b = scoring.OverlapScorer(version=2, tolerance=4)
-    assert a.code_hash == scoring.OverlapScorer(version=2, tolerance=3).code_hash
+    a = scorers.OverlapScorer(version=2, tolerance=3)
+    b = scorers.OverlapScorer(version=2, tolerance=4)
+    assert a.code_hash == scorers.OverlapScorer(version=2, tolerance=3).code_hash
     assert a.code_hash != b.code_hash
 
 
 async def test_a_changed_scorer_must_take_a_new_version(store: EventStore) -> None:
     await rescoring.ensure_registered(store, V2)
-    changed = scoring.OverlapScorer(version=2, tolerance=9)
+    changed = scorers.OverlapScorer(version=2, tolerance=9)
     with pytest.raises(errors.PropsError, match="needs a new version"):
         await rescoring.ensure_registered(store, changed)
 

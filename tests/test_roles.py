@@ -18,9 +18,10 @@ import anyio
 import asyncpg
 import pytest
 
-from props.core import catalog, database
-from props.core.events import NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import database
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
 from props.reactors import agent_roles, launcher
 from tests.conftest import as_role
 from tests.reactor_helpers import eventually

@@ -8,8 +8,8 @@ from importlib import resources
 import anyio
 import pytest
 
-from props.core import database, errors
-from props.core.store import EventStore
+from props.core.log import database, errors
+from props.core.log.store import EventStore
 from props.schema import catalog_dump, migrate
 
 

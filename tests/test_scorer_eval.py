@@ -9,34 +9,34 @@ from pathlib import Path
 
 import orjson
 
-from props.core import scorer_eval, scoring
+from props.core.scoring import evaluation, scorers
 from props.tools.scorer_eval_commands import cases_dir
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 
 
 async def test_the_default_scorer_gets_every_location_decidable_case_right() -> None:
-    cases = scorer_eval.load(cases_dir())
+    cases = evaluation.load(cases_dir())
     assert len(cases) >= 60 and len({c.id for c in cases}) == len(cases)
-    assert scorer_eval.needs_judge(cases)  # the cases only a judge can decide are listed
-    strict = await scorer_eval.evaluate(scoring.scorer(scoring.DEFAULT_SCORER), cases)
+    assert evaluation.needs_judge(cases)  # the cases only a judge can decide are listed
+    strict = await evaluation.evaluate(scorers.scorer(scorers.DEFAULT_SCORER), cases)
     assert strict.wrong_decidable == [] and strict.issues == sum(len(c.issues) for c in cases)
     # Negative control: tiered@1's decoy rule is caught by the cases written for it.
-    old = await scorer_eval.evaluate(scoring.scorer("tiered@1"), cases)
+    old = await evaluation.evaluate(scorers.scorer("tiered@1"), cases)
     assert any(w.startswith("unrelated-in-decoy-file/") for w in old.wrong_decidable)
     assert old.accuracy < strict.accuracy
 
 
 def test_cells_follow_the_reviewer() -> None:
-    assert scorer_eval.cell(frozenset({"T1#1"}), "T1#1") == "right_tp"
-    assert scorer_eval.cell(frozenset({"T1#1"}), "T2#1") == "wrong_tp"
-    assert scorer_eval.cell(frozenset({"T1#1"}), "fp:D") == "tp_missed"
-    assert scorer_eval.cell(frozenset({"none"}), "T1#1") == "false_find"
-    assert scorer_eval.cell(frozenset({"fp:D"}), "none") == "decoy_wrong"
-    assert scorer_eval.cell(frozenset({"none"}), "fp:D") == "decoy_wrong"
-    assert scorer_eval.cell(frozenset({"none", "T1#1"}), "none") == "right_none"
-    partial = scoring.Match(tp_id="T1", tp_occurrence=1, grade=0.6)
-    assert scorer_eval.answer(partial) == "none"  # partial credit is not a find
+    assert evaluation.cell(frozenset({"T1#1"}), "T1#1") == "right_tp"
+    assert evaluation.cell(frozenset({"T1#1"}), "T2#1") == "wrong_tp"
+    assert evaluation.cell(frozenset({"T1#1"}), "fp:D") == "tp_missed"
+    assert evaluation.cell(frozenset({"none"}), "T1#1") == "false_find"
+    assert evaluation.cell(frozenset({"fp:D"}), "none") == "decoy_wrong"
+    assert evaluation.cell(frozenset({"none"}), "fp:D") == "decoy_wrong"
+    assert evaluation.cell(frozenset({"none", "T1#1"}), "none") == "right_none"
+    partial = scorers.Match(tp_id="T1", tp_occurrence=1, grade=0.6)
+    assert evaluation.answer(partial) == "none"  # partial credit is not a find
 
 
 def test_the_command_prints_a_json_summary_and_holds_a_floor(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_the_command_prints_a_json_summary_and_holds_a_floor(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     summary = orjson.loads(done.stdout.splitlines()[-1])
     assert summary["cases"] >= 60 and {s["scorer"] for s in summary["scorers"]} == \
-        set(scoring.SCORERS)
+        set(scorers.SCORERS)
     floor = subprocess.run([*CLI, "scorers", "eval", "--scorer", "overlap@2",
                             "--min-accuracy", "0.99"], capture_output=True, text=True,
                            timeout=120, env=env, check=False)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import random
 
-from props.core import catalog, scoring
+from props.core.domain import catalog
+from props.core.scoring import scorers
 
-TIERED = scoring.TieredScorer(version=1, near=5)
+TIERED = scorers.TieredScorer(version=1, near=5)
 
 
 def loc(file: str, start: int, end: int) -> list[catalog.Location]:
@@ -36,11 +37,11 @@ def test_tiers_overlap_then_near_then_same_file() -> None:
     got = TIERED.match_run({"overlap": loc("a.py", 11, 11), "near": loc("a.py", 33, 34),
                             "file": loc("b.py", 90, 95), "elsewhere": loc("z.py", 1, 1),
                             "decoy": loc("c.py", 6, 9)}, GT)
-    assert got["overlap"] == scoring.Match(tp_id="leak", tp_occurrence=1, grade=1.0)
-    assert got["near"] == scoring.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.6)
-    assert got["file"] == scoring.Match(tp_id="leak", tp_occurrence=2, grade=0.3)
-    assert got["elsewhere"] == scoring.Match()
-    assert got["decoy"] == scoring.Match(fp_id="decoy")
+    assert got["overlap"] == scorers.Match(tp_id="leak", tp_occurrence=1, grade=1.0)
+    assert got["near"] == scorers.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.6)
+    assert got["file"] == scorers.Match(tp_id="leak", tp_occurrence=2, grade=0.3)
+    assert got["elsewhere"] == scorers.Match()
+    assert got["decoy"] == scorers.Match(fp_id="decoy")
 
 
 def test_each_occurrence_goes_to_one_issue_the_closest() -> None:
@@ -51,13 +52,13 @@ def test_each_occurrence_goes_to_one_issue_the_closest() -> None:
     assert len(taken) == 1  # one to one: the others do not count it again
     # i1 and i3 both lie near leak#1, taken; of the two, i1 is nearer off-by-one (line 30),
     # which only shares their file: i1 takes it, and i3 is left with nothing
-    assert got["i1"] == scoring.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.3)
-    assert got["i3"] == scoring.Match()
+    assert got["i1"] == scorers.Match(tp_id="off-by-one", tp_occurrence=1, grade=0.3)
+    assert got["i3"] == scorers.Match()
 
 
 def test_the_overlap_scorer_counts_one_occurrence_many_times() -> None:
     """Negative control for the one-to-one rule: overlap@1 has none."""
-    got = scoring.scorer("overlap@1").match_run(
+    got = scorers.scorer("overlap@1").match_run(
         {"i1": loc("a.py", 10, 12), "i2": loc("a.py", 11, 11)}, GT)
     assert got["i1"].key == got["i2"].key == ("leak", 1, None)
 
@@ -72,12 +73,12 @@ def test_result_does_not_depend_on_the_order_of_issues() -> None:
 
 
 def test_tiered_is_registered_and_its_hash_covers_its_settings() -> None:
-    assert scoring.scorer("tiered@1") == TIERED
-    assert scoring.TieredScorer(version=1, near=6).code_hash != TIERED.code_hash
+    assert scorers.scorer("tiered@1") == TIERED
+    assert scorers.TieredScorer(version=1, near=6).code_hash != TIERED.code_hash
 
 
 def test_agreement_and_cohens_kappa() -> None:
-    from props.core.rescoring import agreement
+    from props.core.scoring.rescoring import agreement
 
     same = agreement([("a", "a"), ("b", "b"), (None, None), ("a", "a")])
     assert (same.issues, same.agreed, same.percent, same.kappa) == (4, 4, 100.0, 1.0)
@@ -98,4 +99,4 @@ def test_released_scorers_keep_their_code_hashes() -> None:
         "overlap@2": "0c88ce86c24b80956271c826b46533f9bd862e3b8e8da23994712e443031dca3",
         "tiered@2": "754fc2a29f17e88a1643bcf99e25f6a6a6e806766c24ec1b1ae7e57b83608d64",
     }
-    assert {ref: scoring.SCORERS[ref].code_hash for ref in released} == released
+    assert {ref: scorers.SCORERS[ref].code_hash for ref in released} == released

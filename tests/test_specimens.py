@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from props.core import catalog, specimen_sync, specimens
-from props.core.store import EventStore
+from props.core.domain import catalog, specimen_sync, specimens
+from props.core.log.store import EventStore
 from props.tools.specimen_commands import samples_dir
 
 SAMPLE = "csvtool/2025-09-03-00"

@@ -10,9 +10,10 @@ import anyio
 import pydantic
 import pytest
 
-from props.core import catalog, errors
-from props.core.events import MAX_EVENT_BYTES, Event, EventRegistry, NewEvent, UnknownEvent
-from props.core.store import COPY_THRESHOLD, START, Checkpoint, EventStore
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import MAX_EVENT_BYTES, Event, EventRegistry, NewEvent, UnknownEvent
+from props.core.log.store import COPY_THRESHOLD, START, Checkpoint, EventStore
 
 Make = Callable[..., Any]
 

@@ -20,8 +20,10 @@ import uuid
 
 import pytest
 
-from props.core import catalog, errors, rescoring, scoring, specimens
-from props.core.store import EventStore
+from props.core.domain import catalog, specimens
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
 
 SLUG = "keyed/2026-02-01-00"
@@ -49,14 +51,14 @@ ISSUES = {"i1": loc(10), "i2": loc(11), "i3": loc(60), "i4": loc(80)}
 
 
 def test_the_scorers_match_as_a_reviewer_would_and_the_old_rule_does_not() -> None:
-    strict = scoring.scorer("tiered@2").match_run(ISSUES, GROUND_TRUTH)
-    assert strict["i1"] == scoring.Match(tp_id="T1", tp_occurrence=1, grade=1.0)
+    strict = scorers.scorer("tiered@2").match_run(ISSUES, GROUND_TRUTH)
+    assert strict["i1"] == scorers.Match(tp_id="T1", tp_occurrence=1, grade=1.0)
     assert strict["i1"].find and not strict["i2"].find  # i2: near T2, partial credit
     assert strict["i2"].tp_id == "T2" and strict["i2"].grade == 0.6
-    assert strict["i3"] == scoring.Match()  # not a decoy hit: nothing
-    assert strict["i4"] == scoring.Match(fp_id="D2")
-    old = scoring.scorer("tiered@1").match_run(ISSUES, GROUND_TRUTH)
-    assert old["i3"] == scoring.Match(fp_id="D1")  # the negative control: by proximity
+    assert strict["i3"] == scorers.Match()  # not a decoy hit: nothing
+    assert strict["i4"] == scorers.Match(fp_id="D2")
+    old = scorers.scorer("tiered@1").match_run(ISSUES, GROUND_TRUTH)
+    assert old["i3"] == scorers.Match(fp_id="D1")  # the negative control: by proximity
 
 
 async def graded_run(store: EventStore) -> uuid.UUID:
@@ -74,7 +76,7 @@ async def graded_run(store: EventStore) -> uuid.UUID:
         catalog.RunFinished(run_id=run, status="completed")])
     await engine.rebuild(store)  # re-scoring reads the runs' issues from the projections
     for ref in ("tiered@1", "tiered@2"):
-        await rescoring.rescore(store, scoring.scorer(ref), rescoring.Selection(everything=True))
+        await rescoring.rescore(store, scorers.scorer(ref), rescoring.Selection(everything=True))
     await engine.rebuild(store)
     return run
 

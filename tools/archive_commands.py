@@ -10,8 +10,9 @@ from typing import Any
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
-from props.core import archival, archive, database, errors, signing
-from props.core.store import EventStore
+from props.core.domain import archival, exports, signing
+from props.core.log import database, errors
+from props.core.log.store import EventStore
 from props.tools import key_commands, progress
 from props.tools.render import Console, Table
 
@@ -90,7 +91,7 @@ def add_parsers(sub: Any) -> None:
 
 
 async def export_cmd(args: argparse.Namespace) -> int:
-    selection = archive.Selection(
+    selection = exports.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
         since=args.since, until=args.until,
         categories=tuple(args.category) if args.category else None,
@@ -104,7 +105,7 @@ async def export_cmd(args: argparse.Namespace) -> int:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events "
                                           "WHERE global_position > $1", selection.after_position)
         with progress.counting_events("exporting", total) as advance:
-            report = await archive.export(store, selection, args.output, progress=advance,
+            report = await exports.export(store, selection, args.output, progress=advance,
                                           sign_with=key)
     console.print(f"exported {report.events:,} event(s) and {report.blobs:,} blob(s) to "
                   f"{args.output} ({report.bytes_out:,} bytes, from {report.bytes_in:,} bytes "
@@ -117,7 +118,7 @@ async def import_cmd(args: argparse.Namespace) -> int:
     # owner's function may do.
     async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
         with progress.counting_events("importing") as advance:
-            report = await archive.import_archive(
+            report = await exports.import_archive(
                 store, args.file, progress=advance,
                 trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
     if report.restored:
@@ -180,7 +181,7 @@ def _print_partitions(rows: list[dict[str, Any]]) -> None:
 
 async def verify_cmd(args: argparse.Namespace) -> int:
     verified = await anyio.to_thread.run_sync(
-        lambda: archive.verify(args.file, allow_unknown=args.allow_unknown))
+        lambda: exports.verify(args.file, allow_unknown=args.allow_unknown))
     signer = signing.signer(verified.manifest, _trusted(args.trusted_keys))
     console.print(f"{args.file}: intact: {verified.events:,} event(s), {verified.blobs:,} "
                   f"blob(s), chain {verified.manifest['chain'][:16]}, signed by "

@@ -8,10 +8,10 @@ import re
 import uuid
 from typing import TYPE_CHECKING
 
-from props.core import errors
+from props.core.log import errors
 
 if TYPE_CHECKING:
-    from props.core.store import EventStore
+    from props.core.log.store import EventStore
 
 
 def positive_int(text: str) -> int:

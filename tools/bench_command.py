@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from props.core import database
+from props.core.log import database
 from props.tools import scratch
 from props.tools.benchmarks import (
     cli_suite,

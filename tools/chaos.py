@@ -42,10 +42,11 @@ import anyio
 import anyio.abc
 import httpx
 
-from props.core import catalog, database, embedded, errors, specimen_sync, tokens
-from props.core.store import START, EventStore
+from props.core.domain import catalog, definitions, specimen_sync, tokens
+from props.core.log import database, embedded, errors
+from props.core.log.store import START, EventStore
 from props.projections import engine
-from props.reactors import definitions, docker_runtime
+from props.reactors import docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
@@ -59,7 +60,7 @@ T = TypeVar("T")
 # a model: fast, deterministic, and it exercises every projection, the additive ones too.
 CHAOS_AGENT = """
 import random
-from props.core import catalog
+from props.core.domain import catalog
 from props.reactors.agents.sdk import Agent
 with Agent.from_environment() as a:
     rng = random.Random(a.run_id.int)

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from props.core import errors
+from props.core.log import errors
 
 # Which module holds each command, in the order `props --help` lists them. A command imports
 # its own module only: `props runs list` does not pay for the benchmarks, the chaos harness

@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.text import Text
 
-from props.core import database, embedded, server_checks
-from props.core.store import EventStore
+from props.core.log import database, embedded, server_checks
+from props.core.log.store import EventStore
 from props.schema import catalog_dump, migrate
 from props.tools.render import Console, Table
 

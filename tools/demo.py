@@ -19,19 +19,11 @@ from typing import Any
 import anyio
 from rich.progress import Progress
 
-from props.core import (
-    archive,
-    catalog,
-    database,
-    embedded,
-    errors,
-    rescoring,
-    scoring,
-    specimen_sync,
-)
-from props.core.store import EventStore
+from props.core.domain import catalog, definitions, exports, specimen_sync
+from props.core.log import database, embedded, errors
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
-from props.reactors import definitions
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.service import Service, container_runtimes
@@ -50,7 +42,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                   "mutable-default"]},
 }
 REPEATS = 2  # runs per variant and snapshot: the report's spread across repeated runs
-SCORER, RESCORER = scoring.DEFAULT_SCORER, "overlap@2"  # the default grader, then a re-score
+SCORER, RESCORER = scorers.DEFAULT_SCORER, "overlap@2"  # the default grader, then a re-score
 WAIT_SECONDS = 150
 
 
@@ -93,9 +85,9 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("exporting the log", total=total)
-            exported = await archive.export(store, archive.Selection(), out,
+            exported = await exports.export(store, exports.Selection(), out,
                                             progress=lambda n: progress.advance(task, n))
-        verified = await anyio.to_thread.run_sync(archive.verify, out)
+        verified = await anyio.to_thread.run_sync(exports.verify, out)
         console.print(f"export: {exported.events} events and {exported.blobs} blobs in "
                       f"{out} ({exported.bytes_out:,} bytes); verified: {verified.events} "
                       f"events, chain and manifest intact")
@@ -162,7 +154,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"re-scoring with {RESCORER}", total=None)
             report = await rescoring.rescore(
-                store, scoring.scorer(RESCORER), _EVERY_RUN,
+                store, scorers.scorer(RESCORER), _EVERY_RUN,
                 selected=lambda n: progress.update(task, total=n),
                 progress=lambda n: progress.advance(task, n))
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"

@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from props.core import errors
-from props.core.events import NewEvent, RecordedEvent, data_of
-from props.core.store import START, Checkpoint, EventStore
+from props.core.log import errors
+from props.core.log.events import NewEvent, RecordedEvent, data_of
+from props.core.log.store import START, Checkpoint, EventStore
 from props.tools.render import Console
 
 console = Console(highlight=False)
@@ -155,7 +155,7 @@ async def tail_cmd(args: argparse.Namespace) -> int:
 
 
 async def types_cmd(args: argparse.Namespace) -> int:
-    from props.core.catalog import REGISTRY
+    from props.core.domain.catalog import REGISTRY
 
     for name in REGISTRY.names():
         cls = REGISTRY.require(name)

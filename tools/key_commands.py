@@ -1,4 +1,4 @@
-"""`props keys create|list`: the Ed25519 keys that sign export files (props.core.signing)."""
+"""`props keys create|list`: the Ed25519 keys that sign export files (props.core.domain.signing)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from props.core import embedded, signing
+from props.core.domain import signing
+from props.core.log import embedded
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from props.core.store import EventStore
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors.service import stop_on_signal
 from props.tools import progress, render

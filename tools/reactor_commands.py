@@ -13,9 +13,10 @@ import anyio
 import anyio.abc
 import orjson
 
-from props.core import database, errors, specimen_sync, tokens
-from props.core.store import EventStore
-from props.reactors import runtime
+from props.core.domain import specimen_sync, tokens
+from props.core.log import database, errors
+from props.core.log.store import EventStore
+from props.reactors import host
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
 from props.schema import migrate, queries
 from props.tools import logs, render, service_config, specimen_commands
@@ -174,8 +175,8 @@ async def status_cmd(args: argparse.Namespace) -> int:
         rows = [{"reactor": r.name, "checkpoint": None if r.checkpoint is None
                  else str(r.checkpoint), "lag_events": r.lag_events,
                  "lag_seconds": r.lag_seconds, "parked": r.parked,
-                 "serving": await runtime.serving(store, r.name)}
-                for r in await runtime.status(store)]
+                 "serving": await host.serving(store, r.name)}
+                for r in await host.status(store)]
         runs = await store.pool.fetchrow(_AGENTS["run_counts"])
     render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
                                     ("checkpoint", "checkpoint"),

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.store import EventStore
+from props.core.log.store import EventStore
 from props.projections.figures import COLUMNS, load, scorer_filter
 from props.tools import progress
 from props.tools.render import Console, Table

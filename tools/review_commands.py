@@ -16,9 +16,11 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core import catalog, errors, rescoring, scoring
-from props.core.events import NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.schema import queries
 from props.tools import arguments
 from props.tools.render import Console
@@ -81,7 +83,7 @@ async def next_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
         name, version = await _scorer(store, args.scorer)
         row = await store.pool.fetchrow(_Q["next_unreviewed"], name, version,
-                                        scoring.HUMAN_NAME)
+                                        scorers.HUMAN_NAME)
         if row is None:
             console.print(f"nothing to review: every grade under {name}@{version} has a verdict")
             return 0
@@ -113,9 +115,9 @@ def _where(locations_json: str) -> str:
 
 
 async def _append_verdict(store: EventStore, verdict: catalog.GradeReviewed) -> None:
-    registered = scoring.human_registration()
-    await store.append(f"scorer-{scoring.HUMAN_NAME}", [NewEvent(
-        registered, uuid.uuid5(_NAMESPACE, f"register:{scoring.HUMAN}"))])
+    registered = scorers.human_registration()
+    await store.append(f"scorer-{scorers.HUMAN_NAME}", [NewEvent(
+        registered, uuid.uuid5(_NAMESPACE, f"register:{scorers.HUMAN}"))])
     await store.append(f"review-{verdict.critique_run_id}", [NewEvent(
         verdict, uuid.uuid4(), {"actor": f"reviewer:{verdict.reviewer}"})])
 
@@ -131,8 +133,8 @@ async def confirm_cmd(args: argparse.Namespace) -> int:
                                   f"under {name}@{version}")
         await _append_verdict(store, catalog.GradeReviewed(
             critique_run_id=args.run_id, critique_issue_id=args.issue_id,
-            tp_id=grade["tp_id"] if grade["grade"] >= scoring.FIND_GRADE else None,
-            tp_occurrence=grade["tp_occurrence"] if grade["grade"] >= scoring.FIND_GRADE
+            tp_id=grade["tp_id"] if grade["grade"] >= scorers.FIND_GRADE else None,
+            tp_occurrence=grade["tp_occurrence"] if grade["grade"] >= scorers.FIND_GRADE
             else None, fp_id=grade["fp_id"], ground_truth_hash=grade["ground_truth_hash"],
             confirms=catalog.ScorerRef(name=name, version=version,
                                        code_hash=grade["code_hash"],

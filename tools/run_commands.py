@@ -11,12 +11,12 @@ from typing import Any
 
 import pydantic
 
-from props.core import catalog, errors
-from props.core.events import RecordedEvent, describe_validation_error, details
-from props.core.store import EventStore
+from props.core.domain import catalog, definitions, run_requests
+from props.core.log import errors
+from props.core.log.events import RecordedEvent, describe_validation_error, details
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.projections.runs import RUNS
-from props.reactors import definitions, run_requests
 from props.tools import arguments, render
 from props.tools.render import Console, Table
 
@@ -200,9 +200,9 @@ async def request_cmd(args: argparse.Namespace) -> int:
             definition=name, ref=ref or "latest", snapshot=args.snapshot,
             file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
             budget_usd=args.budget, count=args.count, requested_by="props runs request"))
-        from props.reactors import runtime  # (it imports the Docker client: 0.15 s)
+        from props.reactors import host  # (it imports the Docker client: 0.15 s)
 
-        launching = await runtime.serving(store, "launcher")
+        launching = await host.serving(store, "launcher")
     for run_id in done.run_ids:
         out.print(f"requested run {run_id}")
     # The request is an event: nothing runs until a launcher takes it up.
@@ -278,7 +278,7 @@ async def hold_cmd(args: argparse.Namespace) -> int:
 
 
 async def release_cmd(args: argparse.Namespace) -> int:
-    from props.core import archival  # (the archive's code: 0.3 s to import)
+    from props.core.domain import archival  # (the archive's code: 0.3 s to import)
 
     async with EventStore.open(max_connections=2) as store:
         await _records(store, args)  # the run must exist, as for hold

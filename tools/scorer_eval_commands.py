@@ -1,5 +1,5 @@
 """`props scorers eval`: each scorer's accuracy and confusion table on labelled grading cases
-(props.core.scorer_eval), with the JSON summary as the last line."""
+(props.core.scoring.evaluation), with the JSON summary as the last line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core import errors, scorer_eval, scoring
+from props.core.log import errors
+from props.core.scoring import evaluation, scorers
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
@@ -50,28 +51,28 @@ async def eval_cmd(args: argparse.Namespace) -> int:
         raise errors.ConfigurationError("--draws takes a whole number from 1")
     if args.min_accuracy is not None and not 0 <= args.min_accuracy <= 1:
         raise errors.ConfigurationError("--min-accuracy takes a number from 0 to 1")
-    cases = scorer_eval.load(args.cases or cases_dir())
-    refs = args.scorer or list(scoring.SCORERS)
-    results = [await scorer_eval.evaluate(scoring.scorer(ref), cases, args.draws)
+    cases = evaluation.load(args.cases or cases_dir())
+    refs = args.scorer or list(scorers.SCORERS)
+    results = [await evaluation.evaluate(scorers.scorer(ref), cases, args.draws)
                for ref in refs]
     _print(results, cases)
     below = [r.scorer for r in results
              if args.min_accuracy is not None and r.accuracy < args.min_accuracy]
     if args.json:
         print(orjson.dumps({"cases": len(cases), "issues": results[0].issues if results else 0,
-                            "needs_judge": scorer_eval.needs_judge(cases),
+                            "needs_judge": evaluation.needs_judge(cases),
                             "scorers": [r.summary() for r in results],
                             "below_min_accuracy": below}).decode())
     return 1 if below else 0
 
 
-def _print(results: list[scorer_eval.Result], cases: list[scorer_eval.Case]) -> None:
-    table = Table("scorer", "accuracy", *[c.replace("_", " ") for c in scorer_eval.CELLS])
+def _print(results: list[evaluation.Result], cases: list[evaluation.Case]) -> None:
+    table = Table("scorer", "accuracy", *[c.replace("_", " ") for c in evaluation.CELLS])
     for r in results:
         table.add_row(r.scorer, f"{100 * r.accuracy:.1f}%",
-                      *[str(r.cells[c]) for c in scorer_eval.CELLS])
+                      *[str(r.cells[c]) for c in evaluation.CELLS])
     console.print(table)
-    judge = scorer_eval.needs_judge(cases)
+    judge = evaluation.needs_judge(cases)
     console.print(Text(f"{len(cases)} cases, {results[0].issues if results else 0} issues; "
                        f"{len(judge)} only a judge can decide: {', '.join(judge) or 'none'}"))
     for r in results:

@@ -20,8 +20,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from props.core import catalog, errors, intervals, llm_judge, rescoring, scoring
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import intervals, llm_judge, rescoring, scorers
 from props.tools import render, scorer_eval_commands
 from props.tools.render import Console, Table
 
@@ -103,7 +105,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
                     registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
                 elif isinstance(rec.event, catalog.ActiveScorerSet):
                     active = f"{rec.event.name}@{rec.event.version}"
-    known: dict[str, scoring.Scorer] = {**scoring.SCORERS, **llm_judge.configured()}
+    known: dict[str, scorers.Scorer] = {**scorers.SCORERS, **llm_judge.configured()}
     rows = []
     for ref, s in known.items():
         state = ("active" if ref == active else "registered") if ref in registered else None
@@ -121,7 +123,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 
 async def register_cmd(args: argparse.Namespace) -> int:
-    s = scoring.scorer(args.scorer)
+    s = scorers.scorer(args.scorer)
     async with EventStore.open(max_connections=2) as store:
         added = await rescoring.ensure_registered(store, s)
     console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
@@ -131,8 +133,8 @@ async def register_cmd(args: argparse.Namespace) -> int:
 
 async def activate_cmd(args: argparse.Namespace) -> int:
     async with EventStore.open(max_connections=2) as store:
-        if args.scorer in scoring.SCORERS:
-            s = scoring.scorer(args.scorer)
+        if args.scorer in scorers.SCORERS:
+            s = scorers.scorer(args.scorer)
             await rescoring.ensure_registered(store, s)
             name, version = s.name, s.version
         else:  # a grader image's scorer: registered when the grader was pushed
@@ -144,7 +146,7 @@ async def activate_cmd(args: argparse.Namespace) -> int:
 
 
 async def rescore_cmd(args: argparse.Namespace) -> int:
-    s = scoring.scorer(args.scorer)
+    s = scorers.scorer(args.scorer)
     selection = _selection(args)
     async with EventStore.open(max_connections=3) as store:
         columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from props.core import errors
-from props.core.events import validation_problems
+from props.core.log import errors
+from props.core.log.events import validation_problems
 from props.reactors.service import SERVICES
 
 ServiceName = Literal["launcher", "grader", "supervisor", "projections"]

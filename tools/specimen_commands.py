@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 from rich.progress import Progress
 
-from props.core import errors, specimen_sync, specimens
-from props.core.store import EventStore
+from props.core.domain import specimen_sync, specimens
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)

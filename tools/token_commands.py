@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from props.core import tokens
-from props.core.store import EventStore
+from props.core.domain import tokens
+from props.core.log.store import EventStore
 from props.tools import render
 from props.tools.render import Console
 

@@ -14,15 +14,16 @@ import random
 import uuid
 from collections.abc import Callable
 
-from props.core import catalog, scoring, specimen_sync, specimens
-from props.core.events import Event, NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog, specimen_sync, specimens
+from props.core.log.events import Event, NewEvent
+from props.core.log.store import EventStore
+from props.core.scoring import scorers
 from props.tools.specimen_commands import samples_dir
 
 MODELS = ["model-a", "model-b", "model-c"]
 DEFINITIONS = ["reviewer", "strict-reviewer"]
 STATUSES = ["completed"] * 16 + ["failed", "timed_out", "budget_exceeded", "cancelled"]
-HISTORIC = scoring.scorer("overlap@1")
+HISTORIC = scorers.scorer("overlap@1")
 
 
 def _uuid(rng: random.Random) -> uuid.UUID:
@@ -44,7 +45,7 @@ class Workload:
             agent_type="critic", name="reviewer", tag="latest", digest=digest)])
         for ref in ("overlap@1", "overlap@2"):
             await store.append("scorer-overlap",
-                               [scoring.registration(scoring.scorer(ref))])
+                               [scorers.registration(scorers.scorer(ref))])
         await store.append("scorer-overlap", [catalog.ActiveScorerSet(name="overlap",
                                                                       version=1)])
         return count + 4
@@ -89,7 +90,7 @@ class Workload:
         events.extend(issues)
         matches = HISTORIC.match_run({i.issue_id: i.locations for i in issues}, gt)
         grades: list[Event] = [
-            scoring.grade_event(HISTORIC, run, i.issue_id, matches[i.issue_id], gt_hash)
+            scorers.grade_event(HISTORIC, run, i.issue_id, matches[i.issue_id], gt_hash)
             for i in issues
         ]
         events.append(catalog.PhaseCompleted(run_id=run, phase="review",
@@ -147,7 +148,7 @@ class Workload:
                                expected_version=0)
             total += len(events)
             if grades:
-                await store.append(f"grading-{run}-{scoring.ref(HISTORIC)}",
+                await store.append(f"grading-{run}-{scorers.ref(HISTORIC)}",
                                    [NewEvent(e, _uuid(self.rng)) for e in grades],
                                    expected_version=0)
                 total += len(grades)

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from typing import Any, cast
 
-from props.core import catalog
+from props.core.domain import catalog
 from props.reactors.agents.sdk import Agent
 
 SYSTEM = """You are a meticulous code reviewer. For each file you are shown, report real \

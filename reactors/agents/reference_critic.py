@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from props.core import catalog
+from props.core.domain import catalog
 from props.reactors.agents.sdk import Agent
 
 

@@ -17,7 +17,8 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
-from props.core import catalog, scoring
+from props.core.domain import catalog
+from props.core.scoring import scorers
 from props.reactors import grader_runs
 from props.reactors.agents.sdk import Agent
 
@@ -31,7 +32,7 @@ def main() -> int:
         item = json.loads(line)
         by_run[item["run_id"]][item["issue_id"]] = [
             catalog.Location.model_validate(loc) for loc in item["locations"]]
-    tiers = scoring.SCORERS[scoring.DEFAULT_SCORER]
+    tiers = scorers.SCORERS[scorers.DEFAULT_SCORER]
     graded = 0
     with Agent.from_environment() as agent:
         for run_id, issues in sorted(by_run.items()):

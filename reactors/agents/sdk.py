@@ -32,8 +32,9 @@ import orjson
 import psycopg
 import pydantic
 
-from props.core import catalog, database
-from props.core.events import Event
+from props.core.domain import catalog
+from props.core.log import database
+from props.core.log.events import Event
 
 AGENT_EVENT_TYPES = ("prompt.composed", "llm.requested", "llm.responded", "phase.completed",
                      "issue.reported", "grade.emitted")  # grades: grader runs only

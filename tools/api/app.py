@@ -24,11 +24,12 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from props.core import database, errors, tokens
-from props.core.events import details
-from props.core.store import EventStore
+from props.core.domain import run_requests, tokens
+from props.core.log import database, errors
+from props.core.log.events import details
+from props.core.log.store import EventStore
 from props.projections import engine, figures
-from props.reactors import run_requests, runtime
+from props.reactors import host
 from props.tools.api import limits
 from props.tools.api.auth import Denied, authorize
 
@@ -257,7 +258,7 @@ def create_app(store: EventStore) -> FastAPI:
         await store.pool.fetchval("SELECT 1")
         reactors = [{"name": r.name, "lag_events": r.lag_events,
                      "lag_seconds": r.lag_seconds, "parked": r.parked}
-                    for r in await runtime.status(store)]
+                    for r in await host.status(store)]
         projections = [{"name": s.name, "lag_events": s.lag_events,
                         "lag_seconds": s.lag_seconds} for s in await engine.status(store)]
         stuck = any(r["parked"] for r in reactors)

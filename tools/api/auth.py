@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 
-from props.core import tokens
-from props.core.store import EventStore
+from props.core.domain import tokens
+from props.core.log.store import EventStore
 
 
 class Denied(Exception):

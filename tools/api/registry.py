@@ -26,10 +26,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from props.core import catalog, tokens
-from props.core.events import describe_validation_error
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions, tokens
+from props.core.log.events import describe_validation_error
+from props.core.log.store import EventStore
 from props.tools.api.auth import Denied, authorize
 
 log = logging.getLogger("props.registry")

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import uvicorn
 
-from props.core import errors
+from props.core.log import errors
 
 log = logging.getLogger("props.http")
 

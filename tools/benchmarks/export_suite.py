@@ -19,8 +19,9 @@ import anyio.to_thread
 import asyncpg
 import zstandard
 
-from props.core import archive, embedded
-from props.core.store import EventStore
+from props.core.domain import exports
+from props.core.log import embedded
+from props.core.log.store import EventStore
 from props.tools import scratch
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
@@ -57,7 +58,7 @@ async def _timed_import(server: str, archive_file: Path, records: list[tuple[obj
                          "data", "metadata", "recorded_at"])
             return time.perf_counter() - t0, len(records)
         t0 = time.perf_counter()
-        done = await archive.import_archive(target, archive_file)
+        done = await exports.import_archive(target, archive_file)
         return time.perf_counter() - t0, done.imported
 
 
@@ -92,7 +93,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                           "export vs pg_dump | zstd -19 ...")
             ours = folder / "props.jsonl.zst"
             t0 = time.perf_counter()
-            await archive.export(store, archive.Selection(), ours)
+            await exports.export(store, exports.Selection(), ours)
             export_s = time.perf_counter() - t0
             dump = folder / "pg_dump.sql.zst"
             t0 = time.perf_counter()

@@ -19,9 +19,10 @@ import anyio
 import asyncpg
 import orjson
 
-from props.core import catalog, database
-from props.core.events import NewEvent
-from props.core.store import START, EventStore
+from props.core.domain import catalog
+from props.core.log import database
+from props.core.log.events import NewEvent
+from props.core.log.store import START, EventStore
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console

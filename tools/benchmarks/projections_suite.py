@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import EventStore
+from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.benchmarks.log_suite import raw_read_all
 from props.tools.benchmarks.report import Check, Report

@@ -22,9 +22,10 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from props.core import catalog, scoring
-from props.core.store import EventStore
-from props.reactors import definitions, docker_runtime, grader
+from props.core.domain import catalog, definitions
+from props.core.log.store import EventStore
+from props.core.scoring import scorers
+from props.reactors import docker_runtime, grader
 from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
@@ -94,7 +95,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         prefix="props-bench-reactors-")))
     async with EventStore.open(dsn, max_connections=8) as store:
         samples = specimen_commands.samples_dir()
-        from props.core import specimen_sync
+        from props.core.domain import specimen_sync
 
         await specimen_sync.sync(store, str(samples), specimen_commands.load_valid(samples))
 
@@ -104,7 +105,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         await work.append_runs(store, runs)
         raw_n, raw_s = await _raw_issue_read(store)
         g = grader.Grader(store)
-        g.scorer = scoring.scorer("overlap@2")  # new grades: overlap@1 ones are recorded
+        g.scorer = scorers.scorer("overlap@2")  # new grades: overlap@1 ones are recorded
         console.print(f"grading {raw_n:,} issues with the grader reactor's path ...")
         t0 = time.perf_counter()
         await g._backfill()

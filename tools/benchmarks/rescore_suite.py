@@ -26,8 +26,8 @@ import anyio
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from props.core import rescoring, scoring
-from props.core.store import EventStore
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console
@@ -143,7 +143,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         # Reading and grading alone, nothing written: what the Python side costs by itself.
         console.print(f"re-scoring {issues:,} issues with overlap@2, dry run ...")
         t0 = time.perf_counter()
-        dry = await rescoring.rescore(store, scoring.scorer("overlap@2"),
+        dry = await rescoring.rescore(store, scorers.scorer("overlap@2"),
                                       rescoring.Selection(everything=True), dry_run=True)
         dry_rate = dry.grades / (time.perf_counter() - t0)
         console.print(f"re-scoring {issues:,} issues with overlap@2 ...")
@@ -157,7 +157,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             while b"\n" not in ready:  # it prints a line once it is up
                 ready += await runner.stderr.receive()
             t0 = time.perf_counter()
-            result = await rescoring.rescore(store, scoring.scorer("overlap@2"),
+            result = await rescoring.rescore(store, scorers.scorer("overlap@2"),
                                              rescoring.Selection(everything=True))
             graded_at = time.perf_counter() - t0
             with anyio.fail_after(600):

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from props.core import catalog, errors
-from props.core.events import NewEvent
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
 
 if TYPE_CHECKING:  # the Docker client costs 0.2 s to import: only where a build needs it
     from props.reactors.docker_runtime import DockerRuntime

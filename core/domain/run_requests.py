@@ -13,10 +13,10 @@ import uuid
 
 import pydantic
 
-from props.core import catalog, errors, specimen_sync
-from props.core.events import Event, NewEvent, describe_validation_error
-from props.core.store import EventStore
-from props.reactors import definitions
+from props.core.domain import catalog, definitions, specimen_sync
+from props.core.log import errors
+from props.core.log.events import Event, NewEvent, describe_validation_error
+from props.core.log.store import EventStore
 
 _KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
 

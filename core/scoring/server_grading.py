@@ -21,9 +21,11 @@ from typing import Any
 import asyncpg
 import orjson
 
-from props.core import bulk, catalog, scoring
-from props.core.database import BULK_SETTINGS
-from props.core.store import EventStore, missing_partition
+from props.core.domain import catalog
+from props.core.log import bulk
+from props.core.log.database import BULK_SETTINGS
+from props.core.log.store import EventStore, missing_partition
+from props.core.scoring import scorers
 from props.schema import queries
 
 # The scorer's common table expressions, spliced into each statement (both are ours).
@@ -34,8 +36,8 @@ ATTEMPTS = 5
 ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when partitions run out
 
 
-def grades_on_server(s: scoring.Scorer) -> bool:
-    return isinstance(s, scoring.OverlapScorer)
+def grades_on_server(s: scorers.Scorer) -> bool:
+    return isinstance(s, scorers.OverlapScorer)
 
 
 def run_grades_id(run_id: uuid.UUID, scorer_ref: str, ground_truth_hash: str) -> uuid.UUID:
@@ -69,12 +71,12 @@ def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[str, str]:
     return orjson.dumps(ranges).decode(), orjson.dumps(files).decode()
 
 
-async def grade(store: EventStore, s: scoring.Scorer,
+async def grade(store: EventStore, s: scorers.Scorer,
                 runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]], *,
                 dry_run: bool) -> Graded:
     """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
     transaction; append the grades unless `dry_run`."""
-    assert isinstance(s, scoring.OverlapScorer)
+    assert isinstance(s, scorers.OverlapScorer)
     ranges, files = _truth([snap for _, snap in runs])
     for attempt in range(1, ATTEMPTS + 1):
         try:
@@ -92,7 +94,7 @@ async def grade(store: EventStore, s: scoring.Scorer,
     raise AssertionError("unreachable")
 
 
-async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
+async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
                       runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
                       ranges: str, files: str, dry_run: bool) -> Graded:
     args = ([run for run, _ in runs], [snap.slug for _, snap in runs],
@@ -103,7 +105,7 @@ async def _grade_once(store: EventStore, s: scoring.OverlapScorer,
         if dry_run:
             row = await conn.fetchrow(_STATEMENTS["count_matches"], *args)
         else:
-            row = await conn.fetchrow(_STATEMENTS["append_grades"], *args, scoring.ref(s),
+            row = await conn.fetchrow(_STATEMENTS["append_grades"], *args, scorers.ref(s),
                                       s.name, s.version, s.code_hash,
                                       catalog.GradesEmitted.schema_version)
     assert row is not None

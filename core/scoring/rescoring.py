@@ -22,10 +22,12 @@ import anyio.lowlevel
 import orjson
 import pydantic
 
-from props.core import bulk, catalog, errors, intervals, scoring, server_grading, specimen_sync
-from props.core.events import Event, NewEvent
-from props.core.llm_judge import Judge, JudgeError
-from props.core.store import AppendResult, EventStore
+from props.core.domain import catalog, specimen_sync
+from props.core.log import bulk, errors
+from props.core.log.events import Event, NewEvent
+from props.core.log.store import AppendResult, EventStore
+from props.core.scoring import intervals, scorers, server_grading
+from props.core.scoring.llm_judge import Judge, JudgeError
 from props.schema import queries
 
 _Q = queries.load("rescoring")
@@ -156,13 +158,13 @@ def _scorable(parsed: dict[str, list[catalog.Location] | str]
     return issues
 
 
-def _grades(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
-            matches: dict[str, scoring.Match]) -> list[catalog.GradeEmitted]:
-    return [scoring.grade_event(s, run.run_id, issue_id, matches[issue_id],
+def _grades(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+            matches: dict[str, scorers.Match]) -> list[catalog.GradeEmitted]:
+    return [scorers.grade_event(s, run.run_id, issue_id, matches[issue_id],
                                 snapshot.ground_truth_hash) for issue_id in sorted(matches)]
 
 
-def grades_for(s: scoring.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+def grades_for(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
                parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
     return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
 
@@ -172,7 +174,7 @@ async def _judged(store: EventStore, judge: Judge, run: RunRecord,
     """How many issues this judge already gave a verdict (a grade, or unscorable) for the
     run against this ground truth, if it did: a judge is asked once per run and ground
     truth (re-asking would cost, and could differ)."""
-    stream = f"grading-{run.run_id}-{scoring.ref(judge)}"
+    stream = f"grading-{run.run_id}-{scorers.ref(judge)}"
     done = 0
     for rec in await store.read_stream(stream):
         e = rec.event
@@ -198,15 +200,15 @@ async def _ask_judge(store: EventStore, judge: Judge, run: RunRecord,
         return _Judged([], None, [], done)
     issues = _scorable(parsed)
     if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
-        return _Judged(_grades(judge, run, snapshot, {i: scoring.Match() for i in issues}),
+        return _Judged(_grades(judge, run, snapshot, {i: scorers.Match() for i in issues}),
                        None, [], 0)
     verdicts, calls = await judge.judge_run(store, run.run_id, issues, run.rationales,
                                             snapshot.ground_truth)
     reasons = {i: v for i, v in verdicts.items() if isinstance(v, str)}
     unscorable = None if not reasons else catalog.GradesUnscorable(
-        critique_run_id=run.run_id, scorer=scoring.scorer_ref(judge, snapshot.ground_truth_hash),
+        critique_run_id=run.run_id, scorer=scorers.scorer_ref(judge, snapshot.ground_truth_hash),
         issues=[catalog.IssueUnscorable(issue_id=i, reason=r) for i, r in sorted(reasons.items())])
-    matches = {i: v for i, v in verdicts.items() if isinstance(v, scoring.Match)}
+    matches = {i: v for i, v in verdicts.items() if isinstance(v, scorers.Match)}
     return _Judged(_grades(judge, run, snapshot, matches), unscorable, calls, 0)
 
 
@@ -224,7 +226,7 @@ def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
     return bulk.uuid_from_hash(hashlib.sha1(_NAMESPACE.bytes + name.encode()).digest(), 5)
 
 
-async def ensure_registered(store: EventStore, s: scoring.Scorer) -> bool:
+async def ensure_registered(store: EventStore, s: scorers.Scorer) -> bool:
     """Record the scorer's registration unless it is there; refuse a changed scorer that
     kept its version. Returns whether a registration was appended."""
     for rec in await store.read_stream(f"scorer-{s.name}"):
@@ -232,13 +234,13 @@ async def ensure_registered(store: EventStore, s: scoring.Scorer) -> bool:
         if isinstance(event, catalog.ScorerRegistered) and event.version == s.version:
             if event.code_hash != s.code_hash:
                 raise errors.PropsError(
-                    f"{scoring.ref(s)} is registered with code hash {event.code_hash[:12]}, "
+                    f"{scorers.ref(s)} is registered with code hash {event.code_hash[:12]}, "
                     f"but this props computes {s.code_hash[:12]}: a changed scorer (code or "
                     f"settings) needs a new version"
                 )
             return False
-    event_id = uuid.uuid5(_NAMESPACE, f"register:{scoring.ref(s)}:{s.code_hash}")
-    await store.append(f"scorer-{s.name}", [NewEvent(scoring.registration(s), event_id)])
+    event_id = uuid.uuid5(_NAMESPACE, f"register:{scorers.ref(s)}:{s.code_hash}")
+    await store.append(f"scorer-{s.name}", [NewEvent(scorers.registration(s), event_id)])
     return True
 
 
@@ -266,7 +268,7 @@ def reason_kind(reason: str) -> str:
 
 async def rescore(
     store: EventStore,
-    s: scoring.Scorer,
+    s: scorers.Scorer,
     selection: Selection,
     *,
     ground_truth: GroundTruthChoice = "at-run",
@@ -278,7 +280,7 @@ async def rescore(
     """Grade the selected runs under `s`; append the grades unless `dry_run`.
     `selected` is told how many runs were selected, before any is graded. A scorer with a
     rule in SQL grades on the server, `chunk_runs` runs per statement at most."""
-    report = RescoreReport(scoring.ref(s), ground_truth)
+    report = RescoreReport(scorers.ref(s), ground_truth)
     if not dry_run:
         await ensure_registered(store, s)
     known = await specimen_sync.history(store)
@@ -296,7 +298,7 @@ async def rescore(
 
 
 async def _grade_on_server(
-    store: EventStore, s: scoring.Scorer, runs: Sequence[RunRecord],
+    store: EventStore, s: scorers.Scorer, runs: Sequence[RunRecord],
     known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, *,
     dry_run: bool, progress: Callable[[int], None] | None, chunk_runs: int,
 ) -> None:
@@ -331,7 +333,7 @@ async def _grade_on_server(
 
 async def grade_runs(
     store: EventStore,
-    s: scoring.Scorer,
+    s: scorers.Scorer,
     runs: Sequence[RunRecord],
     known: dict[str, specimen_sync.SnapshotHistory],
     report: RescoreReport,
@@ -369,7 +371,7 @@ async def grade_runs(
 
 
 async def _grade_one(
-    store: EventStore, s: scoring.Scorer, run: RunRecord,
+    store: EventStore, s: scorers.Scorer, run: RunRecord,
     known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, dry_run: bool,
 ) -> list[tuple[str, list[Event | NewEvent]]]:
     """Grade one run into `report`; return what it appends: its grades and, from a judge,
@@ -402,9 +404,9 @@ async def _grade_one(
     if unscorable is not None:
         verdicts.append(NewEvent(unscorable, unscorable_id(unscorable)))
     if verdicts:
-        writes.append((f"grading-{run.run_id}-{scoring.ref(s)}", verdicts))
+        writes.append((f"grading-{run.run_id}-{scorers.ref(s)}", verdicts))
     if calls:
-        writes.append((f"judge-{run.run_id}-{scoring.ref(s)}", list(calls)))
+        writes.append((f"judge-{run.run_id}-{scorers.ref(s)}", list(calls)))
     return writes
 
 
@@ -470,14 +472,14 @@ def agreement(pairs: list[tuple[Any, Any]]) -> Agreement:
 async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
     """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
     name, _, version = ref.partition("@")
-    if ref in scoring.SCORERS:
+    if ref in scorers.SCORERS:
         return name, int(version)
     if version.isdigit() and any(
             isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
             for r in await store.read_stream(f"scorer-{name}")):
         return name, int(version)
     raise errors.UnknownScorer(f"unknown scorer {ref!r}: neither built in "
-                               f"({', '.join(scoring.SCORERS)}) nor registered in the log")
+                               f"({', '.join(scorers.SCORERS)}) nor registered in the log")
 
 
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
@@ -533,7 +535,7 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
 
 def _add_differences(groups: list[dict[str, Any]], a: list[Any], b: list[Any]) -> None:
     """Whether B differs from A, per model and definition: a paired bootstrap over the
-    examples both scored (props.core.intervals), for recall and for precision. `a` and `b`
+    examples both scored (props.core.scoring.intervals), for recall and for precision. `a` and `b`
     are the runs' scores under A and under B, in the same order."""
     measures = (("recall", "recalled", "expected"), ("precision", "finds", "graded"))
     # (model, definition) -> example -> measure -> [A's k, A's n, B's k, B's n]

@@ -24,7 +24,7 @@ from typing import Any, get_args
 
 import orjson
 
-from props.core import catalog
+from props.core.domain import catalog
 
 GROUND_TRUTH_FILE = "ground_truth.toml"
 CODE_DIR = "code"

@@ -20,12 +20,12 @@ import anyio
 import anyio.abc
 import asyncpg
 
-from props.core import database
-from props.core.database import backoff
-from props.core.events import DecodeFilter, RecordedEvent
+from props.core.log import database
+from props.core.log.database import backoff
+from props.core.log.events import DecodeFilter, RecordedEvent
 
 if TYPE_CHECKING:
-    from props.core.store import Checkpoint, EventStore
+    from props.core.log.store import Checkpoint, EventStore
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class Subscription:
             log.warning("log fence held back: %s", status.describe())
 
     async def __aiter__(self) -> AsyncIterator[list[RecordedEvent]]:
-        from props.core.store import Checkpoint
+        from props.core.log.store import Checkpoint
 
         quick = 0  # woken but nothing readable yet: the fence is held, look again soon
         while True:

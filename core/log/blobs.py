@@ -12,7 +12,7 @@ import anyio.to_thread
 import asyncpg
 import zstandard
 
-from props.core import database, errors
+from props.core.log import database, errors
 from props.schema import queries
 
 _Q = queries.load("events")

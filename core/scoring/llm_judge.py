@@ -46,10 +46,11 @@ from typing import Any
 import httpx
 import orjson
 
-from props.core import blobs, catalog, embedded, errors
-from props.core.events import Event
-from props.core.scoring import Match
-from props.core.store import EventStore
+from props.core.domain import catalog
+from props.core.log import blobs, embedded, errors
+from props.core.log.events import Event
+from props.core.log.store import EventStore
+from props.core.scoring.scorers import Match
 
 _NAMESPACE = uuid.UUID("5b0f64a6-2f7e-4a3e-9a52-0f1d6c3e7b21")
 

@@ -18,7 +18,7 @@ import anyio
 import asyncpg
 import asyncpg.pool
 
-from props.core import embedded, errors
+from props.core.log import embedded, errors
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from props.core import catalog, errors
+from props.core.domain import catalog
+from props.core.log import errors
 from props.schema import queries
 
 FIND_GRADE = 1.0  # a TP match at this grade is a find; below it, partial credit
@@ -278,7 +279,7 @@ def human_registration() -> catalog.ScorerRegistered:
 
 def scorer(ref: str) -> Scorer:
     """The scorer named `NAME@VERSION`: built in, or an LLM judge of the scorers file."""
-    from props.core import llm_judge  # it builds on this module
+    from props.core.scoring import llm_judge  # it builds on this module
 
     found = SCORERS.get(ref) or llm_judge.configured().get(ref)
     if found is None:

@@ -1,7 +1,7 @@
 """Archival: old partitions of the log leave the hot table as verified files.
 
 `archive(before=POS)` takes the hot partitions that end at or before POS, in order. Each is
-exported to its own file (the export format of props.core.archive), the file is read back
+exported to its own file (the export format of props.core.domain.exports), the file is read back
 and verified, and only then, in one transaction, the partition is detached, its row count
 checked against the file, marked archived and dropped. A failure at any step leaves the
 partition in the table. Projections are not touched: analysts keep their rows.
@@ -28,8 +28,9 @@ from typing import Any
 import anyio
 import asyncpg
 
-from props.core import archive, catalog, errors
-from props.core.store import EventStore
+from props.core.domain import catalog, exports
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.schema import queries
 
 _Q = queries.load("archival")
@@ -111,12 +112,12 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
                        out_dir: Path) -> Done:
     path = out_dir / f"{name}.jsonl.zst"
     try:
-        exported = await archive.export(store, archive.Selection(after_position=first - 1,
+        exported = await exports.export(store, exports.Selection(after_position=first - 1,
                                                                  to_position=end - 1), path)
     except OSError as exc:  # a full disk, a folder gone: the partition stays
         raise errors.PropsError(f"cannot write {path}: {exc}; {name} stays in the table") \
             from exc
-    verified = await anyio.to_thread.run_sync(archive.verify, path)  # read back, in full
+    verified = await anyio.to_thread.run_sync(exports.verify, path)  # read back, in full
     if verified.events != exported.events:
         raise errors.PropsError(f"{path} reads back {verified.events} events, "
                                 f"{exported.events} were written: {name} stays in the table")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from props.core import database
+from props.core.log import database
 
 _GUARDED_FUNCTIONS = ("lo_create(oid)", "pg_advisory_lock(bigint)", "pg_notify(text,text)")
 

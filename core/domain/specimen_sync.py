@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from props.core import catalog, specimens
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import START, EventStore
+from props.core.domain import catalog, specimens
+from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.store import START, EventStore
 
 CATEGORY = "snapshot"
 # Event ids derive from what is synced, so two syncs racing append it once.

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from props.core import errors
+from props.core.log import errors
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ def ensure_running(home: Path) -> str:
             f"See {pgdata / 'log'} for the server's own log, or set PROPS_DSN to use "
             "another PostgreSQL server."
         ) from exc
-    from props.core import database  # it builds on this module
+    from props.core.log import database  # it builds on this module
 
     return database.with_user(uri, OWNER, password(home, OWNER))
 
@@ -146,7 +146,7 @@ def role_dsn(home: Path, role: str) -> str:
     """The DSN of one of props' roles on the embedded server, its password set on the way
     (the roles are made by migrations, after the server): None of the roles but the owner
     exists before `props db migrate`."""
-    from props.core import database  # it builds on this module
+    from props.core.log import database  # it builds on this module
 
     owner = ensure_running(home)
     import psycopg

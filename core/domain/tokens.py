@@ -18,8 +18,8 @@ from typing import Any, Literal, get_args
 
 import asyncpg
 
-from props.core import errors
-from props.core.store import EventStore
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.schema import queries
 
 Scope = Literal["read", "request", "push", "admin"]

@@ -26,10 +26,10 @@ import asyncpg
 import orjson
 import tenacity
 
-from props.core import blobs, database, errors
-from props.core.bulk import gc_paused
-from props.core.catalog import REGISTRY
-from props.core.events import (
+from props.core.domain.catalog import REGISTRY
+from props.core.log import blobs, database, errors
+from props.core.log.bulk import gc_paused
+from props.core.log.events import (
     DecodeFilter,
     Event,
     EventRegistry,
@@ -41,7 +41,7 @@ from props.core.events import (
 from props.schema import migrate, queries
 
 if TYPE_CHECKING:
-    from props.core.subscription import Subscription
+    from props.core.log.subscription import Subscription
 
 log = logging.getLogger(__name__)
 _Q = queries.load("events")
@@ -645,7 +645,7 @@ class EventStore:
         """Follow the log live from `after`: `async with store.subscribe() as sub:`.
         With `decode`, only the events it accepts are decoded (the others are delivered as
         `NotDecoded`, envelope only)."""
-        from props.core.subscription import Subscription
+        from props.core.log.subscription import Subscription
 
         return Subscription(
             self, after, category=category, batch_size=batch_size, poll_interval=poll_interval,

@@ -28,8 +28,10 @@ from typing import Any
 
 import pydantic
 
-from props.core import catalog, errors, scoring
-from props.core.llm_judge import Judge
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.scoring import scorers
+from props.core.scoring.llm_judge import Judge
 
 CELLS = ("right_tp", "wrong_tp", "tp_missed", "false_find", "decoy_right", "decoy_wrong",
          "right_none", "unscorable")
@@ -113,7 +115,7 @@ def load(folder: Path) -> list[Case]:
     return cases
 
 
-def answer(m: scoring.Match) -> str:
+def answer(m: scorers.Match) -> str:
     """What a scorer counts for an issue: a find, a decoy, or nothing."""
     if m.find:
         return f"{m.tp_id}#{m.tp_occurrence}"
@@ -156,19 +158,19 @@ class Result:
                 "agreement": self.agreement}
 
 
-async def _answers(s: scoring.Scorer, case: Case) -> dict[str, str]:
+async def _answers(s: scorers.Scorer, case: Case) -> dict[str, str]:
     """What `s` counts for each issue of `case`: a judge is asked (nothing recorded: this is
     a measurement of the judge, not a grading of history)."""
     if isinstance(s, Judge):
         verdicts, _calls = await s.judge_run(None, uuid.uuid4(), case.issues, case.rationales,
                                              case.ground_truth)
-        return {i: answer(v) if isinstance(v, scoring.Match) else UNSCORABLE
+        return {i: answer(v) if isinstance(v, scorers.Match) else UNSCORABLE
                 for i, v in verdicts.items()}
     return {i: answer(m) for i, m in s.match_run(case.issues, case.ground_truth).items()}
 
 
-async def evaluate(s: scoring.Scorer, cases: list[Case], draws: int = 1) -> Result:
-    result = Result(scoring.ref(s), s.deterministic)
+async def evaluate(s: scorers.Scorer, cases: list[Case], draws: int = 1) -> Result:
+    result = Result(scorers.ref(s), s.deterministic)
     agreed = 0
     for case in cases:
         answers = [await _answers(s, case)

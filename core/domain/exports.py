@@ -14,7 +14,7 @@ without `chain`); every 1000th event line (and the manifest) carries the link, s
 deletion, reordering or truncation is detected and located within 1,000 events, while the
 file stays small (a link on every line would add 64 incompressible characters per event).
 The manifest's sha256 covers every line before it, headers and blobs too; an Ed25519
-signature over the manifest (props.core.signing) says who wrote the file, which integrity
+signature over the manifest (props.core.domain.signing) says who wrote the file, which integrity
 alone cannot: anyone can write a file whose chain verifies.
 
 An import verifies the whole file first and writes nothing unless every check passes: the
@@ -51,9 +51,10 @@ import orjson
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core import blobs, bulk, catalog, errors, signing
-from props.core.events import EventRegistry, NewEvent
-from props.core.store import EventStore, StoreTransaction
+from props.core.domain import catalog, signing
+from props.core.log import blobs, bulk, errors
+from props.core.log.events import EventRegistry, NewEvent
+from props.core.log.store import EventStore, StoreTransaction
 from props.schema import queries
 
 FORMAT = "props-export"

@@ -28,10 +28,11 @@ import anyio
 import anyio.abc
 import tenacity
 
-from props.core import catalog, database, errors
-from props.core.database import backoff
-from props.core.events import NewEvent, RecordedEvent
-from props.core.store import START, Checkpoint, EventStore
+from props.core.domain import catalog
+from props.core.log import database, errors
+from props.core.log.database import backoff
+from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.store import START, Checkpoint, EventStore
 from props.schema import queries
 
 log = logging.getLogger(__name__)

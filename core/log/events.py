@@ -17,7 +17,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 import orjson
 import pydantic
 
-from props.core import errors
+from props.core.log import errors
 
 # An event's data is small and structured. Prompts, transcripts and logs go to the blob table
 # and events carry their hash: the log stays fast to read and cheap to export.

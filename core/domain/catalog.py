@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from props.core.events import Event, EventRegistry
+from props.core.log.events import Event, EventRegistry
 
 REGISTRY = EventRegistry()
 

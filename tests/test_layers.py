@@ -1,0 +1,97 @@
+"""The layers of the tree, enforced: each package imports only the layers below it.
+
+Every `import` and `from ... import` of every module counts, the ones inside functions too
+(a lazy import is still a dependency). The rules are the ones README's layout section and
+each package's docstring state.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# package -> the props packages its modules may import (itself always allowed)
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "schema": (),
+    "core.log": ("schema",),
+    "core.domain": ("core.log", "schema"),
+    "core.scoring": ("core.log", "core.domain", "schema"),
+    "projections": ("core", "schema"),
+    "reactors": ("core", "projections", "schema"),
+    "tools": ("core", "projections", "reactors", "schema"),
+}
+
+
+def _package_of(module: str) -> str | None:
+    """The layer a dotted module (without `props.`) belongs to: the longest rule prefix."""
+    found = [p for p in ALLOWED if module == p or module.startswith(p + ".")]
+    return max(found, key=len) if found else None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module without `props.`) of every props import in a file."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from props.core import catalog` imports the module props.core.catalog
+            names = [f"{node.module}.{a.name}" for a in node.names] if node.module in (
+                "props", "props.core") else [node.module]
+        else:
+            continue
+        out += [(node.lineno, n.removeprefix("props.")) for n in names if n.startswith("props.")]
+    return sorted(out)
+
+
+def _violations(package: str) -> list[str]:
+    allowed = (package, *ALLOWED[package])
+    folder = ROOT.joinpath(*package.split("."))
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        owner = _package_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        if owner != package:
+            continue  # a sub-layer's file: checked under its own rule
+        for line, module in _imports(path):
+            if not any(module == a or module.startswith(a + ".") for a in allowed):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports props.{module}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_each_layer_imports_only_the_layers_below_it(package: str) -> None:
+    assert _violations(package) == []
+
+
+def test_the_log_knows_nothing_of_the_domain() -> None:
+    """The rule the redesign is for, said by itself: core/log reaches no catalog, scoring or
+    specimens, directly or through a module it imports."""
+    reached: set[str] = set()
+    todo = ["core.log"]
+    while todo:
+        module = todo.pop()
+        path = ROOT.joinpath(*module.split("."))
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+        for file in files:
+            for _line, imported in _imports(file):
+                if imported in reached:
+                    continue
+                reached.add(imported)
+                target = ROOT.joinpath(*imported.split("."))
+                if target.with_suffix(".py").exists() or target.is_dir():
+                    todo.append(imported)
+    assert not {m for m in reached if m.startswith(("core.domain", "core.scoring"))}
+
+
+def test_the_check_sees_a_violation(tmp_path: Path) -> None:
+    """Negative control: the import walker finds an upward import, lazy ones included."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from props.core.domain import catalog\n"
+                   "from props.core import scoring\n")
+    assert _imports(bad) == [(2, "core.domain"), (3, "core.scoring")]
+    assert _package_of("core.domain") == "core.domain"
+    assert _package_of("core.log.store") == "core.log"
