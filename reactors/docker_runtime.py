@@ -8,6 +8,7 @@ CPU and memory limits (swap included, so the memory limit is real), every contai
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ from typing import Any, Literal
 import aiodocker
 import anyio
 
+from props.core.domain import catalog, definitions
 from props.core.log import errors
 from props.reactors.containers import (
     LABEL,
@@ -219,3 +221,18 @@ class DockerRuntime:
 
     def capacity(self) -> int:
         return host_capacity()
+
+
+async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:
+    """`docker import` the reference rootfs (no registry needed), tagged by the rootfs's
+    own hash: an image already there is reused, so its digest (and the definition) stays
+    the same from one push to the next."""
+    rootfs = definitions.reference_rootfs()
+    ref = f"{definitions.REFERENCE_REPO}:{hashlib.sha256(rootfs).hexdigest()[:12]}"
+    try:
+        image = str((await rt.docker.images.inspect(ref))["Id"])
+    except aiodocker.DockerError:
+        image = await rt.import_image(rootfs, ref)
+    return catalog.DefinitionPushed(
+        agent_type="critic", name="reference", tag="docker", runtime="docker",
+        image=ref, command=definitions.reference_command(), digest=image, host_python=True)

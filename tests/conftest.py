@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from props.core.log import database, embedded
+from props.core.domain.store import open_store
+from props.core.log import database, embedded, migrate
 from props.core.log.store import EventStore
 from props.reactors.docker_runtime import DockerRuntime
-from props.schema import migrate
 
 SESSION = uuid.uuid4().hex[:8]
 
@@ -110,7 +110,7 @@ def empty_dsn(server_dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 async def store(dsn: str) -> AsyncIterator[EventStore]:
-    async with EventStore.open(dsn) as s:
+    async with open_store(dsn) as s:
         yield s
 
 

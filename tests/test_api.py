@@ -21,6 +21,7 @@ import orjson
 import pytest
 
 from props.core.domain import catalog, definitions, tokens
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.tools import service_config
@@ -316,7 +317,7 @@ async def test_auto_migrate_and_specimens_at_start(empty_dsn: str, tmp_path: Pat
 
     async with props_serve(empty_dsn, tmp_path, "--only", "projections", "--auto-migrate",
                            "--sync-specimens", str(samples_dir())) as served:
-        async with EventStore.open(empty_dsn) as store:
+        async with open_store(empty_dsn) as store:
             synced = await store.pool.fetchval(
                 "SELECT count(*) FROM props.events WHERE type = 'snapshot.synced'")
         assert synced >= 1

@@ -11,9 +11,10 @@ import pytest
 import zstandard
 
 from props.core.domain import exports
+from props.core.domain.store import open_store
+from props.core.log import migrate
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.schema import migrate
 from props.tools.workload import Workload
 
 EVERYTHING = exports.Selection()
@@ -48,7 +49,7 @@ async def test_round_trip_rebuilds_identical_projections(
     source = await projected(store)
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
-    async with EventStore.open(other) as target:
+    async with open_store(other) as target:
         first = await exports.import_archive(target, exported)
         assert first.imported == first.events and first.already_present == 0
         second = await exports.import_archive(target, exported)
@@ -112,7 +113,7 @@ async def test_every_mutation_is_refused_before_anything_is_written(
     # And through a real import: refused, nothing written.
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
-    async with EventStore.open(other) as target:
+    async with open_store(other) as target:
         for cut in (len(original) // 3, len(original) - 7):
             mutant.write_bytes(original[:cut])
             with pytest.raises(exports.ArchiveError):
@@ -157,7 +158,7 @@ async def test_a_range_without_its_beginning_is_refused_whole(
     await exports.export(store, exports.Selection(after_position=middle - 1), tail)
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
-    async with EventStore.open(other) as target:
+    async with open_store(other) as target:
         with pytest.raises(exports.errors.PropsError, match="import the range before it"):
             await exports.import_archive(target, tail)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
@@ -193,7 +194,7 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
     exports.verify(crafted)  # the chain and manifest hold: only the field is wrong
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
-    async with EventStore.open(other) as target:
+    async with open_store(other) as target:
         with pytest.raises(exports.ArchiveError, match=r"lines \d+-\d+: an event with a "
                                                        r"malformed field.*nothing was written"):
             await exports.import_archive(target, crafted)
@@ -201,6 +202,6 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
     # Negative control: the same archive re-chained without the edit imports.
     _write(crafted, _rechained(_lines(exported)))
-    async with EventStore.open(other) as target:
+    async with open_store(other) as target:
         report = await exports.import_archive(target, crafted)
         assert report.imported == report.events > 0

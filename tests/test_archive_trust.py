@@ -20,9 +20,10 @@ import orjson
 import pytest
 
 from props.core.domain import catalog, exports, signing
+from props.core.domain.store import open_store
+from props.core.log import migrate
 from props.core.log.store import EventStore
 from props.projections import engine, figures
-from props.schema import migrate
 from props.tools.workload import Workload
 from tests.test_archive import _lines, _rechained, _write
 
@@ -41,7 +42,7 @@ async def source(store: EventStore) -> EventStore:
 async def target(new_database: Callable[[], str]) -> AsyncIterator[EventStore]:
     dsn = new_database()
     await migrate.migrate_database(dsn)
-    async with EventStore.open(dsn) as s:
+    async with open_store(dsn) as s:
         yield s
 
 

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 
@@ -150,9 +151,8 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
 async def test_demo_leaves_a_typed_readable_log(empty_dsn: str, tmp_path: Path) -> None:
     out = props("demo", dsn=empty_dsn, env={"PROPS_HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    from props.core.log.store import EventStore
 
-    async with EventStore.open(empty_dsn) as store:
+    async with open_store(empty_dsn) as store:
         got = [r async for batch in store.iter_all() for r in batch]
         run = [r for r in got if r.category == "run"]
         for stream in {r.stream_id for r in run}:
@@ -221,11 +221,10 @@ def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
 def test_projections_and_report(dsn: str) -> None:
     import anyio
 
-    from props.core.log.store import EventStore
     from props.tools.workload import Workload
 
     async def load() -> None:
-        async with EventStore.open(dsn) as store:
+        async with open_store(dsn) as store:
             w = Workload(2)
             await w.setup(store)
             await w.append_runs(store, 40)
@@ -262,12 +261,11 @@ def test_analyst_dsn(dsn: str) -> None:
 def test_rescore_and_compare_commands(dsn: str) -> None:
     import anyio
 
-    from props.core.log.store import EventStore
     from props.projections import engine
     from props.tools.workload import Workload
 
     async def load() -> None:
-        async with EventStore.open(dsn) as store:
+        async with open_store(dsn) as store:
             w = Workload(6)
             await w.setup(store)
             await w.append_runs(store, 30)

@@ -17,6 +17,7 @@ import pytest
 from props.core.domain import catalog, definitions
 from props.core.log import server_checks
 from props.core.log.store import EventStore
+from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic
@@ -97,7 +98,7 @@ async def test_a_hostile_agent_in_docker_beside_honest_runs(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     async with docker_or_skip() as docker:
-        image = await definitions.build_reference_image(docker)
+        image = await docker_runtime.build_reference_image(docker)
         hostile = catalog.DefinitionPushed(**{
             **image.model_dump(), "name": "hostile",
             "command": hostile_critic.command()})

@@ -19,6 +19,7 @@ from props.core.domain import catalog, definitions
 from props.core.log import database
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
+from props.reactors import docker_runtime
 from props.reactors import host as reactor_host
 from props.reactors.local_runtime import LocalRuntime
 from tests.conftest import docker_or_skip
@@ -225,7 +226,7 @@ async def test_reference_critic_in_docker(store: EventStore, tmp_path: Path,
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await sync_samples(store)
     async with docker_or_skip() as docker:
-        definition = await definitions.build_reference_image(docker)
+        definition = await docker_runtime.build_reference_image(docker)
         await definitions.push(store, definition)
         ids = await request(store, "reference")
         crash = catalog.DefinitionPushed(**{**definition.model_dump(), "name": "crash",

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from props.core.domain.store import open_store
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -35,12 +37,11 @@ def test_readme_names_the_two_fresh_machine_commands() -> None:
 async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     import asyncpg
 
-    from props.core.log.store import EventStore
     from props.projections import engine
     from props.tools.workload import Workload
     from tests.conftest import as_role
 
-    async with EventStore.open(dsn) as store:
+    async with open_store(dsn) as store:
         w = Workload(4)
         await w.setup(store)
         await w.append_runs(store, 30)

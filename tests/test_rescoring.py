@@ -7,11 +7,11 @@ import uuid
 import pytest
 
 from props.core.domain import catalog, specimen_sync, specimens
-from props.core.log import errors
+from props.core.domain.store import open_store
+from props.core.log import errors, migrate
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import engine
-from props.schema import migrate
 from props.tools.workload import Workload
 
 V1, V2 = scorers.scorer("overlap@1"), scorers.scorer("overlap@2")
@@ -148,7 +148,7 @@ async def test_same_scorer_same_ground_truth_gives_byte_identical_grades(
     first = await grade_rows(store)
     other_dsn = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other_dsn)
-    async with EventStore.open(other_dsn) as other:
+    async with open_store(other_dsn) as other:
         await history(other, runs=30, seed=5)
         await rescoring.rescore(other, V2, ALL)
         second = await grade_rows(other)

@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -61,7 +62,7 @@ async def agent(store: EventStore) -> AsyncIterator[tuple[uuid.UUID, asyncpg.Con
 async def service(store: EventStore) -> AsyncIterator[EventStore]:
     """The store as the service role (given a password here: the test server's own rules
     may ask for one)."""
-    async with EventStore.open(as_role(store.dsn, database.SERVICE_ROLE)) as s:
+    async with open_store(as_role(store.dsn, database.SERVICE_ROLE)) as s:
         yield s
 
 

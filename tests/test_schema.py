@@ -8,9 +8,10 @@ from importlib import resources
 import anyio
 import pytest
 
-from props.core.log import database, errors
+from props.core.domain.store import open_store
+from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
-from props.schema import catalog_dump, migrate
+from props.schema import catalog_dump
 
 
 def declared() -> str:
@@ -69,7 +70,7 @@ async def test_database_from_a_newer_props_is_refused(dsn: str) -> None:
 
 async def test_store_on_unmigrated_database_says_what_to_run(empty_dsn: str) -> None:
     with pytest.raises(errors.SchemaError, match="props db migrate"):
-        async with EventStore.open(empty_dsn):
+        async with open_store(empty_dsn):
             pass
 
 

@@ -11,6 +11,7 @@ import pydantic
 import pytest
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import MAX_EVENT_BYTES, Event, EventRegistry, NewEvent, UnknownEvent
 from props.core.log.store import COPY_THRESHOLD, START, Checkpoint, EventStore
@@ -267,7 +268,7 @@ async def test_checkpoints_compare_and_set(store: EventStore) -> None:
 
 async def test_dead_database_is_a_clear_error() -> None:
     with pytest.raises(errors.StoreUnavailable, match="cannot reach PostgreSQL") as info:
-        async with EventStore.open("postgresql://nobody:secret@127.0.0.1:1/x"):
+        async with open_store("postgresql://nobody:secret@127.0.0.1:1/x"):
             pass
     assert "secret" not in str(info.value)
     assert info.value.exit_code == 69

@@ -11,8 +11,8 @@ import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
 from props.core.domain import archival, exports, signing
+from props.core.domain.store import open_store
 from props.core.log import database, errors
-from props.core.log.store import EventStore
 from props.tools import key_commands, progress
 from props.tools.render import Console, Table
 
@@ -101,7 +101,7 @@ async def export_cmd(args: argparse.Namespace) -> int:
     if not args.output.parent.is_dir():
         raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
                                         f"{args.output.parent}")
-    async with EventStore.open(max_connections=3) as store:
+    async with open_store(max_connections=3) as store:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events "
                                           "WHERE global_position > $1", selection.after_position)
         with progress.counting_events("exporting", total) as advance:
@@ -116,7 +116,7 @@ async def export_cmd(args: argparse.Namespace) -> int:
 async def import_cmd(args: argparse.Namespace) -> int:
     # As the owner: an archive file of this database restores its partition, which only the
     # owner's function may do.
-    async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
+    async with open_store(database.resolve_dsn(), max_connections=3) as store:
         with progress.counting_events("importing") as advance:
             report = await exports.import_archive(
                 store, args.file, progress=advance,
@@ -144,7 +144,7 @@ def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:
 
 async def archive_cmd(args: argparse.Namespace) -> int:
     # As the owner: detaching and dropping partitions is the owner's, never the service's.
-    async with EventStore.open(database.resolve_dsn(), max_connections=3) as store:
+    async with open_store(database.resolve_dsn(), max_connections=3) as store:
         if args.status:
             _print_partitions(await archival.partitions(store))
             return 0

@@ -43,6 +43,7 @@ import anyio.abc
 import httpx
 
 from props.core.domain import catalog, definitions, specimen_sync, tokens
+from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors
 from props.core.log.store import START, EventStore
 from props.projections import engine
@@ -358,7 +359,7 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
     try:
         async with _server(home) as (server, server_home), \
                 scratch.scratch_database(server, "chaos") as dsn, \
-                EventStore.open(dsn, max_connections=6) as store:
+                open_store(dsn, max_connections=6) as store:
             chaos = Chaos(store, home, server_home, random.Random(args.seed))
             try:
                 invariants = await run(chaos, args)
@@ -395,7 +396,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     critics = ["chaos"]
     if await docker_runtime.reachable():  # then every other run is a Docker container
         async with DockerRuntime.connect() as docker:
-            image = await definitions.build_reference_image(docker)
+            image = await docker_runtime.build_reference_image(docker)
         await definitions.push(store, image.model_copy(update={
             "name": "chaos-docker", "tag": "chaos", "command": command}))
         critics.append("chaos-docker")

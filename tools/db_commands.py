@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.text import Text
 
-from props.core.log import database, embedded, server_checks
-from props.core.log.store import EventStore
-from props.schema import catalog_dump, migrate
+from props.core.domain.store import open_store
+from props.core.log import database, embedded, migrate, server_checks
+from props.schema import catalog_dump
 from props.tools.render import Console, Table
 
 console = Console()
@@ -74,7 +74,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
     if any(s.state != "applied" for s in states):
         console.print("run `props db migrate` to bring the schema up to date")
         return 1
-    async with EventStore.open(dsn, max_connections=2) as store:
+    async with open_store(dsn, max_connections=2) as store:
         count = await store.pool.fetchval("SELECT count(*) FROM props.events")
         fence = await store.fence_status()
     console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")

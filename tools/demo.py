@@ -20,14 +20,14 @@ import anyio
 from rich.progress import Progress
 
 from props.core.domain import catalog, definitions, exports, specimen_sync
-from props.core.log import database, embedded, errors
+from props.core.domain.store import open_store
+from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
 from props.reactors.containers import ContainerRuntime
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.docker_runtime import DockerRuntime, build_reference_image
 from props.reactors.service import Service, container_runtimes
-from props.schema import migrate
 from props.tools import report_command, scoring_commands, specimen_commands
 from props.tools.render import Console
 
@@ -67,7 +67,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     applied = await migrate.migrate_database(dsn)
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date (reused)")
-    async with EventStore.open(database.resolve_service_dsn(), max_connections=8) as store, \
+    async with open_store(database.resolve_service_dsn(), max_connections=8) as store, \
             container_runtimes(args.runtime) as runtimes:
         samples = specimen_commands.samples_dir()
         found = specimen_commands.load_valid(samples)
@@ -105,7 +105,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
 async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]) -> str:
     """The two variants, as Docker images when an engine is there, else local commands."""
     docker = next((rt for rt in runtimes if isinstance(rt, DockerRuntime)), None)
-    base = (await definitions.build_reference_image(docker) if docker
+    base = (await build_reference_image(docker) if docker
             else definitions.reference_local())
     pushed = 0
     for name, config in VARIANTS.items():

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import NewEvent, RecordedEvent, data_of
 from props.core.log.store import START, Checkpoint, EventStore
@@ -101,7 +102,7 @@ def parse_new_events(store: EventStore, doc: Any) -> tuple[str, list[NewEvent]]:
 
 async def append_cmd(args: argparse.Namespace) -> int:
     doc = _read_input(args.file)
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         stream, events = parse_new_events(store, doc)
         result = await store.append(
             stream, events, expected_version=args.expected_version,
@@ -133,7 +134,7 @@ def render(rec: RecordedEvent, as_json: bool) -> str:
 
 
 async def tail_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=3) as store:
+    async with open_store(max_connections=3) as store:
         start = args.start or ("start" if args.no_follow else "end")
         if start == "start":
             after = START

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from props.core.log.store import EventStore
+from props.core.domain.store import open_store
 from props.projections import engine
 from props.reactors.service import stop_on_signal
 from props.tools import progress, render
@@ -45,7 +45,7 @@ def add_parser(sub: Any) -> None:
 
 
 async def run_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=4) as store:
+    async with open_store(max_connections=4) as store:
         runner = engine.Runner(store)
         stop = anyio.Event()
 
@@ -60,7 +60,7 @@ async def run_cmd(args: argparse.Namespace) -> int:
 
 
 async def status_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         states = await engine.status(store)
         fence = await store.fence_status()
     rows = [{"projection": s.name, "version": s.version,
@@ -82,7 +82,7 @@ async def rebuild_cmd(args: argparse.Namespace) -> int:
     if args.all == bool(args.names):
         raise SystemExit("props projections rebuild: name projections, or give --all")
     chosen = engine.ALL if args.all else engine.by_name(args.names)
-    async with EventStore.open(max_connections=4) as store:
+    async with open_store(max_connections=4) as store:
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
         with progress.counting_events("rebuilding", total) as advance:
             report = await engine.rebuild(store, chosen, progress=advance)

@@ -14,11 +14,12 @@ import anyio.abc
 import orjson
 
 from props.core.domain import specimen_sync, tokens
-from props.core.log import database, errors
+from props.core.domain.store import open_store
+from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.reactors import host
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
-from props.schema import migrate, queries
+from props.schema import queries
 from props.tools import logs, render, service_config, specimen_commands
 from props.tools.render import Console
 
@@ -93,7 +94,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             applied = await migrate.migrate_database(config.dsn or database.resolve_dsn())
             log.info(f"migrations applied at start: {len(applied)}")
         dsn = config.dsn or database.resolve_service_dsn()
-        async with EventStore.open(dsn, max_connections=16) as store, \
+        async with open_store(dsn, max_connections=16) as store, \
                 container_runtimes(config.runtime) as runtimes:
             connected = True
             if config.auto_sync_specimens is not None:
@@ -171,7 +172,7 @@ def _address(sock: Any) -> str:
 
 
 async def status_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         rows = [{"reactor": r.name, "checkpoint": None if r.checkpoint is None
                  else str(r.checkpoint), "lag_events": r.lag_events,
                  "lag_seconds": r.lag_seconds, "parked": r.parked,

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.log.store import EventStore
+from props.core.domain.store import open_store
 from props.projections.figures import COLUMNS, load, scorer_filter
 from props.tools import progress
 from props.tools.render import Console, Table
@@ -71,7 +71,7 @@ async def report_cmd(args: argparse.Namespace) -> int:
     folding: contextlib.AbstractContextManager[Callable[[int], None] | None] = \
         progress.counting_events(f"folding the log up to {args.as_of}") if args.as_of \
         else contextlib.nullcontext()
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         with folding as advance:
             records, notes = await load(store, name, version, args.exclude_imported,
                                         args.adjudicated, args.as_of, advance)

@@ -17,6 +17,7 @@ import orjson
 from rich.text import Text
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -80,7 +81,7 @@ async def _scorer(store: EventStore, ref: str | None) -> tuple[str, int]:
 
 
 async def next_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         name, version = await _scorer(store, args.scorer)
         row = await store.pool.fetchrow(_Q["next_unreviewed"], name, version,
                                         scorers.HUMAN_NAME)
@@ -123,7 +124,7 @@ async def _append_verdict(store: EventStore, verdict: catalog.GradeReviewed) -> 
 
 
 async def confirm_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
         name, version = await _scorer(store, args.scorer)
         grade = await store.pool.fetchrow(_Q["grade_of"], args.run_id, args.issue_id, name,
@@ -154,7 +155,7 @@ async def correct_cmd(args: argparse.Namespace) -> int:
         occurrence = int(number or 1)
     elif args.fp:
         fp_id = args.fp
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
         found = await store.pool.fetchrow(_Q["issue_and_truth"], args.run_id, args.issue_id)
         if found is None or found["ground_truth_hash"] is None:
@@ -180,7 +181,7 @@ async def correct_cmd(args: argparse.Namespace) -> int:
 
 
 async def exclude_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
         if not await store.read_stream(f"run-{args.run_id}"):
             raise errors.NotFound(f"no run {args.run_id}")

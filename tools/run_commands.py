@@ -12,6 +12,7 @@ from typing import Any
 import pydantic
 
 from props.core.domain import catalog, definitions, run_requests
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
 from props.core.log.store import EventStore
@@ -154,7 +155,7 @@ async def push_cmd(args: argparse.Namespace) -> int:
                                        memory_mb=args.memory_mb, max_events=args.max_events))
     except pydantic.ValidationError as exc:
         raise errors.InvalidEvent(describe_validation_error("definition.pushed", exc)) from exc
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         new = await definitions.push(store, definition)
     out.print(f"{definition.agent_type} {definition.name}:{definition.tag} = {digest}"
               + ("" if new else " (already recorded)"))
@@ -162,14 +163,14 @@ async def push_cmd(args: argparse.Namespace) -> int:
 
 
 async def reference_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         if args.grader:
             definition = definitions.reference_local("grader")
         elif args.docker:
             from props.reactors import docker_runtime
 
             async with docker_runtime.DockerRuntime.connect() as rt:
-                definition = await definitions.build_reference_image(rt)
+                definition = await docker_runtime.build_reference_image(rt)
         else:
             definition = definitions.reference_local()
         new = await definitions.push(store, definition)
@@ -180,7 +181,7 @@ async def reference_cmd(args: argparse.Namespace) -> int:
 
 
 async def list_definitions_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
                  "digest": d.digest, "image": d.image or " ".join(d.command)}
                 for agent_type in ("critic", "grader")
@@ -195,7 +196,7 @@ async def list_definitions_cmd(args: argparse.Namespace) -> int:
 
 async def request_cmd(args: argparse.Namespace) -> int:
     name, _, ref = args.definition.partition("@")
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
             definition=name, ref=ref or "latest", snapshot=args.snapshot,
             file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
@@ -217,7 +218,7 @@ RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definiti
 
 
 async def list_runs_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         rows = await store.pool.fetch(
             "SELECT run_id, status, definition, model, snapshot, requested_at "
             "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
@@ -245,7 +246,7 @@ async def _records(store: EventStore, args: argparse.Namespace) -> list[Recorded
 
 
 async def show_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         records = await _records(store, args)
     table = Table("#", "time", "event", "details")
     for rec in records:
@@ -257,7 +258,7 @@ async def show_cmd(args: argparse.Namespace) -> int:
 
 
 async def cancel_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         records = await _records(store, args)
         if any(r.type_name == "run.finished" for r in records):
             out.print(f"run {args.run_id} has already finished: nothing to cancel")
@@ -269,7 +270,7 @@ async def cancel_cmd(args: argparse.Namespace) -> int:
 
 
 async def hold_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         await _records(store, args)  # the run must exist
         await store.append(f"retention-{args.run_id}", [catalog.RetentionHeld(
             run_id=args.run_id, reason=args.reason, held_by="props runs hold")])
@@ -280,7 +281,7 @@ async def hold_cmd(args: argparse.Namespace) -> int:
 async def release_cmd(args: argparse.Namespace) -> int:
     from props.core.domain import archival  # (the archive's code: 0.3 s to import)
 
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         await _records(store, args)  # the run must exist, as for hold
         if args.run_id not in await archival.held_runs(store):
             out.print(f"run {args.run_id} is not held: nothing to release")

@@ -21,8 +21,8 @@ from rich.progress import (
 )
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 from props.core.log import errors
-from props.core.log.store import EventStore
 from props.core.scoring import intervals, llm_judge, rescoring, scorers
 from props.tools import render, scorer_eval_commands
 from props.tools.render import Console, Table
@@ -96,7 +96,7 @@ def _selection(args: argparse.Namespace) -> rescoring.Selection:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         registered: dict[str, str] = {}
         active = None
         async for batch in store.iter_all(category="scorer"):
@@ -124,7 +124,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 async def register_cmd(args: argparse.Namespace) -> int:
     s = scorers.scorer(args.scorer)
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         added = await rescoring.ensure_registered(store, s)
     console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
                   f"(code hash {s.code_hash[:16]})")
@@ -132,7 +132,7 @@ async def register_cmd(args: argparse.Namespace) -> int:
 
 
 async def activate_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         if args.scorer in scorers.SCORERS:
             s = scorers.scorer(args.scorer)
             await rescoring.ensure_registered(store, s)
@@ -148,7 +148,7 @@ async def activate_cmd(args: argparse.Namespace) -> int:
 async def rescore_cmd(args: argparse.Namespace) -> int:
     s = scorers.scorer(args.scorer)
     selection = _selection(args)
-    async with EventStore.open(max_connections=3) as store:
+    async with open_store(max_connections=3) as store:
         columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
                    MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
@@ -184,7 +184,7 @@ def _pct(v: Any) -> str:
 
 
 async def compare_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         c = await rescoring.compare(store, args.a, args.b, _selection(args))
     if args.format == "json":
         sys.stdout.buffer.write(rescoring.comparison_json(c) + b"\n")

@@ -7,8 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from props.core.log import database
-from props.schema import migrate
+from props.core.log import database, migrate
 
 _SAFE = re.compile(r"^props_[a-z]+_[0-9a-f]{12}$")
 

@@ -12,8 +12,8 @@ import orjson
 from rich.progress import Progress
 
 from props.core.domain import specimen_sync, specimens
+from props.core.domain.store import open_store
 from props.core.log import errors
-from props.core.log.store import EventStore
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
@@ -102,7 +102,7 @@ async def validate_cmd(args: argparse.Namespace) -> int:
 async def sync_cmd(args: argparse.Namespace) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
     source = str(args.dir.resolve())
-    async with EventStore.open(max_connections=3) as store:
+    async with open_store(max_connections=3) as store:
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("syncing", total=len(found))
 
@@ -133,7 +133,7 @@ def _row(h: specimen_sync.SnapshotHistory) -> dict[str, Any]:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         known = await specimen_sync.history(store)
     rows = [_row(h) for _slug, h in sorted(known.items()) if h.versions]
     if args.json:
@@ -154,7 +154,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 
 async def show_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=2) as store:
+    async with open_store(max_connections=2) as store:
         known = await specimen_sync.history(store)
     h = known.get(args.slug)
     if h is None or not h.versions:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from props.core.domain import tokens
-from props.core.log.store import EventStore
+from props.core.domain.store import open_store
 from props.tools import render
 from props.tools.render import Console
 
@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
 
 
 async def create_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=1) as store:
+    async with open_store(max_connections=1) as store:
         token, secret = await tokens.create(store, args.name, tuple(args.scopes))
     print(secret)
     print(f"token {token.name} ({', '.join(token.scopes)}): shown once, store it now",
@@ -49,7 +49,7 @@ async def create_cmd(args: argparse.Namespace) -> int:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=1) as store:
+    async with open_store(max_connections=1) as store:
         rows = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at,
                  "revoked_at": t.revoked_at, "id": t.id}
                 for t in await tokens.all_tokens(store)]
@@ -62,7 +62,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
 
 
 async def revoke_cmd(args: argparse.Namespace) -> int:
-    async with EventStore.open(max_connections=1) as store:
+    async with open_store(max_connections=1) as store:
         token = await tokens.revoke(store, args.token)
     out.print(f"revoked token {token.name} ({token.id})")
     return 0

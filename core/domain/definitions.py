@@ -20,7 +20,7 @@ import sys
 import tarfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -28,9 +28,6 @@ from props.core.domain import catalog
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-
-if TYPE_CHECKING:  # the Docker client costs 0.2 s to import: only where a build needs it
-    from props.reactors.docker_runtime import DockerRuntime
 
 _NAMESPACE = uuid.UUID("4f0d3b0e-7f5e-4a3c-9a55-51b2a6f0c1de")
 REFERENCE_MODULE = "props.reactors.agents.reference_critic"
@@ -140,20 +137,3 @@ def reference_local(agent_type: catalog.AgentType = "critic",
         agent_type=agent_type, name=f"reference-{agent_type}" if agent_type == "grader"
         else "reference", tag="local", runtime="local", image=f"local:{module}",
         command=command, config=config or {}, digest=local_digest(command, config or {}))
-
-
-async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:
-    """`docker import` the reference rootfs (no registry needed), tagged by the rootfs's
-    own hash: an image already there is reused, so its digest (and the definition) stays
-    the same from one push to the next."""
-    import aiodocker
-
-    rootfs = reference_rootfs()
-    ref = f"{REFERENCE_REPO}:{hashlib.sha256(rootfs).hexdigest()[:12]}"
-    try:
-        image = str((await rt.docker.images.inspect(ref))["Id"])
-    except aiodocker.DockerError:
-        image = await rt.import_image(rootfs, ref)
-    return catalog.DefinitionPushed(
-        agent_type="critic", name="reference", tag="docker", runtime="docker",
-        image=ref, command=reference_command(), digest=image, host_python=True)

@@ -26,8 +26,7 @@ import asyncpg
 import orjson
 import tenacity
 
-from props.core.domain.catalog import REGISTRY
-from props.core.log import blobs, database, errors
+from props.core.log import blobs, database, errors, migrate
 from props.core.log.bulk import gc_paused
 from props.core.log.events import (
     DecodeFilter,
@@ -38,7 +37,7 @@ from props.core.log.events import (
     RecordedEvent,
     UnknownEvent,
 )
-from props.schema import migrate, queries
+from props.schema import queries
 
 if TYPE_CHECKING:
     from props.core.log.subscription import Subscription
@@ -216,7 +215,7 @@ class _RetryRace(Exception):
 class EventStore:
     """Async API over the log. Open with `async with EventStore.open() as store:`."""
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, registry: EventRegistry = REGISTRY) -> None:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, registry: EventRegistry) -> None:
         self.pool = pool
         self.dsn = dsn
         self.registry = registry
@@ -227,7 +226,7 @@ class EventStore:
         cls,
         dsn: str | None = None,
         *,
-        registry: EventRegistry = REGISTRY,
+        registry: EventRegistry,
         max_connections: int = 10,
         check_schema: bool = True,
     ) -> AsyncIterator[EventStore]:

@@ -20,8 +20,8 @@ import asyncpg
 import zstandard
 
 from props.core.domain import exports
+from props.core.domain.store import open_store
 from props.core.log import embedded
-from props.core.log.store import EventStore
 from props.tools import scratch
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
@@ -44,7 +44,7 @@ async def _timed_import(server: str, archive_file: Path, records: list[tuple[obj
     """Seconds to import the archive (or, `raw`, to COPY its rows into a plain table shaped
     like the log) into a fresh database, and the events imported."""
     async with scratch.scratch_database(server, "benchimport") as target_dsn, \
-            EventStore.open(target_dsn, max_connections=4) as target:
+            open_store(target_dsn, max_connections=4) as target:
         # Each side starts from a checkpointed server, not paying for the other's dirty pages
         # (a superuser's or pg_checkpoint's right; skipped without it).
         with contextlib.suppress(asyncpg.InsufficientPrivilegeError):
@@ -81,7 +81,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
     report = Report("export", quick)
     with tempfile.TemporaryDirectory(prefix="props-bench-export-") as tmp:
         folder = Path(tmp)
-        async with EventStore.open(dsn, max_connections=4) as store:
+        async with open_store(dsn, max_connections=4) as store:
             work = Workload(seed=12)
             await work.setup(store)
             events = await work.append_runs(store, runs)

@@ -20,6 +20,7 @@ import asyncpg
 import orjson
 
 from props.core.domain import catalog
+from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.events import NewEvent
 from props.core.log.store import START, EventStore
@@ -133,7 +134,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
              else dict(single=2000, batches=150, reads=5, wakes=2000))
     report = Report("log", quick)
     rows = Rows()
-    async with EventStore.open(dsn, max_connections=4) as store:
+    async with open_store(dsn, max_connections=4) as store:
         pool = store.pool
         await pool.execute("CREATE SCHEMA bench_raw; " + raw_events_table("bench_raw.events"))
         version = await pool.fetchval("SHOW server_version")

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from props.core.domain.store import open_store
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 from props.projections import engine
@@ -31,7 +32,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
     runs = 10_000 if quick else 52_500  # 190,000 events; a little over 1,000,000
     load_seconds = 5.0 if quick else 20.0
     report = Report("projections", quick)
-    async with EventStore.open(dsn, max_connections=6) as store:
+    async with open_store(dsn, max_connections=6) as store:
         work = Workload(seed=42)
         events = await work.setup(store)
         with Progress(TextColumn("generating the log"), BarColumn(), MofNCompleteColumn(),

@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 
 from props.core.domain import catalog, definitions
+from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
 from props.reactors import docker_runtime, grader
@@ -93,7 +94,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
     report = Report("reactors", quick)
     home = Path(await anyio.to_thread.run_sync(lambda: __import__("tempfile").mkdtemp(
         prefix="props-bench-reactors-")))
-    async with EventStore.open(dsn, max_connections=8) as store:
+    async with open_store(dsn, max_connections=8) as store:
         samples = specimen_commands.samples_dir()
         from props.core.domain import specimen_sync
 
@@ -133,7 +134,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             report.checks.append(Check("overhead_vs_docker_run", None, "<=", 1.5))
             return report
         async with DockerRuntime.connect() as docker:
-            base = await definitions.build_reference_image(docker)
+            base = await docker_runtime.build_reference_image(docker)
             docker_def = base.model_copy(update={"name": "bench-docker", "tag": "bench",
                                                  "command": TRIVIAL})
             console.print(f"{n} runs through props and {n} bare, on Docker ...")

@@ -26,6 +26,7 @@ import anyio
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
@@ -125,7 +126,7 @@ async def _raw_issue_read(store: EventStore) -> tuple[int, float]:
 async def run(dsn: str, quick: bool, console: Console) -> Report:
     runs = 500 if quick else 10_000
     report = Report("rescore", quick)
-    async with EventStore.open(dsn, max_connections=6) as store:
+    async with open_store(dsn, max_connections=6) as store:
         work = Workload(seed=8, issues_per_run=(100, 100))
         await work.setup(store)
         with Progress(TextColumn("generating runs of 100 issues"), BarColumn(),
