@@ -11,20 +11,18 @@ no grades; `props compare` and `grading_pending` name it.
 from __future__ import annotations
 
 import logging
-import uuid
 
 import anyio.abc
 import orjson
 
 from props.core.domain import catalog, specimen_sync
-from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.events import RecordedEvent
 from props.core.log.store import START, EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import registration, rescoring, scorers
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SCORER = scorers.DEFAULT_SCORER  # location tiers, one to one, decoys by overlap
-_NAMESPACE = uuid.UUID("c1f2d3e4-5a6b-4c7d-8e9f-0a1b2c3d4e5f")
 
 
 def run_record(records: list[RecordedEvent]) -> rescoring.RunRecord | None:
@@ -59,24 +57,6 @@ async def finished_runs(store: EventStore) -> list[rescoring.RunRecord]:
             and r.status in rescoring.FINISHED]
 
 
-async def active_scorer(store: EventStore) -> str | None:
-    """The scorer the last `scorer.activated` event names, as NAME@VERSION."""
-    active = None
-    async for batch in store.iter_all(START, types=["scorer.activated"]):
-        for rec in batch:
-            e = rec.event
-            if isinstance(e, catalog.ActiveScorerSet):
-                active = f"{e.name}@{e.version}"
-    return active
-
-
-async def activate(store: EventStore, s: scorers.Scorer) -> None:
-    await rescoring.ensure_registered(store, s)
-    event_id = uuid.uuid5(_NAMESPACE, f"default-activation:{scorers.ref(s)}")
-    await store.append(f"scorer-{s.name}", [NewEvent(
-        catalog.ActiveScorerSet(name=s.name, version=s.version), event_id)])
-
-
 def _in_process(ref: str) -> scorers.Scorer | None:
     """The scorer of that name if props runs it itself; None for a grader in containers
     (the supervisor's), which this reactor leaves alone."""
@@ -95,9 +75,11 @@ class Grader:
         self.grades = 0
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
-        active = await active_scorer(self.store)
+        active = await registration.active_scorer(self.store)
         if active is None:  # a new log: the default scorer becomes the active one
-            await activate(self.store, scorers.scorer(self.default_scorer))
+            default = scorers.scorer(self.default_scorer)
+            await registration.ensure_registered(self.store, default)
+            await registration.activate(self.store, default.name, default.version)
             active = self.default_scorer
         self.scorer = _in_process(active)
 
@@ -106,7 +88,7 @@ class Grader:
         if isinstance(e, catalog.ActiveScorerSet):
             self.scorer = _in_process(f"{e.name}@{e.version}")
             if self.scorer is not None:
-                await rescoring.ensure_registered(self.store, self.scorer)
+                await registration.ensure_registered(self.store, self.scorer)
                 await self._backfill()
         elif isinstance(e, catalog.RunFinished) and self.scorer is not None:
             run = run_record(await self.store.read_stream(f"run-{e.run_id}"))

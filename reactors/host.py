@@ -172,6 +172,7 @@ class ReactorHost:
 
     async def _handle(self, rec: RecordedEvent) -> None:
         failures = 0
+        transient = 0  # this event's own: earlier events' retries do not lengthen its waits
         while True:
             try:
                 await self.reactor.handle(rec)
@@ -179,9 +180,10 @@ class ReactorHost:
                 return
             except TRANSIENT as exc:
                 self.stats.retries += 1
+                transient += 1
                 log.warning("reactor %s: transient failure on event %s (%s); retrying",
                             self.reactor.name, rec.global_position, exc)
-                await anyio.sleep(backoff(min(self.stats.retries, 8), first=0.1))
+                await anyio.sleep(backoff(min(transient, 8), first=0.1))
             except Exception as exc:  # a poison event: park it after a few tries
                 failures += 1
                 if failures < PARK_AFTER_ATTEMPTS:

@@ -66,6 +66,40 @@ async def host_until(store: EventStore, host: reactor_host.ReactorHost, done: ob
         stop.set()
 
 
+class Flaky(Recorder):
+    """Fails transiently (the database went away) as often as the phase's name says."""
+
+    name = "flaky"
+
+    async def handle(self, rec: RecordedEvent) -> None:
+        assert isinstance(rec.event, catalog.PhaseCompleted)
+        self.attempts += 1
+        if self.seen.count(rec.event.phase) == 0 and self.attempts <= int(rec.event.phase[-1]):
+            raise ConnectionResetError("the database went away")
+        self.seen.append(rec.event.phase)
+        self.attempts = 0
+
+
+async def test_backoff_is_sized_per_event_not_by_the_hosts_history(
+        store: EventStore, new_event: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each event's transient retries start at the shortest wait again: after a few failures
+    in a process's life, a later event's first retry does not wait the cap."""
+    waits: list[int] = []
+
+    def recorded(attempt: int, **_: float) -> float:
+        waits.append(attempt)
+        return 0.0
+
+    monkeypatch.setattr(reactor_host, "backoff", recorded)
+    make = new_event  # type: ignore[assignment]
+    await store.append("run-a", [make("a3"), make("b1"), make("c2")])  # type: ignore[operator]
+    reactor = Flaky()
+    host = reactor_host.ReactorHost(store, reactor, poll_interval=0.1)
+    await host_until(store, host, lambda: reactor.seen == ["a3", "b1", "c2"])
+    assert host.stats.retries == 6  # the host-wide count still counts them all
+    assert waits == [1, 2, 3, 1, 1, 2]  # was [1, 2, 3, 4, 5, 6]: sized by that count
+
+
 async def test_poison_event_is_parked_and_the_reactor_goes_on(store: EventStore,
                                                               new_event: object) -> None:
     make = new_event  # type: ignore[assignment]

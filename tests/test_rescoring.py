@@ -10,7 +10,7 @@ from props.core.domain import catalog, specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers, server_grading
+from props.core.scoring import registration, rescoring, scorers, server_grading
 from props.projections import engine
 from props.tools.workload import Workload
 
@@ -266,10 +266,10 @@ def test_a_changed_setting_changes_the_code_hash() -> None:
 
 
 async def test_a_changed_scorer_must_take_a_new_version(store: EventStore) -> None:
-    await rescoring.ensure_registered(store, V2)
+    await registration.ensure_registered(store, V2)
     changed = scorers.OverlapScorer(version=2, tolerance=9)
     with pytest.raises(errors.PropsError, match="needs a new version"):
-        await rescoring.ensure_registered(store, changed)
+        await registration.ensure_registered(store, changed)
 
 
 async def test_grading_pending_follows_the_active_scorer(store: EventStore) -> None:
@@ -289,3 +289,34 @@ async def test_grading_pending_follows_the_active_scorer(store: EventStore) -> N
 def test_selection_must_be_explicit() -> None:
     with pytest.raises(errors.PropsError, match="--all"):
         rescoring.Selection().check()
+
+
+async def test_scorer_activation_is_idempotent_on_every_path(store: EventStore) -> None:
+    """The grader at start, `props scorers activate`, and two processes at once: asking for
+    the scorer that is active appends nothing; activating A again after B does append."""
+    import anyio
+
+    from props.reactors.grader import Grader
+    from tests.test_cli import props
+
+    async def activations() -> list[str]:
+        rows = await store.pool.fetch("SELECT data->>'name' || '@' || (data->>'version') "
+                                      "FROM props.events WHERE type = 'scorer.activated' "
+                                      "ORDER BY global_position")
+        return [r[0] for r in rows]
+
+    async with anyio.create_task_group() as tg:  # two graders starting on a new log
+        tg.start_soon(Grader(store).start, tg)
+        tg.start_soon(Grader(store).start, tg)
+    default = scorers.DEFAULT_SCORER
+    assert await activations() == [default]
+    again = props("scorers", "activate", default, dsn=store.dsn)
+    assert again.returncode == 0 and "already the active scorer" in again.stdout
+    for _ in range(2):  # the second is a no-op
+        assert props("scorers", "activate", "overlap@2", dsn=store.dsn).returncode == 0
+    async with anyio.create_task_group() as tg:  # at once, back to the default
+        for _ in range(2):
+            tg.start_soon(registration.activate, store, *default.split("@")[0:1],
+                          int(default.split("@")[1]))
+    assert await activations() == [default, "overlap@2", default]
+    assert await registration.active_scorer(store) == default

@@ -308,3 +308,25 @@ async def test_a_bulk_load_is_analyzed_before_a_filtered_read(
     assert await store.analyze_stale_partitions() == []  # analyzed: not again
     async for _ in store.iter_all(types=["phase.completed"]):  # a filtered read still works
         pass
+
+
+async def test_a_refused_change_to_the_log_raises_append_only_violation(
+        store: EventStore, new_event: Callable[..., object]) -> None:
+    """The log's triggers answer PX001; the store says it by name, and the CLI exits 77
+    (EX_NOPERM) on it, as README's table of exit codes says."""
+    from props.tools import cli
+
+    await store.append("run-x", [new_event()])  # type: ignore[list-item]
+    with pytest.raises(errors.AppendOnlyViolation, match="append-only") as refused:
+        async with store.transaction() as tx:
+            await tx.conn.execute("UPDATE props.events SET type = 'forged'")
+    assert errors.sqlstate(refused.value.__cause__) == errors.APPEND_ONLY
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events "
+                                     "WHERE type = 'forged'") == 0
+    with pytest.raises(Exception) as raw:  # the driver's own error, from a raw statement
+        await store.pool.execute("DELETE FROM props.events")
+    assert cli._exit_for(refused.value) == cli._exit_for(raw.value) == 77
+    # Negative control: a refusal of another kind is not called a change to the log.
+    with pytest.raises(Exception) as other:
+        await store.pool.execute("SELECT 1/0")
+    assert errors.translate(other.value) is other.value

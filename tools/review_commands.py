@@ -21,7 +21,7 @@ from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import registration, scorers
 from props.schema import queries
 from props.tools import arguments
 from props.tools.render import Console
@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
 
 async def _scorer(store: EventStore, ref: str | None) -> tuple[str, int]:
     if ref is not None:
-        return await rescoring.resolve_ref(store, ref)
+        return await registration.resolve_ref(store, ref)
     row = await store.pool.fetchrow("SELECT name, version FROM projections.active_scorer")
     if row is None:
         raise errors.UnknownScorer("no scorer is active: name one with --scorer")

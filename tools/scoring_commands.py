@@ -23,7 +23,7 @@ from rich.progress import (
 from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import errors
-from props.core.scoring import intervals, llm_judge, rescoring, scorers
+from props.core.scoring import intervals, llm_judge, registration, rescoring, scorers
 from props.tools import render, scorer_eval_commands
 from props.tools.render import Console, Table
 
@@ -125,7 +125,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
 async def register_cmd(args: argparse.Namespace) -> int:
     s = scorers.scorer(args.scorer)
     async with open_store(max_connections=2) as store:
-        added = await rescoring.ensure_registered(store, s)
+        added = await registration.ensure_registered(store, s)
     console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
                   f"(code hash {s.code_hash[:16]})")
     return 0
@@ -135,13 +135,13 @@ async def activate_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         if args.scorer in scorers.SCORERS:
             s = scorers.scorer(args.scorer)
-            await rescoring.ensure_registered(store, s)
+            await registration.ensure_registered(store, s)
             name, version = s.name, s.version
         else:  # a grader image's scorer: registered when the grader was pushed
-            name, version = await rescoring.resolve_ref(store, args.scorer)
-        await store.append(f"scorer-{name}",
-                           [catalog.ActiveScorerSet(name=name, version=version)])
-    console.print(f"{args.scorer} is now the active scorer")
+            name, version = await registration.resolve_ref(store, args.scorer)
+        changed = await registration.activate(store, name, version)
+    console.print(f"{args.scorer} is now the active scorer" if changed
+                  else f"{args.scorer} was already the active scorer")
     return 0
 
 

@@ -440,7 +440,7 @@ async def import_archive(store: EventStore, path: Path,
                                              verified.manifest["sha256"], report.signer,
                                              report.events, inserted, runs)
             except asyncpg.PostgresError as exc:
-                if exc.sqlstate != "PX409":
+                if not errors.stream_moved(exc):
                     raise
                 raise errors.PropsError(
                     f"{path}: its streams continue events this database does not have "

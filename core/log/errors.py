@@ -124,3 +124,39 @@ class CheckpointConflict(PropsError):
     """Another consumer moved this checkpoint; this one must stop (one active consumer)."""
 
     exit_code = 75
+
+
+# -- PostgreSQL's answers, translated (psycopg's errors.py is the model) -------------------------
+# The log's own SQLSTATEs, raised by its triggers (schema/migrations): named once, here.
+APPEND_ONLY = "PX001"  # a row of the log (or of a side table) was to be changed or removed
+STREAM_MOVED = "PX409"  # the dense-version trigger: the stream is not at the version assumed
+CHECK_VIOLATION = "23514"
+
+# SQLSTATE -> the class a caller catches. Only states that mean the same everywhere.
+_BY_SQLSTATE: dict[str, type[PropsError]] = {APPEND_ONLY: AppendOnlyViolation}
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a driver error (asyncpg or psycopg), None for anything else."""
+    state = getattr(exc, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def stream_moved(exc: BaseException) -> bool:
+    return sqlstate(exc) == STREAM_MOVED
+
+
+def missing_partition(exc: BaseException) -> bool:
+    """An insert past the last partition of the log (made on demand, never in advance): a
+    check violation that names no constraint (a CHECK constraint's names its own)."""
+    return sqlstate(exc) == CHECK_VIOLATION and getattr(exc, "constraint_name", "") is None
+
+
+def translate(exc: BaseException) -> BaseException:
+    """The props exception a driver error stands for (raised `from` it), or `exc` itself."""
+    cls = _BY_SQLSTATE.get(sqlstate(exc) or "")
+    if cls is None:
+        return exc
+    translated = cls(f"{cls.__doc__} The database refused: {exc}")
+    translated.__cause__ = exc
+    return translated

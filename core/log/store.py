@@ -26,7 +26,7 @@ import asyncpg
 import orjson
 import tenacity
 
-from props.core.log import blobs, database, errors, migrate
+from props.core.log import blobs, database, errors, migrate, retries
 from props.core.log.bulk import gc_paused
 from props.core.log.events import (
     DecodeFilter,
@@ -37,6 +37,7 @@ from props.core.log.events import (
     RecordedEvent,
     UnknownEvent,
 )
+from props.core.log.retries import RetryRace
 from props.schema import queries
 
 if TYPE_CHECKING:
@@ -127,15 +128,6 @@ class FenceStatus:
         )
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, database.CONNECTION_ERRORS):
-        return True
-    return isinstance(exc, asyncpg.PostgresError) and exc.sqlstate in (
-        "40001",  # serialization_failure
-        "40P01",  # deadlock_detected
-    )
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Batch:
     """Encoded events, as columns."""
@@ -191,25 +183,12 @@ class StoreTransaction:
         batch = self.store._prepare(stream_id, events, expected_version, metadata)
         try:
             return await self.store._append_once(stream_id, expected_version, batch, self.conn)
-        except (_RetryRace, asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as exc:
-            why = "a concurrent append won" if isinstance(exc, _RetryRace) else str(exc)
+        except (RetryRace, asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as exc:
+            why = "a concurrent append won" if isinstance(exc, RetryRace) else str(exc)
             version = await self.store.stream_version(stream_id)
             raise errors.ConcurrencyConflict(
                 stream_id, expected_version, version, f" ({why}; retry the transaction)"
             ) from None
-
-
-def _retryable(exc: BaseException) -> bool:
-    return _transient(exc) or isinstance(exc, _RetryRace)
-
-
-def missing_partition(exc: asyncpg.PostgresError) -> bool:
-    """An insert past the last partition of the log (made on demand, never in advance)."""
-    return exc.sqlstate == "23514" and "no partition of relation" in str(exc)
-
-
-class _RetryRace(Exception):
-    """Two appends raced on the same stream or event id: re-run the append (same ids)."""
 
 
 class EventStore:
@@ -260,21 +239,10 @@ class EventStore:
         """
         batch = self._prepare(stream_id, events, expected_version, metadata)
         try:
-            try:
-                return await self._append_once(stream_id, expected_version, batch)
-            except Exception as exc:
-                if not _retryable(exc):
-                    raise
-            # Retries send the same event ids: after an append that did commit but whose
-            # answer was lost, the retry is a no-op, never a duplicate.
-            retrying = tenacity.AsyncRetrying(
-                retry=tenacity.retry_if_exception(_retryable),
-                wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
-                stop=tenacity.stop_after_attempt(5),
-                reraise=True,
-            )
-            return await retrying(self._append_once, stream_id, expected_version, batch)
-        except _RetryRace:
+            return await retries.appending(
+                lambda: self._append_once(stream_id, expected_version, batch),
+                self.ensure_partitions)
+        except RetryRace:
             version = await self.stream_version(stream_id)
             raise errors.ConcurrencyConflict(
                 stream_id, expected_version, version, " (concurrent appends kept racing)"
@@ -303,33 +271,38 @@ class EventStore:
         prepared = {stream: self._prepare(stream, events, None, metadata)
                     for stream, events in batches}
         stored: dict[str, AppendResult] = {}
-        for _attempt in range(5):
+
+        async def attempt() -> None:
             todo = [s for s in streams if s not in stored]
             if not todo:
-                break
+                return
             current = {r[0]: r[1] for r in await self.pool.fetch(_Q["stream_versions"], todo)}
             records = [row for s in todo for row in prepared[s].rows(s, current.get(s, 0))]
             try:
                 await self.pool.copy_records_to_table(
                     "events", schema_name="props", columns=_COPY_COLUMNS, records=records)
             except asyncpg.UniqueViolationError:
-                await self._find_stored(todo, prepared, stored)
-                continue
-            except asyncpg.PostgresError as exc:
-                if missing_partition(exc):
-                    await self.ensure_partitions(len(records))
-                    continue
-                if exc.sqlstate != "PX409":
-                    raise
-                continue  # a concurrent writer moved a stream: read versions again
+                await self._find_stored(todo, prepared, stored)  # the retries among them
+                raise
             for s in todo:
                 n = len(prepared[s].ids)
                 base = current.get(s, 0)
                 stored[s] = AppendResult(s, base + 1, base + n, already_stored=False)
-        else:
+
+        rows = sum(len(p.ids) for p in prepared.values())
+        try:
+            await retries.appending(attempt, lambda: self.ensure_partitions(rows))
+        except asyncpg.UniqueViolationError:
+            if len(stored) < len(streams):
+                raise errors.ConcurrencyConflict(
+                    streams[0], None, await self.stream_version(streams[0]),
+                    " (append_many kept racing with other writers)") from None
+        except asyncpg.PostgresError as exc:
+            if not errors.stream_moved(exc):
+                raise
             raise errors.ConcurrencyConflict(
                 streams[0], None, await self.stream_version(streams[0]),
-                " (append_many kept racing with other writers)")
+                " (append_many kept racing with other writers)") from None
         return [stored[s] for s in streams]
 
     async def _find_stored(self, streams: list[str], prepared: dict[str, _Batch],
@@ -360,8 +333,14 @@ class EventStore:
         `async with store.transaction() as tx: await tx.append(...); await tx.append(...)`.
         Keep it short: while it is open, its transaction holds the read fence for everyone.
         """
-        async with self.pool.acquire() as conn, conn.transaction():
-            yield StoreTransaction(self, conn)
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                yield StoreTransaction(self, conn)
+        except asyncpg.PostgresError as exc:  # what the log's triggers refused, by name
+            translated = errors.translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
 
     def _prepare(
         self,
@@ -453,13 +432,13 @@ class EventStore:
         except asyncpg.UniqueViolationError:
             return await self._explain_refusal(stream_id, expected, batch)
         except asyncpg.PostgresError as exc:
-            if missing_partition(exc):
+            if errors.missing_partition(exc):
                 await self.ensure_partitions()
-                raise _RetryRace() from exc
-            if exc.sqlstate != "PX409":  # raised by the dense-version trigger
+                raise RetryRace() from exc
+            if not errors.stream_moved(exc):
                 raise
             if expected is None:
-                raise _RetryRace() from exc
+                raise RetryRace() from exc
             actual = int(getattr(exc, "detail", None) or 0)
             raise errors.ConcurrencyConflict(stream_id, expected, actual) from None
         if count == 0 or last is None:  # the stream was not at the expected version
@@ -483,7 +462,7 @@ class EventStore:
                 f"({in_stream} in this stream); an event id may be used once, in one stream"
             )
         if expected is None:
-            raise _RetryRace()  # another writer took the same versions: go again
+            raise RetryRace()  # another writer took the same versions: go again
         actual = await self.stream_version(stream_id)
         raise errors.ConcurrencyConflict(stream_id, expected, actual)
 

@@ -26,7 +26,7 @@ from props.core.domain import catalog, specimen_sync
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
-from props.core.scoring import intervals, scorers, server_grading
+from props.core.scoring import intervals, registration, scorers, server_grading
 from props.core.scoring.llm_judge import Judge, JudgeError
 from props.schema import queries
 
@@ -226,24 +226,6 @@ def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
     return bulk.uuid_from_hash(hashlib.sha1(_NAMESPACE.bytes + name.encode()).digest(), 5)
 
 
-async def ensure_registered(store: EventStore, s: scorers.Scorer) -> bool:
-    """Record the scorer's registration unless it is there; refuse a changed scorer that
-    kept its version. Returns whether a registration was appended."""
-    for rec in await store.read_stream(f"scorer-{s.name}"):
-        event = rec.event
-        if isinstance(event, catalog.ScorerRegistered) and event.version == s.version:
-            if event.code_hash != s.code_hash:
-                raise errors.PropsError(
-                    f"{scorers.ref(s)} is registered with code hash {event.code_hash[:12]}, "
-                    f"but this props computes {s.code_hash[:12]}: a changed scorer (code or "
-                    f"settings) needs a new version"
-                )
-            return False
-    event_id = uuid.uuid5(_NAMESPACE, f"register:{scorers.ref(s)}:{s.code_hash}")
-    await store.append(f"scorer-{s.name}", [NewEvent(scorers.registration(s), event_id)])
-    return True
-
-
 @dataclasses.dataclass
 class RescoreReport:
     scorer: str
@@ -282,7 +264,7 @@ async def rescore(
     rule in SQL grades on the server, `chunk_runs` runs per statement at most."""
     report = RescoreReport(scorers.ref(s), ground_truth)
     if not dry_run:
-        await ensure_registered(store, s)
+        await registration.ensure_registered(store, s)
     known = await specimen_sync.history(store)
     on_server = server_grading.grades_on_server(s)
     runs = await selected_runs(store, selection, issues=not on_server)
@@ -469,22 +451,10 @@ def agreement(pairs: list[tuple[Any, Any]]) -> Agreement:
     return Agreement(n, agreed, kappa)
 
 
-async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
-    """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
-    name, _, version = ref.partition("@")
-    if ref in scorers.SCORERS:
-        return name, int(version)
-    if version.isdigit() and any(
-            isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
-            for r in await store.read_stream(f"scorer-{name}")):
-        return name, int(version)
-    raise errors.UnknownScorer(f"unknown scorer {ref!r}: neither built in "
-                               f"({', '.join(scorers.SCORERS)}) nor registered in the log")
-
-
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
     """Put every selected run in exactly one bucket: unchanged, changed, or unscorable."""
-    (name_a, ver_a), (name_b, ver_b) = await resolve_ref(store, a), await resolve_ref(store, b)
+    name_a, ver_a = await registration.resolve_ref(store, a)
+    name_b, ver_b = await registration.resolve_ref(store, b)
     result = Comparison(a, b)
     known = await specimen_sync.history(store)
     runs = await selected_runs(store, selection)

@@ -18,13 +18,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
 import orjson
 
 from props.core.domain import catalog
-from props.core.log import bulk
+from props.core.log import bulk, retries
 from props.core.log.database import BULK_SETTINGS
-from props.core.log.store import EventStore, missing_partition
+from props.core.log.store import EventStore
 from props.core.scoring import scorers
 from props.schema import queries
 
@@ -32,7 +31,6 @@ from props.schema import queries
 _STATEMENTS = {name: sql.replace("{scoring}", queries.load("overlap")["scoring"])
                for name, sql in queries.load("server_grading").items()}
 _GRADES_ID_PREFIX = "props-grades"  # keep in step with server_grading.sql (append_grades)
-ATTEMPTS = 5
 ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when partitions run out
 
 
@@ -78,20 +76,11 @@ async def grade(store: EventStore, s: scorers.Scorer,
     transaction; append the grades unless `dry_run`."""
     assert isinstance(s, scorers.OverlapScorer)
     ranges, files = _truth([snap for _, snap in runs])
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return await _grade_once(store, s, runs, ranges, files, dry_run)
-        except asyncpg.PostgresError as exc:
-            # The statement is all or nothing: after any of these, run it again.
-            if attempt == ATTEMPTS:
-                raise
-            if missing_partition(exc):  # the log's partitions are made on demand
-                await store.ensure_partitions(ROOM_PER_RUN * len(runs))
-            elif not (isinstance(exc, asyncpg.UniqueViolationError) or exc.sqlstate == "PX409"):
-                raise
-            # else a concurrent writer of the same grades or grading stream came first; the
-            # next attempt skips what it stored
-    raise AssertionError("unreachable")
+    # The statement is all or nothing: after a race with a concurrent writer of the same
+    # grades or grading stream, the next attempt skips what that writer stored.
+    return await retries.appending(
+        lambda: _grade_once(store, s, runs, ranges, files, dry_run),
+        lambda: store.ensure_partitions(ROOM_PER_RUN * len(runs)))
 
 
 async def _grade_once(store: EventStore, s: scorers.OverlapScorer,

@@ -1,0 +1,81 @@
+"""Which scorers the log knows and which one is active: registration, lookup, activation.
+
+Every path that registers or activates a scorer (the grader at start, `props scorers
+register/activate`, a rescore) calls these, so each is idempotent everywhere: the same
+request twice, a retry, or two processes at once append one event.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import NewEvent
+from props.core.log.store import START, EventStore
+from props.core.scoring import scorers
+
+# The namespace registrations have always used (their ids must stay what they were).
+_RESCORING_NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
+_ACTIVATION_NAMESPACE = uuid.UUID("c1f2d3e4-5a6b-4c7d-8e9f-0a1b2c3d4e5f")
+
+
+async def ensure_registered(store: EventStore, s: scorers.Scorer) -> bool:
+    """Record the scorer's registration unless it is there; refuse a changed scorer that
+    kept its version. Returns whether a registration was appended."""
+    for rec in await store.read_stream(f"scorer-{s.name}"):
+        event = rec.event
+        if isinstance(event, catalog.ScorerRegistered) and event.version == s.version:
+            if event.code_hash != s.code_hash:
+                raise errors.PropsError(
+                    f"{scorers.ref(s)} is registered with code hash {event.code_hash[:12]}, "
+                    f"but this props computes {s.code_hash[:12]}: a changed scorer (code or "
+                    f"settings) needs a new version"
+                )
+            return False
+    event_id = uuid.uuid5(_RESCORING_NAMESPACE, f"register:{scorers.ref(s)}:{s.code_hash}")
+    await store.append(f"scorer-{s.name}", [NewEvent(scorers.registration(s), event_id)])
+    return True
+
+
+async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
+    """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
+    name, _, version = ref.partition("@")
+    if ref in scorers.SCORERS:
+        return name, int(version)
+    if version.isdigit() and any(
+            isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
+            for r in await store.read_stream(f"scorer-{name}")):
+        return name, int(version)
+    raise errors.UnknownScorer(f"unknown scorer {ref!r}: neither built in "
+                               f"({', '.join(scorers.SCORERS)}) nor registered in the log")
+
+
+async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | None]:
+    """NAME@VERSION of the active scorer and the id of the event that made it so."""
+    active, event_id = None, None
+    async for batch in store.iter_all(START, types=["scorer.activated"]):
+        for rec in batch:
+            e = rec.event
+            if isinstance(e, catalog.ActiveScorerSet):
+                active, event_id = f"{e.name}@{e.version}", rec.event_id
+    return active, event_id
+
+
+async def active_scorer(store: EventStore) -> str | None:
+    """The scorer the last `scorer.activated` event names, as NAME@VERSION."""
+    return (await _last_activation(store))[0]
+
+
+async def activate(store: EventStore, name: str, version: int) -> bool:
+    """Make NAME@VERSION the active scorer; False when it is already. The event's id is
+    derived from the activation it follows: a retry, or a second process asking the same at
+    the same time, appends nothing more, while activating A again after B does append."""
+    ref = f"{name}@{version}"
+    active, after = await _last_activation(store)
+    if active == ref:
+        return False
+    event_id = uuid.uuid5(_ACTIVATION_NAMESPACE, f"activation:{ref}:after:{after or 'none'}")
+    result = await store.append(f"scorer-{name}", [NewEvent(
+        catalog.ActiveScorerSet(name=name, version=version), event_id)])
+    return not result.already_stored
