@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime as dt
 
 from props.core.log import database, errors
-from props.core.log.store import START, Checkpoint, EventStore
+from props.core.log.checkpoints import START, Checkpoint
+from props.core.log.store import EventStore
 from props.projections import engine, tables
 from props.schema import queries
 

@@ -25,9 +25,10 @@ import anyio.abc
 import asyncpg
 import orjson
 
-from props.core.log import database, errors
+from props.core.log import database, errors, leadership
+from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import DecodeFilter, RecordedEvent, data_of
-from props.core.log.store import START, Checkpoint, EventStore
+from props.core.log.store import EventStore
 from props.projections.base import Fold, Projection
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
@@ -43,11 +44,6 @@ ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, ISSUES, USAGE, GRADING, IMPOR
 LIVE = "projections"
 SHADOW = "projections_next"
 ANALYST_ROLE = database.ANALYST_ROLE  # reads the live projections only
-RUNNER_LOCK = 0x70726F70_7275_6E  # one live runner per database
-REBUILD_LOCK = 0x70726F70_7262_6C  # one rebuild per database
-# Taken by each live write (a runner batch, a swap) for its transaction: the two never
-# interleave, so neither can deadlock on the other's table and checkpoint locks.
-LIVE_WRITE_LOCK = 0x70726F70_6C77_72
 REBUILD_CHUNK = 50_000
 _AHEAD = 2  # chunks a projection's rebuild may fold ahead of the slowest one's
 FOLD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
@@ -75,8 +71,11 @@ def by_name(names: Sequence[str]) -> tuple[Projection, ...]:
     return tuple(known[n] for n in names)
 
 
+SHADOW_CHECKPOINT = "rebuild:"  # a rebuild's own checkpoints: rebuild:<projection's>
+
+
 def _shadow_name(p: Projection) -> str:
-    return f"rebuild:{p.checkpoint_name}"
+    return f"{SHADOW_CHECKPOINT}{p.checkpoint_name}"
 
 
 def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
@@ -200,7 +199,7 @@ async def chunk_after(conn: database.Connection, store: EventStore,
     needs = _decode_filter(wanted)
     python: list[RecordedEvent] = []
     if any(needs(t, v) for t, v in zip(row["types"], row["schema_versions"], strict=True)):
-        python = store._decode(await conn.fetch(
+        python = store.reader.decode(await conn.fetch(
             _Q["read_between"], after.tx_id, after.position, end.tx_id, end.position,
             list(wanted), list(wanted.values())))
     return _Chunk(end, row["events"], python)
@@ -243,20 +242,16 @@ class Runner:
 
     async def _run(self, stop: anyio.Event, progress: Progress | None) -> None:
         """Holds the runner lock while serving."""
-        async with database.session(self.store.dsn) as lock_conn:
-            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)", RUNNER_LOCK):
-                log.warning("another projection runner is active; waiting to take over")
-                with anyio.move_on_after(2.0):
-                    await stop.wait()
-                if stop.is_set():
-                    return
+        async with leadership.lead(self.store.dsn, leadership.PROJECTION_RUNNER, stop,
+                                   "projection runner") as leading:
+            if not leading:
+                return
             missing = [p for p in self.projections
                        if await self.store.find_checkpoint(p.checkpoint_name) is None]
             if missing:
                 log.info("building %s from the log", ", ".join(p.name for p in missing))
                 await rebuild(self.store, missing, progress=progress)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(database.watch_session, lock_conn)  # the lock lives with it
                 tg.start_soon(self._serve, stop, progress, name="props-projection-runner")
                 await stop.wait()
                 tg.cancel_scope.cancel()
@@ -286,7 +281,7 @@ class Runner:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
                 async with self.store.pool.acquire() as conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
+                    await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
                     await fold_settings(conn)
                     await commit_range(conn, self.store, LIVE, self.projections, batch,
                                   positions, new, lambda p: p.checkpoint_name)
@@ -321,22 +316,18 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
     """Rebuild `projections` from the log beside the live tables, then swap them in."""
     projections = tuple(projections)
     began = time.perf_counter()
-    async with database.session(store.dsn) as lock_conn:
-        await lock_conn.execute("SELECT pg_advisory_lock($1)", REBUILD_LOCK)
-        try:
-            resumed = await _prepare_shadow(store, projections)
-            positions = {p.name: await store.load_checkpoint(_shadow_name(p))
-                         for p in projections}
-            # The folds read ranges of the log filtered by type: plans need fresh statistics.
-            await store.analyze_stale_partitions()
-            events = await _fill_shadow(store, projections, positions, chunk, progress)
-            # New tables have no statistics: analysts' first queries would be planned blind.
-            async with anyio.create_task_group() as tg:  # on every core
-                for table in (t.name for p in projections for t in p.tables):
-                    tg.start_soon(store.pool.execute, f"ANALYZE {SHADOW}.{table}")
-            events += await _swap_when_unlocked(store, projections, positions)
-        finally:
-            await lock_conn.execute("SELECT pg_advisory_unlock($1)", REBUILD_LOCK)
+    async with leadership.exclusive(store.dsn, leadership.PROJECTION_REBUILD):
+        resumed = await _prepare_shadow(store, projections)
+        positions = {p.name: await store.load_checkpoint(_shadow_name(p))
+                     for p in projections}
+        # The folds read ranges of the log filtered by type: plans need fresh statistics.
+        await store.analyze_stale_partitions()
+        events = await _fill_shadow(store, projections, positions, chunk, progress)
+        # New tables have no statistics: analysts' first queries would be planned blind.
+        async with anyio.create_task_group() as tg:  # on every core
+            for table in (t.name for p in projections for t in p.tables):
+                tg.start_soon(store.pool.execute, f"ANALYZE {SHADOW}.{table}")
+        events += await _swap_when_unlocked(store, projections, positions)
     return RebuildReport([p.name for p in projections], events,
                          time.perf_counter() - began, resumed)
 
@@ -355,7 +346,7 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
         # its tables, not the schemas of the database.
         for name in sorted(tables):
             await conn.execute(f"DROP TABLE IF EXISTS {SHADOW}.{name} CASCADE")
-        await conn.execute(_Q["forget_rebuilds"])
+        await Checkpoints.forget(conn, SHADOW_CHECKPOINT)
         await create(conn, SHADOW, [t for p in projections for t in p.tables])
         for p in projections:
             await store.save_checkpoint(_shadow_name(p), START, START, conn=conn)
@@ -453,7 +444,7 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions: dict[str, Checkpoint]) -> int:
     """Catch up and swap, in one transaction that holds the live tables exclusively."""
     async with store.pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", LIVE_WRITE_LOCK)
+        await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
         await conn.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT_MS}ms'")
         live = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         mine = [t.name for p in projections for t in p.tables]
@@ -479,9 +470,8 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
             await create_views(conn, LIVE)
         await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {LIVE} TO {ANALYST_ROLE}")
         for p in projections:
-            await conn.execute(_Q["set_checkpoint"], p.checkpoint_name,
-                               positions[p.name].tx_id, positions[p.name].position)
-        await conn.execute(_Q["forget_rebuilds"])
+            await Checkpoints.overwrite(conn, p.checkpoint_name, positions[p.name])
+        await Checkpoints.forget(conn, SHADOW_CHECKPOINT)
     return caught_up
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from props.core.log import database, errors
-from props.core.log.store import Checkpoint, EventStore
+from props.core.log.checkpoints import Checkpoint
+from props.core.log.store import EventStore
 from props.core.scoring import intervals, scorers
 from props.projections import as_of as as_of_point
 from props.projections import engine

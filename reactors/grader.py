@@ -16,8 +16,9 @@ import anyio.abc
 import orjson
 
 from props.core.domain import catalog, specimen_sync
+from props.core.log.checkpoints import START
 from props.core.log.events import RecordedEvent
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
 
 log = logging.getLogger(__name__)

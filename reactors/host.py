@@ -18,7 +18,6 @@ that runs it:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import uuid
 from typing import Protocol
@@ -29,10 +28,11 @@ import anyio.abc
 import tenacity
 
 from props.core.domain import catalog
-from props.core.log import database, errors
+from props.core.log import database, errors, leadership
+from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
 from props.core.log.events import NewEvent, RecordedEvent
-from props.core.log.store import START, Checkpoint, EventStore
+from props.core.log.store import EventStore
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -86,14 +86,9 @@ async def status(store: EventStore) -> list[ReactorState]:
     return states
 
 
-def lock_key(reactor: str) -> int:
-    digest = hashlib.sha256(f"props reactor {reactor}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
 async def serving(store: EventStore, reactor: str) -> bool:
     """Whether a process serves `reactor` now (it holds the reactor's lock)."""
-    return bool(await store.pool.fetchval(_SERVING, lock_key(reactor)))
+    return bool(await store.pool.fetchval(_SERVING, leadership.reactor(reactor)))
 
 
 def parked_id(reactor: str, event_id: uuid.UUID) -> uuid.UUID:
@@ -129,18 +124,13 @@ class ReactorHost:
 
     async def _serve(self, stop: anyio.Event) -> None:
         name = self.reactor.name
-        async with database.session(self.store.dsn) as lock_conn:
-            while not await lock_conn.fetchval("SELECT pg_try_advisory_lock($1)",
-                                               lock_key(name)):
-                log.info("reactor %s: another instance is active; waiting to take over", name)
-                with anyio.move_on_after(2.0):
-                    await stop.wait()
-                if stop.is_set():
-                    return
+        async with leadership.lead(self.store.dsn, leadership.reactor(name), stop,
+                                   f"reactor {name}") as leading:
+            if not leading:
+                return
             self.active.set()
             try:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(database.watch_session, lock_conn)
                     await self.reactor.start(tg)
                     tg.start_soon(self._follow, stop, tg.cancel_scope)
                     await stop.wait()

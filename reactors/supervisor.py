@@ -22,8 +22,9 @@ import anyio.abc
 
 from props.core.domain import catalog, definitions, specimen_sync
 from props.core.log import errors
+from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 from props.reactors import grader_runs
 
 log = logging.getLogger(__name__)

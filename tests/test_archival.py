@@ -13,7 +13,8 @@ import pytest
 
 from props.core.domain import archival, catalog, exports
 from props.core.log import errors
-from props.core.log.store import START, EventStore
+from props.core.log.checkpoints import START
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.workload import Workload
 

@@ -13,8 +13,9 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.log import errors
+from props.core.log.checkpoints import START
 from props.core.log.events import NotDecoded, RecordedEvent, data_of
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 from props.core.log.subscription import Subscription
 
 Make = Callable[..., Any]

@@ -13,8 +13,9 @@ import pytest
 from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import errors
+from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import MAX_EVENT_BYTES, Event, EventRegistry, NewEvent, UnknownEvent
-from props.core.log.store import COPY_THRESHOLD, START, Checkpoint, EventStore
+from props.core.log.store import COPY_THRESHOLD, EventStore
 
 Make = Callable[..., Any]
 

@@ -45,7 +45,8 @@ import httpx
 from props.core.domain import catalog, definitions, specimen_sync, tokens
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors
-from props.core.log.store import START, EventStore
+from props.core.log.checkpoints import START
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import docker_runtime
 from props.reactors.containers import LABEL

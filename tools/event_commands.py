@@ -12,8 +12,9 @@ import orjson
 
 from props.core.domain.store import open_store
 from props.core.log import errors
+from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import NewEvent, RecordedEvent, data_of
-from props.core.log.store import START, Checkpoint, EventStore
+from props.core.log.store import EventStore
 from props.tools.render import Console
 
 console = Console(highlight=False)

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from props.core.domain import catalog, specimens
+from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 
 CATEGORY = "snapshot"
 # Event ids derive from what is synced, so two syncs racing append it once.

@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 import asyncpg
 
-from props.core.log import errors
+from props.core.log import errors, leadership
 from props.core.log.store import EventStore
 from props.schema import queries
 
@@ -75,7 +75,8 @@ async def create(store: EventStore, name: str, scopes: tuple[Scope, ...]) -> tup
 async def create_first_admin(store: EventStore) -> str | None:
     """The admin token of a first start, or None when tokens were made before."""
     secret = _new_secret()
-    row = await store.pool.fetchrow(_Q["create_first_admin"], _hash(secret))
+    row = await store.pool.fetchrow(_Q["create_first_admin"], _hash(secret),
+                                   leadership.FIRST_TOKEN)
     return None if row is None else secret
 
 

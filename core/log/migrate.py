@@ -17,10 +17,7 @@ from typing import Literal
 
 import asyncpg
 
-from props.core.log import database, errors
-
-# Any 64-bit constant unique to props; held for the whole migrate run.
-MIGRATION_LOCK_KEY = 0x70726F70_73_6D6967  # "props" "mig"
+from props.core.log import database, errors, leadership
 
 _FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -119,7 +116,7 @@ def _refuse_drift(states: list[MigrationState]) -> None:
 
 async def migrate(conn: database.Connection) -> list[Migration]:
     """Apply every pending migration; return those applied. Safe to run concurrently."""
-    await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
+    await conn.execute("SELECT pg_advisory_lock($1)", leadership.MIGRATION)
     try:
         await conn.execute(_BOOTSTRAP)
         states = await status(conn)
@@ -138,7 +135,7 @@ async def migrate(conn: database.Connection) -> list[Migration]:
             done.append(mig)
         return done
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        await conn.execute("SELECT pg_advisory_unlock($1)", leadership.MIGRATION)
 
 
 async def migrate_database(dsn: str) -> list[Migration]:

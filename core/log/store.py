@@ -1,4 +1,9 @@
-"""The event store: append to streams, read streams and the global log, blobs, checkpoints.
+"""The event store: appends to streams, and the log's parts behind one object.
+
+The store appends (one stream, many streams in one COPY, several in one transaction); it
+reads through its `reader`, moves checkpoints through `checkpoints`, and says where the
+fence stands (`fence`). Those methods on the store are the parts' own, kept where every
+caller looks for them.
 
 An append is one statement (an INSERT that computes the stream's next versions, or a COPY
 when the writer states the expected version of a large batch): atomic, checked against the
@@ -10,33 +15,27 @@ event committed out of order.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.lowlevel
 import asyncpg
 import orjson
-import tenacity
 
-from props.core.log import blobs, database, errors, migrate, retries
-from props.core.log.bulk import gc_paused
+from props.core.log import blobs, database, errors, fence, migrate, partitions, retries
+from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import (
     DecodeFilter,
     Event,
     EventRegistry,
     NewEvent,
-    NotDecoded,
     RecordedEvent,
-    UnknownEvent,
 )
+from props.core.log.reader import Reader
 from props.core.log.retries import RetryRace
 from props.schema import queries
 
@@ -51,40 +50,8 @@ MAX_BATCH = 10_000
 # From this many events with a known expected version, COPY beats one INSERT statement
 # despite its extra round trip (measured by `props bench log`).
 COPY_THRESHOLD = 20
-# A catch-up read decodes a page in chunks of this many rows, visiting the event loop in
-# between so the read-ahead of the next page is taken off the socket as it arrives and the
-# server is never blocked on a full socket buffer.
-_DECODE_CHUNK = 64
-# A RecordedEvent from a tuple of its fields, in order, built in C: the NamedTuple's own
-# __new__ is Python code, 5% of a read (measured: bench log).
-_RECORD = cast(Callable[[tuple[Any, ...]], RecordedEvent],
-               functools.partial(tuple.__new__, RecordedEvent))
 _COPY_COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
                  "metadata"]
-
-
-@dataclasses.dataclass(frozen=True, order=True)
-class Checkpoint:
-    """A position in the global read order: (transaction id, global position)."""
-
-    tx_id: int
-    position: int
-
-    def __str__(self) -> str:
-        return f"{self.tx_id}:{self.position}"
-
-    @classmethod
-    def parse(cls, text: str) -> Checkpoint:
-        tx, _, pos = text.partition(":")
-        try:
-            return cls(int(tx), int(pos))
-        except ValueError:
-            raise errors.PropsError(
-                f"checkpoint {text!r} is not TX:POSITION (e.g. 0:0 for the start)"
-            ) from None
-
-
-START = Checkpoint(0, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,39 +60,6 @@ class AppendResult:
     first_version: int
     last_version: int
     already_stored: bool  # a retried append: nothing new was written
-
-
-@dataclasses.dataclass(frozen=True)
-class FenceBlocker:
-    pid: int
-    database: str | None
-    user: str | None
-    application: str | None
-    state: str | None
-    age_seconds: float
-    xid: str
-
-
-@dataclasses.dataclass(frozen=True)
-class FenceStatus:
-    """Where the visibility fence stands and what, if anything, holds it back."""
-
-    fence_xid: int
-    last_visible: Checkpoint | None
-    held_back: int  # events written by transactions at or past the fence
-    blockers: list[FenceBlocker]
-
-    def describe(self) -> str:
-        if not self.held_back:
-            return "fence is clear: every committed event is readable"
-        who = ", ".join(
-            f"pid {b.pid} ({b.state or '?'}, {b.age_seconds:.1f}s, db {b.database})"
-            for b in self.blockers
-        )
-        return (
-            f"{self.held_back} event(s) wait behind the fence; running transactions holding "
-            f"it: {who or 'none seen (they may have just ended)'}"
-        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,20 +80,6 @@ class _Batch:
                 start=1,
             )
         ]
-
-
-@dataclasses.dataclass
-class _ReadAhead:
-    store: EventStore
-    after: Checkpoint
-    category: str | None
-    limit: int
-    types: Sequence[str] | None
-    rows: list[asyncpg.Record] = dataclasses.field(default_factory=list)
-
-    async def fetch(self) -> None:
-        self.rows = await self.store._fetch_page(self.after, self.category, self.limit,
-                                                 types=self.types)
 
 
 class StoreTransaction:
@@ -198,6 +118,8 @@ class EventStore:
         self.pool = pool
         self.dsn = dsn
         self.registry = registry
+        self.reader = Reader(pool, registry)
+        self.checkpoints = Checkpoints(pool)
 
     @classmethod
     @asynccontextmanager
@@ -467,149 +389,49 @@ class EventStore:
         raise errors.ConcurrencyConflict(stream_id, expected, actual)
 
     async def ensure_partitions(self, room: int = 0) -> int:
-        """Make the log's partitions reach past the next position (and `room` more); the
-        append paths call it when an insert finds no partition, then retry."""
-        made: int = await self.pool.fetchval("SELECT props.ensure_partitions($1)", room)
-        return made
+        """Make the log's partitions reach past the next position (and `room` more)."""
+        return await partitions.ensure(self.pool, room)
 
     async def stream_version(self, stream_id: str) -> int:
         """The stream's last version; 0 if it has no event."""
         version: int = await self.pool.fetchval(_Q["stream_version"], stream_id)
         return version
 
-    # -- read -------------------------------------------------------------------------------
+    # -- reads, checkpoints, the fence: the parts' own, as the store's --------------------
 
-    def _decode(self, rows: Iterable[asyncpg.Record],
-                wanted: DecodeFilter | None = None) -> list[RecordedEvent]:
-        decode = self.registry.decode
-        validators = self.registry.current_validators
-        loads = orjson.loads
-        record = _RECORD
-        out: list[RecordedEvent] = []
-        append = out.append
-        with gc_paused():
-            for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
-                event: Event | UnknownEvent | NotDecoded
-                if wanted is not None and not wanted(typ, schv):
-                    event = NotDecoded(typ, schv)
-                # Hot path: current version of a known type, validated straight from JSON.
-                elif (validate := validators.get((typ, schv))) is not None:
-                    event = validate(data)
-                else:
-                    event = decode(typ, schv, data)
-                append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
-        return out
+    async def read_stream(self, stream_id: str, *, from_version: int = 1,
+                          limit: int | None = None) -> list[RecordedEvent]:
+        """Events of one stream in version order (see `Reader.read_stream`)."""
+        return await self.reader.read_stream(stream_id, from_version=from_version, limit=limit)
 
-    async def read_stream(
-        self, stream_id: str, *, from_version: int = 1, limit: int | None = None
-    ) -> list[RecordedEvent]:
-        """Events of one stream in version order (streams are read directly, no fence).
-        A read cut by a lost connection is retried on another (a read is idempotent)."""
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
-            wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
-            stop=tenacity.stop_after_attempt(5), reraise=True)
-        rows: list[asyncpg.Record] = await retrying(
-            self.pool.fetch, _Q["read_stream"], stream_id, from_version, limit)
-        return self._decode(rows)
+    async def read_all(self, after: Checkpoint = START, *, category: str | None = None,
+                       limit: int = 1000) -> list[RecordedEvent]:
+        """Up to `limit` events after `after`, behind the fence (see `Reader.read_all`)."""
+        return await self.reader.read_all(after, category=category, limit=limit)
 
-    async def _fetch_page(
-        self,
-        after: Checkpoint,
-        category: str | None,
-        limit: int,
-        conn: database.Connection | None = None,
-        types: Sequence[str] | None = None,
-    ) -> list[asyncpg.Record]:
-        target: asyncpg.Pool | database.Connection = self.pool if conn is None else conn
-        if types is not None:
-            if category is not None:
-                raise ValueError("read by category or by types, not both")
-            return await target.fetch(
-                _Q["read_types"], after.tx_id, after.position, limit, list(types)
-            )
-        if category is None:
-            return await target.fetch(_Q["read_all"], after.tx_id, after.position, limit)
-        return await target.fetch(
-            _Q["read_category"], after.tx_id, after.position, limit, category
-        )
-
-    async def read_all(
-        self, after: Checkpoint = START, *, category: str | None = None, limit: int = 1000
-    ) -> list[RecordedEvent]:
-        """Up to `limit` events after `after` in global read order, behind the visibility fence.
-
-        Rows are ordered by (tx_id, global_position) and only rows of transactions older than
-        every transaction still running are returned: any row that could still appear
-        before them is already visible. Checkpoint the last event's (tx_id, global_position).
-        `category` keeps only streams `<category>-...`.
-        """
-        return self._decode(await self._fetch_page(after, category, limit))
-
-    async def iter_all(
-        self,
-        after: Checkpoint = START,
-        *,
-        category: str | None = None,
-        types: Sequence[str] | None = None,
-        batch_size: int = 1000,
-    ) -> AsyncIterator[list[RecordedEvent]]:
-        """Batches from `after` until the fence is reached (a catch-up, not a subscription).
-        `types` keeps only events of those types (a rebuild reads only what it folds).
-
-        The next page is fetched while this one is decoded: the server produces one page on
-        one core while Python decodes the other (0.47 -> 0.74 of a raw read, measured).
-        """
-        if types is not None or category is not None:
-            # A filtered read's plan depends on statistics (see analyze_stale_partitions).
-            await self.analyze_stale_partitions()
-        rows = await self._fetch_page(after, category, batch_size, types=types)
-        while rows:
-            ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size,
-                               types)
-            batch: list[RecordedEvent] = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ahead.fetch, name="props-read-ahead")
-                with gc_paused():  # for the whole page: re-enabling per chunk costs more
-                    for i in range(0, len(rows), _DECODE_CHUNK):
-                        await anyio.lowlevel.checkpoint()  # let the read-ahead take its bytes
-                        batch += self._decode(rows[i:i + _DECODE_CHUNK])
-            yield batch
-            rows = ahead.rows
+    def iter_all(self, after: Checkpoint = START, *, category: str | None = None,
+                 types: Sequence[str] | None = None,
+                 batch_size: int = 1000) -> AsyncIterator[list[RecordedEvent]]:
+        """Batches from `after` until the fence (see `Reader.iter_all`)."""
+        return self.reader.iter_all(after, category=category, types=types,
+                                    batch_size=batch_size)
 
     async def analyze_stale_partitions(self) -> list[str]:
-        """ANALYZE the log's partitions whose planner statistics lag far behind their rows.
+        return await partitions.analyze_stale(self.pool)
 
-        Right after a bulk load (an import, a generated log) and before the autovacuum
-        daemon comes by, the planner guesses a type filter keeps 5% of the rows instead of
-        70% and reads every page of a catch-up by bitmap scan and sort: 150 ms a page instead
-        of 1 ms (measured on a rebuild of 190,000 events). Filtered catch-ups (`iter_all`
-        with types or a category) call this first: Postgres's advice after a bulk load,
-        taken when a read needs it rather than by every writer."""
-        names = [r[0] for r in await self.pool.fetch(_Q["stale_partitions"])]
-        for name in names:  # quoted by the server (format %I)
-            # A partition another ANALYZE or a VACUUM holds is being seen to: not waited for.
-            with contextlib.suppress(asyncpg.LockNotAvailableError):
-                async with self.pool.acquire() as conn, conn.transaction():
-                    await conn.execute("SET LOCAL lock_timeout = '200ms'")
-                    await conn.execute(f"ANALYZE {name}")
-        return names
+    async def fence_status(self, max_blockers: int = 5) -> fence.FenceStatus:
+        return await fence.status(self.pool, max_blockers)
 
-    async def fence_status(self, max_blockers: int = 5) -> FenceStatus:
-        async with self.pool.acquire() as conn:
-            row = await conn.fetchrow(_Q["head"])
-            assert row is not None  # scalar subqueries: always one row
-            blockers: list[FenceBlocker] = []
-            if row["held_back"]:
-                blockers = [
-                    FenceBlocker(r["pid"], r["datname"], r["usename"], r["application_name"],
-                                 r["state"], r["age_seconds"] or 0.0, r["xid"])
-                    for r in await conn.fetch(_Q["fence_blockers"], max_blockers)
-                ]
-        last = None
-        if row["last_tx"] is not None:
-            last = Checkpoint(row["last_tx"], row["last_position"])
-        return FenceStatus(row["fence"], last, row["held_back"], blockers)
+    async def find_checkpoint(self, name: str) -> Checkpoint | None:
+        return await self.checkpoints.find(name)
+
+    async def load_checkpoint(self, name: str) -> Checkpoint:
+        return await self.checkpoints.load(name)
+
+    async def save_checkpoint(self, name: str, expected: Checkpoint, new: Checkpoint, *,
+                              conn: database.Connection | None = None) -> None:
+        """Compare-and-set (see `Checkpoints.save`)."""
+        await self.checkpoints.save(name, expected, new, conn=conn)
 
     def subscribe(
         self,
@@ -639,40 +461,3 @@ class EventStore:
     async def get_blob(self, sha256: str) -> bytes:
         return await blobs.get(self.pool, sha256)
 
-    # -- checkpoints ------------------------------------------------------------------------
-
-    async def find_checkpoint(self, name: str) -> Checkpoint | None:
-        """Checkpoint `name`, or None if no consumer of that name ever saved one."""
-        row = await self.pool.fetchrow(_Q["load_checkpoint"], name)
-        return None if row is None else Checkpoint(row["tx_id"], row["position"])
-
-    async def load_checkpoint(self, name: str) -> Checkpoint:
-        """Checkpoint `name`, or START: where a consumer of that name resumes."""
-        return await self.find_checkpoint(name) or START
-
-    async def save_checkpoint(
-        self,
-        name: str,
-        expected: Checkpoint,
-        new: Checkpoint,
-        *,
-        conn: database.Connection | None = None,
-    ) -> None:
-        """Move checkpoint `name` from `expected` to `new` (compare-and-set).
-
-        Pass the connection of the transaction that writes the consumer's effects, so rows
-        and checkpoint commit together. `CheckpointConflict` if another consumer moved it.
-        """
-        target: asyncpg.Pool | database.Connection = conn if conn is not None else self.pool
-        if expected == START:
-            done = await target.fetchval(_Q["start_checkpoint"], name, new.tx_id, new.position)
-        else:
-            done = await target.fetchval(
-                _Q["move_checkpoint"], name, expected.tx_id, expected.position,
-                new.tx_id, new.position,
-            )
-        if done is None:
-            raise errors.CheckpointConflict(
-                f"checkpoint {name!r} is no longer at {expected}: another consumer moved it. "
-                f"Only one consumer may own a checkpoint; this one must stop."
-            )

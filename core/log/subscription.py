@@ -25,7 +25,8 @@ from props.core.log.database import backoff
 from props.core.log.events import DecodeFilter, RecordedEvent
 
 if TYPE_CHECKING:
-    from props.core.log.store import Checkpoint, EventStore
+    from props.core.log.checkpoints import Checkpoint
+    from props.core.log.store import EventStore
 
 log = logging.getLogger(__name__)
 
@@ -168,10 +169,10 @@ class Subscription:
             try:
                 if self._reader is None:
                     self._reader = await database.connect(self.store.dsn)
-                rows = await self.store._fetch_page(
+                rows = await self.store.reader.page(
                     self.position, self.category, self.batch_size, self._reader
                 )
-                return self.store._decode(rows, self.decode)
+                return self.store.reader.decode(rows, self.decode)
             except database.UNAVAILABLE as exc:
                 await self._drop_reader(broken=True)
                 failures += 1
@@ -203,7 +204,7 @@ class Subscription:
             log.warning("log fence held back: %s", status.describe())
 
     async def __aiter__(self) -> AsyncIterator[list[RecordedEvent]]:
-        from props.core.log.store import Checkpoint
+        from props.core.log.checkpoints import Checkpoint
 
         quick = 0  # woken but nothing readable yet: the fence is held, look again soon
         while True:

@@ -11,8 +11,9 @@ import uuid
 
 from props.core.domain import catalog
 from props.core.log import errors
+from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 from props.core.scoring import scorers
 
 # The namespace registrations have always used (their ids must stay what they were).

@@ -132,6 +132,15 @@ SELECT sha256, size, compression, content FROM props.blobs WHERE sha256 = ANY ($
 -- load_checkpoint --
 SELECT tx_id, position FROM props.checkpoints WHERE name = $1
 
+-- overwrite_checkpoint --
+-- A rebuild's swap: the checkpoint is set whatever it was (the swap holds the live tables).
+INSERT INTO props.checkpoints (name, tx_id, position) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE
+   SET tx_id = excluded.tx_id, position = excluded.position, updated_at = now()
+
+-- forget_checkpoints --
+DELETE FROM props.checkpoints WHERE starts_with(name, $1)
+
 -- start_checkpoint --
 -- Compare-and-set from the start of the log: creates the checkpoint, or moves one still at
 -- the start. Returns no row when another consumer moved it meanwhile.

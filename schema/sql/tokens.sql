@@ -6,8 +6,8 @@ RETURNING id, name, scopes, created_at, revoked_at
 
 -- create_first_admin --
 -- The admin token of a first start: made only while no token was ever made, so two services
--- starting at once make one between them (the advisory lock orders them).
-WITH lock AS (SELECT pg_advisory_xact_lock(hashtext('props.api_tokens.first')))
+-- starting at once make one between them (the advisory lock $2 orders them).
+WITH lock AS (SELECT pg_advisory_xact_lock($2::bigint))
 INSERT INTO props.api_tokens (name, scopes, secret_hash)
 SELECT 'admin', ARRAY['admin'], $1 FROM lock
  WHERE NOT EXISTS (SELECT 1 FROM props.api_tokens)

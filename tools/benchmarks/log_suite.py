@@ -22,8 +22,9 @@ import orjson
 from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import database
+from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
-from props.core.log.store import START, EventStore
+from props.core.log.store import EventStore
 from props.tools.benchmarks.raw import raw_events_table
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console

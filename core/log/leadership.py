@@ -1,0 +1,73 @@
+"""Advisory locks: every key props takes, and the one way to be the one active instance.
+
+Replicas of a service (the projection runner, each reactor) run side by side; one of them
+works while the others wait to take over. `lead()` is that: it queues for the key on a
+dedicated connection, then holds it for the block, and ends the block (StoreUnavailable) if
+the connection's session is lost, since another instance may hold the key by then. Locks
+held for a statement or a transaction (`exclusive()`, `pg_advisory_xact_lock`) take their
+keys from here too, so no two purposes ever share a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from props.core.log import database
+
+log = logging.getLogger(__name__)
+
+# Any 64-bit constants unique to props ("props" and three letters of the purpose).
+MIGRATION = 0x70726F70_73_6D6967  # one migrator at a time
+PROJECTION_RUNNER = 0x70726F70_7275_6E  # one live projection runner per database
+PROJECTION_REBUILD = 0x70726F70_7262_6C  # one rebuild per database
+# Taken by every transaction that writes live projection rows (the runner's batches, a
+# rebuild's swap) so that the two never interleave on the same tables.
+PROJECTION_LIVE_WRITE = 0x70726F70_6C77_72
+FIRST_TOKEN = 0x70726F70_746F_6B  # two services starting at once make one admin token
+
+
+def reactor(name: str) -> int:
+    """The key of reactor `name` (one active instance per reactor and database)."""
+    digest = hashlib.sha256(f"props reactor {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@asynccontextmanager
+async def lead(dsn: str, key: int, stop: anyio.Event, what: str,
+               retry_every: float = 2.0) -> AsyncIterator[bool]:
+    """Wait to be the one active `what`, then hold `key` for the block: `async with
+    lead(...) as leading: if leading: ...`. False when `stop` came first. The block is
+    cancelled, and StoreUnavailable raised, once the session holding the key is lost."""
+    async with database.session(dsn) as conn:
+        while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+            log.info("%s: another instance is active; waiting to take over", what)
+            with anyio.move_on_after(retry_every):
+                await stop.wait()
+            if stop.is_set():
+                yield False
+                return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(database.watch_session, conn)  # the lock lives with the session
+            yield True
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def exclusive(dsn: str, key: int) -> AsyncIterator[None]:
+    """Hold `key` for the block, waiting for it as long as another holder keeps it."""
+    async with database.session(dsn) as conn:
+        await conn.execute("SELECT pg_advisory_lock($1)", key)
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+
+async def for_transaction(conn: database.Connection, key: int) -> None:
+    """Hold `key` until `conn`'s transaction ends (waiting for it)."""
+    await conn.execute("SELECT pg_advisory_xact_lock($1)", key)

@@ -1,0 +1,167 @@
+"""Reading the log: a page through the visibility fence, streams, catch-ups, decoding.
+
+Every reader of the global log (a catch-up, a subscription, the projection runner) reads
+pages here: rows ordered by (tx_id, global_position), and only rows of transactions older
+than every transaction still running, so that any row that could still appear before them
+is already visible and a consumer that checkpoints the last row's (tx_id, position) never
+skips an event committed out of order. Decoding turns rows into `RecordedEvent`s; a
+consumer that needs no typed event for some types says so (`DecodeFilter`) and does not pay
+for one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, cast
+
+import anyio
+import anyio.lowlevel
+import asyncpg
+import orjson
+import tenacity
+
+from props.core.log import database, partitions
+from props.core.log.bulk import gc_paused
+from props.core.log.checkpoints import START, Checkpoint
+from props.core.log.events import (
+    DecodeFilter,
+    Event,
+    EventRegistry,
+    NotDecoded,
+    RecordedEvent,
+    UnknownEvent,
+)
+from props.schema import queries
+
+_Q = queries.load("events")
+
+# A catch-up read decodes a page in chunks of this many rows, visiting the event loop in
+# between so the read-ahead of the next page is taken off the socket as it arrives and the
+# server is never blocked on a full socket buffer.
+_DECODE_CHUNK = 64
+# A RecordedEvent from a tuple of its fields, in order, built in C: the NamedTuple's own
+# __new__ is Python code, 5% of a read (measured: bench log).
+_RECORD = cast(Callable[[tuple[Any, ...]], RecordedEvent],
+               functools.partial(tuple.__new__, RecordedEvent))
+
+
+@dataclasses.dataclass
+class _ReadAhead:
+    reader: Reader
+    after: Checkpoint
+    category: str | None
+    limit: int
+    types: Sequence[str] | None
+    rows: list[asyncpg.Record] = dataclasses.field(default_factory=list)
+
+    async def fetch(self) -> None:
+        self.rows = await self.reader.page(self.after, self.category, self.limit,
+                                           types=self.types)
+
+
+class Reader:
+    """The log's read side on one pool, decoding with one registry: `store.reader`."""
+
+    def __init__(self, pool: asyncpg.Pool, registry: EventRegistry) -> None:
+        self.pool = pool
+        self.registry = registry
+
+    def decode(self, rows: Iterable[asyncpg.Record],
+                wanted: DecodeFilter | None = None) -> list[RecordedEvent]:
+        decode = self.registry.decode
+        validators = self.registry.current_validators
+        loads = orjson.loads
+        record = _RECORD
+        out: list[RecordedEvent] = []
+        append = out.append
+        with gc_paused():
+            for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
+                event: Event | UnknownEvent | NotDecoded
+                if wanted is not None and not wanted(typ, schv):
+                    event = NotDecoded(typ, schv)
+                # Hot path: current version of a known type, validated straight from JSON.
+                elif (validate := validators.get((typ, schv))) is not None:
+                    event = validate(data)
+                else:
+                    event = decode(typ, schv, data)
+                append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
+        return out
+
+    async def read_stream(
+        self, stream_id: str, *, from_version: int = 1, limit: int | None = None
+    ) -> list[RecordedEvent]:
+        """Events of one stream in version order (streams are read directly, no fence).
+        A read cut by a lost connection is retried on another (a read is idempotent)."""
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
+            wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
+            stop=tenacity.stop_after_attempt(5), reraise=True)
+        rows: list[asyncpg.Record] = await retrying(
+            self.pool.fetch, _Q["read_stream"], stream_id, from_version, limit)
+        return self.decode(rows)
+
+    async def page(
+        self,
+        after: Checkpoint,
+        category: str | None,
+        limit: int,
+        conn: database.Connection | None = None,
+        types: Sequence[str] | None = None,
+    ) -> list[asyncpg.Record]:
+        target: asyncpg.Pool | database.Connection = self.pool if conn is None else conn
+        if types is not None:
+            if category is not None:
+                raise ValueError("read by category or by types, not both")
+            return await target.fetch(
+                _Q["read_types"], after.tx_id, after.position, limit, list(types)
+            )
+        if category is None:
+            return await target.fetch(_Q["read_all"], after.tx_id, after.position, limit)
+        return await target.fetch(
+            _Q["read_category"], after.tx_id, after.position, limit, category
+        )
+
+    async def read_all(
+        self, after: Checkpoint = START, *, category: str | None = None, limit: int = 1000
+    ) -> list[RecordedEvent]:
+        """Up to `limit` events after `after` in global read order, behind the visibility fence.
+
+        Rows are ordered by (tx_id, global_position) and only rows of transactions older than
+        every transaction still running are returned: any row that could still appear
+        before them is already visible. Checkpoint the last event's (tx_id, global_position).
+        `category` keeps only streams `<category>-...`.
+        """
+        return self.decode(await self.page(after, category, limit))
+
+    async def iter_all(
+        self,
+        after: Checkpoint = START,
+        *,
+        category: str | None = None,
+        types: Sequence[str] | None = None,
+        batch_size: int = 1000,
+    ) -> AsyncIterator[list[RecordedEvent]]:
+        """Batches from `after` until the fence is reached (a catch-up, not a subscription).
+        `types` keeps only events of those types (a rebuild reads only what it folds).
+
+        The next page is fetched while this one is decoded: the server produces one page on
+        one core while Python decodes the other (0.47 -> 0.74 of a raw read, measured).
+        """
+        if types is not None or category is not None:
+            # A filtered read's plan depends on statistics (see analyze_stale_partitions).
+            await partitions.analyze_stale(self.pool)
+        rows = await self.page(after, category, batch_size, types=types)
+        while rows:
+            ahead = _ReadAhead(self, Checkpoint(rows[-1][1], rows[-1][0]), category, batch_size,
+                               types)
+            batch: list[RecordedEvent] = []
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ahead.fetch, name="props-read-ahead")
+                with gc_paused():  # for the whole page: re-enabling per chunk costs more
+                    for i in range(0, len(rows), _DECODE_CHUNK):
+                        await anyio.lowlevel.checkpoint()  # let the read-ahead take its bytes
+                        batch += self.decode(rows[i:i + _DECODE_CHUNK])
+            yield batch
+            rows = ahead.rows
