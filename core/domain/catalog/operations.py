@@ -1,0 +1,71 @@
+"""The service's own records: events a reactor parked (reactor-<name>), retention holds
+(retention-<run>), imports (import-<archive id>)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import pydantic
+
+from props.core.domain.catalog.parts import REGISTRY, Count, Name, Sha256, _Part
+from props.core.log.events import Event
+
+# -- reactors (stream reactor-<name>) ------------------------------------------------------------
+
+
+@REGISTRY.register
+class EventParked(Event):
+    """A reactor gave up on an event (a poison event) and went on; the error is kept here."""
+
+    type_name = "event.parked"
+    reactor: Name
+    event_id: uuid.UUID
+    global_position: int = pydantic.Field(ge=1)
+    error_type: Name
+    error_message: Annotated[str, pydantic.StringConstraints(max_length=4000)]
+    attempts: int = pydantic.Field(ge=1)
+
+
+# -- retention (stream retention-<run uuid>) ----------------------------------------------------
+
+
+@REGISTRY.register
+class RetentionHeld(Event):
+    """Keep a run's events in the hot table: `props archive` skips every partition that holds
+    any of them until the hold is released."""
+
+    type_name = "retention.held"
+    run_id: uuid.UUID
+    reason: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=2000)]
+    held_by: Name | None = None
+
+
+@REGISTRY.register
+class RetentionReleased(Event):
+    type_name = "retention.released"
+    run_id: uuid.UUID
+    released_by: Name | None = None
+
+
+# -- imports (stream import-<archive id>) -------------------------------------------------------
+
+
+class ImportedRun(_Part):
+    run_id: uuid.UUID
+
+
+@REGISTRY.register
+class ArchiveImported(Event):
+    """An export file was imported: where it came from (its signer, or none) and the critic
+    runs it brought, so that every score can say how much of it rests on imported runs.
+    A file that brings many runs is recorded in several parts."""
+
+    type_name = "archive.imported"
+    archive_id: Name
+    sha256: Sha256
+    signer: Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{16}$")] | None
+    events: Count
+    imported: Count
+    part: int = pydantic.Field(ge=1)
+    runs: list[ImportedRun] = pydantic.Field(max_length=5000)

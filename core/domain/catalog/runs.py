@@ -1,0 +1,143 @@
+"""A critic's or grader's run, from request to finish (stream run-<uuid>)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+import pydantic
+
+from props.core.domain.catalog.parts import (
+    REGISTRY,
+    AgentType,
+    Count,
+    Digest,
+    Example,
+    Failure,
+    Location,
+    Name,
+    NonNegative,
+    Severity,
+    Sha256,
+    TerminalStatus,
+)
+from props.core.log.events import Event
+
+# -- critic and grader runs (stream run-<uuid>) ------------------------------------------------
+
+
+@REGISTRY.register
+class RunRequested(Event):
+    type_name = "run.requested"
+    run_id: uuid.UUID
+    agent_type: AgentType
+    definition: Name
+    definition_ref: Name = "latest"  # "latest" or a digest; RunStarted records what was used
+    example: Example
+    model: Name
+    timeout_seconds: float = pydantic.Field(gt=0)
+    budget_usd: NonNegative
+    requested_by: Name | None = None
+
+
+@REGISTRY.register
+class RunStarted(Event):
+    type_name = "run.started"
+    run_id: uuid.UUID
+    digest: Digest
+
+
+@REGISTRY.register
+class ContainerStarted(Event):
+    type_name = "container.started"
+    run_id: uuid.UUID
+    runtime: Literal["docker", "local"]
+    container_name: Name
+    container_id: Name
+
+
+@REGISTRY.register
+class ContainerExited(Event):
+    type_name = "container.exited"
+    run_id: uuid.UUID
+    exit_code: int | None  # None: killed before it reported one
+    oom_killed: bool = False
+    killed_for: Literal["timeout", "budget", "cancel"] | None = None
+    logs_sha256: Sha256 | None = None
+    duration_seconds: NonNegative
+
+
+@REGISTRY.register
+class PromptComposed(Event):
+    type_name = "prompt.composed"
+    run_id: uuid.UUID
+    prompt_sha256: Sha256  # the exact bytes sent, in the blob table
+    size: Count
+    template: Name | None = None
+
+
+@REGISTRY.register
+class LlmRequested(Event):
+    """One model call. The conversation is the list of message blobs, each stored once."""
+
+    type_name = "llm.requested"
+    run_id: uuid.UUID
+    request_id: Name
+    model: Name
+    message_sha256s: list[Sha256]
+
+
+@REGISTRY.register
+class LlmResponded(Event):
+    type_name = "llm.responded"
+    run_id: uuid.UUID
+    request_id: Name
+    response_sha256: Sha256
+    tokens_in: Count
+    tokens_out: Count
+    cost_usd: NonNegative
+    latency_ms: NonNegative
+
+
+@REGISTRY.register
+class PhaseCompleted(Event):
+    type_name = "phase.completed"
+    run_id: uuid.UUID
+    phase: Name
+    duration_seconds: NonNegative
+
+
+@REGISTRY.register
+class IssueReported(Event):
+    type_name = "issue.reported"
+    run_id: uuid.UUID
+    issue_id: Name
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
+    locations: list[Location] = pydantic.Field(min_length=1)
+    severity: Severity | None = None
+
+
+@REGISTRY.register
+class RunCancelRequested(Event):
+    type_name = "run.cancel_requested"
+    run_id: uuid.UUID
+    requested_by: Name | None = None
+
+
+@REGISTRY.register
+class RunFinished(Event):
+    type_name = "run.finished"
+    run_id: uuid.UUID
+    status: TerminalStatus
+    failure: Failure | None = None
+    tokens_in: Count = 0
+    tokens_out: Count = 0
+    cost_usd: NonNegative = 0.0
+
+    @pydantic.model_validator(mode="after")
+    def _failure_matches_status(self) -> RunFinished:
+        if self.status == "completed" and self.failure is not None:
+            raise ValueError("a completed run carries no failure")
+        if self.status == "failed" and self.failure is None:
+            raise ValueError("a failed run must say how it failed (failure)")
+        return self

@@ -1,0 +1,84 @@
+"""Snapshots of code under review and their ground truth (stream snapshot-<slug>), and the
+agents' definitions (stream definition-<agent type>)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pydantic
+
+from props.core.domain.catalog.parts import (
+    REGISTRY,
+    AgentType,
+    Digest,
+    FileEntry,
+    GroundTruth,
+    Name,
+    Sha256,
+    SnapshotSlug,
+    _Part,
+)
+from props.core.log.events import Event
+
+# -- snapshots (stream snapshot-<slug>) ----------------------------------------------------
+
+
+@REGISTRY.register
+class SnapshotSynced(Event):
+    type_name = "snapshot.synced"
+    slug: SnapshotSlug
+    version: int = pydantic.Field(ge=1)
+    files: list[FileEntry]  # contents in the blob table, by sha256
+    ground_truth: GroundTruth
+    ground_truth_hash: Sha256  # sha256 of the ground truth's canonical JSON
+    source: str  # the specimen directory it was synced from (retirement is per source)
+
+
+@REGISTRY.register
+class SnapshotRetired(Event):
+    type_name = "snapshot.retired"
+    slug: SnapshotSlug
+    version: int = pydantic.Field(ge=1)  # the last version, which stays readable
+    reason: Name
+
+
+# -- agent definitions (stream definition-<agent type>) --------------------------------------
+
+
+
+
+class AgentLimits(_Part):
+    """What a run of a definition may use; the launcher enforces each."""
+
+    network: bool = False  # no network unless the definition asks
+    cpus: float = pydantic.Field(default=1.0, gt=0)
+    memory_mb: int = pydantic.Field(default=512, ge=16)
+    max_events: int = pydantic.Field(default=2000, ge=1)  # reported by the agent
+    max_bytes: int = pydantic.Field(default=64 * 1024 * 1024, ge=1)  # events + blobs
+
+
+@REGISTRY.register
+class DefinitionPushed(Event):
+    """An agent image recorded under `name:tag`, by the digest the engine gave it.
+    `runtime` "local" means a command run on the host (`image` names it), with the digest
+    of what it runs."""
+
+    type_name = "definition.pushed"
+    schema_version = 2
+    agent_type: AgentType
+    name: Name
+    tag: Name
+    digest: Digest
+    runtime: Literal["docker", "local"] = "docker"
+    image: Name | None = None  # the reference it was pushed as
+    command: list[str] = pydantic.Field(default_factory=list)  # empty: the image's own
+    config: dict[str, Any] = pydantic.Field(default_factory=dict)  # given to the agent
+    limits: AgentLimits = pydantic.Field(default_factory=AgentLimits)
+    # Mount the host's Python and props read-only into the container: for the small images
+    # `props definitions build-reference` makes with `docker import`, which carry no Python.
+    host_python: bool = False
+
+
+@REGISTRY.upcaster("definition.pushed", 1)
+def _definition_v1(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only added fields with defaults
