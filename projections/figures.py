@@ -85,11 +85,11 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 version: int | None, exclude_imported: bool, adjudicated: bool,
                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The report's queries on the projections in `schema`, in the caller's transaction."""
-    def q(block: str) -> str:
-        return _Q[block].replace("{schema}", schema)
+    def q(sql: str) -> str:
+        return sql.replace("{schema}", schema)
 
     if name is not None:
-        known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q("known_scorers"))}
+        known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q(_Q["known_scorers"]))}
                        | {(ref.partition("@")[0], int(ref.partition("@")[2]))
                           for ref in scorers.SCORERS})
         if not any(n == name and version in (None, v) for n, v in known):
@@ -101,21 +101,21 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                        "set_config('props.adjudicated', $2, true), "
                        f"set_config('work_mem', '{REPORT_WORK_MEM}', true)",
                        "on" if exclude_imported else "off", "on" if adjudicated else "off")
-    found = await conn.fetch(q("scores"), name, version)
+    found = await conn.fetch(q(_Q["scores"]), name, version)
     rows = [r for r in found if r["whole"]]
     points = [r for r in found if not r["whole"]]
     # With the setting off no grade is replaced: no need to read them all to count none.
-    overridden = await conn.fetchval(q("adjudicated_issues"), name, version) \
+    overridden = await conn.fetchval(q(_Q["adjudicated_issues"]), name, version) \
         if adjudicated else 0
-    chosen = await conn.fetchrow(q("report_scorer"), name, version)
+    chosen = await conn.fetchrow(q(_Q["report_scorer"]), name, version)
     assert chosen is not None
-    gaps = await conn.fetchrow(q("evidence_gaps"), chosen["name"], chosen["version"])
+    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen["name"], chosen["version"])
     assert gaps is not None
     if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
         raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never
     imported = {r["signer"]: int(r["runs"])
-                for r in await conn.fetch(q("imported_runs"), name, version)} \
-        if await conn.fetchval(q("any_imported")) else {}
+                for r in await conn.fetch(q(_Q["imported_runs"]), name, version)} \
+        if await conn.fetchval(q(_Q["any_imported"])) else {}
     examples = _by_group(points)
     records = []
     for r in rows:

@@ -115,9 +115,6 @@ SELECT pid, datname, usename, application_name, state,
  ORDER BY xact_start
  LIMIT $1
 
--- count_events --
-SELECT count(*) FROM props.events
-
 -- put_blob --
 INSERT INTO props.blobs (sha256, size, compression, content)
 VALUES ($1, $2, $3, $4)

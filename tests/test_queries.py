@@ -1,0 +1,92 @@
+"""Every named query the code asks for exists, and every query a `.sql` file holds is asked
+for: a misspelt name fails here, with its place, not on the one path that runs it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from props.schema import queries
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("core", "projections", "reactors", "schema", "tools")
+
+
+def _load_call(node: ast.AST) -> str | None:
+    """The file named by `queries.load("file")`, if `node` is that call."""
+    if (isinstance(node, ast.Call) and ast.unparse(node.func) == "queries.load"
+            and node.args and isinstance(node.args[0], ast.Constant)):
+        return str(node.args[0].value)
+    return None
+
+
+def uses(path: Path) -> tuple[list[tuple[int, str, str]], list[tuple[int, str]], set[str]]:
+    """(line, file, query) of each constant lookup; (line, code) of each lookup whose name is
+    not a constant; the files loaded whole (`.items()`, `.values()`, `in`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and (file := _load_call(node.value)):
+            bound.update({t.id: file for t in node.targets if isinstance(t, ast.Name)})
+    found, dynamic, whole = [], [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            file = _load_call(node.value) or (
+                bound.get(node.value.id) if isinstance(node.value, ast.Name) else None)
+            if file is None:
+                continue
+            if isinstance(node.slice, ast.Constant):
+                found.append((node.lineno, file, str(node.slice.value)))
+            else:
+                dynamic.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Attribute) and node.attr in ("items", "values", "keys"):
+            file = _load_call(node.value) or (
+                bound.get(node.value.id) if isinstance(node.value, ast.Name) else None)
+            if file:
+                whole.add(file)
+        elif isinstance(node, ast.For | ast.comprehension) and isinstance(node.iter, ast.Name) \
+                and node.iter.id in bound:
+            whole.add(bound[node.iter.id])
+    return found, dynamic, whole
+
+
+def _all_uses() -> tuple[list[str], set[tuple[str, str]], set[str]]:
+    missing, used, whole = [], set(), set()
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found, _dynamic, loaded = uses(path)
+            whole |= loaded
+            for line, file, name in found:
+                used.add((file, name))
+                if name not in queries.load(file):
+                    missing.append(f"{path.relative_to(ROOT)}:{line}: no query {name!r} in "
+                                   f"schema/sql/{file}.sql")
+    return missing, used, whole
+
+
+def test_every_query_asked_for_exists() -> None:
+    missing, _used, _whole = _all_uses()
+    assert missing == []
+    dynamic = [f"{path.relative_to(ROOT)}:{line}: {code}" for package in PACKAGES
+               for path in sorted((ROOT / package).rglob("*.py"))
+               for line, code in uses(path)[1]]
+    assert dynamic == []  # a name the check cannot read is a name it cannot check
+
+
+def test_every_query_in_a_sql_file_is_asked_for() -> None:
+    _missing, used, whole = _all_uses()
+    unused = [f"schema/sql/{path.stem}.sql: {name}"
+              for path in sorted((ROOT / "schema" / "sql").glob("*.sql"))
+              if path.stem not in whole
+              for name in queries.load(path.stem) if (path.stem, name) not in used]
+    assert unused == []
+
+
+def test_the_check_sees_a_misspelt_name(tmp_path: Path) -> None:
+    """Negative control: a lookup of a query no file holds is found, with its line."""
+    bad = tmp_path / "bad.py"
+    bad.write_text('from props.schema import queries\n_Q = queries.load("events")\n'
+                   'x = _Q["apend_one"]\ny = queries.load("tokens")["create"]\n')
+    found, _dynamic, _whole = uses(bad)
+    assert found == [(3, "events", "apend_one"), (4, "tokens", "create")]
+    assert "apend_one" not in queries.load("events")
