@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from props.core.domain import streams
 from props.core.log import database, errors
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.store import EventStore
@@ -90,8 +91,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
 
     if name is not None:
         known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q(_Q["known_scorers"]))}
-                       | {(ref.partition("@")[0], int(ref.partition("@")[2]))
-                          for ref in scorers.SCORERS})
+                       | {streams.parse_ref(ref) for ref in scorers.SCORERS})
         if not any(n == name and version in (None, v) for n, v in known):
             raise errors.UnknownScorer(
                 f"no scorer {name}{'' if version is None else f'@{version}'} has graded or "

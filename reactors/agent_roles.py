@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import database, errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -180,7 +180,7 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
             totals.tokens_in += event.tokens_in
             totals.tokens_out += event.tokens_out
     if todo:
-        await store.append(f"run-{run_id}", todo)
+        await store.append(streams.run(run_id), todo)
         stored.update(e.event_id for e in todo)
         totals.appended += len(todo)
     for stream, batch in grades.items():

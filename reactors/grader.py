@@ -15,7 +15,7 @@ import logging
 import anyio.abc
 import orjson
 
-from props.core.domain import catalog, specimen_sync
+from props.core.domain import catalog, specimen_sync, streams
 from props.core.log.checkpoints import START
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
@@ -49,12 +49,12 @@ def run_record(records: list[RecordedEvent]) -> rescoring.RunRecord | None:
 async def finished_runs(store: EventStore) -> list[rescoring.RunRecord]:
     """Every finished critic run, folded from the log (not from projections: a reactor never
     races the projection runner)."""
-    streams: dict[str, list[RecordedEvent]] = {}
+    by_stream: dict[str, list[RecordedEvent]] = {}
     wanted = ["run.requested", "issue.reported", "run.finished"]
     async for batch in store.iter_all(START, types=wanted):
         for rec in batch:
-            streams.setdefault(rec.stream_id, []).append(rec)
-    return [r for recs in streams.values() if (r := run_record(recs)) is not None
+            by_stream.setdefault(rec.stream_id, []).append(rec)
+    return [r for recs in by_stream.values() if (r := run_record(recs)) is not None
             and r.status in rescoring.FINISHED]
 
 
@@ -92,7 +92,7 @@ class Grader:
                 await registration.ensure_registered(self.store, self.scorer)
                 await self._backfill()
         elif isinstance(e, catalog.RunFinished) and self.scorer is not None:
-            run = run_record(await self.store.read_stream(f"run-{e.run_id}"))
+            run = run_record(await self.store.read_stream(streams.run(e.run_id)))
             if run is not None:
                 await self._grade([run])
 

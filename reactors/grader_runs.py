@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from props.core.domain import catalog, specimen_sync
+from props.core.domain import catalog, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -38,7 +38,7 @@ _NAMESPACE = uuid.UUID("2d6a9f3e-8c41-4b7a-9e55-a1c3f0d2b7e4")
 async def scorer_for(store: EventStore, definition: catalog.DefinitionPushed,
                      ) -> catalog.ScorerRegistered:
     """The scorer a grader definition is: registered on first use, one version per digest."""
-    stream = f"scorer-{definition.name}"
+    stream = streams.scorer(definition.name)
     code_hash = definition.digest.removeprefix("sha256:")
     records = await store.read_stream(stream)
     versions = [r.event for r in records if isinstance(r.event, catalog.ScorerRegistered)]
@@ -83,7 +83,7 @@ async def pending(store: EventStore, slug: str, scorer: catalog.ScorerRegistered
             continue
         graded = set() if include_graded else {
             r.event.critique_issue_id
-            for r in await store.read_stream(f"grading-{run.run_id}-{ref}")
+            for r in await store.read_stream(streams.grading(run.run_id, ref))
             if isinstance(r.event, catalog.GradeEmitted)}
         for issue_id, locations in rescoring.parse_issues(run).items():
             if issue_id not in graded and not isinstance(locations, str):
@@ -123,5 +123,5 @@ def write_inputs(task: GradingTask, gt: catalog.GroundTruth, target: Path) -> No
 def route(grade: catalog.GradeEmitted) -> tuple[str, uuid.UUID]:
     """Where a checked grade goes, and its id: the same as re-scoring would give it."""
     s = grade.scorer
-    return (f"grading-{grade.critique_run_id}-{s.name}@{s.version}",
+    return (streams.grading(grade.critique_run_id, streams.ref(s.name, s.version)),
             rescoring.grade_id(grade))

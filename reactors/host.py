@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 import tenacity
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
@@ -80,7 +80,7 @@ async def status(store: EventStore) -> list[ReactorState]:
         cp = await store.find_checkpoint(checkpoint_name(name))
         at = cp or START
         lag = await store.pool.fetchrow(_LAG, at.tx_id, at.position)
-        parked = await store.pool.fetchval(_PARKED, f"reactor-{name}")
+        parked = await store.pool.fetchval(_PARKED, streams.reactor(name))
         assert lag is not None
         states.append(ReactorState(name, cp, int(lag["events"]), lag["seconds"], int(parked)))
     return states
@@ -192,7 +192,7 @@ class ReactorHost:
         retrying = tenacity.AsyncRetrying(
             retry=tenacity.retry_if_exception_type(TRANSIENT),
             wait=tenacity.wait_exponential(multiplier=0.1, max=5), reraise=True)
-        await retrying(self.store.append, f"reactor-{self.reactor.name}",
+        await retrying(self.store.append, streams.reactor(self.reactor.name),
                        [NewEvent(parked, parked_id(self.reactor.name, rec.event_id))])
         self.stats.parked += 1
 

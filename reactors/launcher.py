@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, specimen_sync
+from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import database, errors
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
@@ -235,7 +235,7 @@ class Launcher:
                     run_id = uuid.UUID(name.removeprefix("props-run-"))
                 except ValueError:
                     continue
-                state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+                state = fold_run(await self.store.read_stream(streams.run(run_id)))
                 if state is None or state.finished:
                     await rt.remove(name)
 
@@ -269,7 +269,7 @@ class Launcher:
         event_id = lifecycle_id(run_id, what)
         if event_id in state.stored:
             return
-        await self.store.append(f"run-{run_id}", [NewEvent(event, event_id,
+        await self.store.append(streams.run(run_id), [NewEvent(event, event_id,
                                                            {"actor": "launcher"})])
         state.stored.add(event_id)
 
@@ -283,7 +283,7 @@ class Launcher:
         self.stats.finished += 1
 
     async def _run(self, run_id: uuid.UUID) -> None:
-        state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+        state = fold_run(await self.store.read_stream(streams.run(run_id)))
         if state is None:
             return
         if state.finished:
@@ -348,7 +348,7 @@ class Launcher:
         secrets or the agent's words). Whatever goes wrong here stays with this run: the
         launcher goes on with the others, and the sweep takes this one up again."""
         try:
-            state = fold_run(await self.store.read_stream(f"run-{run_id}"))
+            state = fold_run(await self.store.read_stream(streams.run(run_id)))
             if state is None or state.finished:
                 return
             category = "".join(f"_{c.lower()}" if c.isupper() else c

@@ -20,7 +20,7 @@ import uuid
 
 import anyio.abc
 
-from props.core.domain import catalog, definitions, specimen_sync
+from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
@@ -52,7 +52,7 @@ class Supervisor:
         if isinstance(e, catalog.DefinitionPushed) and e.agent_type == "grader":
             await self._pushed(e)
         elif isinstance(e, catalog.RunFinished):
-            run = await self.store.read_stream(f"run-{e.run_id}", limit=1)
+            run = await self.store.read_stream(streams.run(e.run_id), limit=1)
             first = run[0].event if run else None
             if isinstance(first, catalog.RunRequested) and first.agent_type == "critic":
                 for grader in await self._latest_graders():
@@ -91,7 +91,7 @@ class Supervisor:
     async def _request(self, grader: catalog.DefinitionPushed, slug: str, cause: str) -> None:
         run_id = grader_run_id(grader.digest, slug, cause)
         try:
-            await self.store.append(f"run-{run_id}", [catalog.RunRequested(
+            await self.store.append(streams.run(run_id), [catalog.RunRequested(
                 run_id=run_id, agent_type="grader", definition=grader.name,
                 definition_ref=grader.digest, example=catalog.Example(snapshot=slug),
                 model=grader.name, timeout_seconds=GRADER_TIMEOUT, budget_usd=0.0,

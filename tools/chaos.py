@@ -42,7 +42,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from props.core.domain import catalog, definitions, specimen_sync, tokens
+from props.core.domain import catalog, definitions, specimen_sync, streams, tokens
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors
 from props.core.log.checkpoints import START
@@ -434,7 +434,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                         chaos.requested.append(run_id)
                         await _retry(lambda run_id=run_id, critic=critic,  # type: ignore[misc]
                                      snapshot=snapshot, n=n: store.append(
-                            f"run-{run_id}", [catalog.RunRequested(
+                            streams.run(run_id), [catalog.RunRequested(
                                 run_id=run_id, agent_type="critic", definition=critic,
                                 definition_ref="chaos", model=f"m{n % 2}", timeout_seconds=60,
                                 budget_usd=0, example=catalog.Example(snapshot=snapshot),
@@ -469,7 +469,7 @@ async def _drain(chaos: Chaos, seconds: float) -> bool:
             finished = await _retry(lambda: store.pool.fetchval(
                 "SELECT count(DISTINCT stream_id) FROM props.events "
                 "WHERE type = 'run.finished' AND stream_id = ANY($1::text[])",
-                [f"run-{r}" for r in chaos.requested]))
+                [streams.run(r) for r in chaos.requested]))
             pending = await _retry(lambda: store.pool.fetchval(
                 "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
                 "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
@@ -497,7 +497,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     finishes: dict[uuid.UUID, int] = {}
     containers: dict[uuid.UUID, int] = {}
     for run_id in chaos.requested:
-        types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+        types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
         finishes[run_id] = types.count("run.finished")
         containers[run_id] = types.count("container.started")
     wrong = [r for r, n in finishes.items() if n != 1]
@@ -505,7 +505,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
                          f"{len(chaos.requested)} runs; {len(wrong)} with "
                          f"{sorted({finishes[r] for r in wrong}) or 'no'} finishes"))
     requests = [r.type_name for run_ids in chaos.api_answers.values() for run_id in run_ids
-                for r in await store.read_stream(f"run-{run_id}")
+                for r in await store.read_stream(streams.run(run_id))
                 if r.type_name == "run.requested"]
     split = [n for n, run_ids in chaos.api_answers.items() if len(run_ids) != 1]
     out.append(Invariant(
@@ -566,7 +566,7 @@ async def _hostile(chaos: Chaos) -> Invariant:
     runs = await chaos.store.pool.fetch(
         "SELECT r.stream_id FROM props.events r WHERE r.type = 'run.requested' "
         "AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])",
-        [f"run-{r}" for r in chaos.requested])
+        [streams.run(r) for r in chaos.requested])
     statuses: list[str] = []
     breaches: list[str] = []
     reported = 0

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from rich.progress import Progress
 
-from props.core.domain import catalog, definitions, exports, specimen_sync
+from props.core.domain import catalog, definitions, exports, specimen_sync, streams
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
@@ -126,9 +126,9 @@ async def _request_runs(store: EventStore, slugs: list[str]) -> tuple[list[uuid.
             for i in range(REPEATS):
                 run_id = uuid.uuid5(_NAMESPACE, f"{name}:{slug}:{i}")
                 ids.append(run_id)
-                if await store.stream_version(f"run-{run_id}"):
+                if await store.stream_version(streams.run(run_id)):
                     continue
-                await store.append(f"run-{run_id}", [catalog.RunRequested(
+                await store.append(streams.run(run_id), [catalog.RunRequested(
                     run_id=run_id, agent_type="critic", definition=name,
                     definition_ref="demo", example=catalog.Example(snapshot=slug),
                     model=name, timeout_seconds=60, budget_usd=0.0,

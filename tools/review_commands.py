@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import NewEvent
@@ -117,9 +117,9 @@ def _where(locations_json: str) -> str:
 
 async def _append_verdict(store: EventStore, verdict: catalog.GradeReviewed) -> None:
     registered = scorers.human_registration()
-    await store.append(f"scorer-{scorers.HUMAN_NAME}", [NewEvent(
+    await store.append(streams.scorer(scorers.HUMAN_NAME), [NewEvent(
         registered, uuid.uuid5(_NAMESPACE, f"register:{scorers.HUMAN}"))])
-    await store.append(f"review-{verdict.critique_run_id}", [NewEvent(
+    await store.append(streams.review(verdict.critique_run_id), [NewEvent(
         verdict, uuid.uuid4(), {"actor": f"reviewer:{verdict.reviewer}"})])
 
 
@@ -183,9 +183,9 @@ async def correct_cmd(args: argparse.Namespace) -> int:
 async def exclude_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
-        if not await store.read_stream(f"run-{args.run_id}"):
+        if not await store.read_stream(streams.run(args.run_id)):
             raise errors.NotFound(f"no run {args.run_id}")
-        await store.append(f"run-{args.run_id}", [catalog.RunExcluded(
+        await store.append(streams.run(args.run_id), [catalog.RunExcluded(
             run_id=args.run_id, reason=args.reason, excluded_by=args.by)])
     console.print(Text(f"run {args.run_id} excluded from every score: {args.reason}"))
     return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 
-from props.core.domain import catalog, definitions, run_requests
+from props.core.domain import catalog, definitions, run_requests, streams
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
@@ -239,7 +239,7 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
 async def _records(store: EventStore, args: argparse.Namespace) -> list[RecordedEvent]:
     """The run's events; `args.run_id` (a prefix, maybe) becomes the run's whole id."""
     args.run_id = await arguments.resolve_run(store, args.run_id)
-    records = await store.read_stream(f"run-{args.run_id}")
+    records = await store.read_stream(streams.run(args.run_id))
     if not records:
         raise errors.NotFound(f"no run {args.run_id} in the log")
     return records
@@ -263,7 +263,7 @@ async def cancel_cmd(args: argparse.Namespace) -> int:
         if any(r.type_name == "run.finished" for r in records):
             out.print(f"run {args.run_id} has already finished: nothing to cancel")
             return 0
-        await store.append(f"run-{args.run_id}", [catalog.RunCancelRequested(
+        await store.append(streams.run(args.run_id), [catalog.RunCancelRequested(
             run_id=args.run_id, requested_by="props runs cancel")])
     out.print(f"cancel requested for run {args.run_id}")
     return 0
@@ -272,7 +272,7 @@ async def cancel_cmd(args: argparse.Namespace) -> int:
 async def hold_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         await _records(store, args)  # the run must exist
-        await store.append(f"retention-{args.run_id}", [catalog.RetentionHeld(
+        await store.append(streams.retention(args.run_id), [catalog.RetentionHeld(
             run_id=args.run_id, reason=args.reason, held_by="props runs hold")])
     out.print(f"run {args.run_id} is held: props archive keeps its events")
     return 0
@@ -286,7 +286,7 @@ async def release_cmd(args: argparse.Namespace) -> int:
         if args.run_id not in await archival.held_runs(store):
             out.print(f"run {args.run_id} is not held: nothing to release")
             return 0
-        await store.append(f"retention-{args.run_id}", [catalog.RetentionReleased(
+        await store.append(streams.retention(args.run_id), [catalog.RetentionReleased(
             run_id=args.run_id, released_by="props runs release")])
     out.print(f"run {args.run_id} is no longer held")
     return 0

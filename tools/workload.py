@@ -14,7 +14,7 @@ import random
 import uuid
 from collections.abc import Callable
 
-from props.core.domain import catalog, specimen_sync, specimens
+from props.core.domain import catalog, specimen_sync, specimens, streams
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -144,11 +144,11 @@ class Workload:
         total = 0
         for _ in range(runs):
             run, events, grades = self.run_events()
-            await store.append(f"run-{run}", [NewEvent(e, _uuid(self.rng)) for e in events],
+            await store.append(streams.run(run), [NewEvent(e, _uuid(self.rng)) for e in events],
                                expected_version=0)
             total += len(events)
             if grades:
-                await store.append(f"grading-{run}-{scorers.ref(HISTORIC)}",
+                await store.append(streams.grading(run, scorers.ref(HISTORIC)),
                                    [NewEvent(e, _uuid(self.rng)) for e in grades],
                                    expected_version=0)
                 total += len(grades)

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -36,7 +36,7 @@ REFERENCE_REPO = "props-reference-critic"
 
 
 def stream(agent_type: str) -> str:
-    return f"definition-{agent_type}"
+    return streams.definition(agent_type)
 
 
 def local_digest(command: list[str], config: dict[str, Any]) -> str:

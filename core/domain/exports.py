@@ -51,7 +51,7 @@ import orjson
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import catalog, signing
+from props.core.domain import catalog, signing, streams
 from props.core.log import blobs, bulk, errors
 from props.core.log.events import EventRegistry, NewEvent
 from props.core.log.store import EventStore, StoreTransaction
@@ -372,7 +372,7 @@ async def _record_import(tx: StoreTransaction, archive_id: str, sha256: str,
     """The import as events of its own stream, with the critic runs it brought (in parts:
     an event stays small)."""
     parts = [runs[i:i + RUNS_PER_RECORD] for i in range(0, len(runs), RUNS_PER_RECORD)] or [[]]
-    await tx.append(f"import-{archive_id}", [NewEvent(
+    await tx.append(streams.imported(archive_id), [NewEvent(
         catalog.ArchiveImported(archive_id=archive_id, sha256=sha256, signer=signer,
                                 events=events, imported=imported, part=n,
                                 runs=[catalog.ImportedRun(run_id=r) for r in part]),

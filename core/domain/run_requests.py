@@ -13,7 +13,7 @@ import uuid
 
 import pydantic
 
-from props.core.domain import catalog, definitions, specimen_sync
+from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import Event, NewEvent, describe_validation_error
 from props.core.log.store import EventStore
@@ -84,7 +84,7 @@ async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Reque
                 budget_usd=req.budget_usd, requested_by=req.requested_by)
         except pydantic.ValidationError as exc:
             raise errors.InvalidEvent(describe_validation_error("run.requested", exc)) from exc
-        batches.append((f"run-{run_id}", [NewEvent(event, event_id)]))
+        batches.append((streams.run(run_id), [NewEvent(event, event_id)]))
         run_ids.append(run_id)
     results = await store.append_many(batches)
     return Requested(run_ids, resolved.digest,

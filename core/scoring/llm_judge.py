@@ -46,7 +46,7 @@ from typing import Any
 import httpx
 import orjson
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import blobs, embedded, errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
@@ -344,7 +344,7 @@ def configured() -> dict[str, Judge]:
     for ref, settings in panels.items():
         members = settings.get("judges")
         name, _, version = ref.partition("@")
-        if set(settings) - {"kind", "judges"} or not version.isdigit() \
+        if set(settings) - {"kind", "judges"} or not _is_ref(ref) \
                 or not isinstance(members, list) or len(members) < 2 \
                 or any(m not in judges for m in members):
             raise errors.ConfigurationError(
@@ -355,12 +355,20 @@ def configured() -> dict[str, Judge]:
     return found
 
 
+def _is_ref(text: str) -> bool:
+    try:
+        streams.parse_ref(text)
+    except ValueError:
+        return False
+    return True
+
+
 def from_settings(ref: str, settings: dict[str, Any]) -> LlmJudge:
     name, _, version = ref.partition("@")
     allowed = {f.name for f in dataclasses.fields(LlmJudge)} - {"name", "version",
                                                                 "deterministic"}
     unknown = sorted(set(settings) - allowed - {"kind"})
-    if unknown or not version.isdigit() or "model" not in settings \
+    if unknown or not _is_ref(ref) or "model" not in settings \
             or "base_url" not in settings:
         raise errors.ConfigurationError(
             f"scorer {ref!r}: needs NAME@VERSION, model and base_url"

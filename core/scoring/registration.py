@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
@@ -24,7 +24,7 @@ _ACTIVATION_NAMESPACE = uuid.UUID("c1f2d3e4-5a6b-4c7d-8e9f-0a1b2c3d4e5f")
 async def ensure_registered(store: EventStore, s: scorers.Scorer) -> bool:
     """Record the scorer's registration unless it is there; refuse a changed scorer that
     kept its version. Returns whether a registration was appended."""
-    for rec in await store.read_stream(f"scorer-{s.name}"):
+    for rec in await store.read_stream(streams.scorer(s.name)):
         event = rec.event
         if isinstance(event, catalog.ScorerRegistered) and event.version == s.version:
             if event.code_hash != s.code_hash:
@@ -35,19 +35,22 @@ async def ensure_registered(store: EventStore, s: scorers.Scorer) -> bool:
                 )
             return False
     event_id = uuid.uuid5(_RESCORING_NAMESPACE, f"register:{scorers.ref(s)}:{s.code_hash}")
-    await store.append(f"scorer-{s.name}", [NewEvent(scorers.registration(s), event_id)])
+    await store.append(streams.scorer(s.name), [NewEvent(scorers.registration(s), event_id)])
     return True
 
 
 async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
     """NAME@VERSION of a built-in scorer, or of one a grader push registered."""
-    name, _, version = ref.partition("@")
+    try:
+        name, version = streams.parse_ref(ref)
+    except ValueError:
+        name, version = ref, 0  # a malformed ref: unknown, said as below
     if ref in scorers.SCORERS:
-        return name, int(version)
-    if version.isdigit() and any(
-            isinstance(r.event, catalog.ScorerRegistered) and r.event.version == int(version)
-            for r in await store.read_stream(f"scorer-{name}")):
-        return name, int(version)
+        return name, version
+    if version and any(
+            isinstance(r.event, catalog.ScorerRegistered) and r.event.version == version
+            for r in await store.read_stream(streams.scorer(name))):
+        return name, version
     raise errors.UnknownScorer(f"unknown scorer {ref!r}: neither built in "
                                f"({', '.join(scorers.SCORERS)}) nor registered in the log")
 
@@ -77,6 +80,6 @@ async def activate(store: EventStore, name: str, version: int) -> bool:
     if active == ref:
         return False
     event_id = uuid.uuid5(_ACTIVATION_NAMESPACE, f"activation:{ref}:after:{after or 'none'}")
-    result = await store.append(f"scorer-{name}", [NewEvent(
+    result = await store.append(streams.scorer(name), [NewEvent(
         catalog.ActiveScorerSet(name=name, version=version), event_id)])
     return not result.already_stored

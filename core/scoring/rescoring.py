@@ -22,7 +22,7 @@ import anyio.lowlevel
 import orjson
 import pydantic
 
-from props.core.domain import catalog, specimen_sync
+from props.core.domain import catalog, specimen_sync, streams
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
@@ -174,7 +174,7 @@ async def _judged(store: EventStore, judge: Judge, run: RunRecord,
     """How many issues this judge already gave a verdict (a grade, or unscorable) for the
     run against this ground truth, if it did: a judge is asked once per run and ground
     truth (re-asking would cost, and could differ)."""
-    stream = f"grading-{run.run_id}-{scorers.ref(judge)}"
+    stream = streams.grading(run.run_id, scorers.ref(judge))
     done = 0
     for rec in await store.read_stream(stream):
         e = rec.event
@@ -386,9 +386,9 @@ async def _grade_one(
     if unscorable is not None:
         verdicts.append(NewEvent(unscorable, unscorable_id(unscorable)))
     if verdicts:
-        writes.append((f"grading-{run.run_id}-{scorers.ref(s)}", verdicts))
+        writes.append((streams.grading(run.run_id, scorers.ref(s)), verdicts))
     if calls:
-        writes.append((f"judge-{run.run_id}-{scorers.ref(s)}", list(calls)))
+        writes.append((streams.judge(run.run_id, scorers.ref(s)), list(calls)))
     return writes
 
 

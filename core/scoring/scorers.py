@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.schema import queries
 
@@ -290,7 +290,7 @@ def scorer(ref: str) -> Scorer:
 
 
 def ref(s: Scorer) -> str:
-    return f"{s.name}@{s.version}"
+    return streams.ref(s.name, s.version)
 
 
 def registration(s: Scorer) -> catalog.ScorerRegistered:

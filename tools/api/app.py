@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from props.core.domain import run_requests, tokens
+from props.core.domain import run_requests, streams, tokens
 from props.core.log import database, errors
 from props.core.log.events import details
 from props.core.log.store import EventStore
@@ -287,7 +287,7 @@ def create_app(store: EventStore) -> FastAPI:
              summary="a run's status (projections) and timeline (its events in the log)")
     async def get_run(run_id: uuid.UUID,
                       timeline: bool = Query(True, description="include the timeline")) -> Run:
-        records = await store.read_stream(f"run-{run_id}")
+        records = await store.read_stream(streams.run(run_id))
         if not records:
             raise HTTPException(404, f"no run {run_id}")
         try:

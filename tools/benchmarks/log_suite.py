@@ -19,7 +19,7 @@ import anyio
 import asyncpg
 import orjson
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.checkpoints import START
@@ -156,14 +156,14 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             t0 = time.perf_counter()
             for new in events:
                 i = raw_state["i"] = raw_state["i"] + 1
-                await pool.execute(RAW_INSERT, *rows.raw(f"run-{raw_run}", i, new))
+                await pool.execute(RAW_INSERT, *rows.raw(streams.run(raw_run), i, new))
             return block, time.perf_counter() - t0
 
         async def our_single() -> tuple[int, float]:
             events = [rows.new(our_run) for _ in range(block)]
             t0 = time.perf_counter()
             for new in events:
-                await store.append(f"run-{our_run}", [new])
+                await store.append(streams.run(our_run), [new])
             return block, time.perf_counter() - t0
 
         raw_rate, our_rate = await _alternate(10, raw_single, our_single)
@@ -186,7 +186,8 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             todo = batches()
             t0 = time.perf_counter()
             for run, events in todo:
-                args = [v for n, e in enumerate(events, 1) for v in rows.raw(f"run-{run}", n, e)]
+                stream = streams.run(run)
+                args = [v for n, e in enumerate(events, 1) for v in rows.raw(stream, n, e)]
                 await pool.execute(multi, *args)
             return per_round * 100, time.perf_counter() - t0
 
@@ -194,7 +195,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             todo = batches()
             t0 = time.perf_counter()
             for run, events in todo:
-                records = [rows.raw(f"run-{run}", n, e) for n, e in enumerate(events, 1)]
+                records = [rows.raw(streams.run(run), n, e) for n, e in enumerate(events, 1)]
                 await pool.copy_records_to_table(
                     "events", schema_name="bench_raw", columns=COLUMNS, records=records
                 )
@@ -204,7 +205,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             todo = batches()
             t0 = time.perf_counter()
             for run, events in todo:
-                await store.append(f"run-{run}", events, expected_version=0)
+                await store.append(streams.run(run), events, expected_version=0)
             return per_round * 100, time.perf_counter() - t0
 
         raw_rate, our_rate = await _alternate(10, raw_multirow, our_batch)
@@ -298,7 +299,7 @@ async def _wake_latency(store: EventStore, rows: Rows, samples: int) -> tuple[di
                 new = rows.new(run)
                 expected[new.event_id] = anyio.Event()
                 t_call = time.perf_counter()
-                await store.append(f"run-{run}", [new])
+                await store.append(streams.run(run), [new])
                 t_commit = time.perf_counter()
                 with anyio.fail_after(10):
                     await expected[new.event_id].wait()

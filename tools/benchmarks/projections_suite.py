@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from props.core.domain import streams
 from props.core.domain.store import open_store
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
@@ -91,7 +92,7 @@ async def _lag_under_load(store: EventStore, work: Workload, *, rate: int,
                 await anyio.sleep(0.002)
                 continue
             run, run_events, grades = work.run_events()
-            for stream, batch in ((f"run-{run}", run_events),
+            for stream, batch in ((streams.run(run), run_events),
                                   (f"grading-{run}-overlap@2", grades)):
                 if not batch:
                     continue

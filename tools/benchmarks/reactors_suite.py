@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions
+from props.core.domain import catalog, definitions, streams
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -68,7 +68,7 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
         await anyio.sleep(0.5)  # the reactors take their locks and catch up first
         t0 = time.perf_counter()
         for run_id in ids:
-            await store.append(f"run-{run_id}", [catalog.RunRequested(
+            await store.append(streams.run(run_id), [catalog.RunRequested(
                 run_id=run_id, agent_type="critic", definition=definition.name,
                 definition_ref=definition.tag,
                 example=catalog.Example(snapshot="csvtool/2025-09-03-00"), model="bench",
@@ -76,13 +76,13 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
         with anyio.fail_after(600):
             for run_id in ids:
                 while True:
-                    types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+                    types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
                     if "run.finished" in types:
                         break
                     await anyio.sleep(0.01)
         seconds = time.perf_counter() - t0
         stop.set()
-    finished = [r for run_id in ids for r in await store.read_stream(f"run-{run_id}")
+    finished = [r for run_id in ids for r in await store.read_stream(streams.run(run_id))
                 if isinstance(r.event, catalog.RunFinished)]
     assert {f.event.status for f in finished} == {"completed"}, finished  # type: ignore[union-attr]
     return seconds / n

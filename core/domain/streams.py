@@ -1,0 +1,71 @@
+"""The names of the log's streams, and of scorers (NAME@VERSION): each written once.
+
+A stream is `<category>-<id>`; the category says which module of the catalog its events come
+from. SQL that selects streams by name (`stream_id LIKE 'run-%'`) follows the same patterns.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+MAX_VERSION = 2**31 - 1  # a scorer's version is a PostgreSQL integer
+
+RunId = uuid.UUID | str
+
+
+def run(run_id: RunId) -> str:
+    """A critic's or grader's run: request, container, prompt, LLM calls, issues, finish."""
+    return f"run-{run_id}"
+
+
+def grading(run_id: RunId, scorer: str) -> str:
+    """The grades of one run under one scorer (NAME@VERSION)."""
+    return f"grading-{run_id}-{scorer}"
+
+
+def judge(run_id: RunId, scorer: str) -> str:
+    """An LLM judge's requests and answers while grading one run."""
+    return f"judge-{run_id}-{scorer}"
+
+
+def scorer(name: str) -> str:
+    """A scorer's registrations and activations, all its versions."""
+    return f"scorer-{name}"
+
+
+def definition(agent_type: str) -> str:
+    """The pushed definitions of critics, or of graders."""
+    return f"definition-{agent_type}"
+
+
+def reactor(name: str) -> str:
+    """What a reactor records of its own (the events it parked)."""
+    return f"reactor-{name}"
+
+
+def retention(run_id: RunId) -> str:
+    return f"retention-{run_id}"
+
+
+def review(run_id: RunId) -> str:
+    """People's verdicts on the grades of one run."""
+    return f"review-{run_id}"
+
+
+def imported(archive_id: str) -> str:
+    """What one import of an export file brought."""
+    return f"import-{archive_id}"
+
+
+def ref(name: str, version: int) -> str:
+    """A scorer's NAME@VERSION."""
+    return f"{name}@{version}"
+
+
+def parse_ref(text: str) -> tuple[str, int]:
+    """(name, version) of NAME@VERSION; ValueError saying what is wrong otherwise."""
+    name, at, version = text.partition("@")
+    if not name or not at or not version.isdigit() or not 1 <= int(version) <= MAX_VERSION:
+        raise ValueError(f"{text!r} is not NAME@VERSION (a version is a number from 1 to "
+                         f"{MAX_VERSION})")
+    return name, int(version)
