@@ -18,7 +18,7 @@ import pytest
 from props.core.domain import catalog, definitions
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.core.scoring import llm_judge, rescoring, scorers
+from props.core.scoring import comparison, llm_judge, rescoring, scorers
 from props.projections import engine, figures
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, finished, request_reference
@@ -112,7 +112,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
     assert len(judges) == 2
 
     await eventually(lambda: graded("judge@1"), 60)
-    c = await rescoring.compare(store, "tiered@2", "judge@1", selection)
+    c = await comparison.compare(store, "tiered@2", "judge@1", selection)
     assert len(c.unchanged) + len(c.changed) + len(c.unscorable) == c.selected == 2
     assert not c.unscorable
     assert c.agreement is not None and c.agreement.issues == report.grades

@@ -10,7 +10,7 @@ from props.core.domain import catalog, specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore
-from props.core.scoring import registration, rescoring, scorers, server_grading
+from props.core.scoring import comparison, registration, rescoring, scorers, server_grading
 from props.projections import engine
 from props.tools.workload import Workload
 
@@ -56,7 +56,7 @@ async def test_rescore_then_compare_buckets_every_run(store: EventStore) -> None
         "SELECT DISTINCT scorer_name, scorer_version FROM projections.grading_edges")
     assert {tuple(r) for r in scorers} == {("overlap", 1), ("overlap", 2)}
 
-    c = await rescoring.compare(store, "overlap@1", "overlap@2", ALL)
+    c = await comparison.compare(store, "overlap@1", "overlap@2", ALL)
     assert c.complete and c.selected == 80
     assert len(c.unchanged) + len(c.changed) + len(c.unscorable) == 80
     assert c.changed and c.unchanged  # tolerance 3 moves some matches, not all
@@ -107,7 +107,7 @@ async def test_unscorable_runs_are_named_and_kept_out_of_metrics(store: EventSto
     assert report.unscorable == {"no finish event": 1, "ground truth missing": 1,
                                  "malformed issue": 1}
     await engine.rebuild(store)
-    c = await rescoring.compare(store, "overlap@2", "overlap@2", ALL)
+    c = await comparison.compare(store, "overlap@2", "overlap@2", ALL)
     assert c.complete
     assert c.unscorable[unfinished] == "no finish event"
     assert c.unscorable[orphan] == "ground truth missing"

@@ -11,7 +11,7 @@ import uuid
 
 from props.core.domain import catalog
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import comparison, rescoring, scorers
 from props.projections import engine, figures
 from tests.test_strict_recall import graded_run
 
@@ -47,7 +47,7 @@ async def test_verdicts_are_their_own_scorer_and_compare_with_the_rule(
              for r in await store.pool.fetch(
                  "SELECT * FROM projections.grading_edges WHERE critique_run_id = $1", run)}
     assert edges[("human", "i2")] == (None, None) and edges[("tiered", "i2")] == ("T2", None)
-    c = await rescoring.compare(store, scorers.HUMAN, "tiered@2",
+    c = await comparison.compare(store, scorers.HUMAN, "tiered@2",
                                 rescoring.Selection(everything=True))
     assert c.agreement is not None and c.agreement.issues == 4 and c.agreement.agreed == 3
     records, _ = await figures.load(store, "human", 1)

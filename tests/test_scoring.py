@@ -78,7 +78,7 @@ def test_tiered_is_registered_and_its_hash_covers_its_settings() -> None:
 
 
 def test_agreement_and_cohens_kappa() -> None:
-    from props.core.scoring.rescoring import agreement
+    from props.core.scoring.comparison import agreement
 
     same = agreement([("a", "a"), ("b", "b"), (None, None), ("a", "a")])
     assert (same.issues, same.agreed, same.percent, same.kappa) == (4, 4, 100.0, 1.0)

@@ -23,7 +23,7 @@ from props.core.domain import catalog, definitions, exports, specimen_sync, stre
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import comparison, rescoring, scorers
 from props.projections import engine, figures
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import DockerRuntime, build_reference_image
@@ -79,7 +79,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         run_ids, new = await _request_runs(store, slugs)
         console.print(f"critic runs: {len(run_ids)} requested across {len(slugs)} snapshots "
                       f"({new} new, {len(run_ids) - new} reused); runtime: {runtime}")
-        comparison = await _serve_and_score(store, runtimes, run_ids)
+        compared = await _serve_and_score(store, runtimes, run_ids)
         out = embedded.default_home() / "demo-export.jsonl.zst"
         out.parent.mkdir(parents=True, exist_ok=True)
         total = await store.pool.fetchval("SELECT count(*) FROM props.events")
@@ -97,7 +97,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         f"`props compare {SCORER} {RESCORER} --all`, `props events tail --from start "
         '--no-follow`, `psql "$(props db dsn --analyst)"` (the analyst role reads '
         "projections only), `props serve` to keep the reactors running")
-    if not comparison.complete:
+    if not compared.complete:
         raise errors.PropsError("the comparison did not account for every run")
     return 0
 
@@ -138,7 +138,7 @@ async def _request_runs(store: EventStore, slugs: list[str]) -> tuple[list[uuid.
 
 
 async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
-                           run_ids: list[uuid.UUID]) -> rescoring.Comparison:
+                           run_ids: list[uuid.UUID]) -> comparison.Comparison:
     stop = anyio.Event()
     service = Service(store, runtimes, poll_interval=0.2)
     async with anyio.create_task_group() as tg:
@@ -160,10 +160,10 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
                       + ("" if report.appended else " (reused)"))
         await _settled(store, run_ids, lambda n: None)
-        comparison = await rescoring.compare(store, SCORER, RESCORER, _EVERY_RUN)
-        scoring_commands.print_comparison(comparison)
+        compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
+        scoring_commands.print_comparison(compared)
         stop.set()
-    return comparison
+    return compared
 
 
 _EVERY_RUN = rescoring.Selection(everything=True)

@@ -23,7 +23,7 @@ from rich.progress import (
 from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import errors
-from props.core.scoring import intervals, llm_judge, registration, rescoring, scorers
+from props.core.scoring import comparison, intervals, llm_judge, registration, rescoring, scorers
 from props.tools import render, scorer_eval_commands
 from props.tools.render import Console, Table
 
@@ -185,9 +185,9 @@ def _pct(v: Any) -> str:
 
 async def compare_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
-        c = await rescoring.compare(store, args.a, args.b, _selection(args))
+        c = await comparison.compare(store, args.a, args.b, _selection(args))
     if args.format == "json":
-        sys.stdout.buffer.write(rescoring.comparison_json(c) + b"\n")
+        sys.stdout.buffer.write(comparison.comparison_json(c) + b"\n")
     elif args.format == "csv":
         out = io.StringIO()
         writer = csv.writer(out)
@@ -213,7 +213,7 @@ def _delta(g: dict[str, Any], measure: str) -> str:
     return f"{_pct(g[f'{measure}_delta'])}{mark}{shown}"
 
 
-def print_comparison(c: rescoring.Comparison) -> None:
+def print_comparison(c: comparison.Comparison) -> None:
     table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
                   f"precision {c.a}", f"precision {c.b}", "delta")
     for g in c.groups:
