@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from props.core.domain import catalog, definitions, specimen_sync
+from props.core.domain import catalog, definitions, specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.service import Service
-from props.tools import specimen_commands
+from props.tools import samples
 
 SNAPSHOT = "csvtool/2025-09-03-00"
 
@@ -33,8 +33,8 @@ with Agent.from_environment() as a:
 
 
 async def sync_samples(store: EventStore) -> None:
-    samples = specimen_commands.samples_dir()
-    await specimen_sync.sync(store, str(samples), specimen_commands.load_valid(samples))
+    folder = samples.samples_dir()
+    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 
 
 async def push_code(store: EventStore, name: str, code: str, *,

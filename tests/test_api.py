@@ -313,7 +313,7 @@ def test_service_config_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_auto_migrate_and_specimens_at_start(empty_dsn: str, tmp_path: Path) -> None:
-    from props.tools.specimen_commands import samples_dir
+    from props.tools.samples import samples_dir
 
     async with props_serve(empty_dsn, tmp_path, "--only", "projections", "--auto-migrate",
                            "--sync-specimens", str(samples_dir())) as served:

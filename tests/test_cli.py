@@ -345,6 +345,6 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
 
 
 def _samples() -> Path:
-    from props.tools import specimen_commands
+    from props.tools import samples
 
-    return specimen_commands.samples_dir()
+    return samples.samples_dir()

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from props.core.scoring import evaluation, scorers
-from props.tools.scorer_eval_commands import cases_dir
+from props.tools.samples import cases_dir
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from props.core.domain import catalog, specimen_sync, specimens
 from props.core.log.store import EventStore
-from props.tools.specimen_commands import samples_dir
+from props.tools.samples import samples_dir
 
 SAMPLE = "csvtool/2025-09-03-00"
 

@@ -42,7 +42,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from props.core.domain import catalog, definitions, specimen_sync, streams, tokens
+from props.core.domain import catalog, definitions, specimen_sync, specimens, streams, tokens
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors
 from props.core.log.checkpoints import START
@@ -52,7 +52,7 @@ from props.reactors import docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from props.tools import hostile_critic, scratch, specimen_commands
+from props.tools import hostile_critic, samples, scratch
 from props.tools.render import Console, Table
 
 console = Console(highlight=False, stderr=True)
@@ -383,9 +383,9 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
 
 async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     store = chaos.store
-    samples = specimen_commands.samples_dir()
-    found = specimen_commands.load_valid(samples)
-    await specimen_sync.sync(store, str(samples), found)
+    folder = samples.samples_dir()
+    found = specimens.load_valid(folder)
+    await specimen_sync.sync(store, str(folder), found)
     command = [sys.executable, "-c", CHAOS_AGENT]
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name="chaos", tag="chaos", runtime="local", image="local:chaos",

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from rich.progress import Progress
 
-from props.core.domain import catalog, definitions, exports, specimen_sync, streams
+from props.core.domain import catalog, definitions, exports, specimen_sync, specimens, streams
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
@@ -28,7 +28,7 @@ from props.projections import engine, figures
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import DockerRuntime, build_reference_image
 from props.reactors.service import Service, container_runtimes
-from props.tools import report_command, scoring_commands, specimen_commands
+from props.tools import figure_tables, samples
 from props.tools.render import Console
 
 console = Console(highlight=False)
@@ -69,9 +69,9 @@ async def demo_cmd(args: argparse.Namespace) -> int:
                   else "schema: up to date (reused)")
     async with open_store(database.resolve_service_dsn(), max_connections=8) as store, \
             container_runtimes(args.runtime) as runtimes:
-        samples = specimen_commands.samples_dir()
-        found = specimen_commands.load_valid(samples)
-        synced = await specimen_sync.sync(store, str(samples), found)
+        folder = samples.samples_dir()
+        found = specimens.load_valid(folder)
+        synced = await specimen_sync.sync(store, str(folder), found)
         console.print(f"specimens: {len(found)} sample snapshots, {synced.appended} new "
                       f"version(s) recorded" + ("" if synced.appended else " (reused)"))
         runtime = await _push_critics(store, runtimes)
@@ -149,7 +149,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
                       f"{SCORER}, none pending")
         records, notes = await figures.load(store)
-        report_command.print_table(records, notes)
+        figure_tables.print_report(records, notes)
         console.print(f"re-scoring every run with {RESCORER} (3 lines of tolerance) ...")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"re-scoring with {RESCORER}", total=None)
@@ -161,7 +161,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
                       + ("" if report.appended else " (reused)"))
         await _settled(store, run_ids, lambda n: None)
         compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
-        scoring_commands.print_comparison(compared)
+        figure_tables.print_comparison(compared)
         stop.set()
     return compared
 

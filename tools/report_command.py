@@ -15,12 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from rich.text import Text
 
 from props.core.domain.store import open_store
 from props.projections.figures import COLUMNS, load, scorer_filter
-from props.tools import progress
-from props.tools.render import Console, Table
+from props.tools import figure_tables, progress
 
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
@@ -54,8 +52,8 @@ def add_parser(sub: Any) -> None:
                         "instead of the scorer's grade")
     p.add_argument("--wide", action="store_true",
                    help="every column, whatever the terminal's width (below "
-                        f"{WIDE_AT} columns the table leaves out graded recall, partial, "
-                        "known FP, unmatched and the run recall spread)")
+                        f"{figure_tables.WIDE_AT} columns the table leaves out graded recall, "
+                        "partial, known FP, unmatched and the run recall spread)")
     p.add_argument("--as-of", metavar="POINT",
                    help="report from the events up to POINT only: TX:POSITION (every report "
                         "prints the point it stands at), a global position, or an ISO 8601 "
@@ -84,71 +82,5 @@ async def report_cmd(args: argparse.Namespace) -> int:
         writer.writerows(records)
         print(out.getvalue(), end="")
     else:
-        print_table(records, notes, wide=args.wide)
+        figure_tables.print_report(records, notes, wide=args.wide)
     return 0
-
-
-def _pct(value: Any) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-# The table's columns: (header, cell, shown at any width). At less than WIDE_AT columns
-# (an 80-column terminal, a pipe) the others are left out, as gh does, rather than every cell
-# cut to `refer…`; `--wide` shows them all.
-WIDE_AT = 150
-_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str], bool]] = [
-    ("model", lambda r: str(r["model"]), True),
-    ("definition", lambda r: str(r["definition"]), True),
-    ("scorer", lambda r: str(r["scorer"]), True),
-    ("runs (examples)", lambda r: f"{r['runs']} ({r['examples']})", True),
-    ("recall [95% CI]", lambda r: f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, "
-                                  f"{_pct(r['recall_high'])}]", True),
-    ("graded recall", lambda r: _pct(r["recall_graded"]), False),
-    ("precision [95% CI]", lambda r: f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
-                                     f"{_pct(r['precision_high'])}]", True),
-    ("partial", lambda r: str(int(r["partial"] or 0)), False),
-    ("known FP", lambda r: str(int(r["known_fp"] or 0)), False),
-    ("unmatched", lambda r: str(int(r["unmatched"] or 0)), False),
-    ("run recall mean ± sd", lambda r: f"{_pct(r['mean_run_recall'])} ± "
-                                       f"{_pct(r['stddev_run_recall'])}", False),
-]
-
-
-def print_table(records: list[dict[str, Any]], notes: dict[str, Any],
-                wide: bool = False) -> None:
-    console = Console()
-    every = wide or console.width >= WIDE_AT
-    shown = [(header, cell) for header, cell, always in _COLUMNS if every or always]
-    table = Table(*(header for header, _cell in shown))
-    for r in records:
-        table.add_row(*(cell(r) for _header, cell in shown))
-    console.print(table)
-    if left := [header for header, _cell, always in _COLUMNS if not (every or always)]:
-        console.print(Text(f"not shown at {console.width} columns: {', '.join(left)} "
-                           f"(--wide, --format csv or json)"))
-    console.print(Text(f"intervals: {notes['interval_method']}"))
-    console.print(Text(
-        f"as of log point {notes['as_of']} (`props report --as-of {notes['as_of']}` gives "
-        "this report again)" if notes["as_of"] else
-        "the projections stand at different points of the log: run `props projections "
-        "run` (or rebuild) before quoting these figures"))
-    under = notes["states_scorer"] or "no scorer (none is active)"
-    console.print(Text(
-        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
-        f"{notes['scored']}; excluded (run.excluded): {notes['excluded']}; without a finish "
-        f"event (missing evidence): "
-        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
-        f"completed with no issue reported (in the figures, found nothing): "
-        f"{notes['no_issues']}; with "
-        f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
-        f"that is not recorded (unscorable): {notes['unscorable']}"))
-    if notes["adjudicated_issues"]:
-        console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
-                           f"a person's verdict (props review)"))
-    if notes["imported_runs"]:
-        signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
-                            if k.startswith("imported_by_"))
-        console.print(
-            f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
-            + ("left out of the figures above" if notes["imported_excluded"] else
-               "included above (--exclude-imported leaves them out)"))

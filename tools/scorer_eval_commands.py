@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +12,10 @@ from rich.text import Text
 
 from props.core.log import errors
 from props.core.scoring import evaluation, scorers
+from props.tools import samples
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
-
-
-def cases_dir() -> Path:
-    """The grading cases shipped with props."""
-    return Path(str(resources.files("props.tools").joinpath("grading_cases")))
 
 
 def add_parser(cmds: Any) -> None:
@@ -34,7 +29,7 @@ def add_parser(cmds: Any) -> None:
         "scorer got wrong, and the cases only a judge can decide. Default: the cases shipped "
         "with props (add your own files to a copy of the folder) and every built-in scorer.")
     p.add_argument("cases", nargs="?", type=Path, metavar="CASES_DIR",
-                   help=f"a folder of *.toml case files (default: {cases_dir()})")
+                   help=f"a folder of *.toml case files (default: {samples.cases_dir()})")
     p.add_argument("--scorer", action="append", metavar="NAME@VERSION",
                    help="a scorer to measure (repeat for several; default: every built-in)")
     p.add_argument("--draws", type=int, default=1, metavar="N",
@@ -51,7 +46,7 @@ async def eval_cmd(args: argparse.Namespace) -> int:
         raise errors.ConfigurationError("--draws takes a whole number from 1")
     if args.min_accuracy is not None and not 0 <= args.min_accuracy <= 1:
         raise errors.ConfigurationError("--min-accuracy takes a number from 0 to 1")
-    cases = evaluation.load(args.cases or cases_dir())
+    cases = evaluation.load(args.cases or samples.cases_dir())
     refs = args.scorer or list(scorers.SCORERS)
     results = [await evaluation.evaluate(scorers.scorer(ref), cases, args.draws)
                for ref in refs]

@@ -23,9 +23,9 @@ from rich.progress import (
 from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import errors
-from props.core.scoring import comparison, intervals, llm_judge, registration, rescoring, scorers
-from props.tools import render, scorer_eval_commands
-from props.tools.render import Console, Table
+from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
+from props.tools import figure_tables, render, scorer_eval_commands
+from props.tools.render import Console
 
 console = Console(highlight=False)
 
@@ -179,10 +179,6 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(v: Any) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
-
-
 async def compare_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         c = await comparison.compare(store, args.a, args.b, _selection(args))
@@ -202,40 +198,5 @@ async def compare_cmd(args: argparse.Namespace) -> int:
             writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
         print(out.getvalue(), end="")
     else:
-        print_comparison(c)
+        figure_tables.print_comparison(c)
     return 0 if c.complete else 1
-
-
-def _delta(g: dict[str, Any], measure: str) -> str:
-    mark = "*" if g.get(f"{measure}_significant") else ""
-    low, high = g.get(f"{measure}_delta_low"), g.get(f"{measure}_delta_high")
-    shown = f" [{_pct(low)}, {_pct(high)}]" if low is not None else ""
-    return f"{_pct(g[f'{measure}_delta'])}{mark}{shown}"
-
-
-def print_comparison(c: comparison.Comparison) -> None:
-    table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
-                  f"precision {c.a}", f"precision {c.b}", "delta")
-    for g in c.groups:
-        table.add_row(
-            g["model"], g["definition"],
-            f"{_pct(g['recall_a'])} [{_pct(g['recall_a_low'])}, {_pct(g['recall_a_high'])}]",
-            f"{_pct(g['recall_b'])} [{_pct(g['recall_b_low'])}, {_pct(g['recall_b_high'])}]",
-            _delta(g, "recall"), _pct(g["precision_a"]), _pct(g["precision_b"]),
-            _delta(g, "precision"))
-    console.print(table)
-    console.print(f"deltas: B - A with a paired {intervals.METHOD}; * where the interval "
-                  f"excludes 0")
-    reasons: dict[str, int] = {}
-    for reason in c.unscorable.values():
-        kind = rescoring.reason_kind(reason)
-        reasons[kind] = reasons.get(kind, 0) + 1
-    console.print(
-        f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
-        f"changed + {len(c.unscorable)} unscorable"
-        + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
-    agree = c.agreement
-    if agree is not None and agree.issues:
-        kappa = "-" if agree.kappa is None else f"{agree.kappa:.3f}"
-        console.print(f"agreement on {agree.issues} issue(s): {agree.agreed} the same "
-                      f"({agree.percent:.1f}%), Cohen's kappa {kappa}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from rich.progress import Progress
 from props.core.domain import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import errors
+from props.tools import samples
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
@@ -24,11 +24,6 @@ snapshot's files) and a ground_truth.toml (true positives [[tp]], known false po
 [[fp]], [file_sets], optional [scopes]); see README, "Specimens". The bundled samples are in
 the folder `props specimens samples` prints.
 """
-
-
-def samples_dir() -> Path:
-    """The sample specimens shipped with props."""
-    return Path(str(resources.files("props.tools").joinpath("specimens")))
 
 
 def add_parser(sub: Any) -> None:
@@ -79,14 +74,13 @@ def _max_file_bytes(p: argparse.ArgumentParser) -> None:
 
 def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
                ) -> list[specimens.Specimen]:
-    found, problems = specimens.discover(directory, max_file_bytes)
-    if problems:
-        for problem in problems:
+    """The specimens under `directory`; every problem printed, one a line, if there are any."""
+    try:
+        return specimens.load_valid(directory, max_file_bytes)
+    except specimens.InvalidSpecimens as exc:
+        for problem in exc.problems:
             print(problem, file=sys.stderr)
-        raise errors.InvalidEvent(
-            f"{len(problems)} problem(s) in {directory}; nothing was recorded"
-        )
-    return found
+        raise
 
 
 async def validate_cmd(args: argparse.Namespace) -> int:
@@ -202,5 +196,5 @@ def _occurrences(occurrences: list[Any]) -> str:
 
 
 async def samples_cmd(args: argparse.Namespace) -> int:
-    print(samples_dir())
+    print(samples.samples_dir())
     return 0

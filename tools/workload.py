@@ -18,7 +18,7 @@ from props.core.domain import catalog, specimen_sync, specimens, streams
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
-from props.tools.specimen_commands import samples_dir
+from props.tools.samples import samples_dir
 
 MODELS = ["model-a", "model-b", "model-c"]
 DEFINITIONS = ["reviewer", "strict-reviewer"]

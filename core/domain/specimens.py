@@ -25,6 +25,7 @@ from typing import Any, get_args
 import orjson
 
 from props.core.domain import catalog
+from props.core.log import errors
 
 GROUND_TRUTH_FILE = "ground_truth.toml"
 CODE_DIR = "code"
@@ -488,3 +489,19 @@ def discover(directory: Path, max_file_bytes: int = MAX_FILE_BYTES
         if specimen is not None:
             specimens.append(specimen)
     return specimens, sorted(problems)
+
+
+class InvalidSpecimens(errors.InvalidEvent):
+    """A specimen directory has problems: nothing of it may be recorded."""
+
+    def __init__(self, directory: Path, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in {directory}; nothing was recorded")
+
+
+def load_valid(directory: Path, max_file_bytes: int = MAX_FILE_BYTES) -> list[Specimen]:
+    """Every snapshot under `directory`, or `InvalidSpecimens` listing every problem."""
+    found, problems = discover(directory, max_file_bytes)
+    if problems:
+        raise InvalidSpecimens(directory, problems)
+    return found

@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, streams
+from props.core.domain import catalog, definitions, specimens, streams
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -31,7 +31,7 @@ from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.service import Service
-from props.tools import specimen_commands
+from props.tools import samples
 from props.tools.benchmarks.report import Check, Report
 from props.tools.benchmarks.rescore_suite import _raw_issue_read
 from props.tools.render import Console
@@ -95,10 +95,10 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
     home = Path(await anyio.to_thread.run_sync(lambda: __import__("tempfile").mkdtemp(
         prefix="props-bench-reactors-")))
     async with open_store(dsn, max_connections=8) as store:
-        samples = specimen_commands.samples_dir()
+        folder = samples.samples_dir()
         from props.core.domain import specimen_sync
 
-        await specimen_sync.sync(store, str(samples), specimen_commands.load_valid(samples))
+        await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 
         # -- grading throughput ---------------------------------------------------------------
         work = Workload(seed=5, issues_per_run=(100, 100))
