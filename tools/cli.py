@@ -26,13 +26,13 @@ from props.core.log import errors
 # its own module only: `props runs list` does not pay for the benchmarks, the chaos harness
 # and the Docker client (every command took 1.3-2.5 s to start when cli imported them all).
 COMMANDS: dict[str, str] = {
-    "db": "db_commands", "events": "event_commands", "specimens": "specimen_commands",
-    "projections": "projection_commands", "report": "report_command",
-    "review": "review_commands", "scorers": "scoring_commands", "rescore": "scoring_commands",
-    "compare": "scoring_commands", "export": "archive_commands", "import": "archive_commands",
-    "verify": "archive_commands", "archive": "archive_commands", "serve": "reactor_commands",
-    "reactors": "reactor_commands", "definitions": "run_commands", "runs": "run_commands",
-    "tokens": "token_commands", "keys": "key_commands", "demo": "demo", "bench": "bench_command",
+    "db": "commands.db", "events": "commands.events", "specimens": "commands.specimens",
+    "projections": "commands.projections", "report": "commands.report",
+    "review": "commands.review", "scorers": "commands.scoring", "rescore": "commands.scoring",
+    "compare": "commands.scoring", "export": "commands.archive", "import": "commands.archive",
+    "verify": "commands.archive", "archive": "commands.archive", "serve": "commands.service",
+    "reactors": "commands.service", "definitions": "commands.runs", "runs": "commands.runs",
+    "tokens": "commands.tokens", "keys": "commands.keys", "demo": "demo", "bench": "commands.bench",
     "chaos": "chaos",
 }
 

@@ -20,7 +20,8 @@ from props.core.log.store import EventStore
 from props.reactors import host
 from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
 from props.schema import queries
-from props.tools import logs, render, service_config, specimen_commands
+from props.tools import logs, render, service_config
+from props.tools.commands import specimens as specimen_commands
 from props.tools.render import Console
 
 log = logging.getLogger("props.serve")

@@ -24,7 +24,8 @@ from props.core.domain import catalog
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
-from props.tools import figure_tables, render, scorer_eval_commands
+from props.tools import figure_tables, render
+from props.tools.commands import scorer_eval
 from props.tools.render import Console
 
 console = Console(highlight=False)
@@ -41,7 +42,7 @@ def add_parsers(sub: Any) -> None:
                         "whether the log has it registered and active.")
     render.add_format(p)
     p.set_defaults(handler=list_cmd)
-    scorer_eval_commands.add_parser(cmds)
+    scorer_eval.add_parser(cmds)
     for name, text in (("register", "record a scorer's registration in the log"),
                        ("activate", "make a scorer the active one (registers it if needed)")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")

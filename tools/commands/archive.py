@@ -13,7 +13,8 @@ from rich.progress import Progress, TextColumn
 from props.core.domain import archival, exports, signing
 from props.core.domain.store import open_store
 from props.core.log import database, errors
-from props.tools import key_commands, progress
+from props.tools import progress
+from props.tools.commands import keys as key_commands
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
