@@ -11,12 +11,12 @@ from typing import Any
 
 import pydantic
 
-from props.core.domain import catalog, definitions, run_requests, streams
+from props.core.domain import catalog, definitions, run_requests
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
 from props.core.log.store import EventStore
-from props.projections import engine
+from props.projections import engine, run_pages
 from props.projections.runs import RUNS
 from props.tools import arguments, render
 from props.tools.render import Console, Table
@@ -219,12 +219,11 @@ RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definiti
 
 async def list_runs_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
-        rows = await store.pool.fetch(
-            "SELECT run_id, status, definition, model, snapshot, requested_at "
-            "FROM projections.agent_runs WHERE ($1::text IS NULL OR status = $1) "
-            "ORDER BY requested_at DESC LIMIT $2", args.status, args.limit)
+        found = await run_pages.page(
+            store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
         [behind] = await engine.status(store, [RUNS])  # the table this lists
-    render.emit(args.format, [dict(r) for r in rows], RUN_COLUMNS,
+    rows = [{key: r[key] for key, _header in RUN_COLUMNS} for r in found.rows]
+    render.emit(args.format, rows, RUN_COLUMNS,
                 empty="no runs" + (f" in status {args.status}" if args.status else ""),
                 cells={"run_id": lambda r: str(r)[:arguments.SHORT]})
     if behind.lag_events:
@@ -239,10 +238,7 @@ async def list_runs_cmd(args: argparse.Namespace) -> int:
 async def _records(store: EventStore, args: argparse.Namespace) -> list[RecordedEvent]:
     """The run's events; `args.run_id` (a prefix, maybe) becomes the run's whole id."""
     args.run_id = await arguments.resolve_run(store, args.run_id)
-    records = await store.read_stream(streams.run(args.run_id))
-    if not records:
-        raise errors.NotFound(f"no run {args.run_id} in the log")
-    return records
+    return await run_requests.events_of(store, args.run_id)
 
 
 async def show_cmd(args: argparse.Namespace) -> int:
@@ -259,34 +255,25 @@ async def show_cmd(args: argparse.Namespace) -> int:
 
 async def cancel_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
-        records = await _records(store, args)
-        if any(r.type_name == "run.finished" for r in records):
-            out.print(f"run {args.run_id} has already finished: nothing to cancel")
-            return 0
-        await store.append(streams.run(args.run_id), [catalog.RunCancelRequested(
-            run_id=args.run_id, requested_by="props runs cancel")])
-    out.print(f"cancel requested for run {args.run_id}")
+        args.run_id = await arguments.resolve_run(store, args.run_id)
+        asked = await run_requests.cancel(store, args.run_id, "props runs cancel")
+    out.print(f"cancel requested for run {args.run_id}" if asked else
+              f"run {args.run_id} has already finished: nothing to cancel")
     return 0
 
 
 async def hold_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
-        await _records(store, args)  # the run must exist
-        await store.append(streams.retention(args.run_id), [catalog.RetentionHeld(
-            run_id=args.run_id, reason=args.reason, held_by="props runs hold")])
+        args.run_id = await arguments.resolve_run(store, args.run_id)
+        await run_requests.hold(store, args.run_id, args.reason, "props runs hold")
     out.print(f"run {args.run_id} is held: props archive keeps its events")
     return 0
 
 
 async def release_cmd(args: argparse.Namespace) -> int:
-    from props.core.domain import archival  # (the archive's code: 0.3 s to import)
-
     async with open_store(max_connections=2) as store:
-        await _records(store, args)  # the run must exist, as for hold
-        if args.run_id not in await archival.held_runs(store):
-            out.print(f"run {args.run_id} is not held: nothing to release")
-            return 0
-        await store.append(streams.retention(args.run_id), [catalog.RetentionReleased(
-            run_id=args.run_id, released_by="props runs release")])
-    out.print(f"run {args.run_id} is no longer held")
+        args.run_id = await arguments.resolve_run(store, args.run_id)
+        released = await run_requests.release(store, args.run_id, "props runs release")
+    out.print(f"run {args.run_id} is no longer held" if released else
+              f"run {args.run_id} is not held: nothing to release")
     return 0

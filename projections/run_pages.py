@@ -1,0 +1,78 @@
+"""Runs as analysts look at them: a filtered page of runs, and one run in detail.
+
+The API, `props runs list/show` and the viewer read these, so a filter means the same
+everywhere. Rows come from `agent_runs`; a run's timeline from its stream in the log, so a
+run the projections have not caught up with is still shown (as `projected = False`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+
+from props.core.domain import run_requests
+from props.core.log.events import RecordedEvent
+from props.core.log.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("run_pages")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFilter:
+    agent_type: str | None = "critic"  # None: critics' and graders' runs
+    status: str | None = None
+    model: str | None = None
+    definition: str | None = None
+    snapshot: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class After:
+    """Where a page ends: the last row's (requested_at, run_id)."""
+
+    requested_at: dt.datetime
+    run_id: uuid.UUID
+
+
+@dataclasses.dataclass(frozen=True)
+class Page:
+    rows: list[dict[str, Any]]
+    next: After | None  # None on the last page
+
+
+async def page(store: EventStore, where: RunFilter, limit: int,
+               after: After | None = None) -> Page:
+    """Up to `limit` runs, newest first, after `after`."""
+    rows = await store.pool.fetch(
+        _Q["page"], where.agent_type, where.status, where.model, where.definition,
+        where.snapshot, after.requested_at if after else None, after.run_id if after else None,
+        limit + 1)
+    shown = [dict(r) for r in rows[:limit]]
+    last = shown[-1] if len(rows) > limit else None
+    return Page(shown, After(last["requested_at"], last["run_id"]) if last else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDetail:
+    run_id: uuid.UUID
+    events: list[RecordedEvent]
+    row: dict[str, Any] | None  # None while the projections have not caught up
+
+    @property
+    def status(self) -> str:
+        return str(self.row["status"]) if self.row else "requested"
+
+
+async def detail(store: EventStore, run_id: uuid.UUID) -> RunDetail:
+    """The run's events and its projected row; NotFound when the log has no such run."""
+    events = await run_requests.events_of(store, run_id)
+    try:
+        row = await store.pool.fetchrow(_Q["row"], run_id)
+    except asyncpg.UndefinedTableError:  # not built yet: the log has the run already
+        row = None
+    return RunDetail(run_id, events, dict(row) if row is not None else None)

@@ -1,0 +1,1 @@
+"""The API's routes, one router per area: health, runs, scores."""

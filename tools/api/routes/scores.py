@@ -1,0 +1,36 @@
+"""Scores: recall and precision per model, definition and scorer (the report's figures)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from fastapi import APIRouter, Query
+
+from props.core.domain import run_requests
+from props.core.log import errors
+from props.projections import figures
+from props.tools.api.dependencies import Read, Store
+
+router = APIRouter()
+
+
+class Scores(pydantic.BaseModel):
+    scores: list[dict[str, Any]]
+    evidence: dict[str, Any] = pydantic.Field(
+        description="every critic run in one state under `states_scorer` (scored, "
+        "unfinished, not completed, no issues, ungraded, unscorable: they add up to "
+        "critic_runs), the scored runs from imported files, the interval method, and the "
+        "paired differences between rows of one scorer")
+
+
+@router.get("/api/scores", response_model=Scores, dependencies=Read,
+            summary="recall and precision per model, definition and scorer")
+async def scores(store: Store, scorer: str | None = Query(
+        None, description="NAME or NAME@VERSION")) -> Scores:
+    try:
+        name, version = figures.scorer_filter(scorer)
+    except errors.PropsError as exc:
+        raise run_requests.InvalidRequest("scorer", str(exc)) from None
+    records, evidence = await figures.load(store, name, version)
+    return Scores(scores=records, evidence=evidence)
