@@ -31,7 +31,6 @@ report can say how many of its runs came from which signer, and leave them out.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import dataclasses
@@ -456,11 +455,22 @@ async def import_archive(store: EventStore, path: Path,
 async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
     """Await both at once; when one fails, still wait for the other (it may be using the
     connection) before raising the first failure, unwrapped."""
-    results = await asyncio.gather(first, second, return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return results[0], results[1]  # type: ignore[return-value]
+    results: list[Any] = [None, None]
+    failures: list[Exception | None] = [None, None]
+
+    async def run(i: int, work: Awaitable[Any]) -> None:
+        try:
+            results[i] = await work
+        except Exception as exc:  # raised below, the first's first, once both are done
+            failures[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    for failure in failures:
+        if failure is not None:
+            raise failure
+    return results[0], results[1]
 
 
 async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
-from types import TracebackType
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
 import asyncpg
 
 from props.core.log import database
@@ -37,7 +36,7 @@ def _setter(event: anyio.Event) -> Any:
     return lambda *_: event.set()
 
 
-class Subscription:
+class Subscription(anyio.AsyncContextManagerMixin):
     """`async with store.subscribe(after) as sub: async for batch in sub: ...`
 
     Each batch is a list of events in global read order; `sub.position` is the checkpoint
@@ -69,41 +68,31 @@ class Subscription:
         self.notifications = 0
         self._wake = anyio.Event()
         self._first_attempt = anyio.Event()  # the listener tried once (connected or not)
-        self._tg: anyio.abc.TaskGroup | None = None
         # A connection of its own, not a pooled one: held for the subscription's life, and
         # dropped when broken without any doubt about whose connection it was.
         self._reader: asyncpg.Connection | None = None
         self._last_stall_check = 0.0
 
-    async def __aenter__(self) -> Subscription:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        tg.start_soon(self._listen_forever, name="props-subscription-listener")
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncGenerator[Subscription]:
+        consumer_error: BaseException | None = None
         try:
-            # LISTEN before the first read, so nothing appended during catch-up goes unnoticed.
-            await self._first_attempt.wait()
-        except BaseException as exc:
-            # Cancelled while starting: leave the task group in order, then go on with it.
-            tg.cancel_scope.cancel()
-            await tg.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._tg is not None
-        # The listener is ours to stop; the consumer's own exception, if any, propagates as
-        # it is (not wrapped in an ExceptionGroup) once it has stopped.
-        self._tg.cancel_scope.cancel()
-        try:
-            await self._tg.__aexit__(None, None, None)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._listen_forever, name="props-subscription-listener")
+                # LISTEN before the first read: nothing appended during catch-up goes unnoticed.
+                await self._first_attempt.wait()
+                try:
+                    yield self
+                except BaseException as exc:
+                    # The consumer's own exception propagates as it is, not wrapped in the
+                    # task group's ExceptionGroup, once the listener (ours to stop) stopped.
+                    consumer_error = exc
+                finally:
+                    tg.cancel_scope.cancel()
         finally:
             await self._drop_reader()
+        if consumer_error is not None:
+            raise consumer_error
 
     # -- the listener -----------------------------------------------------------------------
 
