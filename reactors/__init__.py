@@ -1,3 +1,8 @@
-"""Reactors: services that follow the log and act on it (launch critic containers, run the
-graders, restart graders when a new grader image is pushed). Not built yet: the grading logic
-they will run is in `props.core.scoring.scorers` and `props.core.scoring.rescoring`."""
+"""Reactors: services that follow the log and act on it. The reactor host (`host`: one
+active instance, a durable checkpoint, retries, parking) serves each: the launcher (critic
+runs in containers), the grader (finished runs graded by the active scorer), the supervisor
+(graders of pushed images). Container runtimes (`docker_runtime`, `local_runtime`), agent
+roles, and what runs inside a container (`agents/`: the SDK and the critics).
+
+May import: `props.core`, `props.projections`, `props.schema`.
+"""

@@ -1,1 +1,6 @@
-"""The database schema: ordered migrations, named queries, and the migrator that applies them."""
+"""The database schema as data: ordered migrations (`migrations/`) and named queries
+(`sql/`, loaded by `queries`). The migrator that applies them is the log's
+(`props.core.log.migrate`).
+
+May import nothing of props.
+"""

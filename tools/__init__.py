@@ -1,1 +1,5 @@
-"""The `props` command line and the tools around it (benchmarks, demo, schema description)."""
+"""The `props` command line (`cli` dispatches to `commands/`, one module per area), the HTTP
+API (`api/`), and the tools around them: demo, chaos, benchmarks, the shipped samples.
+
+May import every other package; nothing imports this one.
+"""

@@ -9,6 +9,7 @@ Raw and props blocks alternate, so drift of a noisy machine hits both sides alik
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 import uuid
@@ -22,6 +23,7 @@ import orjson
 from props.core.domain import catalog, streams
 from props.core.domain.store import open_store
 from props.core.log import database
+from props.core.log.bulk import gc_paused
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -51,7 +53,8 @@ async def raw_read_all(pool: asyncpg.Pool,
     """The raw baseline of a read: keyset pages of the events, JSON decoded with orjson.
     With `typed` (validators by type and version, e.g. the registry's), each event of those
     types has its data validated into its model instead, and nothing else is decoded: the
-    floor of any typed read.
+    floor of any typed read (a page's models are kept until the next page, as any read that
+    returns them must, with the cyclic GC paused for the page as props pauses it).
     Returns (events, seconds)."""
     t0 = time.perf_counter()
     n, last = 0, 0
@@ -64,13 +67,17 @@ async def raw_read_all(pool: asyncpg.Pool,
             for r in page:
                 loads(r[7])
                 loads(r[8])
-        else:
-            for r in page:
-                validate = typed.get((r[5], r[6]))
-                if validate is not None:
-                    validate(r[7])
+        else:  # the page's events kept, as a read returns them, the GC paused as props does
+            with gc_paused():
+                events = [validate(r[7]) for r in page
+                          if (validate := typed.get((r[5], r[6]))) is not None]
+            del events
         n += len(page)
         last = page[-1][0]
+
+
+def _validate_loaded(validate: Callable[[object], object], data: str) -> object:
+    return validate(orjson.loads(data))
 
 
 def multirow_insert(rows: int) -> str:
@@ -231,20 +238,37 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                 n += len(b)
             return n, time.perf_counter() - t0
 
-        async def floor_read() -> tuple[int, float]:
-            return await raw_read_all(pool, typed=store.registry.current_validators)
+        # pydantic's two fast paths from the stored text: its own JSON parser, or orjson's
+        # dicts validated (which is faster depends on the shapes; the floor takes the faster).
+        from_json = store.registry.current_validators
+        from_dicts = {key: functools.partial(
+            _validate_loaded, store.registry.require(key[0]).__pydantic_validator__.validate_python)
+            for key in from_json}
 
-        raw_rate, our_rate = await _alternate(sizes["reads"] * 2, raw_read, our_read)
-        # The bound pydantic puts on any typed read: the raw read with each event's data
-        # validated into its model instead of orjson-decoded, and nothing else.
-        raw_rate2, floor_rate = await _alternate(sizes["reads"] * 2, raw_read, floor_read)
+        async def floor_json() -> tuple[int, float]:
+            return await raw_read_all(pool, typed=from_json)
+
+        async def floor_dicts() -> tuple[int, float]:
+            return await raw_read_all(pool, typed=from_dicts)
+
+        rounds = sizes["reads"] * 2
+        raw_rate, our_rate = await _alternate(rounds, raw_read, our_read)
+        json_rate, dicts_rate = await _alternate(rounds, floor_json, floor_dicts)
+        floor_rate = max(json_rate, dicts_rate)
+        # The floor itself measured beside props in one alternation, for the ratio.
+        floor = floor_json if json_rate >= dicts_rate else floor_dicts
+        floor_rate2, our_rate2 = await _alternate(rounds, floor, our_read)
         report.figures["read_all"] = {
             "events": total, "props_typed_per_s": round(our_rate),
             "raw_keyset_orjson_per_s": round(raw_rate),
-            "raw_keyset_pydantic_data_only_per_s": round(floor_rate),
-            "pydantic_floor_ratio": round(floor_rate / raw_rate2, 3),
+            "raw_keyset_pydantic_json_per_s": round(json_rate),
+            "raw_keyset_pydantic_dicts_per_s": round(dicts_rate),
+            "typed_floor": "validate_json" if json_rate >= dicts_rate else "orjson+validate",
+            "read_all_vs_raw": round(our_rate / raw_rate, 3),  # reported: no target
+            "pydantic_floor_ratio": round(floor_rate / raw_rate, 3),
         }
-        report.checks.append(Check("read_all_vs_raw", our_rate / raw_rate, ">=", 0.7))
+        report.checks.append(Check("read_all_vs_typed_floor", our_rate2 / floor_rate2, ">=",
+                                   0.9))
 
         # -- 4. wake-up latency ------------------------------------------------------------------
         console.print("wake-up latency ...")
