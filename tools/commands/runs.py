@@ -6,8 +6,10 @@ import argparse
 import json
 import tomllib
 import typing
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -20,6 +22,8 @@ from props.projections import engine, run_pages
 from props.projections.runs import RUNS
 from props.tools import arguments, render
 from props.tools.render import Console, Table
+
+T = TypeVar("T")
 
 out = Console(highlight=False)
 
@@ -253,27 +257,32 @@ async def show_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cancel_cmd(args: argparse.Namespace) -> int:
+async def _on_run(args: argparse.Namespace,
+                  act: Callable[[EventStore, uuid.UUID], Awaitable[T]]) -> T:
+    """`act` on the run `args.run_id` names (a prefix, maybe: it becomes the whole id)."""
     async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
-        asked = await run_requests.cancel(store, args.run_id, "props runs cancel")
+        return await act(store, args.run_id)
+
+
+async def cancel_cmd(args: argparse.Namespace) -> int:
+    asked = await _on_run(args, lambda store, run: run_requests.cancel(
+        store, run, "props runs cancel"))
     out.print(f"cancel requested for run {args.run_id}" if asked else
               f"run {args.run_id} has already finished: nothing to cancel")
     return 0
 
 
 async def hold_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        await run_requests.hold(store, args.run_id, args.reason, "props runs hold")
+    await _on_run(args, lambda store, run: run_requests.hold(
+        store, run, args.reason, "props runs hold"))
     out.print(f"run {args.run_id} is held: props archive keeps its events")
     return 0
 
 
 async def release_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        released = await run_requests.release(store, args.run_id, "props runs release")
+    released = await _on_run(args, lambda store, run: run_requests.release(
+        store, run, "props runs release"))
     out.print(f"run {args.run_id} is no longer held" if released else
               f"run {args.run_id} is not held: nothing to release")
     return 0
