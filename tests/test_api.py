@@ -424,7 +424,7 @@ async def test_docker_push_through_the_proxy(store: EventStore, dsn: str, tmp_pa
                 out = _docker("inspect", "--format", "{{json .RepoDigests}}", image,
                               config=docker_config)
                 repo = image.rsplit(":", 1)[0]
-                return next(d.split("@")[1] for d in json.loads(out.stdout)
+                return next(str(d).split("@")[1] for d in json.loads(out.stdout)
                             if d.startswith(repo + "@"))
 
             critic = await definitions.resolve(store, "critic", "critic", SESSION)

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from props.core.domain import archival, catalog, exports
@@ -111,10 +112,12 @@ async def test_a_late_event_of_an_archived_run_continues_its_stream(
         store: EventStore, tmp_path: Path) -> None:
     await small_partitions(store)
     await history(store, 30)
-    stream, version = await store.pool.fetchrow(
+    found = await store.pool.fetchrow(
         "SELECT stream_id, max(stream_version) FROM props.events "
         "WHERE category = 'run' AND global_position < $1 GROUP BY stream_id "
         "HAVING max(global_position) < $2 LIMIT 1", 2 * SIZE, 2 * SIZE)
+    assert found is not None  # the history has such a stream
+    stream, version = found
     report = await archival.archive_before(store, 2 * SIZE + 1, tmp_path)
     assert len(report.archived) == 1
     assert await store.pool.fetchval(
@@ -189,7 +192,7 @@ async def test_archive_while_writers_append_and_readers_read(
     in_files: list[uuid.UUID] = []
     for done in report.archived:
         for _n, line in exports._lines(done.file):
-            obj = exports.orjson.loads(line)
+            obj = orjson.loads(line)
             if obj["kind"] == "event":
                 in_files.append(uuid.UUID(obj["event_id"]))
     assert len(in_files) == len(set(in_files)) and not hot & set(in_files)

@@ -12,7 +12,7 @@ import zstandard
 
 from props.core.domain import exports
 from props.core.domain.store import open_store
-from props.core.log import migrate
+from props.core.log import errors, migrate
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.workload import Workload
@@ -159,7 +159,7 @@ async def test_a_range_without_its_beginning_is_refused_whole(
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
     async with open_store(other) as target:
-        with pytest.raises(exports.errors.PropsError, match="import the range before it"):
+        with pytest.raises(errors.PropsError, match="import the range before it"):
             await exports.import_archive(target, tail)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
 
@@ -167,7 +167,8 @@ async def test_a_range_without_its_beginning_is_refused_whole(
 def _rechained(lines: list[bytes]) -> list[bytes]:
     """The lines with every chain link and the manifest recomputed, as an exporter that
     wrote them would have: a consistent archive, whatever its content."""
-    out, chain, n = [], exports._GENESIS, 0
+    out: list[bytes] = []
+    chain, n = exports._GENESIS, 0
     for raw in lines:
         obj = orjson.loads(raw)
         if obj["kind"] == "event":

@@ -26,7 +26,7 @@ def props(*args: str, dsn: str, stdin: str | None = None,
 
 
 def event_json(**over: object) -> str:
-    doc = {"stream": "run-cli", "type": "phase.completed",
+    doc: dict[str, object] = {"stream": "run-cli", "type": "phase.completed",
            "data": {"run_id": str(uuid.uuid4()), "phase": "review", "duration_seconds": 1.0}}
     doc.update(over)
     return orjson.dumps(doc).decode()

@@ -36,7 +36,8 @@ class Made:
     """Specs for this test, each named uniquely and removed at the end."""
 
     def __init__(self, rt: ContainerRuntime, image: str, tmp: Path) -> None:
-        self.rt, self.image, self.tmp, self.names = rt, image, tmp, []
+        self.rt, self.image, self.tmp = rt, image, tmp
+        self.names: list[str] = []
         self.tag = uuid.uuid4().hex[:8]
 
     def spec(self, code: str, *, memory_mb: int = 256, network: bool = False,

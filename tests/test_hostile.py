@@ -130,6 +130,7 @@ async def test_an_error_handling_one_run_fails_that_run_only(
     async with serving(store, [LocalRuntime(tmp_path / "c")]):
         done = await finished(store, ids)
     assert done[doomed].status == "failed" and done[doomed].failure is not None
-    assert (done[doomed].failure.phase, done[doomed].failure.category) == \
-        ("report", "duplicate_event_conflict")
+    assert (done[doomed].failure.phase,  # type: ignore[union-attr]
+            done[doomed].failure.category) == (  # type: ignore[union-attr]
+        "report", "duplicate_event_conflict")
     assert {done[r].status for r in ids[1:]} == {"completed"}

@@ -80,7 +80,7 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
         n = await store.pool.fetchval(
             "SELECT count(DISTINCT critique_run_id) FROM projections.grading_edges "
             "WHERE scorer_name || '@' || scorer_version = $1", scorer)
-        return n == 2
+        return bool(n == 2)
 
     await eventually(lambda: graded("tiered@2"), 60)
     judge = scorers.scorer("judge@1")
@@ -144,7 +144,8 @@ def test_judge_answers_are_read_strictly() -> None:
                                                occurrences=[catalog.Occurrence(locations=[
                                                    catalog.Location(file="a.py")])])],
         file_sets=[], scopes=[])
-    issues = {"i1": [], "i2": [], "i3": [], "i4": [], "i5": [], "i6": []}
+    issues: dict[str, list[catalog.Location]] = {"i1": [], "i2": [], "i3": [], "i4": [],
+                                                 "i5": [], "i6": []}
     got = llm_judge.parse_answer(json.dumps({"matches": {
         "i1": "tp:t#1", "i2": "tp:t#1", "i3": "fp:f", "i4": "tp:nothing#1", "i5": "none"}}),
         issues, gt)
@@ -221,8 +222,8 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
         again = await rescoring.rescore(store, judge, selection)  # asked once per run
         assert len(seen) == 3 and again.appended == 0
     calls = [r.event for r in await store.read_stream(f"judge-{run}-judge@3")]
-    assert [c.request_id for c in calls] == ["judge-1", "judge-1", "judge-2", "judge-2",
-                                             "judge-3", "judge-3"]  # every draw recorded
+    assert [c.request_id for c in calls] == [  # type: ignore[union-attr]
+        "judge-1", "judge-1", "judge-2", "judge-2", "judge-3", "judge-3"]  # every draw recorded
     verdicts = [r.event for r in await store.read_stream(f"grading-{run}-judge@3")]
     grades = {e.critique_issue_id: e for e in verdicts if isinstance(e, catalog.GradeEmitted)}
     assert set(grades) == {"i1", "i3", "i4"} and grades["i1"].tp_id == "T1"
@@ -274,7 +275,7 @@ async def test_a_panel_of_judges_takes_the_majority_and_records_each_judge(
     [unscorable] = [e for e in verdicts if isinstance(e, catalog.GradesUnscorable)]
     assert unscorable.issues[0].reason == "no majority among the panel's 3 judges"
     calls = [r.event for r in await store.read_stream(f"judge-{run}-panel@1")]
-    assert len(calls) == 6 and len({c.run_id for c in calls}) == 3  # a judge id each
+    assert len(calls) == 6 and len({c.run_id for c in calls}) == 3  # type: ignore[union-attr]
 
 
 def test_a_panel_names_judges_of_its_file(tmp_path: Path,

@@ -91,7 +91,7 @@ async def test_backoff_is_sized_per_event_not_by_the_hosts_history(
         return 0.0
 
     monkeypatch.setattr(reactor_host, "backoff", recorded)
-    make = new_event  # type: ignore[assignment]
+    make = new_event
     await store.append("run-a", [make("a3"), make("b1"), make("c2")])  # type: ignore[operator]
     reactor = Flaky()
     host = reactor_host.ReactorHost(store, reactor, poll_interval=0.1)
@@ -102,7 +102,7 @@ async def test_backoff_is_sized_per_event_not_by_the_hosts_history(
 
 async def test_poison_event_is_parked_and_the_reactor_goes_on(store: EventStore,
                                                               new_event: object) -> None:
-    make = new_event  # type: ignore[assignment]
+    make = new_event
     await store.append("run-a", [make("one"), make("poison"), make("two")])  # type: ignore[operator]
     reactor = Recorder()
     host = reactor_host.ReactorHost(store, reactor, poll_interval=0.1)
@@ -116,7 +116,7 @@ async def test_poison_event_is_parked_and_the_reactor_goes_on(store: EventStore,
 
 async def test_a_restarted_reactor_resumes_from_its_checkpoint(store: EventStore,
                                                                new_event: object) -> None:
-    make = new_event  # type: ignore[assignment]
+    make = new_event
     await store.append("run-a", [make("one")])  # type: ignore[operator]
     first = Recorder()
     await host_until(store, reactor_host.ReactorHost(store, first, poll_interval=0.1),
@@ -130,7 +130,7 @@ async def test_a_restarted_reactor_resumes_from_its_checkpoint(store: EventStore
 
 async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
                                                         new_event: object) -> None:
-    make = new_event  # type: ignore[assignment]
+    make = new_event
     a, b = Recorder(), Recorder()
     host_a = reactor_host.ReactorHost(store, a, poll_interval=0.1)
     host_b = reactor_host.ReactorHost(store, b, poll_interval=0.1)
@@ -271,7 +271,7 @@ async def test_reference_critic_in_docker(store: EventStore, tmp_path: Path,
             done = await finished(store, ids)
         assert done[ids[0]].status == "completed"
         assert done[ids[1]].status == "failed" and done[ids[1]].failure is not None
-        assert done[ids[1]].failure.exit_code == 1
+        assert done[ids[1]].failure.exit_code == 1  # type: ignore[union-attr]
         started = [r.event for r in await store.read_stream(f"run-{ids[0]}")
                    if isinstance(r.event, catalog.ContainerStarted)]
         assert [s.runtime for s in started] == ["docker"]
@@ -360,7 +360,7 @@ async def test_grader_containers_grade_what_the_in_process_grader_grades(
     await definitions.push(store, grader)
 
     async def matches(ref: str) -> dict[tuple[uuid.UUID, str], tuple[object, ...]]:
-        out = {}
+        out: dict[tuple[uuid.UUID, str], tuple[object, ...]] = {}
         for run_id in ids:
             for r in await store.read_stream(f"grading-{run_id}-{ref}"):
                 g = r.event

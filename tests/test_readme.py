@@ -130,7 +130,7 @@ def test_every_command_readme_shows_has_help() -> None:
     from props.tools.cli import build_parser
 
     def path_of(words: list[str]) -> list[str]:
-        parser, path = build_parser(), []
+        parser, path = build_parser(), list[str]()
         for word in words:
             subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
             if not subs or word not in subs[0].choices:

@@ -6,9 +6,10 @@ import uuid
 
 import pytest
 
-from props.core.domain import catalog, specimen_sync, specimens
+from props.core.domain import catalog, specimen_sync, specimens, streams
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
+from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, registration, rescoring, scorers, server_grading
 from props.projections import engine
@@ -79,7 +80,7 @@ async def test_unscorable_runs_are_named_and_kept_out_of_metrics(store: EventSto
     example = catalog.Example(snapshot=snapshot.slug)
     path = sorted(snapshot.files)[0]
 
-    async def run(stream_events: list[catalog.Event], run_id: uuid.UUID) -> None:
+    async def run(stream_events: list[Event], run_id: uuid.UUID) -> None:
         await store.append(f"run-{run_id}", stream_events)
 
     def requested(run_id: uuid.UUID, ex: catalog.Example) -> catalog.RunRequested:
@@ -316,7 +317,6 @@ async def test_scorer_activation_is_idempotent_on_every_path(store: EventStore) 
         assert props("scorers", "activate", "overlap@2", dsn=store.dsn).returncode == 0
     async with anyio.create_task_group() as tg:  # at once, back to the default
         for _ in range(2):
-            tg.start_soon(registration.activate, store, *default.split("@")[0:1],
-                          int(default.split("@")[1]))
+            tg.start_soon(registration.activate, store, *streams.parse_ref(default))
     assert await activations() == [default, "overlap@2", default]
     assert await registration.active_scorer(store) == default

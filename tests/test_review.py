@@ -40,7 +40,7 @@ async def test_verdicts_are_their_own_scorer_and_compare_with_the_rule(
     assert wrong.returncode == 65 and "no TP occurrence T9#1" in wrong.stderr
     assert props(store.dsn, "review", "confirm", str(uuid.uuid4()), "i1").returncode == 66
     verdicts = [r.event for r in await store.read_stream(f"review-{run}")]
-    assert len(verdicts) == 4 and {v.reviewer for v in verdicts} == {"ada"}  # type: ignore[attr-defined]
+    assert len(verdicts) == 4 and {v.reviewer for v in verdicts} == {"ada"}  # type: ignore[union-attr]
     await engine.rebuild(store)
     assert "nothing to review" in props(store.dsn, "review", "next").stdout
     edges = {(r["scorer_name"], r["critique_issue_id"]): (r["tp_id"], r["fp_id"])

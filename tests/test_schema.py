@@ -84,7 +84,7 @@ async def test_store_on_unmigrated_database_says_what_to_run(empty_dsn: str) -> 
 ])
 async def test_log_is_append_only(store: EventStore, statement: str,
                                   new_event: Callable[..., object]) -> None:
-    await store.append("run-x", [new_event()])
+    await store.append("run-x", [new_event()])  # type: ignore[list-item]
     await store.put_blob(b"kept")
     with pytest.raises(Exception, match="append-only") as info:
         await store.pool.execute(statement)

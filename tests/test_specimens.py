@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,7 @@ def test_scope_is_computed_from_occurrence_files(tree: Path) -> None:
     assert sets["cli"].files_hash == specimens.files_hash(["csvtool/output.py", "csvtool/cli.py"])
 
 
-HOSTILE_TREES = {
+HOSTILE_TREES: dict[str, Callable[[Path], object]] = {
     "a symlink to a host file": lambda code: (code / "passwd.py").symlink_to("/etc/passwd"),
     "a symlink to the answer key": lambda code: (code / "gt.toml").symlink_to(
         "../ground_truth.toml"),

@@ -326,7 +326,8 @@ async def test_a_refused_change_to_the_log_raises_append_only_violation(
     with pytest.raises(errors.AppendOnlyViolation, match="append-only") as refused:
         async with store.transaction() as tx:
             await tx.conn.execute("UPDATE props.events SET type = 'forged'")
-    assert errors.sqlstate(refused.value.__cause__) == errors.APPEND_ONLY
+    cause = refused.value.__cause__
+    assert cause is not None and errors.sqlstate(cause) == errors.APPEND_ONLY
     assert await store.pool.fetchval("SELECT count(*) FROM props.events "
                                      "WHERE type = 'forged'") == 0
     with pytest.raises(Exception) as raw:  # the driver's own error, from a raw statement
