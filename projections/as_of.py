@@ -14,7 +14,7 @@ import datetime as dt
 from props.core.log import database, errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.store import EventStore
-from props.projections import engine, tables
+from props.projections import engine, folding, tables
 from props.schema import queries
 
 _Q = queries.load("as_of")
@@ -67,13 +67,13 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
     # The chunks end exactly at `until`: the read order up to it holds `left` events, and no
     # event can come before it any more (it is behind the fence).
     while left > 0:
-        chunk = await engine.chunk_after(conn, store, engine.ALL, after,
+        chunk = await folding.chunk_after(conn, store, engine.ALL, after,
                                          min(left, engine.REBUILD_CHUNK))
         if chunk is None:
             break
         async with conn.transaction():
-            await engine.fold_settings(conn)
-            await engine.commit_range(conn, store, SCHEMA, engine.ALL, chunk.python, positions,
+            await folding.fold_settings(conn)
+            await folding.commit_range(conn, store, SCHEMA, engine.ALL, chunk.python, positions,
                                       chunk.end, None)
         positions = dict.fromkeys(positions, chunk.end)
         after, left, folded = chunk.end, left - chunk.size, folded + chunk.size
@@ -81,5 +81,5 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
             progress(chunk.size)
     if after != until:
         raise AssertionError(f"the fold stopped at {after}, not at {until}")
-    await engine.create_views(conn, SCHEMA)
+    await folding.create_views(conn, SCHEMA)
     return folded

@@ -1,8 +1,7 @@
 """Keeping projections current (the runner) and rebuilding them beside the live ones.
 
 Both fold a range of the log, (checkpoint, end], into a projection's tables in one
-transaction that also moves its checkpoint (compare-and-set): row maps by one statement per
-table on the server, Python folds through a `Delta`. So a runner killed at any point resumes
+transaction that also moves its checkpoint (`folding`). So a runner killed at any point resumes
 exactly where its last commit left it. The runner's ranges are the batches of its
 subscription. A rebuild folds the log into a shadow schema in chunks (each committed with a
 shadow checkpoint, so an interrupted rebuild resumes; the projections' chunks in parallel, on
@@ -16,46 +15,46 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.abc
 import asyncpg
-import orjson
 
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
-from props.core.log.events import DecodeFilter, RecordedEvent, data_of
+from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.projections.base import Fold, Projection
+from props.projections.base import Projection
+from props.projections.folding import (
+    LIVE,
+    SHADOW,
+    Chunk,
+    chunk_after,
+    commit_range,
+    create_views,
+    decode_filter,
+    drop_views,
+    fold_settings,
+    python_wants,
+)
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
-from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
 from props.projections.runs import EXCLUSIONS, IMPORTS, ISSUES, RUNS, USAGE
-from props.projections.tables import Delta, check_schema, create, write
+from props.projections.tables import create
 from props.schema import queries
 
 log = logging.getLogger(__name__)
 
 ALL: tuple[Projection, ...] = (GROUND_TRUTH, RUNS, ISSUES, USAGE, GRADING, IMPORTS,
                                EXCLUSIONS)
-LIVE = "projections"
-SHADOW = "projections_next"
 ANALYST_ROLE = database.ANALYST_ROLE  # reads the live projections only
 REBUILD_CHUNK = 50_000
 _AHEAD = 2  # chunks a projection's rebuild may fold ahead of the slowest one's
-FOLD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
 SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields first
-_ANY_VERSION = 0  # read_between: every schema version of the type
 
-# A deliberately broken build, for the chaos run's negative control only: the live runner
-# keeps its position in memory instead of writing the checkpoint with its rows, so a runner
-# that restarts or reconnects applies events again.
-_BROKEN_FOR_TEST = os.environ.get("PROPS_BREAK_FOR_TEST") == "checkpoint-outside-transaction"
 
-_VIEWS = queries.load("projection_views")
 _Q = queries.load("projections")
 
 Progress = Callable[[int], None]
@@ -76,141 +75,6 @@ SHADOW_CHECKPOINT = "rebuild:"  # a rebuild's own checkpoints: rebuild:<projecti
 
 def _shadow_name(p: Projection) -> str:
     return f"{SHADOW_CHECKPOINT}{p.checkpoint_name}"
-
-
-def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
-    return (rec.tx_id, rec.global_position) > (cp.tx_id, cp.position)
-
-
-def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
-         positions: dict[str, Checkpoint], deltas: dict[str, Delta]) -> None:
-    """Fold each event into each Python fold of a projection that has not seen it yet."""
-    steps: dict[str, list[tuple[Checkpoint, Delta, Fold]]] = {}
-    for p in projections:
-        for type_name, step in p.folds.items():
-            steps.setdefault(type_name, []).append((positions[p.name], deltas[p.name], step))
-    newest = max(positions.values())
-    for rec in batch:
-        todo = steps.get(rec.type_name)
-        if todo is None:
-            continue
-        if _after(rec, newest):  # the usual case: every projection is behind this event
-            for _cp, delta, step in todo:
-                step(delta, rec)
-        else:
-            for cp, delta, step in todo:
-                if _after(rec, cp):
-                    step(delta, rec)
-
-
-async def commit_range(
-    conn: database.Connection, store: EventStore, schema: str,
-    projections: Sequence[Projection], events: Sequence[RecordedEvent],
-    positions: dict[str, Checkpoint], new: Checkpoint,
-    names: Callable[[Projection], str] | None,
-) -> None:
-    """Fold the range (position, new] of each projection and move its checkpoint (named by
-    `names`; None: a scratch build, which keeps none), in the caller's transaction.
-    `events`: the range's events that need Python (those of Python folds, and row-mapped ones
-    stored under an older schema version), or all of them."""
-    for p in projections:
-        if new <= positions[p.name]:
-            continue
-        if p.folds:
-            delta = Delta(p.tables)
-            fold([p], events, positions, {p.name: delta})
-            await write(conn, schema, delta)
-        await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
-        if names is None or (schema == LIVE and _BROKEN_FOR_TEST):
-            continue  # (the chaos run's negative control: the checkpoint is never written)
-        await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
-
-
-async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
-                     p: Projection, after: Checkpoint, new: Checkpoint,
-                     events: Sequence[RecordedEvent]) -> None:
-    """Fold the events of `p`'s row maps in (after, new] on the server, in the caller's
-    transaction; those stored under an older schema version (among `events`), upcast when
-    they were decoded, are staged in their current shape first."""
-    if not p.rows:
-        return
-    versions = _row_versions(store, [p])
-    older = [r for r in events if r.schema_version != versions.get(r.type_name, r.schema_version)
-             and _after(r, after) and not _after(r, new)]
-    if older:  # (the staging table exists only where some were staged)
-        await conn.execute(UPCAST_DDL)
-        await conn.copy_records_to_table(UPCAST_TABLE, columns=list(UPCAST_COLUMNS), records=[
-            (r.tx_id, r.global_position, r.type_name, orjson.dumps(data_of(r.event)).decode(),
-             r.recorded_at) for r in older])
-    for table in p.tables:
-        maps = p.maps_of(table)
-        if maps:
-            statement = fold_sql(schema, table, maps, tuple(versions.items()), bool(older))
-            await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position)
-
-
-async def fold_settings(conn: database.Connection) -> None:
-    """For a transaction that folds: sorts in memory, and planned for its own range."""
-    await conn.execute(f"SET LOCAL work_mem = '{FOLD_WORK_MEM}'; {database.BULK_SETTINGS}")
-
-
-def _row_versions(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
-    """The current schema version of each row-mapped type (what the statements read)."""
-    return {m.type_name: store.registry.require(m.type_name).schema_version
-            for p in projections for m in p.rows}
-
-
-def _python_wants(store: EventStore, projections: Sequence[Projection]) -> dict[str, int]:
-    """The stored events Python must decode, as type -> the one schema version of it that
-    it need not (`_ANY_VERSION`: it needs every version): all of a Python fold's types (they
-    are few), and row-mapped types stored under an older schema version, to upcast (rarer
-    still). The server folds the rest from the log itself."""
-    return {**_row_versions(store, projections),
-            **dict.fromkeys((t for p in projections for t in p.folds), _ANY_VERSION)}
-
-
-def _decode_filter(wanted: dict[str, int]) -> DecodeFilter:
-    def needs(type_name: str, version: int) -> bool:
-        skipped = wanted.get(type_name)
-        return skipped is not None and skipped != version
-
-    return needs
-
-
-@dataclasses.dataclass(frozen=True)
-class _Chunk:
-    """A range of the log folded in one transaction: (where the last one ended, end]."""
-
-    end: Checkpoint
-    size: int
-    python: list[RecordedEvent]  # its events that need Python (see chunk_after)
-
-
-async def chunk_after(conn: database.Connection, store: EventStore,
-                       projections: Sequence[Projection], after: Checkpoint,
-                       limit: int) -> _Chunk | None:
-    """The next chunk of at most `limit` events after `after`, with its events that Python
-    needs (`_python_wants`), read only when the chunk holds some."""
-    row = await conn.fetchrow(_Q["chunk_end"], after.tx_id, after.position, limit)
-    if row is None:
-        return None
-    end = Checkpoint(row["tx_id"], row["global_position"])
-    wanted = _python_wants(store, projections)
-    needs = _decode_filter(wanted)
-    python: list[RecordedEvent] = []
-    if any(needs(t, v) for t, v in zip(row["types"], row["schema_versions"], strict=True)):
-        python = store.reader.decode(await conn.fetch(
-            _Q["read_between"], after.tx_id, after.position, end.tx_id, end.position,
-            list(wanted), list(wanted.values())))
-    return _Chunk(end, row["events"], python)
-
-
-async def create_views(conn: database.Connection, schema: str) -> None:
-    for sql in _VIEWS.values():
-        await conn.execute(sql.replace("{schema}", check_schema(schema)))
-
-
-# -- the live runner ----------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -275,7 +139,7 @@ class Runner:
         start = min(positions.values())
         async with self.store.subscribe(start, batch_size=self.batch_size,
                                         poll_interval=self.poll_interval,
-                                        decode=_decode_filter(_python_wants(
+                                        decode=decode_filter(python_wants(
                                             self.store, self.projections))) as sub:
             async for batch in sub:
                 last = batch[-1]
@@ -360,9 +224,9 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     out the chunks; each projection folds them in order on a connection of its own, at its
     own pace (up to `_AHEAD` chunks ahead of the slowest): the server folds on every core
     and none waits for another's chunk. Returns how many events were folded."""
-    sends, receives = zip(*(anyio.create_memory_object_stream[_Chunk](_AHEAD)
+    sends, receives = zip(*(anyio.create_memory_object_stream[Chunk](_AHEAD)
                             for _ in projections), strict=True)
-    folded_send, folded = anyio.create_memory_object_stream[_Chunk](len(projections) * _AHEAD)
+    folded_send, folded = anyio.create_memory_object_stream[Chunk](len(projections) * _AHEAD)
 
     async def measure() -> None:
         after = min(positions.values())
@@ -378,8 +242,8 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                     await send.send(chunk)
                 after = chunk.end
 
-    async def fold_all(p: Projection, chunks: anyio.abc.ObjectReceiveStream[_Chunk],
-                       done: anyio.abc.ObjectSendStream[_Chunk]) -> None:
+    async def fold_all(p: Projection, chunks: anyio.abc.ObjectReceiveStream[Chunk],
+                       done: anyio.abc.ObjectSendStream[Chunk]) -> None:
         async with chunks, done:
             async for chunk in chunks:
                 await _flush(store, p, chunk, positions)
@@ -411,7 +275,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     return total
 
 
-async def _flush(store: EventStore, p: Projection, chunk: _Chunk,
+async def _flush(store: EventStore, p: Projection, chunk: Chunk,
                  positions: dict[str, Checkpoint]) -> None:
     async with store.pool.acquire() as conn, conn.transaction():
         await fold_settings(conn)
@@ -460,8 +324,7 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions[p.name] = max(positions[p.name], chunk.end)
             caught_up += chunk.size
         # The views read every projection's tables: drop them, swap, recreate them.
-        for view in reversed(list(_VIEWS)):  # dependents first
-            await conn.execute(f"DROP VIEW IF EXISTS {LIVE}.{view}")
+        await drop_views(conn, LIVE)
         for name in mine:
             await conn.execute(f"DROP TABLE IF EXISTS {LIVE}.{name}")
             await conn.execute(f"ALTER TABLE {SHADOW}.{name} SET SCHEMA {LIVE}")

@@ -9,7 +9,7 @@ import anyio
 import anyio.abc
 
 from props.core.domain.store import open_store
-from props.projections import engine
+from props.projections import engine, folding
 from props.reactors.service import stop_on_signal
 from props.tools import progress, render
 from props.tools.render import Console
@@ -20,7 +20,7 @@ console = Console(highlight=False, stderr=True)
 def add_parser(sub: Any) -> None:
     pj = sub.add_parser("projections", help="the analysts' tables: run, status, rebuild",
                         description="Projections are tables derived from the log only "
-                        f"(schema `{engine.LIVE}`): " + ", ".join(p.name for p in engine.ALL)
+                        f"(schema `{folding.LIVE}`): " + ", ".join(p.name for p in engine.ALL)
                         + ".")
     cmds = pj.add_subparsers(dest="projections_command", metavar="ACTION", required=True)
     p = cmds.add_parser("run", help="keep every projection current (a service)",
