@@ -12,7 +12,7 @@ import anyio
 import orjson
 import pytest
 
-from props.core.domain import archival, catalog, exports
+from props.core.domain import archival, catalog, exports, imports
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
@@ -93,10 +93,10 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
 
     # Each file puts its partition back: same positions, transactions, ids and versions.
     for done in report.archived:
-        restored = await exports.import_archive(store, done.file)
+        restored = await imports.import_archive(store, done.file)
         assert (restored.restored, restored.imported) == (done.partition, done.events)
     assert await rows(store) == before
-    again = await exports.import_archive(store, report.archived[0].file)
+    again = await imports.import_archive(store, report.archived[0].file)
     assert again.restored is None and again.imported == 0  # restored once, not twice
     await engine.rebuild(store)
     assert await engine.snapshot_rows(store) == projected
@@ -156,7 +156,7 @@ async def test_a_failed_archive_leaves_everything_in_the_table(
     data[len(data) // 2] ^= 0x01
     done[0].file.write_bytes(bytes(data))
     with pytest.raises(exports.ArchiveError):
-        await exports.import_archive(store, done[0].file)
+        await imports.import_archive(store, done[0].file)
     assert len(await rows(store)) == len(before) - done[0].events
 
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import zstandard
 
-from props.core.domain import exports
+from props.core.domain import exports, imports
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore
@@ -50,9 +50,9 @@ async def test_round_trip_rebuilds_identical_projections(
     other = new_database()  # type: ignore[operator]
     await migrate.migrate_database(other)
     async with open_store(other) as target:
-        first = await exports.import_archive(target, exported)
+        first = await imports.import_archive(target, exported)
         assert first.imported == first.events and first.already_present == 0
-        second = await exports.import_archive(target, exported)
+        second = await imports.import_archive(target, exported)
         assert second.imported == 0 and second.already_present == first.events
         await engine.rebuild(target)
         assert await projected(target) == source
@@ -117,7 +117,7 @@ async def test_every_mutation_is_refused_before_anything_is_written(
         for cut in (len(original) // 3, len(original) - 7):
             mutant.write_bytes(original[:cut])
             with pytest.raises(exports.ArchiveError):
-                await exports.import_archive(target, mutant)
+                await imports.import_archive(target, mutant)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
 
@@ -160,7 +160,7 @@ async def test_a_range_without_its_beginning_is_refused_whole(
     await migrate.migrate_database(other)
     async with open_store(other) as target:
         with pytest.raises(errors.PropsError, match="import the range before it"):
-            await exports.import_archive(target, tail)
+            await imports.import_archive(target, tail)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
 
 
@@ -198,11 +198,11 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
     async with open_store(other) as target:
         with pytest.raises(exports.ArchiveError, match=r"lines \d+-\d+: an event with a "
                                                        r"malformed field.*nothing was written"):
-            await exports.import_archive(target, crafted)
+            await imports.import_archive(target, crafted)
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
     # Negative control: the same archive re-chained without the edit imports.
     _write(crafted, _rechained(_lines(exported)))
     async with open_store(other) as target:
-        report = await exports.import_archive(target, crafted)
+        report = await imports.import_archive(target, crafted)
         assert report.imported == report.events > 0

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from props.core.domain import catalog, exports, signing
+from props.core.domain import catalog, exports, imports, signing
 from props.core.domain.store import open_store
 from props.core.log import migrate
 from props.core.log.store import EventStore
@@ -100,7 +100,7 @@ async def test_events_the_catalog_refuses_refuse_the_whole_file(
     with pytest.raises(exports.ArchiveError, match=rf"bad.jsonl.zst:\d+: .*{message}"):
         exports.verify(bad)
     with pytest.raises(exports.ArchiveError, match="nothing was written"):
-        await exports.import_archive(target, bad)
+        await imports.import_archive(target, bad)
     assert await count(target) == 0
 
 
@@ -109,7 +109,7 @@ async def test_unknown_types_are_taken_only_when_allowed(
     intact = tmp_path / "intact.jsonl.zst"
     exported = await exports.export(source, EVERYTHING, intact)
     bad = crafted(intact, tmp_path / "unknown.jsonl.zst", MUTATIONS["an unknown event type"][0])
-    report = await exports.import_archive(target, bad, allow_unknown=True)
+    report = await imports.import_archive(target, bad, allow_unknown=True)
     assert report.imported == exported.events
     assert await target.pool.fetchval(
         "SELECT count(*) FROM props.events WHERE type = 'run.exploded'") == 1
@@ -140,12 +140,12 @@ async def test_signed_exports_and_trusted_signers(
     for path, message in ((forged, "not signed"), (by_them, f"signed by key {theirs.fingerprint}"),
                           (tampered, "does not verify")):
         with pytest.raises(signing.SignatureError, match=message):
-            await exports.import_archive(target, path, trusted=trusted)
+            await imports.import_archive(target, path, trusted=trusted)
         assert await count(target) == 0
     with pytest.raises(signing.SignatureError, match="does not verify"):
-        await exports.import_archive(target, tampered)  # a bad signature, trusted or not
+        await imports.import_archive(target, tampered)  # a bad signature, trusted or not
 
-    report = await exports.import_archive(target, signed, trusted=trusted)
+    report = await imports.import_archive(target, signed, trusted=trusted)
     assert report.signer == ours.fingerprint and report.imported > 0
     origins = await target.pool.fetch(
         "SELECT DISTINCT metadata->'origin'->>'signer' AS signer, "
@@ -166,7 +166,7 @@ async def test_reports_count_imported_runs_and_can_leave_them_out(
     key = signing.create(tmp_path / "keys", "k")
     await exports.export(source, EVERYTHING, signed,
                          sign_with=signing.load_private("k", tmp_path / "keys"))
-    await exports.import_archive(target, signed)
+    await imports.import_archive(target, signed)
     w = Workload(9)  # and runs of the target's own, on the same specimens
     await w.setup(target)
     await w.append_runs(target, 4)
@@ -184,7 +184,7 @@ async def test_a_backdated_snapshot_version_is_refused(
         source: EventStore, target: EventStore, tmp_path: Path) -> None:
     intact = tmp_path / "intact.jsonl.zst"
     await exports.export(source, EVERYTHING, intact)
-    await exports.import_archive(target, intact)  # the target has the snapshots' version 1
+    await imports.import_archive(target, intact)  # the target has the snapshots' version 1
 
     def next_version(at: datetime) -> Callable[[list[dict[str, Any]]], None]:
         def change(events: list[dict[str, Any]]) -> None:
@@ -198,12 +198,12 @@ async def test_a_backdated_snapshot_version_is_refused(
                   next_version(datetime(2020, 1, 1, tzinfo=UTC)))
     before = await count(target)
     with pytest.raises(exports.ArchiveError, match="recorded before the version it follows"):
-        await exports.import_archive(target, old)
+        await imports.import_archive(target, old)
     assert await count(target) == before
     # Negative control: the same version recorded after the one it follows is taken.
     later = crafted(intact, tmp_path / "later.jsonl.zst",
                     next_version(datetime.now(UTC) + timedelta(hours=1)))
-    assert (await exports.import_archive(target, later)).imported == 1
+    assert (await imports.import_archive(target, later)).imported == 1
 
 
 async def test_the_cli_signs_and_refuses_in_one_line(source: EventStore, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import anyio.to_thread
 import asyncpg
 import zstandard
 
-from props.core.domain import exports
+from props.core.domain import exports, imports
 from props.core.domain.store import open_store
 from props.core.log import embedded
 from props.tools import scratch
@@ -58,7 +58,7 @@ async def _timed_import(server: str, archive_file: Path, records: list[tuple[obj
                          "data", "metadata", "recorded_at"])
             return time.perf_counter() - t0, len(records)
         t0 = time.perf_counter()
-        done = await exports.import_archive(target, archive_file)
+        done = await imports.import_archive(target, archive_file)
         return time.perf_counter() - t0, done.imported
 
 

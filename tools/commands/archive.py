@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
-from props.core.domain import archival, exports, signing
+from props.core.domain import archival, exports, imports, signing
 from props.core.domain.store import open_store
 from props.core.log import database, errors
 from props.tools import progress
@@ -119,7 +119,7 @@ async def import_cmd(args: argparse.Namespace) -> int:
     # owner's function may do.
     async with open_store(database.resolve_dsn(), max_connections=3) as store:
         with progress.counting_events("importing") as advance:
-            report = await exports.import_archive(
+            report = await imports.import_archive(
                 store, args.file, progress=advance,
                 trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
     if report.restored:

@@ -1,0 +1,210 @@
+"""Import an export file: verify it whole while staging it, then append what is missing.
+
+An import verifies the whole file first and writes nothing unless every check passes: the
+chain, the blobs, the manifest, the signature (a trusted signer, if asked), and every event
+against the catalog (`exports` verifies). Then it appends, keeping event ids and stream
+versions (new global positions; the origin position, the archive's id and its signer in
+metadata), skipping events already present, so a second import changes nothing and an
+interrupted one finishes when run again. An archive file (`props archive`) puts its
+partition back as it was instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import asyncpg
+import orjson
+
+from props.core.domain import catalog, signing, streams
+from props.core.domain.exports import ArchiveError, _lines, _next_checked, _Verifier
+from props.core.log import blobs, bulk, errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore, StoreTransaction
+from props.schema import queries
+
+_Q = queries.load("archive")
+_ARCHIVAL = queries.load("archival")
+_IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclasses.dataclass
+class ImportReport:
+    events: int = 0
+    imported: int = 0
+    already_present: int = 0
+    blobs: int = 0
+    restored: str | None = None  # the archived partition this file put back
+    signer: str | None = None  # the fingerprint of the key that signed it (None: unsigned)
+
+
+RUNS_PER_RECORD = 5000
+
+
+async def _record_import(tx: StoreTransaction, archive_id: str, sha256: str,
+                         signer: str | None, events: int, imported: int,
+                         runs: list[uuid.UUID]) -> None:
+    """The import as events of its own stream, with the critic runs it brought (in parts:
+    an event stays small)."""
+    parts = [runs[i:i + RUNS_PER_RECORD] for i in range(0, len(runs), RUNS_PER_RECORD)] or [[]]
+    await tx.append(streams.imported(archive_id), [NewEvent(
+        catalog.ArchiveImported(archive_id=archive_id, sha256=sha256, signer=signer,
+                                events=events, imported=imported, part=n,
+                                runs=[catalog.ImportedRun(run_id=r) for r in part]),
+        uuid.uuid5(_IMPORT_NAMESPACE, f"{archive_id}:{sha256}:{n}"), {"actor": "import"})
+        for n, part in enumerate(parts, start=1)])
+
+
+async def import_archive(store: EventStore, path: Path,
+                         progress: Callable[[int], None] | None = None, *,
+                         trusted: list[signing.PublicKey] | None = None,
+                         allow_unknown: bool = False) -> ImportReport:
+    """Verify `path` while staging it in temporary tables, then, only if every check passed,
+    append in one transaction what the database does not have yet.
+
+    The file is read once, in a pipeline: a worker thread decompresses and checks the next
+    chunk while the server parses the previous one into the staging table (each event line
+    goes over as the JSON text that was hashed; the server, on its own core, takes its fields
+    apart). Staging is not the log: if verification fails, the temporary tables go with the
+    session and nothing was written.
+    """
+    report = ImportReport()
+    state = _Verifier(path, store.registry, allow_unknown)
+    lines = _lines(path)
+    async with store.pool.acquire() as conn:
+        await conn.execute(_Q["stage_tables"])
+        try:
+            # Checking parses every line: with the GC on, each collection would walk the
+            # caller's whole heap, however large, for lines that are dropped at once.
+            with bulk.gc_paused():
+                chunk = await anyio.to_thread.run_sync(_next_staged, state, lines)
+                while chunk.events or chunk.blobs:
+                    following, _ = await _together(
+                        anyio.to_thread.run_sync(_next_staged, state, lines),
+                        _stage(conn, path, chunk))
+                    if progress:
+                        progress(len(chunk.events))
+                    chunk = following
+            verified = state.finish()  # raises before anything is written
+            report.events, report.blobs = verified.events, verified.blobs
+            archived = await conn.fetchrow(_ARCHIVAL["archived_by_sha"],
+                                           verified.manifest["sha256"])
+            if archived is not None:  # an archived partition of this database: restore it
+                report.imported = await _restore(conn, archived["name"])
+                report.restored = archived["name"]
+                return report
+            report.signer = signing.signer(verified.manifest, trusted)
+            backdated = await conn.fetchrow(_Q["backdated_snapshots"])
+            if backdated is not None:
+                raise ArchiveError(
+                    f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
+                    f"is recorded before the version it follows: a backdated ground truth; "
+                    f"nothing was written")
+            await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
+            try:
+                async with conn.transaction():
+                    await conn.execute(_Q["insert_staged_blobs"])
+                    runs = [r[0] for r in await conn.fetch(_Q["staged_new_runs"])]
+                    origin = {"archive": str(verified.manifest.get("archive_id")
+                                             or verified.manifest["sha256"]),
+                              "signer": report.signer or "unsigned"}
+                    inserted = await conn.fetchval(_Q["insert_staged_events"],
+                                                   orjson.dumps(origin).decode())
+                    if inserted:
+                        await _record_import(StoreTransaction(store, conn), origin["archive"],
+                                             verified.manifest["sha256"], report.signer,
+                                             report.events, inserted, runs)
+            except asyncpg.PostgresError as exc:
+                if not errors.stream_moved(exc):
+                    raise
+                raise errors.PropsError(
+                    f"{path}: its streams continue events this database does not have "
+                    f"({exc}); import the range before it first. Nothing was written."
+                ) from exc
+            report.imported = inserted
+            report.already_present = report.events - inserted
+        finally:
+            await conn.execute(_Q["drop_stage_tables"])
+    return report
+
+
+async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
+    """Await both at once; when one fails, still wait for the other (it may be using the
+    connection) before raising the first failure, unwrapped."""
+    results: list[Any] = [None, None]
+    failures: list[Exception | None] = [None, None]
+
+    async def run(i: int, work: Awaitable[Any]) -> None:
+        try:
+            results[i] = await work
+        except Exception as exc:  # raised below, the first's first, once both are done
+            failures[i] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, 0, first)
+        tg.start_soon(run, 1, second)
+    for failure in failures:
+        if failure is not None:
+            raise failure
+    return results[0], results[1]
+
+
+async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:
+    if chunk.events:
+        try:
+            await conn.execute(_Q["stage_events"],
+                               (b"[" + b",".join(chunk.events) + b"]").decode())
+        except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
+            raise ArchiveError(f"{path}: lines {chunk.first_line}-{chunk.last_line}: an event "
+                               f"with a malformed field ({exc}); nothing was written") from None
+    if chunk.blobs:
+        await conn.copy_records_to_table("import_blobs", records=chunk.blobs,
+                                         columns=_STAGE_BLOB_COLUMNS)
+
+
+async def _restore(conn: Any, name: str) -> int:
+    """Put an archived partition back: its rows at their original positions and
+    transactions (the log reads as before it was archived), in one transaction."""
+    async with conn.transaction():
+        await conn.execute(_Q["insert_staged_blobs"])
+        try:
+            restored: int = await conn.fetchval(_ARCHIVAL["restore_partition"], name)
+        except asyncpg.InsufficientPrivilegeError as exc:
+            raise errors.ConfigurationError(
+                f"restoring partition {name} is the owner's: run `props import` with the "
+                f"owner's DSN (PROPS_DSN); nothing was written") from exc
+    return restored
+
+
+_STAGE_BLOB_COLUMNS = ["sha256", "size", "compression", "content"]
+_STAGE_CHUNK = 1000
+
+
+@dataclasses.dataclass
+class _Staged:
+    """A checked chunk as the staging tables take it: event lines as they stand (sent as one
+    JSON array), blobs as rows."""
+
+    events: list[bytes]
+    blobs: list[tuple[Any, ...]]
+    first_line: int = 0
+    last_line: int = 0
+
+
+def _next_staged(state: _Verifier, lines: Iterator[tuple[int, bytes]]) -> _Staged:
+    checked = _next_checked(state, lines, _STAGE_CHUNK)
+    chunk = _Staged([], [], checked[0][0] if checked else 0, checked[-1][0] if checked else 0)
+    for _number, line, kind, payload in checked:
+        if kind == "event":
+            chunk.events.append(line)
+        elif payload is not None:
+            chunk.blobs.append(blobs.packed(payload))
+    return chunk
