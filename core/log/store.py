@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
-import orjson
 
 from props.core.log import blobs, database, errors, fence, migrate, partitions, retries
+from props.core.log.batches import COPY_COLUMNS, Batch, prepare
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import (
     DecodeFilter,
@@ -45,13 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _Q = queries.load("events")
 
-STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-\S+$")
-MAX_BATCH = 10_000
 # From this many events with a known expected version, COPY beats one INSERT statement
 # despite its extra round trip (measured by `props bench log`).
 COPY_THRESHOLD = 20
-_COPY_COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
-                 "metadata"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,26 +54,6 @@ class AppendResult:
     first_version: int
     last_version: int
     already_stored: bool  # a retried append: nothing new was written
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Batch:
-    """Encoded events, as columns."""
-
-    ids: list[uuid.UUID]
-    types: list[str]
-    versions: list[int]
-    data: list[str]
-    metadata: list[str]
-
-    def rows(self, stream_id: str, after_version: int) -> list[tuple[Any, ...]]:
-        return [
-            (eid, stream_id, after_version + i, typ, ver, data, meta)
-            for i, (eid, typ, ver, data, meta) in enumerate(
-                zip(self.ids, self.types, self.versions, self.data, self.metadata, strict=True),
-                start=1,
-            )
-        ]
 
 
 class StoreTransaction:
@@ -100,7 +74,7 @@ class StoreTransaction:
         """As `EventStore.append`, but committed with the transaction. A race with another
         writer is a `ConcurrencyConflict` here (the transaction cannot be retried from
         inside): retry the whole transaction."""
-        batch = self.store._prepare(stream_id, events, expected_version, metadata)
+        batch = prepare(self.store.registry, stream_id, events, expected_version, metadata)
         try:
             return await self.store._append_once(stream_id, expected_version, batch, self.conn)
         except (RetryRace, asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as exc:
@@ -159,7 +133,7 @@ class EventStore:
         ids (a retry) writes nothing and says `already_stored`. `metadata` is merged under
         each event's own metadata (correlation id, causation id, actor, ...).
         """
-        batch = self._prepare(stream_id, events, expected_version, metadata)
+        batch = prepare(self.registry, stream_id, events, expected_version, metadata)
         try:
             return await retries.appending(
                 lambda: self._append_once(stream_id, expected_version, batch),
@@ -190,7 +164,7 @@ class EventStore:
         streams = [stream for stream, _ in batches]
         if len(set(streams)) != len(streams):
             raise errors.InvalidEvent("append_many takes each stream once")
-        prepared = {stream: self._prepare(stream, events, None, metadata)
+        prepared = {stream: prepare(self.registry, stream, events, None, metadata)
                     for stream, events in batches}
         stored: dict[str, AppendResult] = {}
 
@@ -202,7 +176,7 @@ class EventStore:
             records = [row for s in todo for row in prepared[s].rows(s, current.get(s, 0))]
             try:
                 await self.pool.copy_records_to_table(
-                    "events", schema_name="props", columns=_COPY_COLUMNS, records=records)
+                    "events", schema_name="props", columns=COPY_COLUMNS, records=records)
             except asyncpg.UniqueViolationError:
                 await self._find_stored(todo, prepared, stored)  # the retries among them
                 raise
@@ -227,7 +201,7 @@ class EventStore:
                 " (append_many kept racing with other writers)") from None
         return [stored[s] for s in streams]
 
-    async def _find_stored(self, streams: list[str], prepared: dict[str, _Batch],
+    async def _find_stored(self, streams: list[str], prepared: dict[str, Batch],
                            stored: dict[str, AppendResult]) -> None:
         """After a unique violation in a bulk append: which batches are retries."""
         ids = [i for s in streams for i in prepared[s].ids]
@@ -264,54 +238,12 @@ class EventStore:
                 raise
             raise translated from exc
 
-    def _prepare(
-        self,
-        stream_id: str,
-        events: Sequence[Event | NewEvent],
-        expected_version: int | None,
-        metadata: dict[str, Any] | None,
-    ) -> _Batch:
-        """Check the request and encode the events; raise before anything is sent."""
-        if not STREAM_ID.match(stream_id):
-            raise errors.InvalidEvent(
-                f"stream id {stream_id!r} is not <category>-<id> (category: lowercase letters, "
-                f"digits, _; e.g. run-3f2a...)"
-            )
-        if not events:
-            raise errors.InvalidEvent(f"nothing to append to {stream_id}: the batch is empty")
-        if len(events) > MAX_BATCH:
-            raise errors.PayloadTooLarge(
-                f"{len(events):,} events in one append; at most {MAX_BATCH:,}: split the batch"
-            )
-        if expected_version is not None and expected_version < 0:
-            raise errors.InvalidEvent(
-                f"expected_version must be None, 0 or positive, not {expected_version}"
-            )
-        common = metadata or {}
-        batch = _Batch([], [], [], [], [])
-        for item in events:
-            new = item if isinstance(item, NewEvent) else NewEvent(item)
-            if not isinstance(new.event, Event):
-                raise errors.InvalidEvent(f"not an event: {type(new.event).__name__}")
-            batch.ids.append(new.event_id)
-            batch.types.append(new.event.type_name)
-            batch.versions.append(new.event.schema_version)
-            batch.data.append(self.registry.encode(new.event))
-            meta = {**common, **new.metadata} if common else new.metadata
-            try:
-                batch.metadata.append(orjson.dumps(meta).decode())
-            except TypeError as exc:
-                raise errors.InvalidEvent(f"metadata is not JSON-serialisable: {exc}") from exc
-        if len(set(batch.ids)) != len(batch.ids):
-            raise errors.InvalidEvent("the batch repeats an event id")
-        return batch
-
     async def _insert(
         self,
         target: asyncpg.Pool | database.Connection,
         stream_id: str,
         expected: int | None,
-        batch: _Batch,
+        batch: Batch,
     ) -> tuple[int, int | None]:
         """Send the append; return (events inserted, last version). Driver errors propagate."""
         n = len(batch.ids)
@@ -319,7 +251,7 @@ class EventStore:
             # The writer knows the versions: COPY, whose bulk insert beats any INSERT.
             # The dense-version trigger refuses it if the stream is not at `expected`.
             await target.copy_records_to_table(
-                "events", schema_name="props", columns=_COPY_COLUMNS,
+                "events", schema_name="props", columns=COPY_COLUMNS,
                 records=batch.rows(stream_id, expected),
             )
             return n, expected + n
@@ -340,7 +272,7 @@ class EventStore:
         self,
         stream_id: str,
         expected: int | None,
-        batch: _Batch,
+        batch: Batch,
         conn: database.Connection | None = None,
     ) -> AppendResult:
         """One attempt, on the pool or inside the caller's transaction (`conn`)."""
@@ -369,7 +301,7 @@ class EventStore:
         return AppendResult(stream_id, last - n + 1, last, already_stored=False)
 
     async def _explain_refusal(
-        self, stream_id: str, expected: int | None, batch: _Batch
+        self, stream_id: str, expected: int | None, batch: Batch
     ) -> AppendResult:
         """An append wrote nothing: a retry of a stored append (a no-op), or a conflict."""
         row = await self.pool.fetchrow(_Q["stored_event_ids"], batch.ids, stream_id)
