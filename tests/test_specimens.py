@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, specimen_sync, specimens
+from props.core.domain import catalog, specimen_format, specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.tools.samples import samples_dir
 
@@ -20,7 +20,7 @@ SAMPLE = "csvtool/2025-09-03-00"
 
 def test_files_hash_is_md5_of_sorted_member_paths() -> None:
     # md5 of "a.py\nb/c.py", computed outside props (printf 'a.py\nb/c.py' | md5sum).
-    assert specimens.files_hash(["b/c.py", "a.py"]) == "001899e6e38492ff9f7d12d361bc3cbc"
+    assert specimen_format.files_hash(["b/c.py", "a.py"]) == "001899e6e38492ff9f7d12d361bc3cbc"
 
 
 def test_bundled_samples_are_valid_and_realistic() -> None:
@@ -42,7 +42,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def gt_file(tree: Path) -> Path:
-    return tree / SAMPLE / specimens.GROUND_TRUTH_FILE
+    return tree / SAMPLE / specimen_format.GROUND_TRUTH_FILE
 
 
 def line_of(path: Path, text: str) -> int:
@@ -142,7 +142,8 @@ def test_scope_is_computed_from_occurrence_files(tree: Path) -> None:
     sets = {fs.name: fs for fs in s.ground_truth.file_sets}
     assert scopes[sets["cli"].files_hash] == ["head-off-by-one#1"]
     assert len(scopes[None]) == s.counts["occurrences"]
-    assert sets["cli"].files_hash == specimens.files_hash(["csvtool/output.py", "csvtool/cli.py"])
+    assert sets["cli"].files_hash == specimen_format.files_hash(["csvtool/output.py",
+                                                                 "csvtool/cli.py"])
 
 
 HOSTILE_TREES: dict[str, Callable[[Path], object]] = {
@@ -159,7 +160,7 @@ HOSTILE_TREES: dict[str, Callable[[Path], object]] = {
 
 @pytest.mark.parametrize("kind", sorted(HOSTILE_TREES))
 def test_hostile_snapshot_files_are_refused_unread(tree: Path, kind: str) -> None:
-    code = tree / SAMPLE / specimens.CODE_DIR
+    code = tree / SAMPLE / specimen_format.CODE_DIR
     HOSTILE_TREES[kind](code)
     found, problems = specimens.discover(tree)
     assert found == [] and len(problems) == 1, problems
@@ -169,7 +170,7 @@ def test_hostile_snapshot_files_are_refused_unread(tree: Path, kind: str) -> Non
 def test_the_refusals_above_are_about_the_files(tree: Path) -> None:
     """Negative control: the same tree without them is valid, and a big file passes a
     larger limit."""
-    code = tree / SAMPLE / specimens.CODE_DIR
+    code = tree / SAMPLE / specimen_format.CODE_DIR
     assert specimens.discover(tree)[1] == []
     (code / "big.py").write_bytes(b"#" * (1024 * 1024 + 1))
     assert specimens.discover(tree, max_file_bytes=2 * 1024 * 1024)[1] == []
@@ -183,7 +184,7 @@ def test_ground_truth_that_is_not_utf8_is_one_problem(tree: Path) -> None:
 
 
 def test_validate_exits_65_with_one_line_per_problem(tree: Path) -> None:
-    (tree / SAMPLE / specimens.CODE_DIR / "passwd.py").symlink_to("/etc/passwd")
+    (tree / SAMPLE / specimen_format.CODE_DIR / "passwd.py").symlink_to("/etc/passwd")
     done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "validate",
                            str(tree)], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 65
