@@ -141,6 +141,12 @@ class Drained:
     malformed: str | None = None  # the first report that failed the catalog's checks
     last_seq: int = 0  # the outbox is read from here on
 
+    def add_usage(self, e: catalog.LlmResponded) -> None:
+        """Count an LLM call's cost and tokens: a run's totals, summed in one place."""
+        self.cost_usd += e.cost_usd
+        self.tokens_in += e.tokens_in
+        self.tokens_out += e.tokens_out
+
 
 async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
                 totals: Drained, grading: GradingTask | None = None) -> Drained:
@@ -176,9 +182,7 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
             continue
         todo.append(NewEvent(event, event_id, meta))
         if isinstance(event, catalog.LlmResponded):
-            totals.cost_usd += event.cost_usd
-            totals.tokens_in += event.tokens_in
-            totals.tokens_out += event.tokens_out
+            totals.add_usage(event)
     if todo:
         await store.append(streams.run(run_id), todo)
         stored.update(e.event_id for e in todo)

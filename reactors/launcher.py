@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import os
 import shutil
 import time
 import uuid
@@ -32,20 +31,18 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, specimen_sync, streams
+from props.core.domain import catalog, definitions, streams
 from props.core.log import database, errors
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors import agent_roles, grader_runs
-from props.reactors.agents.sdk import Task
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
-    LABEL,
     ContainerRuntime,
-    ContainerSpec,
-    Mount,
     Outcome,
 )
+from props.reactors.run_specs import RunSpecs, container_name
+from props.reactors.run_state import RunState, fold_run
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -56,22 +53,8 @@ MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next
 SWEEP_SECONDS = 30.0
 WATCHDOG_SECONDS = 1.0  # how often agent sessions are checked for overrunning their limits
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
-EXAMPLE_TARGET = "/example"
-GRADING_TARGET = "/grading"
-SOCKET_TARGET = "/run/props-pg"
 
 KillReason = Literal["timeout", "budget", "cancel"]
-
-
-def _write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for rel, content in files:
-        path = target / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        path.chmod(0o444)
 
 
 async def deployment_of(store: EventStore) -> str:
@@ -83,55 +66,8 @@ async def deployment_of(store: EventStore) -> str:
     return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
-def container_name(run_id: uuid.UUID) -> str:
-    return f"props-run-{run_id}"
-
-
 def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
     return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
-
-
-@dataclasses.dataclass
-class RunState:
-    """What the log says about one run, read before the launcher acts on it."""
-
-    requested: catalog.RunRequested
-    requested_at: datetime
-    started: catalog.RunStarted | None = None
-    started_at: datetime | None = None
-    container_started: bool = False
-    container_exited: catalog.ContainerExited | None = None
-    finished: bool = False
-    cancel_requested: bool = False
-    stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
-    totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
-    grading: grader_runs.GradingTask | None = None  # a grader run's task
-
-
-def fold_run(records: list[RecordedEvent]) -> RunState | None:
-    state: RunState | None = None
-    for rec in records:
-        e = rec.event
-        if isinstance(e, catalog.RunRequested):
-            state = RunState(e, rec.recorded_at)
-        if state is None:
-            continue
-        state.stored.add(rec.event_id)
-        if isinstance(e, catalog.RunStarted):
-            state.started, state.started_at = e, rec.recorded_at
-        elif isinstance(e, catalog.ContainerStarted):
-            state.container_started = True
-        elif isinstance(e, catalog.ContainerExited):
-            state.container_exited = e
-        elif isinstance(e, catalog.RunFinished):
-            state.finished = True
-        elif isinstance(e, catalog.RunCancelRequested):
-            state.cancel_requested = True
-        elif isinstance(e, catalog.LlmResponded):
-            state.totals.cost_usd += e.cost_usd
-            state.totals.tokens_in += e.tokens_in
-            state.totals.tokens_out += e.tokens_out
-    return state
 
 
 async def _every(seconds: float, what: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -168,7 +104,7 @@ class Launcher:
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
-        self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
+        self.specs = RunSpecs(store, work_dir)
         self.deployment = ""  # which database's containers are ours (start() sets it)
 
     # -- the Reactor protocol ---------------------------------------------------------------
@@ -380,7 +316,7 @@ class Launcher:
         name = container_name(run_id)
         credentials = await agent_roles.create(self.store, run_id, definition.limits,
                                                req.agent_type)
-        spec = await self._spec(state, definition, credentials, rt)
+        spec = await self.specs.spec(state, definition, credentials, rt, self.deployment)
         container_id = await rt.start(spec)
         if state.container_started:
             self.stats.adopted += 1
@@ -420,103 +356,6 @@ class Launcher:
             else:
                 continue
             await rt.kill(name)
-
-    async def _spec(self, state: RunState, definition: catalog.DefinitionPushed,
-                    credentials: agent_roles.Credentials,
-                    rt: ContainerRuntime) -> ContainerSpec:
-        req = state.requested
-        run_dir = self.work_dir / str(req.run_id)
-        example = await self._materialise(req, run_dir / "example", state.requested_at)
-        mounts = [Mount(str(example), EXAMPLE_TARGET)]
-        if req.agent_type == "grader":
-            # A restarted grader run grades what it was given: issues graded meanwhile too.
-            state.grading, gt = await grader_runs.task_for(
-                self.store, definition, req, include_graded=state.container_started)
-            grading_dir = run_dir / "grading"
-            await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
-                                           grading_dir)
-            mounts.append(Mount(str(grading_dir), GRADING_TARGET))
-        if rt.kind == "docker" and not definition.limits.network:
-            # Only the socket file itself is mounted: the embedded server keeps its socket
-            # inside its data directory, which an agent must never see.
-            host_dir, port = await self._server_socket()
-            socket = f".s.PGSQL.{port}"
-            mounts.append(Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}"))
-            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
-                                        credentials.password, (SOCKET_TARGET, port))
-        else:
-            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
-                                        credentials.password)
-        if definition.host_python:
-            mounts += [Mount(p, p) for p in definitions.host_python_paths()]
-        task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,
-                    example=req.example, config=definition.config,
-                    timeout_seconds=req.timeout_seconds, budget_usd=req.budget_usd)
-        env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
-               "PROPS_EXAMPLE_DIR": rt.visible_path(mounts[0]),
-               "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
-        if req.agent_type == "grader":
-            env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
-        if rt.kind == "local":
-            env["HOME"] = str(run_dir)
-        # A key is named by the definition and passed from the launcher's environment: it
-        # never sits in the definition's config, so it never enters the log.
-        key_env = definition.config.get("api_key_env")
-        if isinstance(key_env, str) and key_env in os.environ:
-            env[key_env] = os.environ[key_env]
-        return ContainerSpec(
-            name=container_name(req.run_id),
-            image=definition.image or definition.digest,
-            command=list(definition.command),
-            env=env, mounts=mounts,
-            labels={LABEL: str(req.run_id), DEPLOYMENT_LABEL: self.deployment},
-            network=definition.limits.network, cpus=definition.limits.cpus,
-            memory_mb=definition.limits.memory_mb,
-        )
-
-    async def _server_socket(self) -> tuple[str, str]:
-        """The directory of the server's Unix socket (on this host) and its port: how an
-        agent without network reaches the database."""
-        if self._socket is None:
-            row = await self.store.pool.fetchrow(_Q["server_socket"])
-            assert row is not None
-            dirs, port = row["directories"], row["port"]
-            found = [d.strip() for d in str(dirs).split(",")
-                     if d.strip() and await anyio.Path(d.strip()).is_dir()]
-            if not found:
-                raise errors.ConfigurationError(
-                    "the database server has no Unix socket on this host, so agents without "
-                    "network cannot reach it: run the launcher on the database host, or give "
-                    "the definition network access")
-            self._socket = (found[0], str(port))
-        return self._socket
-
-    async def _materialise(self, req: catalog.RunRequested, target: Path,
-                           requested_at: datetime) -> Path:
-        """The example's files (and nothing else), as of the snapshot version current when
-        the run was requested, in a directory the agent can only read."""
-        snapshot = await self._snapshot(req.example.snapshot, requested_at)
-        if snapshot is None:
-            raise errors.PropsError(f"snapshot {req.example.snapshot} is not in the log")
-        members = {f.path for f in snapshot.files}
-        if req.example.files_hash is not None:
-            chosen = next((fs for fs in snapshot.ground_truth.file_sets
-                           if fs.files_hash == req.example.files_hash), None)
-            if chosen is None:
-                raise errors.PropsError(f"{req.example.snapshot} has no file set "
-                                        f"{req.example.files_hash}")
-            members = set(chosen.files)
-        files = [(f.path, await self.store.get_blob(f.sha256))
-                 for f in snapshot.files if f.path in members]
-        await anyio.to_thread.run_sync(_write_read_only, target, files)
-        return target
-
-    async def _snapshot(self, slug: str, at: datetime) -> catalog.SnapshotSynced | None:
-        chosen = None
-        for rec in await self.store.read_stream(specimen_sync.stream_of(slug)):
-            if isinstance(rec.event, catalog.SnapshotSynced) and rec.recorded_at <= at:
-                chosen = rec.event
-        return chosen
 
     @staticmethod
     def _verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,

@@ -44,6 +44,15 @@ class SnapshotHistory:
     def version(self, number: int) -> catalog.SnapshotSynced | None:
         return next((v for v in self.versions if v.version == number), None)
 
+    def in_force_at(self, at: datetime) -> catalog.SnapshotSynced | None:
+        """The version current at `at` (the last one synced at or before it): what a run
+        requested then is given, and graded against."""
+        current = None
+        for version, synced_at in zip(self.versions, self.synced_at, strict=True):
+            if synced_at <= at:
+                current = version
+        return current
+
 
 def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -> None:
     for rec in records:

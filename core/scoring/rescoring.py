@@ -105,11 +105,7 @@ def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHist
         return None
     if choice == "latest":
         return history.latest
-    current = None
-    for version, synced_at in zip(history.versions, history.synced_at, strict=True):
-        if synced_at <= run.requested_at:
-            current = version
-    return current
+    return history.in_force_at(run.requested_at)
 
 
 def parse_issues(run: RunRecord) -> dict[str, list[catalog.Location] | str]:

@@ -1,0 +1,155 @@
+"""What a run's container is given: the example's files, read-only, as of the snapshot
+version current when the run was requested; a grader's task; the server's socket for an
+agent without network; its environment (never a key from the log), limits and labels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from props.core.domain import catalog, definitions, specimen_sync
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.reactors import agent_roles, grader_runs
+from props.reactors.agents.sdk import Task
+from props.reactors.containers import (
+    DEPLOYMENT_LABEL,
+    LABEL,
+    ContainerRuntime,
+    ContainerSpec,
+    Mount,
+)
+from props.reactors.run_state import RunState
+from props.schema import queries
+
+_Q = queries.load("agents")
+EXAMPLE_TARGET = "/example"
+GRADING_TARGET = "/grading"
+SOCKET_TARGET = "/run/props-pg"
+
+
+def container_name(run_id: uuid.UUID) -> str:
+    return f"props-run-{run_id}"
+
+
+def write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for rel, content in files:
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(0o444)
+
+
+class RunSpecs:
+    """Builds each run's container spec on one database, with the runs' files under
+    `work_dir`."""
+
+    def __init__(self, store: EventStore, work_dir: Path) -> None:
+        self.store = store
+        self.work_dir = work_dir
+        self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
+
+    async def spec(self, state: RunState, definition: catalog.DefinitionPushed,
+                    credentials: agent_roles.Credentials, rt: ContainerRuntime,
+                    deployment: str) -> ContainerSpec:
+        """The container of the run: its mounts (the example read-only, a grader's task, the
+        server's socket for an agent without network), its environment, limits and labels."""
+        req = state.requested
+        run_dir = self.work_dir / str(req.run_id)
+        example = await self.materialise(req, run_dir / "example", state.requested_at)
+        mounts = [Mount(str(example), EXAMPLE_TARGET)]
+        if req.agent_type == "grader":
+            # A restarted grader run grades what it was given: issues graded meanwhile too.
+            state.grading, gt = await grader_runs.task_for(
+                self.store, definition, req, include_graded=state.container_started)
+            grading_dir = run_dir / "grading"
+            await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
+                                           grading_dir)
+            mounts.append(Mount(str(grading_dir), GRADING_TARGET))
+        if rt.kind == "docker" and not definition.limits.network:
+            # Only the socket file itself is mounted: the embedded server keeps its socket
+            # inside its data directory, which an agent must never see.
+            host_dir, port = await self.server_socket()
+            socket = f".s.PGSQL.{port}"
+            mounts.append(Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}"))
+            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
+                                        credentials.password, (SOCKET_TARGET, port))
+        else:
+            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
+                                        credentials.password)
+        if definition.host_python:
+            mounts += [Mount(p, p) for p in definitions.host_python_paths()]
+        task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,
+                    example=req.example, config=definition.config,
+                    timeout_seconds=req.timeout_seconds, budget_usd=req.budget_usd)
+        env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
+               "PROPS_EXAMPLE_DIR": rt.visible_path(mounts[0]),
+               "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        if req.agent_type == "grader":
+            env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
+        if rt.kind == "local":
+            env["HOME"] = str(run_dir)
+        # A key is named by the definition and passed from the launcher's environment: it
+        # never sits in the definition's config, so it never enters the log.
+        key_env = definition.config.get("api_key_env")
+        if isinstance(key_env, str) and key_env in os.environ:
+            env[key_env] = os.environ[key_env]
+        return ContainerSpec(
+            name=container_name(req.run_id),
+            image=definition.image or definition.digest,
+            command=list(definition.command),
+            env=env, mounts=mounts,
+            labels={LABEL: str(req.run_id), DEPLOYMENT_LABEL: deployment},
+            network=definition.limits.network, cpus=definition.limits.cpus,
+            memory_mb=definition.limits.memory_mb,
+        )
+
+    async def server_socket(self) -> tuple[str, str]:
+        """The directory of the server's Unix socket (on this host) and its port: how an
+        agent without network reaches the database."""
+        if self._socket is None:
+            row = await self.store.pool.fetchrow(_Q["server_socket"])
+            assert row is not None
+            dirs, port = row["directories"], row["port"]
+            found = [d.strip() for d in str(dirs).split(",")
+                     if d.strip() and await anyio.Path(d.strip()).is_dir()]
+            if not found:
+                raise errors.ConfigurationError(
+                    "the database server has no Unix socket on this host, so agents without "
+                    "network cannot reach it: run the launcher on the database host, or give "
+                    "the definition network access")
+            self._socket = (found[0], str(port))
+        return self._socket
+
+    async def materialise(self, req: catalog.RunRequested, target: Path,
+                           requested_at: datetime) -> Path:
+        """The example's files (and nothing else), as of the snapshot version current when
+        the run was requested, in a directory the agent can only read."""
+        snapshot = await self.snapshot(req.example.snapshot, requested_at)
+        if snapshot is None:
+            raise errors.PropsError(f"snapshot {req.example.snapshot} is not in the log")
+        members = {f.path for f in snapshot.files}
+        if req.example.files_hash is not None:
+            chosen = next((fs for fs in snapshot.ground_truth.file_sets
+                           if fs.files_hash == req.example.files_hash), None)
+            if chosen is None:
+                raise errors.PropsError(f"{req.example.snapshot} has no file set "
+                                        f"{req.example.files_hash}")
+            members = set(chosen.files)
+        files = [(f.path, await self.store.get_blob(f.sha256))
+                 for f in snapshot.files if f.path in members]
+        await anyio.to_thread.run_sync(write_read_only, target, files)
+        return target
+
+    async def snapshot(self, slug: str, at: datetime) -> catalog.SnapshotSynced | None:
+        history = await specimen_sync.history_of(self.store, slug)
+        return history.in_force_at(at) if history else None

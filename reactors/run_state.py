@@ -1,0 +1,52 @@
+"""What the log says about one run, folded before the launcher acts on it."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import datetime
+
+from props.core.domain import catalog
+from props.core.log.events import RecordedEvent
+from props.reactors import agent_roles, grader_runs
+
+
+@dataclasses.dataclass
+class RunState:
+    """What the log says about one run, read before the launcher acts on it."""
+
+    requested: catalog.RunRequested
+    requested_at: datetime
+    started: catalog.RunStarted | None = None
+    started_at: datetime | None = None
+    container_started: bool = False
+    container_exited: catalog.ContainerExited | None = None
+    finished: bool = False
+    cancel_requested: bool = False
+    stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
+    totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
+    grading: grader_runs.GradingTask | None = None  # a grader run's task
+
+
+def fold_run(records: list[RecordedEvent]) -> RunState | None:
+    state: RunState | None = None
+    for rec in records:
+        e = rec.event
+        if isinstance(e, catalog.RunRequested):
+            state = RunState(e, rec.recorded_at)
+        if state is None:
+            continue
+        state.stored.add(rec.event_id)
+        if isinstance(e, catalog.RunStarted):
+            state.started, state.started_at = e, rec.recorded_at
+        elif isinstance(e, catalog.ContainerStarted):
+            state.container_started = True
+        elif isinstance(e, catalog.ContainerExited):
+            state.container_exited = e
+        elif isinstance(e, catalog.RunFinished):
+            state.finished = True
+        elif isinstance(e, catalog.RunCancelRequested):
+            state.cancel_requested = True
+        elif isinstance(e, catalog.LlmResponded):
+            state.totals.add_usage(e)
+    return state
