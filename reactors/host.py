@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
 import aiodocker
 import anyio
@@ -58,7 +58,8 @@ def checkpoint_name(reactor: str) -> str:
     return f"reactor:{reactor}"
 
 
-REACTORS = ("launcher", "grader", "supervisor")
+ReactorName = Literal["launcher", "grader", "supervisor"]  # each reactor's `name`
+REACTORS: tuple[ReactorName, ...] = get_args(ReactorName)
 _LAG = queries.load("projections")["lag"]
 _PARKED = queries.load("agents")["parked"]
 _SERVING = queries.load("agents")["reactor_serving"]

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 import anyio
 import anyio.abc
@@ -24,7 +24,7 @@ from props.projections import engine
 from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.grader import Grader
-from props.reactors.host import Reactor, ReactorHost
+from props.reactors.host import Reactor, ReactorHost, ReactorName
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.supervisor import Supervisor
@@ -32,7 +32,9 @@ from props.reactors.supervisor import Supervisor
 log = logging.getLogger(__name__)
 
 RuntimeChoice = Literal["auto", "docker", "local"]  # local: no Docker even if reachable
-SERVICES = ("launcher", "grader", "supervisor", "projections")
+# What `props serve --only` names: the reactors, and the projection runner.
+ServiceName = Literal[ReactorName, "projections"]
+SERVICES: tuple[ServiceName, ...] = get_args(ServiceName)
 
 
 def work_dir() -> Path:

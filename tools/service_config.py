@@ -17,10 +17,7 @@ import pydantic
 
 from props.core.log import errors
 from props.core.log.events import validation_problems
-from props.reactors.service import SERVICES
-
-ServiceName = Literal["launcher", "grader", "supervisor", "projections"]
-assert set(SERVICES) == set(ServiceName.__args__)  # type: ignore[attr-defined]
+from props.reactors.service import ServiceName
 
 
 class ServiceConfig(pydantic.BaseModel):

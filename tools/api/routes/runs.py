@@ -10,15 +10,14 @@ from typing import Annotated, Any, Literal
 import pydantic
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 
-from props.core.domain import run_requests
+from props.core.domain import catalog, run_requests
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages
 from props.tools.api.dependencies import Read, RequestToken, Store
 
 router = APIRouter()
-RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
-                    "budget_exceeded", "cancelled"]
+RunStatus = catalog.RunStatus
 
 
 class CriticRunBody(pydantic.BaseModel):
