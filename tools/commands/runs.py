@@ -29,6 +29,11 @@ out = Console(highlight=False)
 
 
 def add_parsers(sub: Any) -> None:
+    _definitions_parser(sub)
+    _runs_parser(sub)
+
+
+def _definitions_parser(sub: Any) -> None:
     d = sub.add_parser("definitions", help="agent images (critics, graders): push, list",
                        description="A definition is an agent image recorded by its digest. "
                        "Runs name a definition and `latest`, a tag or a digest; the digest "
@@ -69,6 +74,8 @@ def add_parsers(sub: Any) -> None:
     render.add_format(p)
     p.set_defaults(handler=list_definitions_cmd)
 
+
+def _runs_parser(sub: Any) -> None:
     r = sub.add_parser("runs", help="critic runs: request, list, show, cancel",
                        description="A critic run is one definition on one example with one "
                        "model, a timeout and a budget. `props serve` carries it out.")
@@ -95,25 +102,26 @@ def add_parsers(sub: Any) -> None:
     render.add_format(p)
     p.set_defaults(handler=list_runs_cmd)
     p = cmds.add_parser("show", help="a run's timeline, from the log")
-    p.add_argument("run_id", type=arguments.run_ref,
-                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
+    _run_id(p)
     p.set_defaults(handler=show_cmd)
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
-    p.add_argument("run_id", type=arguments.run_ref,
-                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
+    _run_id(p)
     p.set_defaults(handler=cancel_cmd)
     p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
                         description="A retention hold: every partition holding an event of "
                         "the run stays in the table until the hold is released.")
-    p.add_argument("run_id", type=arguments.run_ref,
-                   help="the run's id, or a unique prefix of it (tables show 8 digits)")
+    _run_id(p)
     p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
                    "output")
     p.set_defaults(handler=hold_cmd)
     p = cmds.add_parser("release", help="release a run's retention hold")
+    _run_id(p)
+    p.set_defaults(handler=release_cmd)
+
+
+def _run_id(p: Any) -> None:
     p.add_argument("run_id", type=arguments.run_ref,
                    help="the run's id, or a unique prefix of it (tables show 8 digits)")
-    p.set_defaults(handler=release_cmd)
 
 
 def _config(path: Path | None) -> dict[str, Any]:
