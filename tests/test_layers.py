@@ -95,3 +95,22 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     assert _imports(bad) == [(2, "core.domain"), (3, "core.scoring")]
     assert _package_of("core.domain") == "core.domain"
     assert _package_of("core.log.store") == "core.log"
+
+
+def _modules() -> list[Path]:
+    """The package's modules: tests and the sample specimens (code under review) aside."""
+    return [p for package in ("core", "projections", "reactors", "schema", "tools")
+            for p in sorted((ROOT / package).rglob("*.py")) if "specimens" not in p.parts]
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """About 400 lines a module, 80 a function (benchmarks aside: a suite reads top down)."""
+    long_modules = [f"{p.relative_to(ROOT)}: {n} lines" for p in _modules()
+                    if (n := len(p.read_text().splitlines())) > 400]
+    long_functions = [
+        f"{p.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines"
+        for p in _modules() if "benchmarks" not in p.parts
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > 80]
+    assert long_modules == [] and long_functions == []
