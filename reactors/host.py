@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Literal, Protocol, get_args
+from typing import Protocol
 
 import aiodocker
 import anyio
@@ -28,6 +28,7 @@ import anyio.abc
 import tenacity
 
 from props.core.domain import catalog, streams
+from props.core.domain.vocabulary import REACTORS
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
@@ -58,8 +59,6 @@ def checkpoint_name(reactor: str) -> str:
     return f"reactor:{reactor}"
 
 
-ReactorName = Literal["launcher", "grader", "supervisor"]  # each reactor's `name`
-REACTORS: tuple[ReactorName, ...] = get_args(ReactorName)
 _LAG = queries.load("projections")["lag"]
 _PARKED = queries.load("agents")["parked"]
 _SERVING = queries.load("agents")["reactor_serving"]

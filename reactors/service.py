@@ -13,18 +13,19 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal
 
 import anyio
 import anyio.abc
 
+from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.grader import Grader
-from props.reactors.host import Reactor, ReactorHost, ReactorName
+from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.supervisor import Supervisor
@@ -32,9 +33,6 @@ from props.reactors.supervisor import Supervisor
 log = logging.getLogger(__name__)
 
 RuntimeChoice = Literal["auto", "docker", "local"]  # local: no Docker even if reachable
-# What `props serve --only` names: the reactors, and the projection runner.
-ServiceName = Literal[ReactorName, "projections"]
-SERVICES: tuple[ServiceName, ...] = get_args(ServiceName)
 
 
 def work_dir() -> Path:

@@ -399,10 +399,10 @@ async def test_grader_containers_grade_what_the_in_process_grader_grades(
 def test_the_reactor_names_are_the_reactors_own() -> None:
     """`props serve --only`, `props reactors status` and the hosts' locks use the names in
     `host.REACTORS`: they must be the names the reactors give themselves."""
+    from props.core.domain.vocabulary import REACTORS, SERVICES
     from props.reactors.grader import Grader
     from props.reactors.launcher import Launcher
-    from props.reactors.service import SERVICES
     from props.reactors.supervisor import Supervisor
 
-    assert reactor_host.REACTORS == (Launcher.name, Grader.name, Supervisor.name)
-    assert SERVICES == (*reactor_host.REACTORS, "projections")
+    assert REACTORS == (Launcher.name, Grader.name, Supervisor.name)
+    assert SERVICES == (*REACTORS, "projections")

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import pydantic
 
+from props.core.domain.vocabulary import ServiceName
 from props.core.log import errors
 from props.core.log.events import validation_problems
-from props.reactors.service import ServiceName
 
 
 class ServiceConfig(pydantic.BaseModel):

@@ -14,16 +14,15 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
-from typing import Any, Literal, get_args
+from typing import Any
 
 import asyncpg
 
+from props.core.domain.vocabulary import SCOPES, Scope
 from props.core.log import errors, leadership
 from props.core.log.store import EventStore
 from props.schema import queries
 
-Scope = Literal["read", "request", "push", "admin"]
-SCOPES: tuple[Scope, ...] = get_args(Scope)
 PREFIX = "props_"
 _Q = queries.load("tokens")
 

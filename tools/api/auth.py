@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from props.core.domain import tokens
+from props.core.domain import tokens, vocabulary
 from props.core.log.store import EventStore
 
 
@@ -34,7 +34,7 @@ def secret_of(header: str | None) -> str | None:
     return None
 
 
-async def authorize(store: EventStore, header: str | None, scope: tokens.Scope) -> tokens.Token:
+async def authorize(store: EventStore, header: str | None, scope: vocabulary.Scope) -> tokens.Token:
     secret = secret_of(header)
     if secret is None:
         raise Denied(401, "a token is required: send `Authorization: Bearer <token>` "

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from props.core.domain import tokens
+from props.core.domain import tokens, vocabulary
 from props.core.log.store import EventStore
 from props.tools.api.auth import authorize
 
@@ -20,7 +20,7 @@ def store_of(request: Request) -> EventStore:
     return store
 
 
-def scope(needed: tokens.Scope) -> Callable[..., Awaitable[tokens.Token]]:
+def scope(needed: vocabulary.Scope) -> Callable[..., Awaitable[tokens.Token]]:
     """A dependency: the request's token, which must allow `needed` (401/403 otherwise)."""
     async def check(request: Request, credentials: Annotated[
             HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> tokens.Token:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from props.core.domain import catalog, definitions, tokens
+from props.core.domain import catalog, definitions, vocabulary
 from props.core.log.events import describe_validation_error
 from props.core.log.store import EventStore
 from props.tools.api.auth import Denied, authorize
@@ -123,7 +123,7 @@ class RegistryProxy:
         return Starlette(routes=[Route("/v2/{path:path}", self.handle, methods=methods)])
 
     async def handle(self, request: Request) -> Response:
-        scope: tokens.Scope = "read" if request.method in ("GET", "HEAD") else "push"
+        scope: vocabulary.Scope = "read" if request.method in ("GET", "HEAD") else "push"
         try:
             token = await authorize(self.store, request.headers.get("authorization"), scope)
         except Denied as exc:

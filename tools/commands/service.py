@@ -15,10 +15,11 @@ import orjson
 
 from props.core.domain import specimen_sync, tokens
 from props.core.domain.store import open_store
+from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.reactors import host
-from props.reactors.service import SERVICES, Service, container_runtimes, stop_on_signal
+from props.reactors.service import Service, container_runtimes, stop_on_signal
 from props.schema import queries
 from props.tools import logs, render, service_config
 from props.tools.commands import specimens as specimen_commands

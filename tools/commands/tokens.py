@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from props.core.domain import tokens
+from props.core.domain import tokens, vocabulary
 from props.core.domain.store import open_store
 from props.tools import render
 from props.tools.render import Console
@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
                         "goes to stdout on its own line (for scripts); keep it, it cannot be "
                         "shown again.")
     p.add_argument("name", help="what the token is for, e.g. ci or alice")
-    p.add_argument("--scope", action="append", choices=tokens.SCOPES, required=True,
+    p.add_argument("--scope", action="append", choices=vocabulary.SCOPES, required=True,
                    dest="scopes", help="a scope (repeatable)")
     p.set_defaults(handler=create_cmd)
     p = cmds.add_parser("list", help="every token: name, scopes, made, revoked (no secrets)")

@@ -30,7 +30,6 @@ from props.core.domain.catalog.operations import (
 )
 from props.core.domain.catalog.parts import (
     REGISTRY,
-    AgentType,
     Count,
     Digest,
     Example,
@@ -45,13 +44,10 @@ from props.core.domain.catalog.parts import (
     Name,
     NonNegative,
     Occurrence,
-    RunStatus,
     Scope,
     ScorerRef,
-    Severity,
     Sha256,
     SnapshotSlug,
-    TerminalStatus,
     TruePositive,
 )
 from props.core.domain.catalog.runs import (
@@ -73,6 +69,7 @@ from props.core.domain.catalog.snapshots import (
     SnapshotRetired,
     SnapshotSynced,
 )
+from props.core.domain.vocabulary import AgentType, RunStatus, Severity, TerminalStatus
 
 __all__ = [
     "REGISTRY",

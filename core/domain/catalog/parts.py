@@ -3,10 +3,11 @@ constraints, and the parts (line ranges, locations, ground truth, ...) events ar
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import pydantic
 
+from props.core.domain.vocabulary import Severity
 from props.core.log.events import EventRegistry
 
 REGISTRY = EventRegistry()
@@ -21,11 +22,6 @@ NonNegative = Annotated[float, pydantic.Field(ge=0)]
 Count = Annotated[int, pydantic.Field(ge=0)]
 Digest = Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 
-AgentType = Literal["critic", "grader"]
-RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
-                    "budget_exceeded", "cancelled"]
-TerminalStatus = Literal["completed", "failed", "timed_out", "budget_exceeded", "cancelled"]
-Severity = Literal["info", "low", "medium", "high", "critical"]
 
 
 class _Part(pydantic.BaseModel):

@@ -9,7 +9,6 @@ import pydantic
 
 from props.core.domain.catalog.parts import (
     REGISTRY,
-    AgentType,
     Count,
     Digest,
     Example,
@@ -17,10 +16,9 @@ from props.core.domain.catalog.parts import (
     Location,
     Name,
     NonNegative,
-    Severity,
     Sha256,
-    TerminalStatus,
 )
+from props.core.domain.vocabulary import AgentType, Severity, TerminalStatus
 from props.core.log.events import Event
 
 # -- critic and grader runs (stream run-<uuid>) ------------------------------------------------

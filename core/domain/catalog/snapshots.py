@@ -9,7 +9,6 @@ import pydantic
 
 from props.core.domain.catalog.parts import (
     REGISTRY,
-    AgentType,
     Digest,
     FileEntry,
     GroundTruth,
@@ -18,6 +17,7 @@ from props.core.domain.catalog.parts import (
     SnapshotSlug,
     _Part,
 )
+from props.core.domain.vocabulary import AgentType
 from props.core.log.events import Event
 
 # -- snapshots (stream snapshot-<slug>) ----------------------------------------------------

@@ -1,0 +1,26 @@
+"""The closed sets of words props uses, as types and as tuples.
+
+They cost nothing to import (no pydantic, no driver), so the command line offers them as
+choices without loading the catalog; the catalog's models, the API and the services use the
+same ones.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+AgentType = Literal["critic", "grader"]
+RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
+                    "budget_exceeded", "cancelled"]
+TerminalStatus = Literal["completed", "failed", "timed_out", "budget_exceeded", "cancelled"]
+Severity = Literal["info", "low", "medium", "high", "critical"]
+Scope = Literal["read", "request", "push", "admin"]  # what an API token may do
+
+# The reactors (each is its `name`) and the services `props serve --only` names.
+ReactorName = Literal["launcher", "grader", "supervisor"]
+ServiceName = Literal[ReactorName, "projections"]
+
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+REACTORS: tuple[ReactorName, ...] = get_args(ReactorName)
+SERVICES: tuple[ServiceName, ...] = get_args(ServiceName)
