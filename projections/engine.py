@@ -28,8 +28,6 @@ from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.projections.base import Projection
 from props.projections.folding import (
-    LIVE,
-    SHADOW,
     Chunk,
     chunk_after,
     commit_range,
@@ -41,6 +39,7 @@ from props.projections.folding import (
 )
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
+from props.projections.names import LIVE, NAMES, SHADOW
 from props.projections.runs import EXCLUSIONS, IMPORTS, ISSUES, RUNS, USAGE
 from props.projections.tables import create
 from props.schema import queries
@@ -56,6 +55,8 @@ SWAP_LOCK_WAIT_MS = 100  # well under deadlock_timeout (1 s): the swap yields fi
 
 
 _Q = queries.load("projections")
+
+assert tuple(p.name for p in ALL) == NAMES, "projections/names.py lists every projection"
 
 Progress = Callable[[int], None]
 

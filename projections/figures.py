@@ -16,7 +16,7 @@ from props.core.log.checkpoints import Checkpoint
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, scorers
 from props.projections import as_of as as_of_point
-from props.projections import engine, folding
+from props.projections import engine, names
 from props.schema import queries
 
 _Q = queries.load("report")
@@ -59,7 +59,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
             raise errors.SchemaError("the projections are not built yet: run "
                                      "`props projections rebuild --all` (or `run`)")
         if as_of is None:
-            schema = folding.LIVE
+            schema = names.LIVE
         else:
             schema = as_of_point.SCHEMA
             point = await as_of_point.resolve(conn, as_of)

@@ -19,12 +19,11 @@ from props.core.log.checkpoints import Checkpoint
 from props.core.log.events import DecodeFilter, RecordedEvent, data_of
 from props.core.log.store import EventStore
 from props.projections.base import Fold, Projection
+from props.projections.names import LIVE
 from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
 from props.projections.tables import Delta, check_schema, write
 from props.schema import queries
 
-LIVE = "projections"
-SHADOW = "projections_next"
 FOLD_WORK_MEM = "64MB"  # a chunk's fold sorts in memory, not on disk
 _ANY_VERSION = 0  # read_between: every schema version of the type
 # A deliberately broken build, for the chaos run's negative control only: the live runner

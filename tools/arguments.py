@@ -54,3 +54,18 @@ async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
             f"{ref} is the start of several run ids: {', '.join(found[:10])}"
             + (", ..." if len(found) > 10 else "") + "; give more of it")
     return uuid.UUID(found[0])
+
+
+FORMATS = ("table", "json", "csv")
+# From this terminal width up, `props report` shows every column (below, the less important
+# ones are left out, as gh does, rather than every cell cut).
+WIDE_AT = 150
+
+
+def add_format(parser: argparse.ArgumentParser) -> None:
+    """`--format table|json|csv` (and `--json`, the same as `--format json`)."""
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="a table for people (default); JSON (an array of objects, "
+                             "values as numbers, times in ISO 8601) or CSV for programs")
+    parser.add_argument("--json", dest="format", action="store_const", const="json",
+                        help="the same as --format json")

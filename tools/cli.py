@@ -22,9 +22,10 @@ import anyio
 
 from props.core.log import errors
 
-# Which module holds each command, in the order `props --help` lists them. A command imports
-# its own module only: `props runs list` does not pay for the benchmarks, the chaos harness
-# and the Docker client (every command took 1.3-2.5 s to start when cli imported them all).
+# Which module holds each command's parser, in the order `props --help` lists them. A command
+# imports its own parser module only (they import nothing heavy), and its handler's module
+# once its arguments parsed: `props runs list --help` pays for neither the catalog nor the
+# driver (every command took 1.3-2.5 s to start when cli imported them all).
 COMMANDS: dict[str, str] = {
     "db": "commands.db", "events": "commands.events", "specimens": "commands.specimens",
     "projections": "commands.projections", "report": "commands.report",
@@ -32,8 +33,8 @@ COMMANDS: dict[str, str] = {
     "compare": "commands.scoring", "export": "commands.archive", "import": "commands.archive",
     "verify": "commands.archive", "archive": "commands.archive", "serve": "commands.service",
     "reactors": "commands.service", "definitions": "commands.runs", "runs": "commands.runs",
-    "tokens": "commands.tokens", "keys": "commands.keys", "demo": "demo", "bench": "commands.bench",
-    "chaos": "chaos",
+    "tokens": "commands.tokens", "keys": "commands.keys", "demo": "commands.demo",
+    "bench": "commands.bench", "chaos": "commands.chaos",
 }
 
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
@@ -113,6 +114,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def handler_of(name: str) -> Handler:
+    """The handler a parser names as "module:function": its module is imported only now,
+    once the arguments parsed (`props X --help` never loads what X does)."""
+    module, _, function = name.partition(":")
+    found: Handler = getattr(importlib.import_module(module), function)
+    return found
+
+
 def _command_word(argv: Sequence[str]) -> str | None:
     """The command `argv` names (its first word that is not an option), if any."""
     return next((a for a in argv if not a.startswith("-")), None)
@@ -128,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # the command's own usage, with the flags it does take
         getattr(args, "command_parser", parser).error(
             f"unrecognized arguments: {' '.join(unknown)}")
+    handler = handler_of(args.handler)
     # Everything imported so far lives as long as the process: keep the cyclic GC from
     # walking it again on every collection (it slowed single appends by ~5%, measured).
     gc.freeze()
@@ -135,7 +145,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    handler: Handler = args.handler
     try:
         return anyio.run(handler, args, backend="asyncio")
     except BaseException as exc:  # every way out is decided in _exit_for

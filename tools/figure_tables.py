@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from props.core.scoring import comparison, intervals, rescoring
+from props.tools.arguments import WIDE_AT
 from props.tools.render import Console, Table
 
 
@@ -19,7 +20,6 @@ def percent(value: Any) -> str:
 # The table's columns: (header, cell, shown at any width). At less than WIDE_AT columns
 # (an 80-column terminal, a pipe) the others are left out, as gh does, rather than every cell
 # cut to `refer…`; `--wide` shows them all.
-WIDE_AT = 150
 _COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str], bool]] = [
     ("model", lambda r: str(r["model"]), True),
     ("definition", lambda r: str(r["definition"]), True),

@@ -11,7 +11,6 @@ ESC, bidirectional overrides that reorder what follows) are shown as escapes (`\
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import io
@@ -87,17 +86,7 @@ class Table(rich.table.Table):
 
 # -- one output convention for lists ------------------------------------------------------------
 
-FORMATS = ("table", "json", "csv")
 Cell = Callable[[Any], str]
-
-
-def add_format(parser: argparse.ArgumentParser) -> None:
-    """`--format table|json|csv` (and `--json`, the same as `--format json`)."""
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="a table for people (default); JSON (an array of objects, "
-                             "values as numbers, times in ISO 8601) or CSV for programs")
-    parser.add_argument("--json", dest="format", action="store_const", const="json",
-                        help="the same as --format json")
 
 
 def _plain(value: Any) -> Any:

@@ -22,7 +22,7 @@ from typing import get_args
 
 import orjson
 
-from props.core.domain import catalog, specimen_format
+from props.core.domain import catalog, specimen_format, vocabulary
 from props.core.domain.specimen_format import CODE_DIR, GROUND_TRUTH_FILE, Problem
 from props.core.log import errors
 
@@ -61,7 +61,7 @@ def ground_truth_hash(gt: catalog.GroundTruth) -> str:
     return hashlib.sha256(canonical).hexdigest()
 
 
-MAX_FILE_BYTES = 1024 * 1024  # a snapshot's file over this is refused (--max-file-bytes)
+MAX_FILE_BYTES = vocabulary.MAX_SPECIMEN_FILE_BYTES
 
 
 def _unsafe(path: Path, root: Path) -> str | None:

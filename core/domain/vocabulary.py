@@ -1,4 +1,4 @@
-"""The closed sets of words props uses, as types and as tuples.
+"""The closed sets of words props uses, as types and as tuples, and the limits a user may set.
 
 They cost nothing to import (no pydantic, no driver), so the command line offers them as
 choices without loading the catalog; the catalog's models, the API and the services use the
@@ -19,6 +19,9 @@ Scope = Literal["read", "request", "push", "admin"]  # what an API token may do
 # The reactors (each is its `name`) and the services `props serve --only` names.
 ReactorName = Literal["launcher", "grader", "supervisor"]
 ServiceName = Literal[ReactorName, "projections"]
+
+# A snapshot's file over this many bytes is refused (`props specimens ... --max-file-bytes`).
+MAX_SPECIMEN_FILE_BYTES = 1024 * 1024
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 SCOPES: tuple[Scope, ...] = get_args(Scope)

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
-from props.projections import engine, figures, folding
+from props.projections import engine, figures, names
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console
 from props.tools.workload import Workload
@@ -85,7 +85,7 @@ async def _time_report(store: EventStore) -> tuple[float, float, int, int]:
     # visibility map does not cover: as autovacuum soon would, vacuum and analyze for both
     # sides (planned blind, the raw side took 67 s).
     for table in (t.name for p in engine.ALL for t in p.tables):
-        await store.pool.execute(f"VACUUM (ANALYZE) {folding.LIVE}.{table}")
+        await store.pool.execute(f"VACUUM (ANALYZE) {names.LIVE}.{table}")
     ours, raw = [], []
     for _ in range(REPORT_ROUNDS):
         t0 = time.perf_counter()

@@ -17,7 +17,3 @@ NORUN). It stops by itself: the load for `--seconds`, then at most `--drain-seco
 work to finish. Then it checks the invariants and prints them as a table; the exit code is
 0 only if every one held.
 """
-
-from __future__ import annotations
-
-from props.tools.chaos.command import add_parser as add_parser

@@ -57,8 +57,6 @@ with Agent.from_environment() as a:
     a.phase("review")
 """
 HOSTILE_EVERY = 10  # every tenth requested run is the hostile critic
-FAULTS = ("kill-service", "kill-all-services", "terminate-listeners", "kill-container",
-          "idle-transaction", "restart-postgres")
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
 

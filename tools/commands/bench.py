@@ -2,33 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from props.core.log import database
-from props.tools import scratch
-from props.tools.benchmarks import (
-    cli_suite,
-    export_suite,
-    log_suite,
-    projections_suite,
-    reactors_suite,
-    rescore_suite,
-)
-from props.tools.benchmarks.report import Report
-from props.tools.render import Console, Table
-
-SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
-    "cli": cli_suite.run,
-    "log": log_suite.run,
-    "projections": projections_suite.run,
-    "rescore": rescore_suite.run,
-    "export": export_suite.run,
-    "reactors": reactors_suite.run,
-}
-
-console = Console(stderr=True, highlight=False)
+# The suites `props.tools.handlers.bench` runs (a test checks the two agree).
+SUITE_NAMES = ("cli", "export", "log", "projections", "reactors", "rescore")
 
 
 def add_parser(sub: Any) -> None:
@@ -39,22 +16,8 @@ def add_parser(sub: Any) -> None:
         "operation it is built on, in the same run; the checks are ratios. Exit 0 when every "
         "check passes, 1 when one fails or did not run.",
     )
-    p.add_argument("suite", choices=sorted(SUITES), help="which suite")
+    p.add_argument("suite", choices=sorted(SUITE_NAMES), help="which suite")
     p.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
     p.add_argument("--json", action="store_true",
                    help="print a JSON summary as the last line of standard output")
-    p.set_defaults(handler=bench_cmd)
-
-
-async def bench_cmd(args: argparse.Namespace) -> int:
-    server = database.resolve_dsn()
-    async with scratch.scratch_database(server, "bench") as dsn:
-        report = await SUITES[args.suite](dsn, args.quick, console)
-    table = Table("check", "value", "target", "verdict", title=f"bench {report.suite}")
-    for c in report.checks:
-        value = "-" if c.value is None else f"{c.value:.3f}"
-        table.add_row(c.name, value, f"{c.op} {c.target}", c.verdict)
-    console.print(table)
-    if args.json:
-        print(report.json_line(), flush=True)
-    return 0 if report.passed else 1
+    p.set_defaults(handler="props.tools.handlers.bench:bench_cmd")

@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
-
-from props.core.domain import signing
-from props.core.log import embedded
-from props.tools.render import Console, Table
-
-console = Console(highlight=False)
-
-
-def keys_dir(given: Path | None) -> Path:
-    return given or signing.default_dir(embedded.default_home())
 
 
 def add_parser(sub: Any) -> None:
@@ -30,24 +19,9 @@ def add_parser(sub: Any) -> None:
                         "overwritten.")
     c.add_argument("name", help="letters, digits, '.', '_' and '-'")
     c.add_argument("--dir", type=Path, help="the keys folder (default $PROPS_HOME/keys)")
-    c.set_defaults(handler=create_cmd)
+    c.set_defaults(handler="props.tools.handlers.keys:create_cmd")
     lst = cmds.add_parser("list", help="the public keys in a folder, with fingerprints",
                           description="Each NAME.pub in the folder and its fingerprint (what "
                           "imported events name as their signer).")
     lst.add_argument("--dir", type=Path, help="the keys folder (default $PROPS_HOME/keys)")
-    lst.set_defaults(handler=list_cmd)
-
-
-async def create_cmd(args: argparse.Namespace) -> int:
-    made = signing.create(keys_dir(args.dir), args.name)
-    console.print(f"created key {made.name} (fingerprint {made.fingerprint}) in "
-                  f"{keys_dir(args.dir)}")
-    return 0
-
-
-async def list_cmd(args: argparse.Namespace) -> int:
-    table = Table("name", "fingerprint")
-    for key in signing.public_keys(keys_dir(args.dir)):
-        table.add_row(key.name, key.fingerprint)
-    console.print(table)
-    return 0
+    lst.set_defaults(handler="props.tools.handlers.keys:list_cmd")

@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-import anyio
-import anyio.abc
-
-from props.core.domain.store import open_store
-from props.projections import engine, folding
-from props.reactors.service import stop_on_signal
-from props.tools import progress, render
-from props.tools.render import Console
-
-console = Console(highlight=False, stderr=True)
+from props.projections import names
+from props.tools import arguments
 
 
 def add_parser(sub: Any) -> None:
     pj = sub.add_parser("projections", help="the analysts' tables: run, status, rebuild",
                         description="Projections are tables derived from the log only "
-                        f"(schema `{folding.LIVE}`): " + ", ".join(p.name for p in engine.ALL)
+                        f"(schema `{names.LIVE}`): " + ", ".join(names.NAMES)
                         + ".")
     cmds = pj.add_subparsers(dest="projections_command", metavar="ACTION", required=True)
     p = cmds.add_parser("run", help="keep every projection current (a service)",
@@ -28,67 +19,17 @@ def add_parser(sub: Any) -> None:
                         "SIGTERM or Ctrl-C. Builds a projection from the log first if it has "
                         "never been built (or its version changed). One runner is active per "
                         "database; a second one waits to take over.")
-    p.set_defaults(handler=run_cmd)
+    p.set_defaults(handler="props.tools.handlers.projections:run_cmd")
     p = cmds.add_parser("status", help="checkpoints, lag, and what holds the fence",
                         description="Each projection's checkpoint and lag (events and seconds "
                         "behind the log), and any long transaction holding the fence back.")
-    render.add_format(p)
-    p.set_defaults(handler=status_cmd)
+    arguments.add_format(p)
+    p.set_defaults(handler="props.tools.handlers.projections:status_cmd")
     p = cmds.add_parser("rebuild", help="rebuild projections from the log, then swap",
                         description="Build the projection(s) again from the whole log beside "
                         "the live tables, catch up, and swap atomically: readers see the old "
                         "rows until the swap. An interrupted rebuild resumes where it stopped.")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"projections to rebuild ({', '.join(x.name for x in engine.ALL)})")
+                   help=f"projections to rebuild ({', '.join(names.NAMES)})")
     p.add_argument("--all", action="store_true", help="rebuild every projection")
-    p.set_defaults(handler=rebuild_cmd)
-
-
-async def run_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=4) as store:
-        runner = engine.Runner(store)
-        stop = anyio.Event()
-
-        async with anyio.create_task_group() as tg:
-            await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
-            console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
-            await runner.run(stop)
-            tg.cancel_scope.cancel()
-        console.print(f"stopped after {runner.stats.events:,} events "
-                      f"in {runner.stats.batches:,} batches")
-    return 0
-
-
-async def status_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        states = await engine.status(store)
-        fence = await store.fence_status()
-    rows = [{"projection": s.name, "version": s.version,
-             "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
-             "lag_events": s.lag_events, "lag_seconds": s.lag_seconds} for s in states]
-    render.emit(args.format, rows, [("projection", "projection"), ("version", "version"),
-                                    ("checkpoint", "checkpoint"),
-                                    ("lag_events", "lag (events)"),
-                                    ("lag_seconds", "lag (seconds)")],
-                empty="no projections", cells={
-                    "checkpoint": lambda c: c or "never built",
-                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
-    if args.format == "table":
-        Console().print(fence.describe())
-    return 0
-
-
-async def rebuild_cmd(args: argparse.Namespace) -> int:
-    if args.all == bool(args.names):
-        raise SystemExit("props projections rebuild: name projections, or give --all")
-    chosen = engine.ALL if args.all else engine.by_name(args.names)
-    async with open_store(max_connections=4) as store:
-        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
-        with progress.counting_events("rebuilding", total) as advance:
-            report = await engine.rebuild(store, chosen, progress=advance)
-    Console(highlight=False).print(
-        f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
-        f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"
-        + (", resuming an interrupted rebuild" if report.resumed else "")
-    )
-    return 0
+    p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd")

@@ -2,23 +2,14 @@
 (the figures are `props.projections.figures`'s; this module prints them).
 
 It says how many runs lack evidence (never finished) or could not be scored, instead of
-quietly leaving them out of the figures.
-"""
+quietly leaving them out of the figures."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
-import io
-from collections.abc import Callable
 from typing import Any
 
-import orjson
-
-from props.core.domain.store import open_store
-from props.projections.figures import COLUMNS, load, scorer_filter
-from props.tools import figure_tables, progress
+from props.tools import arguments
 
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
@@ -52,7 +43,7 @@ def add_parser(sub: Any) -> None:
                         "instead of the scorer's grade")
     p.add_argument("--wide", action="store_true",
                    help="every column, whatever the terminal's width (below "
-                        f"{figure_tables.WIDE_AT} columns the table leaves out graded recall, "
+                        f"{arguments.WIDE_AT} columns the table leaves out graded recall, "
                         "partial, known FP, unmatched and the run recall spread)")
     p.add_argument("--as-of", metavar="POINT",
                    help="report from the events up to POINT only: TX:POSITION (every report "
@@ -60,27 +51,4 @@ def add_parser(sub: Any) -> None:
                         "time with its zone; the projections are folded again for this "
                         "report, in temporary tables, so a figure quoted months ago comes "
                         "back exactly (same output, byte for byte)")
-    p.set_defaults(handler=report_cmd)
-
-
-async def report_cmd(args: argparse.Namespace) -> int:
-    name, version = scorer_filter(args.scorer)
-    # A bar only while --as-of folds the log again; the live report reads at once.
-    folding: contextlib.AbstractContextManager[Callable[[int], None] | None] = \
-        progress.counting_events(f"folding the log up to {args.as_of}") if args.as_of \
-        else contextlib.nullcontext()
-    async with open_store(max_connections=2) as store:
-        with folding as advance:
-            records, notes = await load(store, name, version, args.exclude_imported,
-                                        args.adjudicated, args.as_of, advance)
-    if args.format == "json":
-        print(orjson.dumps({"scores": records, "evidence": notes}).decode())
-    elif args.format == "csv":
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(records)
-        print(out.getvalue(), end="")
-    else:
-        figure_tables.print_report(records, notes, wide=args.wide)
-    return 0
+    p.set_defaults(handler="props.tools.handlers.report:report_cmd")

@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-import json
-import tomllib
-import typing
-import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pydantic
-
-from props.core.domain import catalog, definitions, run_requests
-from props.core.domain.store import open_store
-from props.core.log import errors
-from props.core.log.events import RecordedEvent, describe_validation_error, details
-from props.core.log.store import EventStore
-from props.projections import engine, run_pages
-from props.projections.runs import RUNS
-from props.tools import arguments, render
-from props.tools.render import Console, Table
-
-T = TypeVar("T")
-
-out = Console(highlight=False)
+from props.core.domain import vocabulary
+from props.tools import arguments
 
 
 def add_parsers(sub: Any) -> None:
@@ -60,7 +41,7 @@ def _definitions_parser(sub: Any) -> None:
     p.add_argument("--max-events", type=int, default=2000,
                    help="cap on the events a run may report (default 2000)")
     p.add_argument("command", nargs="*", help="the command to run (after --)")
-    p.set_defaults(handler=push_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:push_cmd")
     p = cmds.add_parser("reference", help="push the bundled reference critic (or grader)",
                         description="Push the deterministic reference critic (static checks "
                         "of Python files, no network) as definition `reference`: a local "
@@ -69,10 +50,10 @@ def _definitions_parser(sub: Any) -> None:
                         "container) as `reference-grader`, a local command.")
     p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
     p.add_argument("--grader", action="store_true", help="the reference grader instead")
-    p.set_defaults(handler=reference_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:reference_cmd")
     p = cmds.add_parser("list", help="every definition pushed")
-    render.add_format(p)
-    p.set_defaults(handler=list_definitions_cmd)
+    arguments.add_format(p)
+    p.set_defaults(handler="props.tools.handlers.runs:list_definitions_cmd")
 
 
 def _runs_parser(sub: Any) -> None:
@@ -90,207 +71,35 @@ def _runs_parser(sub: Any) -> None:
     p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
     p.add_argument("--count", type=arguments.positive_int, default=1,
                    help="how many runs (default 1)")
-    p.set_defaults(handler=request_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:request_cmd")
     p = cmds.add_parser("list", help="runs and their status (from the projections)",
                         description="The newest runs first, as the projections have them "
                         "(a run requested a moment ago shows once the projection runner of "
                         "`props serve` or `props projections run` has folded it).")
-    p.add_argument("--status", choices=typing.get_args(catalog.RunStatus),
+    p.add_argument("--status", choices=vocabulary.RUN_STATUSES,
                    help="only runs in this status")
     p.add_argument("--limit", type=arguments.positive_int, default=50,
                    help="at most this many runs (default 50)")
-    render.add_format(p)
-    p.set_defaults(handler=list_runs_cmd)
+    arguments.add_format(p)
+    p.set_defaults(handler="props.tools.handlers.runs:list_runs_cmd")
     p = cmds.add_parser("show", help="a run's timeline, from the log")
     _run_id(p)
-    p.set_defaults(handler=show_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:show_cmd")
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
     _run_id(p)
-    p.set_defaults(handler=cancel_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:cancel_cmd")
     p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
                         description="A retention hold: every partition holding an event of "
                         "the run stays in the table until the hold is released.")
     _run_id(p)
     p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
                    "output")
-    p.set_defaults(handler=hold_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:hold_cmd")
     p = cmds.add_parser("release", help="release a run's retention hold")
     _run_id(p)
-    p.set_defaults(handler=release_cmd)
+    p.set_defaults(handler="props.tools.handlers.runs:release_cmd")
 
 
 def _run_id(p: Any) -> None:
     p.add_argument("run_id", type=arguments.run_ref,
                    help="the run's id, or a unique prefix of it (tables show 8 digits)")
-
-
-def _config(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise errors.ConfigurationError(f"cannot read the config {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise errors.ConfigurationError(f"the config {path} must be an object")
-    return data
-
-
-async def image_digest(image: str) -> str:
-    import aiodocker  # only commands that talk to Docker pay for its import (0.2 s)
-
-    from props.reactors import docker_runtime
-
-    async with docker_runtime.DockerRuntime.connect() as rt:
-        try:
-            info = await rt.docker.images.inspect(image)
-        except aiodocker.DockerError as exc:
-            raise errors.PropsError(f"image {image} is not on the Docker engine ({exc.message})"
-                                    f": build or pull it first") from exc
-    return str(info["Id"])
-
-
-async def push_cmd(args: argparse.Namespace) -> int:
-    config = _config(args.config)
-    command = list(args.command)
-    if args.local and not command:
-        raise errors.PropsError("a --local definition needs its command (after --)")
-    digest = definitions.local_digest(command, config) if args.local \
-        else await image_digest(args.image)
-    try:
-        definition = catalog.DefinitionPushed(
-            agent_type=args.agent_type, name=args.name or args.image.split(":")[0],
-            tag=args.tag, digest=digest, runtime="local" if args.local else "docker",
-            image=args.image, command=command, config=config, host_python=args.host_python,
-            limits=catalog.AgentLimits(network=args.network, cpus=args.cpus,
-                                       memory_mb=args.memory_mb, max_events=args.max_events))
-    except pydantic.ValidationError as exc:
-        raise errors.InvalidEvent(describe_validation_error("definition.pushed", exc)) from exc
-    async with open_store(max_connections=2) as store:
-        new = await definitions.push(store, definition)
-    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} = {digest}"
-              + ("" if new else " (already recorded)"))
-    return 0
-
-
-async def reference_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        if args.grader:
-            definition = definitions.reference_local("grader")
-        elif args.docker:
-            from props.reactors import docker_runtime
-
-            async with docker_runtime.DockerRuntime.connect() as rt:
-                definition = await docker_runtime.build_reference_image(rt)
-        else:
-            definition = definitions.reference_local()
-        new = await definitions.push(store, definition)
-    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} "
-              f"({definition.runtime}) = "
-              f"{definition.digest}" + ("" if new else " (already recorded)"))
-    return 0
-
-
-async def list_definitions_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
-                 "digest": d.digest, "image": d.image or " ".join(d.command)}
-                for agent_type in ("critic", "grader")
-                for d in await definitions.all_pushed(store, agent_type)]
-    render.emit(args.format, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
-                                    ("runtime", "runtime"), ("digest", "digest"),
-                                    ("image", "image / command")],
-                empty="no definitions pushed: `props definitions reference` pushes one",
-                cells={"digest": lambda d: str(d)[:19]})
-    return 0
-
-
-async def request_cmd(args: argparse.Namespace) -> int:
-    name, _, ref = args.definition.partition("@")
-    async with open_store(max_connections=2) as store:
-        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-            definition=name, ref=ref or "latest", snapshot=args.snapshot,
-            file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
-            budget_usd=args.budget, count=args.count, requested_by="props runs request"))
-        from props.reactors import host  # (it imports the Docker client: 0.15 s)
-
-        launching = await host.serving(store, "launcher")
-    for run_id in done.run_ids:
-        out.print(f"requested run {run_id}")
-    # The request is an event: nothing runs until a launcher takes it up.
-    out.print("a launcher is running: it takes the runs up now (`props runs list` follows "
-              "them)" if launching else "no launcher is running on this database: nothing "
-              "happens until `props serve` (or `props serve --only launcher`) is started")
-    return 0
-
-
-RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definition"),
-               ("model", "model"), ("snapshot", "snapshot"), ("requested_at", "requested")]
-
-
-async def list_runs_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        found = await run_pages.page(
-            store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
-        [behind] = await engine.status(store, [RUNS])  # the table this lists
-    rows = [{key: r[key] for key, _header in RUN_COLUMNS} for r in found.rows]
-    render.emit(args.format, rows, RUN_COLUMNS,
-                empty="no runs" + (f" in status {args.status}" if args.status else ""),
-                cells={"run_id": lambda r: str(r)[:arguments.SHORT]})
-    if behind.lag_events:
-        late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
-        Console(stderr=True).print(
-            f"warning: the projections are {behind.lag_events:,} event(s){late} behind the "
-            "log: what happened since is not listed yet (`props serve` or `props "
-            "projections run` folds it)")
-    return 0
-
-
-async def _records(store: EventStore, args: argparse.Namespace) -> list[RecordedEvent]:
-    """The run's events; `args.run_id` (a prefix, maybe) becomes the run's whole id."""
-    args.run_id = await arguments.resolve_run(store, args.run_id)
-    return await run_requests.events_of(store, args.run_id)
-
-
-async def show_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        records = await _records(store, args)
-    table = Table("#", "time", "event", "details")
-    for rec in records:
-        text = json.dumps(details(rec.event), separators=(",", ":"))
-        table.add_row(str(rec.stream_version), f"{rec.recorded_at:%H:%M:%S.%f}"[:-3],
-                      rec.type_name, text[:100] + ("…" if len(text) > 100 else ""))
-    out.print(table)
-    return 0
-
-
-async def _on_run(args: argparse.Namespace,
-                  act: Callable[[EventStore, uuid.UUID], Awaitable[T]]) -> T:
-    """`act` on the run `args.run_id` names (a prefix, maybe: it becomes the whole id)."""
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        return await act(store, args.run_id)
-
-
-async def cancel_cmd(args: argparse.Namespace) -> int:
-    asked = await _on_run(args, lambda store, run: run_requests.cancel(
-        store, run, "props runs cancel"))
-    out.print(f"cancel requested for run {args.run_id}" if asked else
-              f"run {args.run_id} has already finished: nothing to cancel")
-    return 0
-
-
-async def hold_cmd(args: argparse.Namespace) -> int:
-    await _on_run(args, lambda store, run: run_requests.hold(
-        store, run, args.reason, "props runs hold"))
-    out.print(f"run {args.run_id} is held: props archive keeps its events")
-    return 0
-
-
-async def release_cmd(args: argparse.Namespace) -> int:
-    released = await _on_run(args, lambda store, run: run_requests.release(
-        store, run, "props runs release"))
-    out.print(f"run {args.run_id} is no longer held" if released else
-              f"run {args.run_id} is not held: nothing to release")
-    return 0

@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
-import logging
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.abc
-import orjson
-
-from props.core.domain import specimen_sync, tokens
-from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
-from props.core.log import database, errors, migrate
-from props.core.log.store import EventStore
-from props.reactors import host
-from props.reactors.service import Service, container_runtimes, stop_on_signal
-from props.schema import queries
-from props.tools import logs, render, service_config
-from props.tools.commands import specimens as specimen_commands
-from props.tools.render import Console
-
-log = logging.getLogger("props.serve")
-_AGENTS = queries.load("agents")
+from props.tools import arguments
 
 
 def add_parsers(sub: Any) -> None:
@@ -69,7 +49,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--connect-wait", type=float, metavar="SECONDS",
                    help="how long to wait for the database at start before giving up with "
                         "exit 69 (default 60); once connected, outages are waited out")
-    p.set_defaults(handler=serve_cmd)
+    p.set_defaults(handler="props.tools.handlers.service:serve_cmd")
 
     r = sub.add_parser("reactors", help="where the reactors stand",
                        description="The reactors follow the log and act on it.")
@@ -78,119 +58,5 @@ def add_parsers(sub: Any) -> None:
                         description="Each reactor's checkpoint, its lag behind the log, the "
                         "events it parked (gave up on), and the critic runs queued, running "
                         "and finished.")
-    render.add_format(s)
-    s.set_defaults(handler=status_cmd)
-
-
-async def serve_cmd(args: argparse.Namespace) -> int:
-    """Serve until stopped; a database that is down (at start or later) is waited for."""
-    config = service_config.load(args)
-    logs.configure(config.log_format, args.verbose)
-    stop = anyio.Event()
-    only: list[str] = list(config.only or SERVICES)
-    began, connected = time.monotonic(), False
-
-    async def serve() -> None:
-        nonlocal connected
-        if config.auto_migrate:  # as the owner; the service itself owns nothing
-            applied = await migrate.migrate_database(config.dsn or database.resolve_dsn())
-            log.info(f"migrations applied at start: {len(applied)}")
-        dsn = config.dsn or database.resolve_service_dsn()
-        async with open_store(dsn, max_connections=16) as store, \
-                container_runtimes(config.runtime) as runtimes:
-            connected = True
-            if config.auto_sync_specimens is not None:
-                await _sync_specimens(store, config.auto_sync_specimens)
-            service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent)
-            kinds = " and ".join(rt.kind for rt in runtimes)
-            async with anyio.create_task_group() as tg:
-                await _start_http(tg, store, config, stop)
-                log.info(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
-                await service.run(stop)
-
-    async with anyio.create_task_group() as tg:
-        await tg.start(stop_on_signal, stop, "stopping: finishing the events in hand")
-        # An embedded server that cannot start, or settings that are wrong, will not start
-        # by waiting.
-        await database.serve_until_stopped(
-            serve, stop, "props serve",
-            fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
-            give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
-        tg.cancel_scope.cancel()
-    return 0
-
-
-async def _sync_specimens(store: EventStore, directory: Path) -> None:
-    found = specimen_commands.load_valid(directory)
-    report = await specimen_sync.sync(store, str(await anyio.Path(directory).resolve()), found,
-                                      retire_missing=False)
-    log.info(f"specimens synced at start from {directory}: {len(report.added)} added, "
-                  f"{len(report.updated)} new versions, {len(report.unchanged)} unchanged")
-
-
-async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
-                      config: service_config.ServiceConfig, stop: anyio.Event) -> None:
-    """The API and the registry proxy, when configured; the first start's admin token."""
-    if not (config.http or config.registry):
-        return
-    # Imported here: the web stack is only loaded by the commands that serve HTTP.
-    from props.tools.api import app as api_app
-    from props.tools.api import registry
-    from props.tools.api import server as http_server
-
-    secret = await tokens.create_first_admin(store)
-    if secret is not None:
-        # Printed, never logged: the one time this token exists outside its holder.
-        line = f"admin token (shown once, store it now): {secret}"
-        if config.log_format == "json":
-            line = orjson.dumps({"level": "warning", "logger": "props.serve",
-                                 "message": "admin token (shown once, store it now)",
-                                 "admin_token": secret}).decode()
-        print(line, file=sys.stderr, flush=True)
-    if config.http:
-        sock = http_server.bind(config.http, "HTTP API")
-        tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
-        log.info(f"HTTP API on http://{_address(sock)}")
-    if config.registry:
-        assert config.registry_upstream is not None
-        proxy = registry.RegistryProxy(store, config.registry_upstream,
-                                       config.registry_pull_from)
-        sock = http_server.bind(config.registry, "registry proxy")
-
-        async def serve_registry() -> None:
-            try:
-                await http_server.serve(proxy.app(), sock, stop)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await proxy.aclose()
-
-        tg.start_soon(serve_registry)
-        log.info(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
-
-
-def _address(sock: Any) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-async def status_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        rows = [{"reactor": r.name, "checkpoint": None if r.checkpoint is None
-                 else str(r.checkpoint), "lag_events": r.lag_events,
-                 "lag_seconds": r.lag_seconds, "parked": r.parked,
-                 "serving": await host.serving(store, r.name)}
-                for r in await host.status(store)]
-        runs = await store.pool.fetchrow(_AGENTS["run_counts"])
-    render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
-                                    ("checkpoint", "checkpoint"),
-                                    ("lag_events", "lag (events)"),
-                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked")],
-                empty="no reactors", cells={
-                    "checkpoint": lambda c: c or "never ran",
-                    "serving": lambda v: "yes" if v else "no",
-                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
-    assert runs is not None
-    if args.format == "table":
-        Console().print(f"critic runs: {runs['queued']:,} queued, {runs['running']:,} "
-                        f"running, {runs['finished']:,} finished")
-    return 0
+    arguments.add_format(s)
+    s.set_defaults(handler="props.tools.handlers.service:status_cmd")

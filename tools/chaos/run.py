@@ -1,4 +1,5 @@
-"""`props chaos`: its parser, and the run: load and faults, drain, then the invariants."""
+"""`props chaos` run: load and faults, drain, then the invariants (its parser:
+props.tools.commands.chaos)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
 import httpx
 
-import props.tools.chaos as chaos_package  # its docstring says what chaos does
 from props.core.domain import catalog, definitions, specimen_sync, specimens, streams, tokens
 from props.core.domain.store import open_store
 from props.reactors import docker_runtime
@@ -24,7 +23,6 @@ from props.reactors.docker_runtime import DockerRuntime
 from props.tools import hostile_critic, samples, scratch
 from props.tools.chaos.harness import (
     CHAOS_AGENT,
-    FAULTS,
     HOSTILE_EVERY,
     Chaos,
     free_port,
@@ -32,27 +30,10 @@ from props.tools.chaos.harness import (
     scratch_server,
 )
 from props.tools.chaos.invariants import Invariant, caught_up_watch, check, drain, print_invariants
+from props.tools.commands.chaos import FAULTS
 from props.tools.render import Console
 
 console = Console(highlight=False, stderr=True)
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "chaos", help="load and faults on the whole service, then check nothing was lost",
-        description=chaos_package.__doc__.split("\n\n")[1] if chaos_package.__doc__ else None)
-    p.add_argument("--seed", type=int, default=2026, help="the fault schedule's seed")
-    p.add_argument("--seconds", type=float, default=60, help="how long the load runs")
-    p.add_argument("--runs", type=int, default=200, help="critic runs requested in all")
-    p.add_argument("--faults", type=int, default=12,
-                   help=f"faults injected during the load (each kind once in every "
-                        f"{len(FAULTS)})")
-    p.add_argument("--drain-seconds", type=float, default=180,
-                   help="at most this long for the work to finish after the load")
-    p.add_argument("--restart-docker", action="store_true",
-                   help="also stop and start the Docker engine (dockerd) as a fault: only on "
-                   "a machine whose engine nothing else is using")
-    p.set_defaults(handler=chaos_cmd)
 
 
 async def chaos_cmd(args: argparse.Namespace) -> int:

@@ -1,0 +1,46 @@
+"""What `props bench` does: the handlers that the parsers of
+`props.tools.commands.bench` name."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+
+from props.core.log import database
+from props.tools import scratch
+from props.tools.benchmarks import (
+    cli_suite,
+    export_suite,
+    log_suite,
+    projections_suite,
+    reactors_suite,
+    rescore_suite,
+)
+from props.tools.benchmarks.report import Report
+from props.tools.render import Console, Table
+
+SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
+    "cli": cli_suite.run,
+    "log": log_suite.run,
+    "projections": projections_suite.run,
+    "rescore": rescore_suite.run,
+    "export": export_suite.run,
+    "reactors": reactors_suite.run,
+}
+
+
+console = Console(stderr=True, highlight=False)
+
+
+async def bench_cmd(args: argparse.Namespace) -> int:
+    server = database.resolve_dsn()
+    async with scratch.scratch_database(server, "bench") as dsn:
+        report = await SUITES[args.suite](dsn, args.quick, console)
+    table = Table("check", "value", "target", "verdict", title=f"bench {report.suite}")
+    for c in report.checks:
+        value = "-" if c.value is None else f"{c.value:.3f}"
+        table.add_row(c.name, value, f"{c.op} {c.target}", c.verdict)
+    console.print(table)
+    if args.json:
+        print(report.json_line(), flush=True)
+    return 0 if report.passed else 1

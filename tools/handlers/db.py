@@ -1,0 +1,77 @@
+"""What `props db` does: the handlers that the parsers of
+`props.tools.commands.db` name."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from rich.text import Text
+
+from props.core.domain.store import open_store
+from props.core.log import database, embedded, migrate, server_checks
+from props.schema import catalog_dump
+from props.tools.render import Console, Table
+
+console = Console()
+
+
+async def migrate_cmd(args: argparse.Namespace) -> int:
+    done = await migrate.migrate_database(database.resolve_dsn())
+    if done:
+        for m in done:
+            console.print(f"applied {m.name}")
+    else:
+        console.print("schema is up to date")
+    return 0
+
+
+async def status_cmd(args: argparse.Namespace) -> int:
+    dsn = database.resolve_dsn()
+    async with database.session(dsn) as conn:
+        states = await migrate.status(conn)
+        found = await server_checks.warnings(conn)
+    console.print(f"database: {database.redact(dsn)}")
+    table = Table("migration", "state", "applied at")
+    for s in states:
+        table.add_row(s.name, s.state, str(s.applied_at or ""))
+    console.print(table)
+    if any(s.state != "applied" for s in states):
+        console.print("run `props db migrate` to bring the schema up to date")
+        return 1
+    async with open_store(dsn, max_connections=2) as store:
+        count = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        fence = await store.fence_status()
+    console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")
+    console.print(fence.describe())
+    async with database.session(database.resolve_service_dsn()) as conn:
+        found += await server_checks.service_warnings(conn)
+    for line in found:
+        console.print(Text(f"warning: {line}", style="yellow"))
+    return 0
+
+
+async def dsn_cmd(args: argparse.Namespace) -> int:
+    if args.analyst:
+        print(database.resolve_analyst_dsn())
+    elif args.service:
+        print(database.resolve_service_dsn())
+    else:
+        print(database.resolve_dsn())
+    return 0
+
+
+async def stop_cmd(args: argparse.Namespace) -> int:
+    if os.environ.get("PROPS_DSN"):
+        console.print("PROPS_DSN is set: props does not manage that server")
+        return 0
+    home = embedded.default_home()
+    stopped = embedded.stop(home)
+    console.print("embedded server stopped" if stopped else "embedded server was not running")
+    return 0
+
+
+async def schema_cmd(args: argparse.Namespace) -> int:
+    async with database.session(database.resolve_dsn()) as conn:
+        print(await catalog_dump.describe(conn), end="")
+    return 0

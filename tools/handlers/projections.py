@@ -1,0 +1,67 @@
+"""What `props projections` does: the handlers that the parsers of
+`props.tools.commands.projections` name."""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+import anyio.abc
+
+from props.core.domain.store import open_store
+from props.projections import engine
+from props.reactors.service import stop_on_signal
+from props.tools import progress, render
+from props.tools.render import Console
+
+console = Console(highlight=False, stderr=True)
+
+
+async def run_cmd(args: argparse.Namespace) -> int:
+    async with open_store(max_connections=4) as store:
+        runner = engine.Runner(store)
+        stop = anyio.Event()
+
+        async with anyio.create_task_group() as tg:
+            await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
+            console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
+            await runner.run(stop)
+            tg.cancel_scope.cancel()
+        console.print(f"stopped after {runner.stats.events:,} events "
+                      f"in {runner.stats.batches:,} batches")
+    return 0
+
+
+async def status_cmd(args: argparse.Namespace) -> int:
+    async with open_store(max_connections=2) as store:
+        states = await engine.status(store)
+        fence = await store.fence_status()
+    rows = [{"projection": s.name, "version": s.version,
+             "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
+             "lag_events": s.lag_events, "lag_seconds": s.lag_seconds} for s in states]
+    render.emit(args.format, rows, [("projection", "projection"), ("version", "version"),
+                                    ("checkpoint", "checkpoint"),
+                                    ("lag_events", "lag (events)"),
+                                    ("lag_seconds", "lag (seconds)")],
+                empty="no projections", cells={
+                    "checkpoint": lambda c: c or "never built",
+                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
+    if args.format == "table":
+        Console().print(fence.describe())
+    return 0
+
+
+async def rebuild_cmd(args: argparse.Namespace) -> int:
+    if args.all == bool(args.names):
+        raise SystemExit("props projections rebuild: name projections, or give --all")
+    chosen = engine.ALL if args.all else engine.by_name(args.names)
+    async with open_store(max_connections=4) as store:
+        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        with progress.counting_events("rebuilding", total) as advance:
+            report = await engine.rebuild(store, chosen, progress=advance)
+    Console(highlight=False).print(
+        f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
+        f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"
+        + (", resuming an interrupted rebuild" if report.resumed else "")
+    )
+    return 0

@@ -1,0 +1,150 @@
+"""What `props specimens` does: the handlers that the parsers of
+`props.tools.commands.specimens` name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.progress import Progress
+
+from props.core.domain import specimen_sync, specimens
+from props.core.domain.store import open_store
+from props.core.log import errors
+from props.tools import samples
+from props.tools.render import Console, Table
+
+console = Console(highlight=False)
+
+
+
+
+def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
+               ) -> list[specimens.Specimen]:
+    """The specimens under `directory`; every problem printed, one a line, if there are any."""
+    try:
+        return specimens.load_valid(directory, max_file_bytes)
+    except specimens.InvalidSpecimens as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise
+
+
+async def validate_cmd(args: argparse.Namespace) -> int:
+    found = load_valid(args.dir, args.max_file_bytes)
+    for s in found:
+        c = s.counts
+        console.print(f"{s.slug}: ok ({c['files']} files, {c['tps']} TPs with "
+                      f"{c['occurrences']} occurrences, {c['fps']} FPs, "
+                      f"{c['file_sets']} file sets)")
+    return 0
+
+
+async def sync_cmd(args: argparse.Namespace) -> int:
+    found = load_valid(args.dir, args.max_file_bytes)
+    source = str(args.dir.resolve())
+    async with open_store(max_connections=3) as store:
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("syncing", total=len(found))
+
+            def step(slug: str) -> None:
+                progress.update(task, advance=1, description=f"syncing {slug}")
+
+            report = await specimen_sync.sync(store, source, found,
+                                              retire_missing=not args.no_retire, progress=step)
+    for label, slugs in (("added", report.added), ("new version", report.updated),
+                         ("retired", report.retired), ("unchanged", report.unchanged)):
+        for slug in slugs:
+            console.print(f"{label}: {slug}")
+    console.print(f"{report.appended} event(s) appended")
+    return 0
+
+
+def _row(h: specimen_sync.SnapshotHistory) -> dict[str, Any]:
+    latest = h.latest
+    gt = latest.ground_truth
+    return {
+        "slug": h.slug, "version": latest.version, "versions": len(h.versions),
+        "status": "retired" if h.retired else "active", "files": len(latest.files),
+        "tps": len(gt.true_positives),
+        "occurrences": sum(len(tp.occurrences) for tp in gt.true_positives),
+        "fps": len(gt.false_positives), "file_sets": len(gt.file_sets),
+        "ground_truth_hash": latest.ground_truth_hash,
+    }
+
+
+async def list_cmd(args: argparse.Namespace) -> int:
+    async with open_store(max_connections=2) as store:
+        known = await specimen_sync.history(store)
+    rows = [_row(h) for _slug, h in sorted(known.items()) if h.versions]
+    if args.json:
+        for row in rows:
+            print(orjson.dumps(row).decode())
+        return 0
+    if not rows:
+        console.print("no snapshots recorded: run `props specimens sync DIR`")
+        return 0
+    table = Table("snapshot", "version", "status", "files", "TPs", "occurrences", "FPs",
+                  "file sets", "ground truth")
+    for r in rows:
+        table.add_row(r["slug"], f"{r['version']} of {r['versions']}", r["status"],
+                      str(r["files"]), str(r["tps"]), str(r["occurrences"]), str(r["fps"]),
+                      str(r["file_sets"]), r["ground_truth_hash"][:12])
+    console.print(table)
+    return 0
+
+
+async def show_cmd(args: argparse.Namespace) -> int:
+    async with open_store(max_connections=2) as store:
+        known = await specimen_sync.history(store)
+    h = known.get(args.slug)
+    if h is None or not h.versions:
+        raise errors.NotFound(f"no snapshot {args.slug!r} is recorded; "
+                                "`props specimens list` shows those that are")
+    chosen = h.version(args.version) if args.version else h.latest
+    if chosen is None:
+        raise errors.PropsError(f"{args.slug} has no version {args.version}; versions: "
+                                f"{', '.join(str(v.version) for v in h.versions)}")
+    if args.json:
+        print(chosen.model_dump_json())
+        return 0
+    for v, at in zip(h.versions, h.synced_at, strict=True):
+        mark = "*" if v is chosen else " "
+        console.print(f"{mark} version {v.version}  synced {at:%Y-%m-%d %H:%M}  "
+                      f"ground truth {v.ground_truth_hash[:12]}  from {v.source}")
+    if h.retired:
+        console.print("  retired")
+    gt = chosen.ground_truth
+    table = Table("kind", "id", "severity", "occurrences", title=f"{args.slug} v{chosen.version}")
+    for tp in gt.true_positives:
+        table.add_row("TP", tp.id, tp.severity or "", _occurrences(tp.occurrences))
+    for fp in gt.false_positives:
+        table.add_row("FP", fp.id, "", _occurrences(fp.occurrences))
+    console.print(table)
+    scopes = {s.files_hash: s for s in gt.scopes}
+    sets = Table("file set", "files_hash", "files", "TP occurrences in scope")
+    whole = scopes.get(None)
+    sets.add_row("(whole snapshot)", "-", str(len(chosen.files)),
+                 str(len(whole.occurrences) if whole else 0))
+    for fs in gt.file_sets:
+        scope = scopes.get(fs.files_hash)
+        sets.add_row(fs.name, fs.files_hash, str(len(fs.files)),
+                     str(len(scope.occurrences) if scope else 0))
+    console.print(sets)
+    return 0
+
+
+def _occurrences(occurrences: list[Any]) -> str:
+    return "; ".join(
+        ", ".join(f"{loc.file}:" + ",".join(f"{r.start}-{r.end}" for r in loc.ranges)
+                  for loc in occ.locations)
+        for occ in occurrences
+    )
+
+
+async def samples_cmd(args: argparse.Namespace) -> int:
+    print(samples.samples_dir())
+    return 0
