@@ -57,3 +57,25 @@ def test_settings_are_data_not_python_reprs(dsn: str) -> None:
     parsed = list(csv.DictReader(io.StringIO(props("scorers", "list", "--format", "csv",
                                                    dsn=dsn).stdout)))
     assert all(isinstance(orjson.loads(r["settings"]), dict) for r in parsed)
+
+
+async def test_a_runs_timeline_and_the_database_status_speak_json(store: EventStore,
+                                                                  dsn: str) -> None:
+    run = uuid.uuid4()
+    await store.append(f"run-{run}", [catalog.RunRequested(
+        run_id=run, agent_type="critic", definition="d", example=catalog.Example(
+            snapshot=SNAPSHOT), model="[/x]m", timeout_seconds=60, budget_usd=0)])
+    shown = props("runs", "show", str(run)[:8], "--format", "json", dsn=dsn)
+    assert shown.returncode == 0, shown.stderr
+    [event] = orjson.loads(shown.stdout)
+    assert (event["version"], event["type"]) == (1, "run.requested")
+    assert event["data"]["model"] == "[/x]m" and "T" in event["recorded_at"]  # ISO 8601
+    as_csv = list(csv.DictReader(io.StringIO(props("runs", "show", str(run), "--format",
+                                                   "csv", dsn=dsn).stdout)))
+    assert orjson.loads(as_csv[0]["data"])["definition"] == "d"  # an object as JSON text
+    table = props("runs", "show", str(run), dsn=dsn, env={"COLUMNS": "200"})
+    assert table.returncode == 0 and "run.requested" in table.stdout  # the table still
+    status = props("db", "status", "--json", dsn=dsn)
+    assert status.returncode == 0, status.stderr
+    doc = orjson.loads(status.stdout)
+    assert doc["events"] == 1 and all(m["state"] == "applied" for m in doc["migrations"])

@@ -62,10 +62,11 @@ FORMATS = ("table", "json", "csv")
 WIDE_AT = 150
 
 
-def add_format(parser: argparse.ArgumentParser) -> None:
+def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
     """`--format table|json|csv` (and `--json`, the same as `--format json`)."""
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="a table for people (default); JSON (an array of objects, "
-                             "values as numbers, times in ISO 8601) or CSV for programs")
+    others = " or ".join(f.upper() for f in formats if f != "table")
+    parser.add_argument("--format", choices=formats, default="table",
+                        help=f"a table for people (default); {others} for programs (numbers "
+                             "as numbers, times in ISO 8601)")
     parser.add_argument("--json", dest="format", action="store_const", const="json",
                         help="the same as --format json")

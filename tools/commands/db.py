@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from props.tools import arguments
+
 
 def add_parser(sub: Any) -> None:
     db = sub.add_parser(
@@ -29,6 +31,8 @@ def add_parser(sub: Any) -> None:
     ]:
         sub_parser = cmds.add_parser(name, help=summary, description=description)
         sub_parser.set_defaults(handler=f"props.tools.handlers.db:{name}_cmd")
+        if name == "status":
+            arguments.add_format(sub_parser, ("table", "json"))
         if name == "dsn":
             role = sub_parser.add_mutually_exclusive_group()
             role.add_argument(

@@ -82,8 +82,11 @@ def _runs_parser(sub: Any) -> None:
                    help="at most this many runs (default 50)")
     arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.runs:list_runs_cmd")
-    p = cmds.add_parser("show", help="a run's timeline, from the log")
+    p = cmds.add_parser("show", help="a run's timeline, from the log",
+                        description="Every event of the run in order, from the log (so a run "
+                        "the projections have not caught up with shows too).")
     _run_id(p)
+    arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.runs:show_cmd")
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
     _run_id(p)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
+import orjson
 from rich.text import Text
 
 from props.core.domain.store import open_store
@@ -31,21 +32,34 @@ async def status_cmd(args: argparse.Namespace) -> int:
     async with database.session(dsn) as conn:
         states = await migrate.status(conn)
         found = await server_checks.warnings(conn)
+    current = all(s.state == "applied" for s in states)
+    count, fence = None, None
+    if current:
+        async with open_store(dsn, max_connections=2) as store:
+            count = await store.pool.fetchval("SELECT count(*) FROM props.events")
+            fence = await store.fence_status()
+        async with database.session(database.resolve_service_dsn()) as conn:
+            found += await server_checks.service_warnings(conn)
+    if args.format == "json":
+        print(orjson.dumps({
+            "database": database.redact(dsn),
+            "migrations": [{"name": s.name, "state": s.state, "applied_at": s.applied_at}
+                           for s in states],
+            "events": count, "held_back": fence.held_back if fence else None,
+            "last_readable": str(fence.last_visible) if fence and fence.last_visible else None,
+            "warnings": found}).decode())
+        return 0 if current else 1
     console.print(f"database: {database.redact(dsn)}")
     table = Table("migration", "state", "applied at")
     for s in states:
         table.add_row(s.name, s.state, str(s.applied_at or ""))
     console.print(table)
-    if any(s.state != "applied" for s in states):
+    if not current:
         console.print("run `props db migrate` to bring the schema up to date")
         return 1
-    async with open_store(dsn, max_connections=2) as store:
-        count = await store.pool.fetchval("SELECT count(*) FROM props.events")
-        fence = await store.fence_status()
+    assert count is not None and fence is not None
     console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")
     console.print(fence.describe())
-    async with database.session(database.resolve_service_dsn()) as conn:
-        found += await server_checks.service_warnings(conn)
     for line in found:
         console.print(Text(f"warning: {line}", style="yellow"))
     return 0

@@ -21,7 +21,7 @@ from props.core.log.store import EventStore
 from props.projections import engine, run_pages
 from props.projections.runs import RUNS
 from props.tools import arguments, render
-from props.tools.render import Console, Table
+from props.tools.render import Console
 
 T = TypeVar("T")
 
@@ -161,13 +161,20 @@ async def _records(store: EventStore, args: argparse.Namespace) -> list[Recorded
 async def show_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         records = await _records(store, args)
-    table = Table("#", "time", "event", "details")
-    for rec in records:
-        text = json.dumps(details(rec.event), separators=(",", ":"))
-        table.add_row(str(rec.stream_version), f"{rec.recorded_at:%H:%M:%S.%f}"[:-3],
-                      rec.type_name, text[:100] + ("…" if len(text) > 100 else ""))
-    out.print(table)
+    rows = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
+             "type": rec.type_name, "data": details(rec.event)} for rec in records]
+    render.emit(args.format, rows, TIMELINE_COLUMNS, empty="no events", cells={
+        "recorded_at": lambda at: f"{at:%H:%M:%S.%f}"[:-3], "data": _short_json})
     return 0
+
+
+TIMELINE_COLUMNS = [("version", "#"), ("recorded_at", "time"), ("type", "event"),
+                    ("data", "details")]
+
+
+def _short_json(data: object) -> str:
+    text = json.dumps(data, separators=(",", ":"))
+    return text[:100] + ("…" if len(text) > 100 else "")
 
 
 async def _on_run(args: argparse.Namespace,
