@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
@@ -79,3 +80,13 @@ async def test_a_runs_timeline_and_the_database_status_speak_json(store: EventSt
     assert status.returncode == 0, status.stderr
     doc = orjson.loads(status.stdout)
     assert doc["events"] == 1 and all(m["state"] == "applied" for m in doc["migrations"])
+
+
+def test_the_catalog_and_the_keys_speak_json(tmp_path: Path) -> None:
+    types = orjson.loads(props("events", "types", "--format", "json", dsn="unused").stdout)
+    assert any(t["type"] == "issue.reported" and "locations" in t["fields"] for t in types)
+    keys = tmp_path / "keys"
+    made = props("keys", "create", "ci", "--dir", str(keys), dsn="unused")
+    assert made.returncode == 0, made.stderr
+    [key] = orjson.loads(props("keys", "list", "--dir", str(keys), "--json", dsn="unused").stdout)
+    assert key["name"] == "ci" and len(key["fingerprint"]) == 16

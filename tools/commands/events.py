@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from props.tools import arguments
+
 APPEND_HELP = """\
 Append events given as JSON (a file, or - for stdin). Each event is an object
   {"stream": "run-<uuid>", "type": "phase.completed", "data": {...},
@@ -41,4 +43,5 @@ def add_parser(sub: Any) -> None:
                         description="List every event type of the catalog with its schema version "
                         "and fields: the `type` and `data` keys that `props events append` "
                         "takes.")
+    arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.events:types_cmd")

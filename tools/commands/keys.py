@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from props.tools import arguments
+
 
 def add_parser(sub: Any) -> None:
     k = sub.add_parser("keys", help="keys that sign export files",
@@ -24,4 +26,5 @@ def add_parser(sub: Any) -> None:
                           description="Each NAME.pub in the folder and its fingerprint (what "
                           "imported events name as their signer).")
     lst.add_argument("--dir", type=Path, help="the keys folder (default $PROPS_HOME/keys)")
+    arguments.add_format(lst)
     lst.set_defaults(handler="props.tools.handlers.keys:list_cmd")

@@ -16,7 +16,7 @@ from props.core.log import errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import NewEvent, RecordedEvent, data_of
 from props.core.log.store import EventStore
-from props.tools.render import Console
+from props.tools.render import Console, emit
 
 console = Console(highlight=False)
 
@@ -124,8 +124,15 @@ async def tail_cmd(args: argparse.Namespace) -> int:
 async def types_cmd(args: argparse.Namespace) -> int:
     from props.core.domain.catalog import REGISTRY
 
-    for name in REGISTRY.names():
-        cls = REGISTRY.require(name)
-        fields = ", ".join(cls.model_fields)
-        console.print(f"{name} v{cls.schema_version}: {fields}")
+    types = [(name, REGISTRY.require(name)) for name in REGISTRY.names()]
+    rows = [{"type": name, "schema_version": cls.schema_version, "fields": list(cls.model_fields)}
+            for name, cls in types]
+    if args.format != "table":
+        emit(args.format, rows, TYPE_COLUMNS, empty="")
+        return 0
+    for name, cls in types:
+        console.print(f"{name} v{cls.schema_version}: {', '.join(cls.model_fields)}")
     return 0
+
+
+TYPE_COLUMNS = [("type", "type"), ("schema_version", "version"), ("fields", "fields")]

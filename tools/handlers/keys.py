@@ -8,7 +8,8 @@ from pathlib import Path
 
 from props.core.domain import signing
 from props.core.log import embedded
-from props.tools.render import Console, Table
+from props.tools import render
+from props.tools.render import Console
 
 console = Console(highlight=False)
 
@@ -25,8 +26,8 @@ async def create_cmd(args: argparse.Namespace) -> int:
 
 
 async def list_cmd(args: argparse.Namespace) -> int:
-    table = Table("name", "fingerprint")
-    for key in signing.public_keys(keys_dir(args.dir)):
-        table.add_row(key.name, key.fingerprint)
-    console.print(table)
+    rows = [{"name": k.name, "fingerprint": k.fingerprint}
+            for k in signing.public_keys(keys_dir(args.dir))]
+    render.emit(args.format, rows, [("name", "name"), ("fingerprint", "fingerprint")],
+                empty=f"no public keys in {keys_dir(args.dir)} (`props keys create NAME`)")
     return 0
