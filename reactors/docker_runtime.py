@@ -17,8 +17,9 @@ from typing import Any, Literal
 
 import aiodocker
 import anyio
+import orjson
 
-from props.core.domain import catalog, definitions
+from props.core.domain import baselines, catalog, definitions
 from props.core.log import errors
 from props.reactors.containers import (
     LABEL,
@@ -221,6 +222,20 @@ class DockerRuntime:
 
     def capacity(self) -> int:
         return host_capacity()
+
+
+async def build_baseline_image(rt: DockerRuntime, tool: str) -> catalog.DefinitionPushed:
+    """The baseline critic `tool` in the reference image (the host's Python, and the tool
+    installed in it, mounted read-only): its digest covers the image, the command and the
+    tool's version and rules, so a new version of the tool is a new definition."""
+    image = await build_reference_image(rt)
+    settings, run = baselines.config(tool), baselines.command()
+    combined = orjson.dumps({"image": image.digest, "command": run, "config": settings},
+                            option=orjson.OPT_SORT_KEYS)
+    return catalog.DefinitionPushed(
+        agent_type="critic", name=f"baseline-{tool}", tag="docker", runtime="docker",
+        image=image.image, command=run, config=settings, host_python=True,
+        digest="sha256:" + hashlib.sha256(combined).hexdigest())
 
 
 async def build_reference_image(rt: DockerRuntime) -> catalog.DefinitionPushed:

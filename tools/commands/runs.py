@@ -51,6 +51,17 @@ def _definitions_parser(sub: Any) -> None:
     p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
     p.add_argument("--grader", action="store_true", help="the reference grader instead")
     p.set_defaults(handler="props.tools.handlers.runs:reference_cmd")
+    p = cmds.add_parser("baseline", help="push a static analyzer (ruff, bandit, pylint) as a "
+                        "critic", description="Push a well-known static analyzer as critic "
+                        "definition `baseline-TOOL`: the real tool (from `props[baselines]`) "
+                        "runs over the example's Python files and each finding becomes an "
+                        "issue (its rule id and message as rationale, its severity mapped). "
+                        "The tool's exact version and rules are in the definition's config "
+                        "and digest. A local command, or with --docker the reference image "
+                        "with the host's Python mounted.")
+    p.add_argument("tool", choices=("ruff", "bandit", "pylint"), help="which analyzer")
+    p.add_argument("--docker", action="store_true", help="run it in a Docker container")
+    p.set_defaults(handler="props.tools.handlers.runs:baseline_cmd")
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.runs:list_definitions_cmd")

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from props.core.domain import catalog, definitions, run_requests
+from props.core.domain import baselines, catalog, definitions, run_requests
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
@@ -91,10 +91,28 @@ async def reference_cmd(args: argparse.Namespace) -> int:
         else:
             definition = definitions.reference_local()
         new = await definitions.push(store, definition)
+    _say_pushed(definition, new)
+    return 0
+
+
+async def baseline_cmd(args: argparse.Namespace) -> int:
+    async with open_store(max_connections=2) as store:
+        if args.docker:
+            from props.reactors import docker_runtime
+
+            async with docker_runtime.DockerRuntime.connect() as rt:
+                definition = await docker_runtime.build_baseline_image(rt, args.tool)
+        else:
+            definition = baselines.local(args.tool)
+        new = await definitions.push(store, definition)
+    _say_pushed(definition, new)
+    return 0
+
+
+def _say_pushed(definition: catalog.DefinitionPushed, new: bool) -> None:
     out.print(f"{definition.agent_type} {definition.name}:{definition.tag} "
               f"({definition.runtime}) = "
               f"{definition.digest}" + ("" if new else " (already recorded)"))
-    return 0
 
 
 async def list_definitions_cmd(args: argparse.Namespace) -> int:
