@@ -19,14 +19,26 @@ from typing import Any
 import anyio
 from rich.progress import Progress
 
-from props.core.domain import catalog, definitions, exports, specimen_sync, specimens, streams
+from props.core.domain import (
+    baselines,
+    catalog,
+    definitions,
+    exports,
+    specimen_sync,
+    specimens,
+    streams,
+)
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring, scorers
 from props.projections import engine, figures
 from props.reactors.containers import ContainerRuntime
-from props.reactors.docker_runtime import DockerRuntime, build_reference_image
+from props.reactors.docker_runtime import (
+    DockerRuntime,
+    build_baseline_image,
+    build_reference_image,
+)
 from props.reactors.service import Service, container_runtimes
 from props.tools import figure_tables, samples
 from props.tools.render import Console
@@ -42,6 +54,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                                   "mutable-default"]},
 }
 REPEATS = 2  # runs per variant and snapshot: the report's spread across repeated runs
+BASELINE = "ruff"  # the static analyzer the report compares the variants with
 SCORER, RESCORER = scorers.DEFAULT_SCORER, "overlap@2"  # the default grader, then a re-score
 WAIT_SECONDS = 150
 
@@ -60,9 +73,9 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         synced = await specimen_sync.sync(store, str(folder), found)
         console.print(f"specimens: {len(found)} sample snapshots, {synced.appended} new "
                       f"version(s) recorded" + ("" if synced.appended else " (reused)"))
-        runtime = await _push_critics(store, runtimes)
+        runtime, critics = await _push_critics(store, runtimes)
         slugs = sorted(s.slug for s in found)
-        run_ids, new = await _request_runs(store, slugs)
+        run_ids, new = await _request_runs(store, slugs, critics)
         console.print(f"critic runs: {len(run_ids)} requested across {len(slugs)} snapshots "
                       f"({new} new, {len(run_ids) - new} reused); runtime: {runtime}")
         compared = await _serve_and_score(store, runtimes, run_ids)
@@ -88,8 +101,10 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]) -> str:
-    """The two variants, as Docker images when an engine is there, else local commands."""
+async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
+                        ) -> tuple[str, list[tuple[str, str]]]:
+    """The two variants and the ruff baseline, as Docker images when an engine is there,
+    else local commands; the runtime and (definition, ref) of each critic to run."""
     docker = next((rt for rt in runtimes if isinstance(rt, DockerRuntime)), None)
     base = (await build_reference_image(docker) if docker
             else definitions.reference_local())
@@ -102,12 +117,23 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime])
         pushed += await definitions.push(store, variant)
     console.print(f"definitions: {len(VARIANTS)} critic variants "
                   + (f"({pushed} new)" if pushed else "(reused)"))
-    return base.runtime
+    critics = [(name, "demo") for name in VARIANTS]
+    try:
+        baseline = (await build_baseline_image(docker, BASELINE) if docker
+                    else baselines.local(BASELINE))
+    except errors.ConfigurationError as exc:  # installed without props[baselines]
+        console.print(f"baseline: {exc}; the report compares the two variants only")
+        return base.runtime, critics
+    new = await definitions.push(store, baseline)
+    console.print(f"baseline: {BASELINE} {baseline.config['version']} as critic "
+                  f"{baseline.name} ({'new' if new else 'reused'})")
+    return base.runtime, [*critics, (baseline.name, baseline.tag)]
 
 
-async def _request_runs(store: EventStore, slugs: list[str]) -> tuple[list[uuid.UUID], int]:
+async def _request_runs(store: EventStore, slugs: list[str], critics: list[tuple[str, str]]
+                        ) -> tuple[list[uuid.UUID], int]:
     ids, new = [], 0
-    for name in VARIANTS:
+    for name, ref in critics:
         for slug in slugs:
             for i in range(REPEATS):
                 run_id = uuid.uuid5(_NAMESPACE, f"{name}:{slug}:{i}")
@@ -116,7 +142,7 @@ async def _request_runs(store: EventStore, slugs: list[str]) -> tuple[list[uuid.
                     continue
                 await store.append(streams.run(run_id), [catalog.RunRequested(
                     run_id=run_id, agent_type="critic", definition=name,
-                    definition_ref="demo", example=catalog.Example(snapshot=slug),
+                    definition_ref=ref, example=catalog.Example(snapshot=slug),
                     model=name, timeout_seconds=60, budget_usd=0.0,
                     requested_by="props demo")], expected_version=0)
                 new += 1

@@ -9,8 +9,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo", help="the whole pipeline, from nothing to a re-scored, exported evaluation",
         description="Migrate the database (PROPS_DSN, or the embedded server); sync the "
-        "sample specimens; push the reference critic in two variants; run a dozen critic "
-        "runs through the reactors in this process (Docker when an engine answers, else "
+        "sample specimens; push the reference critic in two variants and ruff as a "
+        "baseline critic; run critic runs through the reactors in this process (Docker when an engine answers, else "
         "local processes); grade them; print the report; re-score under overlap@2 and "
         "compare; export the log and verify the file. Safe to run again: it reuses what "
         "is there and says so.")
