@@ -10,9 +10,9 @@ def add_parser(sub: Any) -> None:
         "demo", help="the whole pipeline, from nothing to a re-scored, exported evaluation",
         description="Migrate the database (PROPS_DSN, or the embedded server); sync the "
         "sample specimens; push the reference critic in two variants and ruff as a "
-        "baseline critic; run critic runs through the reactors in this process (Docker when an engine answers, else "
-        "local processes); grade them; print the report; re-score under overlap@2 and "
-        "compare; export the log and verify the file. Safe to run again: it reuses what "
+        "baseline critic; run critic runs through the reactors in this process (Docker "
+        "when an engine answers, else local processes); grade them; print the report; "
+        "re-score under overlap@2 and compare; export the log and verify the file. Safe to run again: it reuses what "
         "is there and says so.")
     p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
                    help="where the critics run (default: Docker if reachable, else local)")

@@ -51,10 +51,39 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--version", type=int, help="a version number (default: the latest)")
     p.add_argument("--json", action="store_true", help="the snapshot.synced event as JSON")
     p.set_defaults(handler="props.tools.handlers.specimens:show_cmd")
+    p = cmds.add_parser("from-git", help="a snapshot from bug-fix commits of a git repository",
+                        description="Write OUT/SLUG/: the code before the fixes (the parent of "
+                        "the oldest --fix) and a ground_truth.toml whose true positives are "
+                        "the fixes' hunks on that code (deleted or changed lines; for a pure "
+                        "insertion, the lines around it), with each commit's message as "
+                        "rationale and a file set per fix (its files and their neighbours). "
+                        "TODO comments mark what a person must check; then `props specimens "
+                        "validate OUT` and `sync OUT`.")
+    p.add_argument("repo", type=Path, help="a local git repository")
+    p.add_argument("--fix", action="append", required=True, metavar="COMMIT",
+                   help="a commit that fixes a defect (repeatable)")
+    _output(p)
+    p.set_defaults(handler="props.tools.handlers.specimens:from_git_cmd")
+    p = cmds.add_parser("from-diff", help="a snapshot from a buggy and a fixed folder",
+                        description="As from-git, for one fix given as two folders: BUGGY "
+                        "becomes the snapshot, and what turns it into FIXED the defect.")
+    p.add_argument("buggy", type=Path, help="the code with the defect")
+    p.add_argument("fixed", type=Path, help="the same code, fixed")
+    p.add_argument("--id", default="fix", help="the true positive's id (default: fix)")
+    p.add_argument("--rationale", default="", help="what the defect is")
+    _output(p)
+    p.set_defaults(handler="props.tools.handlers.specimens:from_diff_cmd")
     p = cmds.add_parser("samples", help="print the folder of the bundled sample specimens",
                         description="Print the folder holding the sample specimens shipped "
                         "with props, e.g. `props specimens sync \"$(props specimens samples)\"`.")
     p.set_defaults(handler="props.tools.handlers.specimens:samples_cmd")
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--slug", required=True, metavar="PROJECT/YYYY-MM-DD-NN",
+                   help="the snapshot's name")
+    p.add_argument("-o", "--out", type=Path, required=True, metavar="DIR",
+                   help="the specimens folder to write the snapshot into (OUT/SLUG/)")
 
 
 def _max_file_bytes(p: argparse.ArgumentParser) -> None:

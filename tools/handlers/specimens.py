@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from rich.progress import Progress
 
-from props.core.domain import specimen_sync, specimens
+from props.core.domain import specimen_sync, specimens, specimens_from_fixes
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.tools import samples
@@ -147,4 +148,28 @@ def _occurrences(occurrences: list[Any]) -> str:
 
 async def samples_cmd(args: argparse.Namespace) -> int:
     print(samples.samples_dir())
+    return 0
+
+
+async def from_git_cmd(args: argparse.Namespace) -> int:
+    snapshot, found, base = await anyio.to_thread.run_sync(
+        specimens_from_fixes.from_git, args.repo, args.fix)
+    made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
+    return _wrote(args, snapshot, found, made_by)
+
+
+async def from_diff_cmd(args: argparse.Namespace) -> int:
+    snapshot, found = specimens_from_fixes.from_folders(args.buggy, args.fixed, args.id,
+                                                        args.rationale)
+    return _wrote(args, snapshot, found, "props specimens from-diff")
+
+
+def _wrote(args: argparse.Namespace, snapshot: dict[str, str],
+           found: list[specimens_from_fixes.Defect], made_by: str) -> int:
+    root = specimens_from_fixes.write(args.out, args.slug, snapshot, found, made_by)
+    load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
+    todo = sum(len(d.todo) for d in found)
+    console.print(f"wrote {root}: {len(snapshot)} file(s), {sum(1 for d in found if d.ranges)} "
+                  f"true positive(s) from {len(found)} fix(es), {todo} TODO(s) to check in "
+                  f"ground_truth.toml; then `props specimens sync {args.out}`")
     return 0

@@ -1,0 +1,279 @@
+"""Specimens made from bug fixes: the code before the fixes, and the fixes' lines as defects.
+
+Each fix is a change from a buggy version of some files to a fixed one (a commit of a git
+repository, or two folders). Its hunks are mapped onto the buggy version's lines: the lines it
+deletes or changes, and for a pure insertion the lines around where it goes (marked TODO: a
+person checks them). With several fixes from one repository, the snapshot is the code before
+the oldest, and a later fix's lines are carried back onto it through the commits between
+(lines that did not exist yet are left out, marked TODO). Each fix becomes one true positive
+whose one occurrence holds all its hunks, with the commit message as rationale (TODO: say
+what the defect is), and a file set of the files it touches and their neighbours.
+`props specimens validate` passes on what this writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from props.core.domain import specimen_format, specimens, vocabulary
+from props.core.log import errors
+
+Range = tuple[int, int]  # 1-based, inclusive
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """One fix: `before` and `after` of the files it touched, by their path before it (an
+    added file has no `before`; a deleted one has `after` None)."""
+
+    name: str
+    message: str
+    before: dict[str, str]
+    after: dict[str, str | None]
+
+
+@dataclasses.dataclass
+class Defect:
+    name: str
+    message: str
+    ranges: dict[str, list[Range]]  # snapshot path -> its lines
+    todo: list[str]
+
+
+def changed_lines(before: str, after: str) -> tuple[list[Range], bool]:
+    """The lines of `before` a change deletes or replaces; for a pure insertion, the lines
+    on both sides of where it goes. The flag says whether any range came from an insertion."""
+    old, new = before.splitlines(), after.splitlines()
+    ranges: list[Range] = []
+    guessed = False
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(a=old, b=new,
+                                                          autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            ranges.append((i1 + 1, i2))
+        elif tag == "insert" and old:
+            guessed = True
+            ranges.append((max(1, i1), min(len(old), i1 + 1)))
+    return _merged(ranges), guessed
+
+
+def _merged(ranges: list[Range]) -> list[Range]:
+    out: list[Range] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def carried_back(ranges: list[Range], later: str, snapshot: str) -> tuple[list[Range], bool]:
+    """`ranges` of the `later` version of a file, on the `snapshot` version's lines: each line
+    that the two share goes to its place; the flag says whether some line had no place."""
+    matcher = difflib.SequenceMatcher(a=snapshot.splitlines(), b=later.splitlines(),
+                                      autojunk=False)
+    place = {b + k + 1: a + k + 1 for a, b, size in matcher.get_matching_blocks()
+             for k in range(size)}
+    lines = [place.get(n) for start, end in ranges for n in range(start, end + 1)]
+    kept = [n for n in lines if n is not None]
+    return _merged([(n, n) for n in kept]), len(kept) < len(lines)
+
+
+def defects(snapshot: dict[str, str], fixes: list[Fix],
+            renamed: list[dict[str, str]] | None = None) -> list[Defect]:
+    """Each fix's defect on `snapshot`'s files; `renamed[i]` maps the paths fix i found back
+    to the snapshot's (files renamed in between)."""
+    found: list[Defect] = []
+    for i, fix in enumerate(fixes):
+        back = renamed[i] if renamed else {}
+        d = Defect(_ident(fix.name, [f.name for f in found]), fix.message, {}, [])
+        for path in sorted(set(fix.before) | set(fix.after)):
+            if path not in fix.before:
+                d.todo.append(f"the fix adds {path}: no line of the snapshot shows it")
+                continue
+            after = fix.after.get(path)
+            if after is None:  # deleted: every line of it was the defect
+                ranges, guessed = [(1, max(1, len(fix.before[path].splitlines())))], False
+            else:
+                ranges, guessed = changed_lines(fix.before[path], after)
+            home = back.get(path, path)
+            if home not in snapshot:
+                d.todo.append(f"{path} is not in the snapshot: check where the defect is")
+                continue
+            if fix.before[path] != snapshot[home]:
+                ranges, lost = carried_back(ranges, fix.before[path], snapshot[home])
+                if lost:
+                    d.todo.append(f"{home}: lines the fix changes came after the snapshot; "
+                                  "only those it had are kept")
+            if guessed:
+                d.todo.append(f"{home}: the fix inserts lines; the lines around the "
+                              "insertion are marked")
+            if ranges:
+                d.ranges[home] = ranges
+        if not d.ranges:
+            d.todo.append("no line of the snapshot shows this fix: give the occurrence "
+                          "yourself, or leave the fix out")
+        found.append(d)
+    return found
+
+
+def _ident(name: str, taken: list[str]) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "fix"
+    ident, n = base, 1
+    while ident in taken:
+        n += 1
+        ident = f"{base}-{n}"
+    return ident
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
+    """The ground_truth.toml of `found` on a snapshot of `files`."""
+    out = [f"# Made by {made_by}: each fix's hunks on the code before it.",
+           "# Check every TODO before `props specimens sync`: a person decides what the "
+           "defect is.", ""]
+    sets: dict[str, list[str]] = {}
+    for d in found:
+        out += [f"# TODO: {t}" for t in d.todo]
+        if not d.ranges:
+            out += [f"# (fix {d.name} left out: no line to point at)", ""]
+            continue
+        locations = ", ".join(f"{_toml_string(path)} = {[list(r) for r in ranges]}"
+                              for path, ranges in sorted(d.ranges.items()))
+        out += ["[[tp]]", f"id = {_toml_string(d.name)}",
+                'severity = "medium"  # TODO: how severe is it?',
+                f"rationale = {_toml_string(d.message.strip() or d.name)}  "
+                "# TODO: say what the defect is, not how it was fixed",
+                "occurrences = [", f"  {{ {locations} }},", "]", ""]
+        sets[d.name] = _neighbourhood(sorted(d.ranges), files)
+    if sets:
+        out += ["[file_sets]  # each fix's files and their neighbours"]
+        out += [f"{_toml_string(name)} = {json.dumps(members)}" for name, members in
+                sets.items()]
+    return "\n".join(out) + "\n"
+
+
+def _neighbourhood(touched: list[str], files: list[str]) -> list[str]:
+    """The touched files and the others in their folders."""
+    folders = {str(Path(p).parent) for p in touched}
+    return sorted(p for p in files if str(Path(p).parent) in folders)
+
+
+def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
+          made_by: str) -> Path:
+    """Write the snapshot folder OUT/SLUG/ (code/ and ground_truth.toml); refuse to write over
+    one that is there."""
+    if not specimens.SLUG.match(slug):
+        raise errors.InvalidEvent(f"{slug!r} is not PROJECT/YYYY-MM-DD-NN (lowercase project)")
+    root = out / slug
+    if root.exists():
+        raise errors.ConfigurationError(f"{root} exists already: choose another -o or slug")
+    for path, text in snapshot.items():
+        target = root / specimen_format.CODE_DIR / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    (root / specimen_format.GROUND_TRUTH_FILE).write_text(
+        ground_truth(found, sorted(snapshot), made_by), encoding="utf-8")
+    return root
+
+
+def readable(data: bytes) -> str | None:
+    """A file's text, if it can be a snapshot file (UTF-8, within the size limit)."""
+    if len(data) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# -- git ----------------------------------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False,
+                          timeout=120)
+    if done.returncode != 0:
+        raise errors.InvalidEvent(f"git {' '.join(args)} in {repo}: "
+                                  f"{done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+def tree(repo: Path, commit: str) -> dict[str, str]:
+    """Every file of `commit` that can be a snapshot file, by path."""
+    paths = _git(repo, "ls-tree", "-r", "-z", "--name-only", commit).split(b"\0")
+    out = {}
+    for raw in filter(None, paths):
+        path = raw.decode("utf-8", errors="strict")
+        text = readable(_git(repo, "show", f"{commit}:{path}"))
+        if text is not None:
+            out[path] = text
+    return out
+
+
+def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
+    """(kind, path in `old`, path in `new`) of each file that differs: A, M, D, R (renamed,
+    maybe changed too), C, T; git's own rename detection."""
+    tokens = iter(t.decode() for t in _git(repo, "diff", "-M", "--name-status", "-z", old,
+                                          new).split(b"\0") if t)
+    out = []
+    for status in tokens:
+        first = next(tokens)
+        second = next(tokens) if status[0] in "RC" else first
+        out.append((status[0], first, second))
+    return out
+
+
+def from_git(repo: Path, commits: list[str]) -> tuple[dict[str, str], list[Defect], str]:
+    """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
+    snapshot's commit."""
+    ordered = _git(repo, "rev-list", "--no-walk", "--topo-order", "--reverse",
+                   *commits).decode().split()
+    base = _git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
+    snapshot = tree(repo, base)
+    fixes, renamed = [], []
+    for commit in ordered:
+        parent = f"{commit}^"
+        before: dict[str, str] = {}
+        after: dict[str, str | None] = {}
+        for kind, old, new in _changes(repo, parent, commit):
+            if kind != "A":
+                text = readable(_git(repo, "show", f"{parent}:{old}"))
+                if text is None:
+                    continue
+                before[old] = text
+            after[old] = None if kind == "D" else readable(_git(repo, "show", f"{commit}:{new}"))
+        message = _git(repo, "log", "-1", "--format=%B", commit).decode()
+        subject = message.splitlines()[0] if message.strip() else commit[:12]
+        fixes.append(Fix(subject, message, before, after))
+        renamed.append({new: old for kind, old, new in _changes(repo, base, parent)
+                        if kind == "R"})
+    return snapshot, defects(snapshot, fixes, renamed), base
+
+
+def read_folder(root: Path) -> dict[str, str]:
+    """Every file under `root` that can be a snapshot file, by path relative to it."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
+            text = readable(path.read_bytes())
+            if text is not None:
+                out[path.relative_to(root).as_posix()] = text
+    return out
+
+
+def from_folders(buggy: Path, fixed: Path, name: str, message: str
+                 ) -> tuple[dict[str, str], list[Defect]]:
+    """The snapshot `buggy` and the defect that turning it into `fixed` fixes."""
+    snapshot, after = read_folder(buggy), read_folder(fixed)
+    changed = {p for p in snapshot.keys() | after.keys() if snapshot.get(p) != after.get(p)}
+    fix = Fix(name, message, {p: snapshot[p] for p in changed if p in snapshot},
+              {p: after.get(p) for p in changed})
+    return snapshot, defects(snapshot, [fix])
