@@ -12,8 +12,8 @@ def add_parser(sub: Any) -> None:
         "sample specimens; push the reference critic in two variants and ruff as a "
         "baseline critic; run critic runs through the reactors in this process (Docker "
         "when an engine answers, else local processes); grade them; print the report; "
-        "re-score under overlap@2 and compare; export the log and verify the file. Safe to run again: it reuses what "
-        "is there and says so.")
+        "re-score under overlap@2 and compare; export the log and verify the file. Safe "
+        "to run again: it reuses what is there and says so.")
     p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
                    help="where the critics run (default: Docker if reachable, else local)")
     p.set_defaults(handler="props.tools.demo:demo_cmd")
