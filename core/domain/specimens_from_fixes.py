@@ -154,9 +154,12 @@ def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
                 "occurrences = [", f"  {{ {locations} }},", "]", ""]
         sets[d.name] = _neighbourhood(sorted(d.ranges), files)
     if sets:
-        out += ["[file_sets]  # each fix's files and their neighbours"]
-        out += [f"{_toml_string(name)} = {json.dumps(members)}" for name, members in
-                sets.items()]
+        out += ["[file_sets]  # each fix's files and their neighbours (one set of each)"]
+        seen: dict[tuple[str, ...], str] = {}
+        for name, members in sets.items():
+            first = seen.setdefault(tuple(members), name)
+            out.append(f"{_toml_string(name)} = {json.dumps(members)}" if first == name
+                       else f"# {name}: the same files as {first}")
     return "\n".join(out) + "\n"
 
 
@@ -234,8 +237,10 @@ def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
 def from_git(repo: Path, commits: list[str]) -> tuple[dict[str, str], list[Defect], str]:
     """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
     snapshot's commit."""
-    ordered = _git(repo, "rev-list", "--no-walk", "--topo-order", "--reverse",
-                   *commits).decode().split()
+    wanted = {_git(repo, "rev-parse", "--verify", f"{c}^{{commit}}").decode().strip()
+              for c in commits}
+    history = _git(repo, "rev-list", "--topo-order", "--reverse", *wanted).decode().split()
+    ordered = [c for c in history if c in wanted]  # oldest first, whatever the dates
     base = _git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
     snapshot = tree(repo, base)
     fixes, renamed = [], []

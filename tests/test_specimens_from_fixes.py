@@ -1,0 +1,141 @@
+"""Specimens from bug fixes, on git repositories this test builds with real histories."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from props.core.domain import catalog, specimens, specimens_from_fixes
+from props.core.scoring import scorers
+
+SLUG = "toy/2026-12-01-00"
+
+
+def lines(n: int, name: str) -> list[str]:
+    return [f"{name}_{i} = {i}" for i in range(1, n + 1)]
+
+
+class Repo:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+        self.git("init", "-q")
+        self.git("config", "user.email", "t@example.org")
+        self.git("config", "user.name", "t")
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.root), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    def write(self, path: str, content: list[str]) -> None:
+        target = self.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(content) + "\n")
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Repo, list[str]]:
+    """Four fixes over five commits: a two-file fix, a fix in a file renamed (and in one
+    shifted) since the snapshot, a pure insertion, and a deletion."""
+    repo = Repo(tmp_path / "repo")
+    a, b, c, old = lines(10, "a"), lines(6, "b"), lines(8, "c"), lines(5, "o")
+    for path, content in (("pkg/a.py", a), ("pkg/b.py", b), ("pkg/c.py", c),
+                          ("pkg/old.py", old)):
+        repo.write(path, content)
+    repo.commit("the code as it was")
+    a[2], b[4] = "a_3 = 0  # fixed", "b_5 = 0  # fixed"
+    repo.write("pkg/a.py", a)
+    repo.write("pkg/b.py", b)
+    two_files = repo.commit("Fix the off-by-one in a and b\n\nBoth counted from 1.")
+    repo.git("mv", "pkg/old.py", "pkg/new.py")
+    c = ["# a header", "# of two lines", *c]
+    repo.write("pkg/c.py", c)
+    repo.commit("Rename old to new; a header for c")
+    moved = lines(5, "o")
+    moved[3] = "o_4 = 0  # fixed"
+    c[6] = "c_5 = 0  # fixed"  # c_5 moved down by the header
+    repo.write("pkg/new.py", moved)
+    repo.write("pkg/c.py", c)
+    renamed = repo.commit("Fix o_4 and c_5")
+    a.insert(6, "check(a_6)")
+    repo.write("pkg/a.py", a)
+    inserted = repo.commit("Check a_6 before use")
+    del a[8:10]  # a_8 and a_9 (after the inserted line)
+    repo.write("pkg/a.py", a)
+    deleted = repo.commit("Drop the stale a_8 and a_9")
+    return repo, [deleted, two_files, inserted, renamed]  # any order: they are sorted
+
+
+def test_the_fixes_land_on_the_buggy_lines(history: tuple[Repo, list[str]],
+                                           tmp_path: Path) -> None:
+    repo, fixes = history
+    snapshot, found, base = specimens_from_fixes.from_git(repo.root, fixes)
+    assert base == repo.git("rev-list", "--max-parents=0", "HEAD")  # before the oldest fix
+    assert snapshot["pkg/old.py"].splitlines()[3] == "o_4 = 4"  # the code before the fixes
+    got = {d.name: d.ranges for d in found}
+    assert got == {
+        "fix-the-off-by-one-in-a-and-b": {"pkg/a.py": [(3, 3)], "pkg/b.py": [(5, 5)]},
+        "fix-o-4-and-c-5": {"pkg/c.py": [(5, 5)], "pkg/old.py": [(4, 4)]},  # carried back
+        "check-a-6-before-use": {"pkg/a.py": [(6, 7)]},  # around the insertion
+        "drop-the-stale-a-8-and-a-9": {"pkg/a.py": [(8, 9)]},
+    }
+    inserted = next(d for d in found if d.name == "check-a-6-before-use")
+    assert any("inserts lines" in t for t in inserted.todo)
+
+    specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
+    [specimen] = specimens.load_valid(tmp_path / "out")  # `props specimens validate` passes
+    gt = specimen.ground_truth
+    assert [tp.rationale for tp in gt.true_positives][0].startswith("Fix the off-by-one")
+    # One file set per neighbourhood: here every fix's folder is the whole snapshot.
+    assert [(fs.name, sorted(fs.files)) for fs in gt.file_sets] == [
+        ("fix-the-off-by-one-in-a-and-b", sorted(snapshot))]
+
+    # A critic that reports exactly the fixes' lines finds every defect.
+    issues = {tp.id: [catalog.Location(file=loc.file, ranges=loc.ranges)
+                      for occ in tp.occurrences for loc in occ.locations]
+              for tp in gt.true_positives}
+    matches = scorers.scorer("tiered@2").match_run(issues, gt)
+    occurrences = sum(len(tp.occurrences) for tp in gt.true_positives)
+    assert sum(m.find for m in matches.values()) == occurrences == 4
+
+
+def test_a_fix_that_only_adds_a_file_is_left_for_a_person(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo")
+    repo.write("pkg/a.py", lines(3, "a"))
+    repo.commit("start")
+    repo.write("pkg/guard.py", ["def guard(): ..."])
+    added = repo.commit("Add the missing guard")
+    snapshot, found, _base = specimens_from_fixes.from_git(repo.root, [added])
+    assert found[0].ranges == {} and any("adds pkg/guard.py" in t for t in found[0].todo)
+    root = specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
+    assert "left out" in (root / "ground_truth.toml").read_text()
+
+
+def test_from_diff_and_the_command(tmp_path: Path) -> None:
+    buggy, fixed = tmp_path / "buggy", tmp_path / "fixed"
+    for root, value in ((buggy, "1"), (fixed, "2")):
+        (root / "m").mkdir(parents=True)
+        (root / "m" / "x.py").write_text(f"a = 0\nb = {value}\nc = 0\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "props.tools.cli", "specimens", "from-diff", str(buggy),
+         str(fixed), "--id", "b-wrong", "--rationale", "b must be 2", "--slug", SLUG,
+         "-o", str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    [specimen] = specimens.load_valid(tmp_path / "out")
+    [tp] = specimen.ground_truth.true_positives
+    assert (tp.id, tp.rationale) == ("b-wrong", "b must be 2")
+    assert [(loc.file, [(r.start, r.end) for r in loc.ranges])
+            for loc in tp.occurrences[0].locations] == [("m/x.py", [(2, 2)])]
+    again = subprocess.run(
+        [sys.executable, "-m", "props.tools.cli", "specimens", "from-diff", str(buggy),
+         str(fixed), "--slug", SLUG, "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, check=False)
+    assert again.returncode == 78 and "exists already" in again.stderr  # never overwritten
