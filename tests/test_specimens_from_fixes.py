@@ -93,7 +93,7 @@ def test_the_fixes_land_on_the_buggy_lines(history: tuple[Repo, list[str]],
     specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
     [specimen] = specimens.load_valid(tmp_path / "out")  # `props specimens validate` passes
     gt = specimen.ground_truth
-    assert [tp.rationale for tp in gt.true_positives][0].startswith("Fix the off-by-one")
+    assert gt.true_positives[0].rationale.startswith("Fix the off-by-one")
     # One file set per neighbourhood: here every fix's folder is the whole snapshot.
     assert [(fs.name, sorted(fs.files)) for fs in gt.file_sets] == [
         ("fix-the-off-by-one-in-a-and-b", sorted(snapshot))]
