@@ -36,14 +36,22 @@ async def _issues(store: EventStore, run_id: uuid.UUID) -> list[catalog.IssueRep
             if isinstance(r.event, catalog.IssueReported)]
 
 
-async def _graded(store: EventStore, run_ids: list[uuid.UUID]) -> None:
+async def _graded(store: EventStore, run_ids: list[uuid.UUID], issues: int) -> None:
+    """Until the projections hold every run and issue, and no issue waits for a grade (a
+    run with no issue has no edge to wait for)."""
     async def done() -> bool:
-        if await store.pool.fetchval("SELECT to_regclass('projections.grading_edges')") is None:
+        if await store.pool.fetchval("SELECT to_regclass('projections.grading_pending')") \
+                is None:
             return False
-        n = await store.pool.fetchval(
-            "SELECT count(DISTINCT critique_run_id) FROM projections.grading_edges "
-            "WHERE critique_run_id = ANY($1::uuid[])", run_ids)
-        return bool(n == len(run_ids))
+        row = await store.pool.fetchrow(
+            "SELECT (SELECT count(*) FROM projections.agent_runs WHERE run_id = ANY($1) "
+            "        AND status = 'completed') AS runs,"
+            "       (SELECT count(*) FROM projections.reported_issues "
+            "         WHERE run_id = ANY($1)) AS issues,"
+            "       (SELECT count(*) FROM projections.grading_pending "
+            "         WHERE run_id = ANY($1)) AS pending", run_ids)
+        return bool(row is not None and (row["runs"], row["issues"], row["pending"])
+                    == (len(run_ids), issues, 0))
     await eventually(done, 60)
 
 
@@ -62,7 +70,7 @@ async def test_each_baseline_reports_its_findings_graded_and_in_the_report(
     files = {f.path for slug in SAMPLES
              for f in (await _snapshot(store, slug)).files}
     assert all(loc.file in files for i in issues for loc in i.locations)
-    await _graded(store, ids)
+    await _graded(store, ids, len(issues))
     records, _evidence = await figures.load(store, None, None)
     assert any(r["definition"] == definition.name for r in records)
 

@@ -129,19 +129,22 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
                              timeout=300, check=False)
         assert out.returncode == 0, out.stderr
         assert "3 new version(s) recorded" in out.stdout
-        assert "12 requested across 3 snapshots (12 new, 0 reused)" in out.stdout
-        assert "12 run(s) finished and graded under tiered@2, none pending" in out.stdout
+        # Two variants of the reference critic and the ruff baseline, twice on each snapshot.
+        assert "as critic baseline-ruff (new)" in out.stdout
+        assert "18 requested across 3 snapshots (18 new, 0 reused)" in out.stdout
+        assert "18 run(s) finished and graded under tiered@2, none pending" in out.stdout
         flat = " ".join(out.stdout.split())  # as printed, whatever the terminal's width
-        assert ("critic runs: 12, each in one state under tiered@2: scored: 12; excluded "
+        assert "baseline-ruff" in flat  # in the report, beside the variants
+        assert ("critic runs: 18, each in one state under tiered@2: scored: 18; excluded "
                 "(run.excluded): 0; without a finish event (missing evidence): 0; finished "
                 "but not completed: 0") in flat
-        assert "12 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
+        assert "18 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
         assert "chain and manifest intact" in out.stdout
         first = int(out.stdout.split("export: ")[1].split(" events")[0])
         again = subprocess.run([*CLI, "demo"], capture_output=True, text=True, env=env,
                                timeout=300, check=False)
         assert again.returncode == 0, again.stderr
-        assert "(0 new, 12 reused)" in again.stdout and "(reused)" in again.stdout
+        assert "(0 new, 18 reused)" in again.stdout and "(reused)" in again.stdout
         assert f"export: {first} events" in again.stdout  # duplicates nothing
     finally:
         subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, timeout=60,
@@ -162,7 +165,7 @@ async def test_demo_leaves_a_typed_readable_log(empty_dsn: str, tmp_path: Path) 
         prompt = next(r.event for r in run if r.type_name == "prompt.composed")
         assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]
         finished = [r.event for r in run if isinstance(r.event, catalog.RunFinished)]
-        assert len(finished) == 12 and {f.status for f in finished} == {"completed"}
+        assert len(finished) == 18 and {f.status for f in finished} == {"completed"}
 
 
 def test_tail_follows_the_log_live(dsn: str) -> None:
