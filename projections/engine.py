@@ -145,7 +145,7 @@ class Runner:
             async for batch in sub:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
-                async with self.store.pool.acquire() as conn, conn.transaction():
+                async with self.store.sql.acquire() as conn, conn.transaction():
                     await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
                     await fold_settings(conn)
                     await commit_range(conn, self.store, LIVE, self.projections, batch,
@@ -191,7 +191,7 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         # New tables have no statistics: analysts' first queries would be planned blind.
         async with anyio.create_task_group() as tg:  # on every core
             for table in (t.name for p in projections for t in p.tables):
-                tg.start_soon(store.pool.execute, f"ANALYZE {SHADOW}.{table}")
+                tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
         events += await _swap_when_unlocked(store, projections, positions)
     return RebuildReport([p.name for p in projections], events,
                          time.perf_counter() - began, resumed)
@@ -200,7 +200,7 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
 async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) -> bool:
     """Create the shadow tables, or keep those of an interrupted rebuild of the same set.
     Returns whether it resumes."""
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.sql.acquire() as conn, conn.transaction():
         tables = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], SHADOW)}
         wanted = {t.name for p in projections for t in p.tables}
         started = all([await store.find_checkpoint(_shadow_name(p)) is not None
@@ -235,7 +235,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
             for send in sends:
                 stack.enter_context(send)
             while True:
-                async with store.pool.acquire() as conn:
+                async with store.sql.acquire() as conn:
                     chunk = await chunk_after(conn, store, projections, after, limit)
                 if chunk is None:
                     return
@@ -278,7 +278,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
 
 async def _flush(store: EventStore, p: Projection, chunk: Chunk,
                  positions: dict[str, Checkpoint]) -> None:
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.sql.acquire() as conn, conn.transaction():
         await fold_settings(conn)
         await commit_range(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
                       _shadow_name)
@@ -308,7 +308,7 @@ async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projectio
 async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions: dict[str, Checkpoint]) -> int:
     """Catch up and swap, in one transaction that holds the live tables exclusively."""
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.sql.acquire() as conn, conn.transaction():
         await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
         await conn.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_WAIT_MS}ms'")
         live = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
@@ -357,7 +357,7 @@ async def status(store: EventStore,
     for p in projections:
         cp = await store.find_checkpoint(p.checkpoint_name)
         at = cp or START
-        lag = await store.pool.fetchrow(_Q["lag"], at.tx_id, at.position)
+        lag = await store.sql.fetchrow(_Q["lag"], at.tx_id, at.position)
         assert lag is not None
         out.append(ProjectionStatus(p.name, p.version, cp, lag["events"], lag["seconds"]))
     return out
@@ -370,6 +370,6 @@ async def snapshot_rows(store: EventStore) -> dict[str, list[tuple[object, ...]]
     out: dict[str, list[tuple[object, ...]]] = {}
     for p in ALL:
         for t in p.tables:
-            rows = await store.pool.fetch(f"SELECT {', '.join(t.names)} FROM {LIVE}.{t.name}")
+            rows = await store.sql.fetch(f"SELECT {', '.join(t.names)} FROM {LIVE}.{t.name}")
             out[t.name] = sorted(tuple(r) for r in rows)
     return out

@@ -54,7 +54,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     projections folded again for this report; `notes["as_of"]` names the point either way,
     so a quoted figure can be reproduced."""
     point: Checkpoint | None = None
-    async with store.pool.acquire() as conn:
+    async with store.sql.acquire() as conn:
         if await conn.fetchval("SELECT to_regclass('projections.model_scores')") is None:
             raise errors.SchemaError("the projections are not built yet: run "
                                      "`props projections rebuild --all` (or `run`)")

@@ -48,7 +48,7 @@ class Page:
 async def page(store: EventStore, where: RunFilter, limit: int,
                after: After | None = None) -> Page:
     """Up to `limit` runs, newest first, after `after`."""
-    rows = await store.pool.fetch(
+    rows = await store.sql.fetch(
         _Q["page"], where.agent_type, where.status, where.model, where.definition,
         where.snapshot, after.requested_at if after else None, after.run_id if after else None,
         limit + 1)
@@ -72,7 +72,7 @@ async def detail(store: EventStore, run_id: uuid.UUID) -> RunDetail:
     """The run's events and its projected row; NotFound when the log has no such run."""
     events = await run_requests.events_of(store, run_id)
     try:
-        row = await store.pool.fetchrow(_Q["row"], run_id)
+        row = await store.sql.fetchrow(_Q["row"], run_id)
     except asyncpg.UndefinedTableError:  # not built yet: the log has the run already
         row = None
     return RunDetail(run_id, events, dict(row) if row is not None else None)

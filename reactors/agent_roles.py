@@ -82,7 +82,7 @@ async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimi
     """Open the run's role and binding: made on the first launch; a relaunch (a restarted
     launcher adopting the container) gets the same role and password, which the running
     agent still logs in with."""
-    row = await store.pool.fetchrow(
+    row = await store.sql.fetchrow(
         _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
         agent_type, limits.max_events, limits.max_bytes, STATEMENT_LIMIT_SECONDS,
         TRANSACTION_LIMIT_SECONDS)
@@ -92,14 +92,14 @@ async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimi
 
 async def role_of(store: EventStore, run_id: uuid.UUID) -> str | None:
     """The name of the run's role (None before its launch)."""
-    name = await store.pool.fetchval(_Q["role_of"], run_id)
+    name = await store.sql.fetchval(_Q["role_of"], run_id)
     return None if name is None else str(name)
 
 
 async def drop(store: EventStore, run_id: uuid.UUID) -> bool:
     """Close the binding (nothing more is accepted), end the role's sessions, drop it.
     Whether the role is gone (False: it could not be dropped now; the sweep retries)."""
-    dropped = await store.pool.fetchval(_Q["close_role"], run_id)
+    dropped = await store.sql.fetchval(_Q["close_role"], run_id)
     if dropped is False:
         log.warning("the agent role of run %s could not be dropped; the launcher's sweep "
                     "tries again", run_id)
@@ -109,13 +109,13 @@ async def drop(store: EventStore, run_id: uuid.UUID) -> bool:
 async def reap(store: EventStore) -> int:
     """Drop the roles of ended runs that a crash or a lost connection left behind (the
     binding closed first, so nothing more is accepted from them). Returns how many went."""
-    runs = [r[0] for r in await store.pool.fetch(_Q["leftover_roles"])]
+    runs = [r[0] for r in await store.sql.fetch(_Q["leftover_roles"])]
     return sum([await drop(store, run_id) for run_id in runs])
 
 
 async def end_overruns(store: EventStore) -> int:
     """End agent sessions whose statement or transaction runs past its limit."""
-    ended: int = await store.pool.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
+    ended: int = await store.sql.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
                                            TRANSACTION_LIMIT_SECONDS)
     return ended
 
@@ -128,7 +128,7 @@ class Binding:
 
 
 async def binding(store: EventStore, run_id: uuid.UUID) -> Binding | None:
-    row = await store.pool.fetchrow(_Q["binding"], run_id)
+    row = await store.sql.fetchrow(_Q["binding"], run_id)
     return None if row is None else Binding(row["events"], row["bytes"], row["over_cap"])
 
 
@@ -156,7 +156,7 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
     `stored` holds the event ids already in the run's stream and grows with each append. A
     report that fails validation (or a grade the grader was not asked for) is not appended:
     `totals.malformed` names it, and the launcher ends the run as failed."""
-    rows = await store.pool.fetch(_Q["outbox"], run_id, totals.last_seq)
+    rows = await store.sql.fetch(_Q["outbox"], run_id, totals.last_seq)
     todo: list[NewEvent] = []
     grades: dict[str, list[NewEvent]] = {}
     for row in rows:
@@ -189,7 +189,7 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
         totals.appended += len(todo)
     for stream, batch in grades.items():
         # A grade may be stored already (an earlier drain, another grader): keep the rest.
-        known = {r[0] for r in await store.pool.fetch(
+        known = {r[0] for r in await store.sql.fetch(
             _Q["stored_ids"], [e.event_id for e in batch])}
         fresh = [e for e in batch if e.event_id not in known]
         if fresh:

@@ -79,8 +79,8 @@ async def status(store: EventStore) -> list[ReactorState]:
     for name in REACTORS:
         cp = await store.find_checkpoint(checkpoint_name(name))
         at = cp or START
-        lag = await store.pool.fetchrow(_LAG, at.tx_id, at.position)
-        parked = await store.pool.fetchval(_PARKED, streams.reactor(name))
+        lag = await store.sql.fetchrow(_LAG, at.tx_id, at.position)
+        parked = await store.sql.fetchval(_PARKED, streams.reactor(name))
         assert lag is not None
         states.append(ReactorState(name, cp, int(lag["events"]), lag["seconds"], int(parked)))
     return states
@@ -88,7 +88,7 @@ async def status(store: EventStore) -> list[ReactorState]:
 
 async def serving(store: EventStore, reactor: str) -> bool:
     """Whether a process serves `reactor` now (it holds the reactor's lock)."""
-    return bool(await store.pool.fetchval(_SERVING, leadership.reactor(reactor)))
+    return bool(await store.sql.fetchval(_SERVING, leadership.reactor(reactor)))
 
 
 def parked_id(reactor: str, event_id: uuid.UUID) -> uuid.UUID:

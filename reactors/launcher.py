@@ -61,7 +61,7 @@ async def deployment_of(store: EventStore) -> str:
     """A stable name of this database (the id its migration drew, and its name: a copy made
     from a template is another deployment): the label that tells this deployment's
     containers from others on one engine."""
-    row = await store.pool.fetchrow(_Q["deployment"])
+    row = await store.sql.fetchrow(_Q["deployment"])
     assert row is not None
     return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
@@ -121,7 +121,7 @@ class Launcher:
                       name="props-launcher-agent-watchdog")
 
     async def _resume_unfinished(self) -> None:
-        for row in await self.store.pool.fetch(_Q["unfinished_runs"]):
+        for row in await self.store.sql.fetch(_Q["unfinished_runs"]):
             self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
 
     async def _sweep(self) -> None:

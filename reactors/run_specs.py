@@ -117,7 +117,7 @@ class RunSpecs:
         """The directory of the server's Unix socket (on this host) and its port: how an
         agent without network reaches the database."""
         if self._socket is None:
-            row = await self.store.pool.fetchrow(_Q["server_socket"])
+            row = await self.store.sql.fetchrow(_Q["server_socket"])
             assert row is not None
             dirs, port = row["directories"], row["port"]
             found = [d.strip() for d in str(dirs).split(",")

@@ -114,3 +114,23 @@ def test_modules_and_functions_stay_small() -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and (length := (node.end_lineno or node.lineno) - node.lineno + 1) > 80]
     assert long_modules == [] and long_functions == []
+
+
+def _pool_uses(path: Path) -> list[int]:
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and node.attr == "pool"]
+
+
+def test_nothing_outside_the_log_touches_the_pool() -> None:
+    """The layers above run SQL through `store.sql` (the log's refusals translated there),
+    never on the pool; the benchmarks' raw side measures the pool itself."""
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in _modules()
+             if not p.is_relative_to(ROOT / "core" / "log") and "benchmarks" not in p.parts
+             for line in _pool_uses(p)]
+    assert found == []
+
+
+def test_the_pool_check_sees_a_use(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("async def f(store):\n    return await store.pool.fetch('SELECT 1')\n")
+    assert _pool_uses(bad) == [2]

@@ -44,7 +44,7 @@ async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
         return uuid.UUID(ref)
     except ValueError:
         pass
-    found = [r[0].removeprefix("run-") for r in await store.pool.fetch(
+    found = [r[0].removeprefix("run-") for r in await store.sql.fetch(
         "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
         "LIMIT 11", f"run-{ref}%")]
     if not found:

@@ -81,7 +81,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         compared = await _serve_and_score(store, runtimes, run_ids)
         out = embedded.default_home() / "demo-export.jsonl.zst"
         out.parent.mkdir(parents=True, exist_ok=True)
-        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        total = await store.sql.fetchval("SELECT count(*) FROM props.events")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("exporting the log", total=total)
             exported = await exports.export(store, exports.Selection(), out,
@@ -188,10 +188,10 @@ async def _settled(store: EventStore, run_ids: list[uuid.UUID],
         while True:
             statuses = await engine.status(store)
             built = all(s.checkpoint is not None for s in statuses)
-            done = await store.pool.fetchval(_FINISHED, run_ids) if built else 0
+            done = await store.sql.fetchval(_FINISHED, run_ids) if built else 0
             show(done)
             if done == len(run_ids) and not any(s.lag_events for s in statuses) \
-                    and not await store.pool.fetchval(_PENDING):
+                    and not await store.sql.fetchval(_PENDING):
                 return
             await anyio.sleep(0.2)
 

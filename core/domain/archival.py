@@ -81,9 +81,9 @@ async def archive_before(store: EventStore, before: int, out_dir: Path,
         raise errors.PropsError(f"cannot write archives to {out_dir}: {exc}; nothing was "
                                 f"archived") from exc
     held = {str(run): why for run, why in (await held_runs(store)).items()}
-    for p in await store.pool.fetch(_Q["hot_partitions"], before):
+    for p in await store.sql.fetch(_Q["hot_partitions"], before):
         name, first, end = p["name"], p["from_position"], p["to_position"]
-        contents = await store.pool.fetchrow(_Q["partition_contents"], first, end)
+        contents = await store.sql.fetchrow(_Q["partition_contents"], first, end)
         assert contents is not None
         if contents["kept_categories"]:
             report.kept.append(Kept(name, first, end, "holds events the live system reads ("
@@ -96,7 +96,7 @@ async def archive_before(store: EventStore, before: int, out_dir: Path,
                                                             if len(holds) > 1 else "")))
             continue
         if contents["events"]:
-            lagging = await store.pool.fetch(_Q["lagging_checkpoints"], contents["last_tx"],
+            lagging = await store.sql.fetch(_Q["lagging_checkpoints"], contents["last_tx"],
                                              contents["last_position"])
             if lagging:
                 report.stopped = (f"stopped at {name} (positions {first}-{end - 1}): consumer "
@@ -121,7 +121,7 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
     if verified.events != exported.events:
         raise errors.PropsError(f"{path} reads back {verified.events} events, "
                                 f"{exported.events} were written: {name} stays in the table")
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.sql.acquire() as conn, conn.transaction():
         # Waits for writers still inside the range (none should be: the consumers read past
         # it), but not for long: a busy table is retried later, not blocked.
         await conn.execute("SET LOCAL lock_timeout = '10s'")
@@ -144,4 +144,4 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
 
 
 async def partitions(store: EventStore) -> list[dict[str, Any]]:
-    return [dict(r) for r in await store.pool.fetch(_Q["partitions"])]
+    return [dict(r) for r in await store.sql.fetch(_Q["partitions"])]

@@ -51,7 +51,7 @@ import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from props.core.domain import catalog, signing
-from props.core.log import blobs, errors
+from props.core.log import errors
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -156,7 +156,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
             wanted = sorted({m.decode() for r in page for m in _SHA.findall(r["data"].encode())}
                             - checked)
             # 64-hex values that are not blobs (code hashes, ...) are simply not found.
-            found = await blobs.get_many(store.pool, wanted) if wanted else {}
+            found = await store.get_blobs(wanted) if wanted else {}
             checked.update(wanted)  # found or not: a hash is looked up once per export
             for sha, payload in sorted(found.items()):
                 lines.append(_line({"kind": "blob", "sha256": sha, "size": len(payload),
@@ -199,7 +199,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
 async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[Any]]:
     after = s.after_position
     while True:
-        page = await store.pool.fetch(
+        page = await store.sql.fetch(
             _Q["export_page"], after, s.to_position, s.since, s.until,
             list(s.categories) if s.categories else None,
             list(s.exclude_categories) if s.exclude_categories else None, 1000)

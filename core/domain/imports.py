@@ -79,7 +79,7 @@ async def import_archive(store: EventStore, path: Path,
     report = ImportReport()
     state = _Verifier(path, store.registry, allow_unknown)
     lines = _lines(path)
-    async with store.pool.acquire() as conn:
+    async with store.sql.acquire() as conn:
         await conn.execute(_Q["stage_tables"])
         try:
             # Checking parses every line: with the GC on, each collection would walk the

@@ -60,7 +60,7 @@ async def create(store: EventStore, name: str, scopes: tuple[Scope, ...]) -> tup
                                 + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
     secret = _new_secret()
     try:
-        row = await store.pool.fetchrow(_Q["create"], name, list(dict.fromkeys(scopes)),
+        row = await store.sql.fetchrow(_Q["create"], name, list(dict.fromkeys(scopes)),
                                         _hash(secret))
     except asyncpg.UniqueViolationError:
         raise errors.PropsError(f"a live token named {name!r} exists: revoke it first or "
@@ -74,7 +74,7 @@ async def create(store: EventStore, name: str, scopes: tuple[Scope, ...]) -> tup
 async def create_first_admin(store: EventStore) -> str | None:
     """The admin token of a first start, or None when tokens were made before."""
     secret = _new_secret()
-    row = await store.pool.fetchrow(_Q["create_first_admin"], _hash(secret),
+    row = await store.sql.fetchrow(_Q["create_first_admin"], _hash(secret),
                                    leadership.FIRST_TOKEN)
     return None if row is None else secret
 
@@ -83,16 +83,16 @@ async def verify(store: EventStore, secret: str) -> Token | None:
     """The live token with this secret, or None (unknown, malformed or revoked)."""
     if not secret.startswith(PREFIX) or len(secret) > 200:
         return None
-    row = await store.pool.fetchrow(_Q["verify"], _hash(secret))
+    row = await store.sql.fetchrow(_Q["verify"], _hash(secret))
     return None if row is None else Token.from_row(row)
 
 
 async def all_tokens(store: EventStore) -> list[Token]:
-    return [Token.from_row(r) for r in await store.pool.fetch(_Q["list"])]
+    return [Token.from_row(r) for r in await store.sql.fetch(_Q["list"])]
 
 
 async def revoke(store: EventStore, name_or_id: str) -> Token:
-    row = await store.pool.fetchrow(_Q["revoke"], name_or_id)
+    row = await store.sql.fetchrow(_Q["revoke"], name_or_id)
     if row is None:
         raise errors.NotFound(f"no live token named (or with id) {name_or_id!r}: "
                                 f"`props tokens list` shows them")

@@ -1,9 +1,8 @@
 """The event store: appends to streams, and the log's parts behind one object.
 
-The store appends (one stream, many streams in one COPY, several in one transaction); it
-reads through its `reader`, moves checkpoints through `checkpoints`, and says where the
-fence stands (`fence`). Those methods on the store are the parts' own, kept where every
-caller looks for them.
+The store appends (one stream, many streams in one COPY, several in one transaction); it reads
+through its `reader`, moves checkpoints through `checkpoints`, says where the fence stands
+(`fence`), and runs the layers' SQL (`sql`); its methods of those are the parts' own.
 
 An append is one statement (an INSERT that computes the stream's next versions, or a COPY
 when the writer states the expected version of a large batch): atomic, checked against the
@@ -35,6 +34,7 @@ from props.core.log.events import (
 )
 from props.core.log.reader import Reader
 from props.core.log.retries import RetryRace
+from props.core.log.sql import Sql
 from props.schema import queries
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ class EventStore:
         self.registry = registry
         self.reader = Reader(pool, registry)
         self.checkpoints = Checkpoints(pool)
+        self.sql = Sql(pool)  # the layers above run their statements here, not on the pool
 
     @classmethod
     @asynccontextmanager
@@ -392,4 +393,8 @@ class EventStore:
 
     async def get_blob(self, sha256: str) -> bytes:
         return await blobs.get(self.pool, sha256)
+
+    async def get_blobs(self, sha256s: Sequence[str]) -> dict[str, bytes]:
+        """Several blobs in one round trip, by hash (those stored)."""
+        return await blobs.get_many(self.pool, list(sha256s))
 

@@ -97,11 +97,11 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     scores: dict[tuple[uuid.UUID, str, int], Any] = {}
     for start in range(0, len(ids), 5000):
         chunk = ids[start:start + 5000]
-        for r in await store.pool.fetch(_Q["edges_of"], chunk, [name_a, name_b]):
+        for r in await store.sql.fetch(_Q["edges_of"], chunk, [name_a, name_b]):
             key = (r["critique_run_id"], r["scorer_name"], r["scorer_version"])
             edges.setdefault(key, {})[r["critique_issue_id"]] = (r["tp_id"], r["tp_occurrence"],
                                                                  r["fp_id"])
-        for r in await store.pool.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
+        for r in await store.sql.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
             scores[(r["run_id"], r["scorer_name"], r["scorer_version"])] = r
     pairs: list[tuple[Any, Any]] = []  # each scorable issue's match under A and under B
     for run in runs:
@@ -128,7 +128,7 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
             sa["recall"] if sa else None, sb["recall"] if sb else None,
             sa["precision"] if sa else None, sb["precision"] if sb else None, changed))
     scorable = [i for i in ids if i not in result.unscorable]
-    rows = await store.pool.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
+    rows = await store.sql.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
     result.groups = [dict(r) for r in rows]
     _add_differences(result.groups, [scores.get((run_id, name_a, ver_a)) for run_id in scorable],
                      [scores.get((run_id, name_b, ver_b)) for run_id in scorable])

@@ -47,7 +47,7 @@ import httpx
 import orjson
 
 from props.core.domain import catalog, streams
-from props.core.log import blobs, embedded, errors
+from props.core.log import embedded, errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring.scorers import Match
@@ -223,7 +223,7 @@ class LlmJudge(_AsksAModel):
         messages = [{"role": "system", "content": SYSTEM},
                     {"role": "user", "content": prompt(issues, rationales, gt)}]
         shas = [] if store is None else [
-            await blobs.put(store.pool, orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
+            await store.put_blob(orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
             for m in messages]
         headers = {"Content-Type": "application/json"}
         if self.api_key_env and (key := os.environ.get(self.api_key_env)):
@@ -268,8 +268,7 @@ class LlmJudge(_AsksAModel):
         reply = {"role": "assistant", "content": content}
         responded = catalog.LlmResponded(
             run_id=judge, request_id=request_id,
-            response_sha256=await blobs.put(store.pool,
-                                            orjson.dumps(reply, option=orjson.OPT_SORT_KEYS)),
+            response_sha256=await store.put_blob(orjson.dumps(reply, option=orjson.OPT_SORT_KEYS)),
             tokens_in=tokens_in, tokens_out=tokens_out,
             cost_usd=(tokens_in * self.price_in_per_mtok
                       + tokens_out * self.price_out_per_mtok) / 1e6,

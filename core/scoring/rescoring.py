@@ -84,13 +84,13 @@ async def selected_runs(store: EventStore, selection: Selection, *,
                         issues: bool = True) -> list[RunRecord]:
     """The selected critic runs, from the projections, with their issues if `issues`."""
     selection.check()
-    rows = await store.pool.fetch(_Q["select_runs"], *selection.args())
+    rows = await store.sql.fetch(_Q["select_runs"], *selection.args())
     runs = {r["run_id"]: RunRecord(r["run_id"], r["status"], r["snapshot"], r["files_hash"],
                                    r["requested_at"], r["model"], r["definition"])
             for r in rows}
     ids = list(runs) if issues else []
     for start in range(0, len(ids), 5000):
-        for r in await store.pool.fetch(_Q["issues_of"], ids[start:start + 5000]):
+        for r in await store.sql.fetch(_Q["issues_of"], ids[start:start + 5000]):
             runs[r["run_id"]].issues[r["issue_id"]] = r["locations"]
             runs[r["run_id"]].rationales[r["issue_id"]] = r["rationale"] or ""
     return list(runs.values())

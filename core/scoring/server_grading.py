@@ -89,7 +89,7 @@ async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
     args = ([run for run, _ in runs], [snap.slug for _, snap in runs],
             [snap.version for _, snap in runs], [snap.ground_truth_hash for _, snap in runs],
             ranges, s.tolerance, files)
-    async with store.pool.acquire() as conn, conn.transaction():
+    async with store.sql.acquire() as conn, conn.transaction():
         await conn.execute(BULK_SETTINGS)
         if dry_run:
             row = await conn.fetchrow(_STATEMENTS["count_matches"], *args)

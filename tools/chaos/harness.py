@@ -165,7 +165,7 @@ class Chaos:
             return "every replica SIGKILLed and restarted"
         if kind == "terminate-listeners":
             # A listener's session last ran its LISTEN, or the ping that checks it is alive.
-            n = await retry(lambda: self.store.pool.fetchval(
+            n = await retry(lambda: self.store.sql.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid() "
                 "AND application_name = 'props' AND state = 'idle' "
@@ -234,7 +234,7 @@ class Chaos:
 
     async def mark_prefix(self) -> None:
         """Count and hash of the log up to its current head, to check again at the end."""
-        head = await retry(lambda: self.store.pool.fetchval(
+        head = await retry(lambda: self.store.sql.fetchval(
             "SELECT coalesce(max(global_position), 0) FROM props.events"))
         count, digest = await log_prefix(self.store, head)
         self.prefixes.append((head, count, digest))
@@ -258,7 +258,7 @@ async def _docker_answers() -> None:
 
 
 async def log_prefix(store: EventStore, head: int) -> tuple[int, str]:
-    rows = await retry(lambda: store.pool.fetch(
+    rows = await retry(lambda: store.sql.fetch(
         "SELECT event_id, type, data::text FROM props.events WHERE global_position <= $1 "
         "ORDER BY global_position", head))
     h = hashlib.sha256()

@@ -37,11 +37,11 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
     store = chaos.store
     with anyio.move_on_after(seconds):
         while True:
-            finished = await retry(lambda: store.pool.fetchval(
+            finished = await retry(lambda: store.sql.fetchval(
                 "SELECT count(DISTINCT stream_id) FROM props.events "
                 "WHERE type = 'run.finished' AND stream_id = ANY($1::text[])",
                 [streams.run(r) for r in chaos.requested]))
-            pending = await retry(lambda: store.pool.fetchval(
+            pending = await retry(lambda: store.sql.fetchval(
                 "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
                 "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
             status = await retry(lambda: engine.status(store))
@@ -53,7 +53,7 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
 
 
 async def caught_up_watch(chaos: Chaos) -> None:
-    total = await retry(lambda: chaos.store.pool.fetchval("SELECT count(*) FROM props.events"))
+    total = await retry(lambda: chaos.store.sql.fetchval("SELECT count(*) FROM props.events"))
     with anyio.move_on_after(30):
         while True:
             if len(chaos.seen) >= total:
@@ -88,7 +88,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     doubled = [r for r, n in containers.items() if n > 1]
     out.append(Invariant("no run with two containers", not doubled,
                          f"{len(doubled)} run(s) started more than one container"))
-    ungraded = await store.pool.fetchval(
+    ungraded = await store.sql.fetchval(
         "SELECT count(*) FROM projections.reported_issues i "
         "JOIN projections.agent_runs r USING (run_id) "
         "JOIN projections.active_scorer s ON true "
@@ -96,7 +96,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
         "  SELECT 1 FROM projections.grading_edges e WHERE e.critique_run_id = i.run_id "
         "  AND e.critique_issue_id = i.issue_id AND e.scorer_name = s.name "
         "  AND e.scorer_version = s.version)")
-    issues = await store.pool.fetchval("SELECT count(*) FROM projections.reported_issues")
+    issues = await store.sql.fetchval("SELECT count(*) FROM projections.reported_issues")
     out.append(Invariant("every finished run fully graded by the active scorer",
                          ungraded == 0 and issues > 0,
                          f"{issues} issues, {ungraded} without a grade"))
@@ -107,7 +107,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("projections equal a clean rebuild", not differ,
                          f"{sum(len(v) for v in after.values())} rows; differing: "
                          f"{', '.join(differ) or 'none'}"))
-    total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+    total = await store.sql.fetchval("SELECT count(*) FROM props.events")
     once = len(chaos.seen) == len(set(chaos.seen)) == total
     out.append(Invariant("the subscriber saw every event once", once,
                          f"{len(chaos.seen)} delivered, {len(set(chaos.seen))} distinct, "
@@ -134,7 +134,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
 async def _hostile(chaos: Chaos) -> Invariant:
     """Each hostile run ended failed (never completed), and what it reported of its tries
     (when it got that far: a fault may have killed it first) shows no breach."""
-    runs = await chaos.store.pool.fetch(
+    runs = await chaos.store.sql.fetch(
         "SELECT r.stream_id FROM props.events r WHERE r.type = 'run.requested' "
         "AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])",
         [streams.run(r) for r in chaos.requested])
@@ -165,7 +165,7 @@ async def _orphans(chaos: Chaos) -> Invariant:
     if await docker_runtime.reachable():
         async with DockerRuntime.connect() as docker:
             left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
-    roles = await chaos.store.pool.fetchval(
+    roles = await chaos.store.sql.fetchval(
         "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
         " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested))
     detail = f"{len(left)} container(s), {roles} role(s) left behind"

@@ -34,7 +34,7 @@ async def export_cmd(args: argparse.Namespace) -> int:
         raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
                                         f"{args.output.parent}")
     async with open_store(max_connections=3) as store:
-        total = await store.pool.fetchval("SELECT count(*) FROM props.events "
+        total = await store.sql.fetchval("SELECT count(*) FROM props.events "
                                           "WHERE global_position > $1", selection.after_position)
         with progress.counting_events("exporting", total) as advance:
             report = await exports.export(store, selection, args.output, progress=advance,

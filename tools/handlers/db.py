@@ -36,7 +36,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
     count, fence = None, None
     if current:
         async with open_store(dsn, max_connections=2) as store:
-            count = await store.pool.fetchval("SELECT count(*) FROM props.events")
+            count = await store.sql.fetchval("SELECT count(*) FROM props.events")
             fence = await store.fence_status()
         async with database.session(database.resolve_service_dsn()) as conn:
             found += await server_checks.service_warnings(conn)

@@ -56,7 +56,7 @@ async def rebuild_cmd(args: argparse.Namespace) -> int:
         raise SystemExit("props projections rebuild: name projections, or give --all")
     chosen = engine.ALL if args.all else engine.by_name(args.names)
     async with open_store(max_connections=4) as store:
-        total = await store.pool.fetchval("SELECT count(*) FROM props.events")
+        total = await store.sql.fetchval("SELECT count(*) FROM props.events")
         with progress.counting_events("rebuilding", total) as advance:
             report = await engine.rebuild(store, chosen, progress=advance)
     Console(highlight=False).print(

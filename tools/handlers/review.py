@@ -31,7 +31,7 @@ _NAMESPACE = uuid.UUID("2c8f7a51-93d4-4e6b-a0f2-5b1d7e9c3a64")
 async def _scorer(store: EventStore, ref: str | None) -> tuple[str, int]:
     if ref is not None:
         return await registration.resolve_ref(store, ref)
-    row = await store.pool.fetchrow("SELECT name, version FROM projections.active_scorer")
+    row = await store.sql.fetchrow("SELECT name, version FROM projections.active_scorer")
     if row is None:
         raise errors.UnknownScorer("no scorer is active: name one with --scorer")
     return str(row["name"]), int(row["version"])
@@ -40,12 +40,12 @@ async def _scorer(store: EventStore, ref: str | None) -> tuple[str, int]:
 async def next_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         name, version = await _scorer(store, args.scorer)
-        row = await store.pool.fetchrow(_Q["next_unreviewed"], name, version,
+        row = await store.sql.fetchrow(_Q["next_unreviewed"], name, version,
                                         scorers.HUMAN_NAME)
         if row is None:
             console.print(f"nothing to review: every grade under {name}@{version} has a verdict")
             return 0
-        truth = {(t["kind"], t["id"], t["occurrence"]): t for t in await store.pool.fetch(
+        truth = {(t["kind"], t["id"], t["occurrence"]): t for t in await store.sql.fetch(
             _Q["truth_ids"], row["snapshot"], row["ground_truth_hash"])}
     matched = (f"TP {row['tp_id']}#{row['tp_occurrence']} (grade {row['grade']})"
                if row["tp_id"] else f"decoy {row['fp_id']}" if row["fp_id"] else "nothing")
@@ -84,7 +84,7 @@ async def confirm_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
         name, version = await _scorer(store, args.scorer)
-        grade = await store.pool.fetchrow(_Q["grade_of"], args.run_id, args.issue_id, name,
+        grade = await store.sql.fetchrow(_Q["grade_of"], args.run_id, args.issue_id, name,
                                           version)
         if grade is None:
             raise errors.NotFound(f"no grade of run {args.run_id} issue {args.issue_id!r} "
@@ -114,11 +114,11 @@ async def correct_cmd(args: argparse.Namespace) -> int:
         fp_id = args.fp
     async with open_store(max_connections=2) as store:
         args.run_id = await arguments.resolve_run(store, args.run_id)
-        found = await store.pool.fetchrow(_Q["issue_and_truth"], args.run_id, args.issue_id)
+        found = await store.sql.fetchrow(_Q["issue_and_truth"], args.run_id, args.issue_id)
         if found is None or found["ground_truth_hash"] is None:
             raise errors.NotFound(f"no issue {args.issue_id!r} in run {args.run_id} (or its "
                                   f"snapshot is not recorded)")
-        truth = {(t["kind"], t["id"], t["occurrence"]) for t in await store.pool.fetch(
+        truth = {(t["kind"], t["id"], t["occurrence"]) for t in await store.sql.fetch(
             _Q["truth_ids"], found["snapshot"], found["ground_truth_hash"])}
         if tp_id is not None and ("tp", tp_id, occurrence) not in truth:
             raise errors.InvalidEvent(f"{found['snapshot']} has no TP occurrence "

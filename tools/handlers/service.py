@@ -130,7 +130,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
                  "lag_seconds": r.lag_seconds, "parked": r.parked,
                  "serving": await host.serving(store, r.name)}
                 for r in await host.status(store)]
-        runs = await store.pool.fetchrow(_AGENTS["run_counts"])
+        runs = await store.sql.fetchrow(_AGENTS["run_counts"])
     render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
                                     ("checkpoint", "checkpoint"),
                                     ("lag_events", "lag (events)"),
