@@ -4,8 +4,8 @@ Events, their registry and upcasting (`events`); the store with one retry policy
 append path (`store`, `retries`); reading through the visibility fence and decoding
 (`reader`); subscriptions; checkpoints with one owner; the fence's diagnostics; partitions;
 leadership (every advisory-lock key, and "one active instance"); PostgreSQL's errors
-translated to props' (`errors`); blobs; the migrator; the database choice and the embedded
-server.
+translated to props' (`errors`); blobs; `sql`, the one door to the pool for the layers
+above; the migrator; the database choice and the embedded server.
 
 May import: `props.schema` (SQL text and migrations) and itself. Never the catalog, scoring
 or specimens: the registry of event types is an argument of the store.
