@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, specimen_format, specimen_sync, specimens
+from props.core.domain import catalog, specimen_format, specimen_sync, specimens, streams
 from props.core.log.store import EventStore
 from props.tools.samples import samples_dir
 
@@ -132,7 +132,7 @@ async def test_sync_versions_and_retirement(store: EventStore, tree: Path) -> No
     assert gone.retired == [SAMPLE]
     h = (await specimen_sync.history(store))[SAMPLE]
     assert h.retired and len(h.versions) == 2
-    retired = (await store.read_stream(specimen_sync.stream_of(SAMPLE)))[-1].event
+    retired = (await store.read_stream(streams.snapshot(SAMPLE)))[-1].event
     assert isinstance(retired, catalog.SnapshotRetired) and retired.version == 2
 
 

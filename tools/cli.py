@@ -170,8 +170,8 @@ def _exit_for(exc: BaseException) -> int:
 
     if isinstance(exc, errors.PropsError):
         return _fail(str(exc), exc.exit_code)
-    if errors.translate(exc) is not exc:  # a refusal of the log's own (append-only, ...)
-        return _exit_for(errors.translate(exc))
+    if (props_error := errors.translate(exc)) is not exc:  # a refusal of the log's own
+        return _exit_for(props_error)
     if isinstance(exc, KeyboardInterrupt):
         print("props: interrupted", file=sys.stderr)
         return 130

@@ -35,10 +35,6 @@ REFERENCE_GRADER_MODULE = "props.reactors.agents.reference_grader"
 REFERENCE_REPO = "props-reference-critic"
 
 
-def stream(agent_type: str) -> str:
-    return streams.definition(agent_type)
-
-
 def local_digest(command: list[str], config: dict[str, Any]) -> str:
     h = hashlib.sha256(orjson.dumps({"command": command, "config": config},
                                     option=orjson.OPT_SORT_KEYS))
@@ -59,12 +55,13 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed) -> bool:
     it was appended."""
     event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
                                       f"{definition.tag}:{definition.digest}")
-    result = await store.append(stream(definition.agent_type), [NewEvent(definition, event_id)])
+    result = await store.append(streams.definition(definition.agent_type),
+                                [NewEvent(definition, event_id)])
     return not result.already_stored
 
 
 async def all_pushed(store: EventStore, agent_type: str) -> list[catalog.DefinitionPushed]:
-    return [rec.event for rec in await store.read_stream(stream(agent_type))
+    return [rec.event for rec in await store.read_stream(streams.definition(agent_type))
             if isinstance(rec.event, catalog.DefinitionPushed)]
 
 

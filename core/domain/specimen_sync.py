@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from props.core.domain import catalog, specimens
+from props.core.domain import catalog, specimens, streams
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
@@ -21,10 +21,6 @@ from props.core.log.store import EventStore
 CATEGORY = "snapshot"
 # Event ids derive from what is synced, so two syncs racing append it once.
 _NAMESPACE = uuid.UUID("5b0c6a52-3f7e-4c1e-9a51-7c2b3f6e8d10")
-
-
-def stream_of(slug: str) -> str:
-    return f"{CATEGORY}-{slug}"
 
 
 @dataclasses.dataclass
@@ -81,7 +77,7 @@ async def history(store: EventStore) -> dict[str, SnapshotHistory]:
 async def history_of(store: EventStore, slug: str) -> SnapshotHistory | None:
     """One snapshot's history, read from its own stream."""
     known: dict[str, SnapshotHistory] = {}
-    _fold(known, await store.read_stream(stream_of(slug)))
+    _fold(known, await store.read_stream(streams.snapshot(slug)))
     return known.get(slug)
 
 
@@ -125,7 +121,7 @@ async def sync(
             ground_truth=specimen.ground_truth, ground_truth_hash=gt_hash, source=source,
         )
         event_id = uuid.uuid5(_NAMESPACE, f"{specimen.slug}:{version}:{gt_hash}")
-        await store.append(stream_of(specimen.slug), [NewEvent(event, event_id)],
+        await store.append(streams.snapshot(specimen.slug), [NewEvent(event, event_id)],
                            expected_version=past.stream_version if past else 0)
         (report.updated if past else report.added).append(specimen.slug)
     if retire_missing:
@@ -138,7 +134,7 @@ async def sync(
             retired = catalog.SnapshotRetired(slug=slug, version=past.latest.version,
                                               reason=f"no longer in {source}")
             event_id = uuid.uuid5(_NAMESPACE, f"{slug}:{past.latest.version}:retired")
-            await store.append(stream_of(slug), [NewEvent(retired, event_id)],
+            await store.append(streams.snapshot(slug), [NewEvent(retired, event_id)],
                                expected_version=past.stream_version)
             report.retired.append(slug)
     return report

@@ -82,7 +82,7 @@ def _unsafe(path: Path, root: Path) -> str | None:
     return None
 
 
-def _read_code(code_dir: Path, max_file_bytes: int,
+def read_code(code_dir: Path, max_file_bytes: int,
                problems: list[Problem]) -> dict[str, bytes]:
     """The snapshot's files, path -> bytes; what cannot be one is a problem, never read."""
     code: dict[str, bytes] = {}
@@ -125,7 +125,7 @@ def read_snapshot(root: Path, slug: str, max_file_bytes: int = MAX_FILE_BYTES
         problems.append(Problem(root, None, f"no {GROUND_TRUTH_FILE}"))
     if problems:
         return None, problems
-    code = _read_code(code_dir, max_file_bytes, problems)
+    code = read_code(code_dir, max_file_bytes, problems)
     if problems:
         return None, problems
     if not code:

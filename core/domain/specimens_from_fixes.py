@@ -200,9 +200,9 @@ def readable(data: bytes) -> str | None:
 # -- git ----------------------------------------------------------------------------------------
 
 
-def _git(repo: Path, *args: str) -> bytes:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False,
-                          timeout=120)
+def _git(repo: Path, *args: str, given: bytes | None = None) -> bytes:
+    done = subprocess.run(["git", "-C", str(repo), *args], input=given, capture_output=True,
+                          check=False, timeout=120)
     if done.returncode != 0:
         raise errors.InvalidEvent(f"git {' '.join(args)} in {repo}: "
                                   f"{done.stderr.decode(errors='replace').strip()}")
@@ -210,12 +210,21 @@ def _git(repo: Path, *args: str) -> bytes:
 
 
 def tree(repo: Path, commit: str) -> dict[str, str]:
-    """Every file of `commit` that can be a snapshot file, by path."""
-    paths = _git(repo, "ls-tree", "-r", "-z", "--name-only", commit).split(b"\0")
-    out = {}
-    for raw in filter(None, paths):
-        path = raw.decode("utf-8", errors="strict")
-        text = readable(_git(repo, "show", f"{commit}:{path}"))
+    """Every file of `commit` that can be a snapshot file, by path: the listing, then every
+    blob through one `git cat-file --batch` (not a process per file)."""
+    blobs: list[tuple[str, str]] = []  # (object id, path)
+    for entry in filter(None, _git(repo, "ls-tree", "-r", "-z", commit).split(b"\0")):
+        meta, _, name = entry.partition(b"\t")
+        _mode, kind, oid = meta.split()
+        if kind == b"blob":  # (submodules are commits: not files of this repository)
+            blobs.append((oid.decode(), name.decode("utf-8")))
+    raw = _git(repo, "cat-file", "--batch", given="".join(f"{o}\n" for o, _ in blobs).encode())
+    out, at = {}, 0
+    for _oid, path in blobs:
+        header_end = raw.index(b"\n", at)
+        size = int(raw[at:header_end].split()[2])
+        text = readable(raw[header_end + 1:header_end + 1 + size])
+        at = header_end + 1 + size + 1  # the content, then a newline
         if text is not None:
             out[path] = text
     return out
@@ -264,14 +273,13 @@ def from_git(repo: Path, commits: list[str]) -> tuple[dict[str, str], list[Defec
 
 
 def read_folder(root: Path) -> dict[str, str]:
-    """Every file under `root` that can be a snapshot file, by path relative to it."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink() and ".git" not in path.parts:
-            text = readable(path.read_bytes())
-            if text is not None:
-                out[path.relative_to(root).as_posix()] = text
-    return out
+    """Every file under `root` that can be a snapshot file, by path relative to it: read by
+    the snapshots' own rules (no symlink, device or oversized file is read), git's folder
+    left out."""
+    refused: list[specimen_format.Problem] = []  # what cannot be in a snapshot stays out of it
+    found = specimens.read_code(root, vocabulary.MAX_SPECIMEN_FILE_BYTES, refused)
+    return {path: text for path, data in found.items()
+            if ".git" not in Path(path).parts and (text := readable(data)) is not None}
 
 
 def from_folders(buggy: Path, fixed: Path, name: str, message: str

@@ -33,6 +33,11 @@ def scorer(name: str) -> str:
     return f"scorer-{name}"
 
 
+def snapshot(slug: str) -> str:
+    """The versions of one snapshot (its files and ground truth), and its retirement."""
+    return f"snapshot-{slug}"
+
+
 def definition(agent_type: str) -> str:
     """The pushed definitions of critics, or of graders."""
     return f"definition-{agent_type}"

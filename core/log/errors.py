@@ -7,6 +7,9 @@ Driver errors (asyncpg, OSError) are wrapped at the boundary so callers catch `P
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class PropsError(Exception):
     """props could not do what was asked."""
@@ -152,11 +155,23 @@ def missing_partition(exc: BaseException) -> bool:
     return sqlstate(exc) == CHECK_VIOLATION and getattr(exc, "constraint_name", "") is None
 
 
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Raise a driver error the block lets out as the props exception it stands for."""
+    try:
+        yield
+    except Exception as exc:
+        props_error = translate(exc)
+        if props_error is exc:
+            raise
+        raise props_error from exc
+
+
 def translate(exc: BaseException) -> BaseException:
     """The props exception a driver error stands for (raised `from` it), or `exc` itself."""
     cls = _BY_SQLSTATE.get(sqlstate(exc) or "")
     if cls is None:
         return exc
-    translated = cls(f"{cls.__doc__} The database refused: {exc}")
-    translated.__cause__ = exc
-    return translated
+    props_error = cls(f"{cls.__doc__} The database refused: {exc}")
+    props_error.__cause__ = exc
+    return props_error

@@ -8,24 +8,13 @@ it. The benchmarks' raw side is the exception: it measures the pool itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
 from props.core.log import database, errors
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    try:
-        yield
-    except asyncpg.PostgresError as exc:
-        translated = errors.translate(exc)
-        if translated is exc:
-            raise
-        raise translated from exc
 
 
 class Sql:
@@ -36,28 +25,28 @@ class Sql:
         self._pool = pool
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        with _translated():
+        with errors.translated():
             rows: list[asyncpg.Record] = await self._pool.fetch(query, *args)
             return rows
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        with _translated():
+        with errors.translated():
             row: asyncpg.Record | None = await self._pool.fetchrow(query, *args)
             return row
 
     async def fetchval(self, query: str, *args: Any) -> Any:
-        with _translated():
+        with errors.translated():
             return await self._pool.fetchval(query, *args)
 
     async def execute(self, query: str, *args: Any) -> str:
-        with _translated():
+        with errors.translated():
             done: str = await self._pool.execute(query, *args)
             return done
 
     async def copy_records_to_table(self, table: str, *, records: Iterable[Sequence[Any]],
                                     columns: Sequence[str] | None = None,
                                     schema_name: str | None = None) -> str:
-        with _translated():
+        with errors.translated():
             done: str = await self._pool.copy_records_to_table(
                 table, records=records, columns=columns, schema_name=schema_name)
             return done
@@ -65,6 +54,6 @@ class Sql:
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[database.Connection]:
         """A connection of the pool for the block (a transaction, several statements)."""
-        with _translated():
+        with errors.translated():
             async with self._pool.acquire() as conn:
                 yield conn

@@ -189,17 +189,14 @@ class EventStore:
         rows = sum(len(p.ids) for p in prepared.values())
         try:
             await retries.appending(attempt, lambda: self.ensure_partitions(rows))
-        except asyncpg.UniqueViolationError:
-            if len(stored) < len(streams):
+        except asyncpg.PostgresError as exc:
+            raced = isinstance(exc, asyncpg.UniqueViolationError) or errors.stream_moved(exc)
+            if not raced:
+                raise
+            if len(stored) < len(streams):  # (the last race may have stored them all)
                 raise errors.ConcurrencyConflict(
                     streams[0], None, await self.stream_version(streams[0]),
                     " (append_many kept racing with other writers)") from None
-        except asyncpg.PostgresError as exc:
-            if not errors.stream_moved(exc):
-                raise
-            raise errors.ConcurrencyConflict(
-                streams[0], None, await self.stream_version(streams[0]),
-                " (append_many kept racing with other writers)") from None
         return [stored[s] for s in streams]
 
     async def _find_stored(self, streams: list[str], prepared: dict[str, Batch],
@@ -230,14 +227,9 @@ class EventStore:
         `async with store.transaction() as tx: await tx.append(...); await tx.append(...)`.
         Keep it short: while it is open, its transaction holds the read fence for everyone.
         """
-        try:
+        with errors.translated():  # what the log's triggers refused, by name
             async with self.pool.acquire() as conn, conn.transaction():
                 yield StoreTransaction(self, conn)
-        except asyncpg.PostgresError as exc:  # what the log's triggers refused, by name
-            translated = errors.translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
 
     async def _insert(
         self,
