@@ -18,7 +18,6 @@ from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 
-CATEGORY = "snapshot"
 # Event ids derive from what is synced, so two syncs racing append it once.
 _NAMESPACE = uuid.UUID("5b0c6a52-3f7e-4c1e-9a51-7c2b3f6e8d10")
 
@@ -69,7 +68,7 @@ def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -
 async def history(store: EventStore) -> dict[str, SnapshotHistory]:
     """Every snapshot the log knows, with all its versions."""
     known: dict[str, SnapshotHistory] = {}
-    async for batch in store.iter_all(START, category=CATEGORY):
+    async for batch in store.iter_all(START, category=streams.SNAPSHOT):
         _fold(known, batch)
     return known
 

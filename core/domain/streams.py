@@ -33,9 +33,12 @@ def scorer(name: str) -> str:
     return f"scorer-{name}"
 
 
+SNAPSHOT = "snapshot"  # the category of the snapshots' streams
+
+
 def snapshot(slug: str) -> str:
     """The versions of one snapshot (its files and ground truth), and its retirement."""
-    return f"snapshot-{slug}"
+    return f"{SNAPSHOT}-{slug}"
 
 
 def definition(agent_type: str) -> str:

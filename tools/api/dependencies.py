@@ -24,8 +24,8 @@ def scope(needed: vocabulary.Scope) -> Callable[..., Awaitable[tokens.Token]]:
     """A dependency: the request's token, which must allow `needed` (401/403 otherwise)."""
     async def check(request: Request, credentials: Annotated[
             HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> tokens.Token:
-        store: EventStore = request.app.state.store
-        token = await authorize(store, request.headers.get("authorization"), needed)
+        token = await authorize(store_of(request), request.headers.get("authorization"),
+                                needed)
         request.state.token_name = token.name
         return token
     return check
