@@ -1,8 +1,8 @@
--- Queries of `props review` (props.tools.review_commands).
+-- Queries of people's verdicts (props.core.scoring.reviews): `props review` and the viewer.
 
--- next_unreviewed --
--- The oldest grade under scorer ($1, $2) of an issue no person has judged yet, with the
--- issue as reported and what the grade matched it to.
+-- unreviewed --
+-- The oldest grades under scorer ($1, $2) of issues no person ($3) has judged yet, with the
+-- issue as reported and what the grade matched it to; $4 of them.
 SELECT e.critique_run_id AS run_id, e.critique_issue_id AS issue_id, e.tp_id,
        e.tp_occurrence, e.fp_id, e.grade, e.ground_truth_hash, i.rationale, i.locations::text,
        r.snapshot
@@ -16,7 +16,16 @@ SELECT e.critique_run_id AS run_id, e.critique_issue_id AS issue_id, e.tp_id,
                       AND h.critique_issue_id = e.critique_issue_id
                       AND h.scorer_name = $3)
  ORDER BY e.graded_at, e.critique_run_id, e.critique_issue_id COLLATE "C"
- LIMIT 1
+ LIMIT $4
+
+-- unreviewed_count --
+SELECT count(*)
+  FROM projections.grading_edges e
+ WHERE e.scorer_name = $1 AND e.scorer_version = $2
+   AND NOT EXISTS (SELECT 1 FROM projections.grading_edges h
+                    WHERE h.critique_run_id = e.critique_run_id
+                      AND h.critique_issue_id = e.critique_issue_id
+                      AND h.scorer_name = $3)
 
 -- grade_of --
 -- One issue's grade under scorer ($3, $4).
