@@ -57,6 +57,45 @@ async def page(store: EventStore, where: RunFilter, limit: int,
     return Page(shown, After(last["requested_at"], last["run_id"]) if last else None)
 
 
+# The orders the viewer's runs table offers, each a constant clause (never built from input).
+SORTS = {
+    "newest": "requested_at DESC, run_id DESC",
+    "oldest": "requested_at, run_id",
+    "cost": "cost_usd DESC NULLS LAST, run_id",
+    "duration": "finished_at - started_at DESC NULLS LAST, run_id",
+    "tokens": "tokens_in + tokens_out DESC NULLS LAST, run_id",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TableFilter(RunFilter):
+    """The viewer's filters: RunFilter's, and a file set (by name), the runs a scorer
+    graded, and a window of request times [since, until)."""
+
+    file_set: str | None = None
+    scorer: tuple[str, int] | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+async def table(store: EventStore, where: TableFilter, sort: str, limit: int,
+                offset: int = 0) -> tuple[list[dict[str, Any]], bool]:
+    """A page of runs in the order `sort` names (a key of SORTS), and whether more follow."""
+    name, version = where.scorer or (None, None)
+    rows = await store.sql.fetch(
+        _Q["table"].format(order=SORTS[sort]), where.agent_type, where.status, where.model,
+        where.definition, where.snapshot, where.file_set, name, version, where.since,
+        where.until, limit + 1, offset)
+    return [dict(r) for r in rows[:limit]], len(rows) > limit
+
+
+async def scores_of(store: EventStore, run_ids: list[uuid.UUID], scorer: tuple[str, int],
+                    ) -> dict[uuid.UUID, dict[str, Any]]:
+    """Recall and precision of these runs under one scorer (those it scored)."""
+    rows = await store.sql.fetch(_Q["scores_of"], run_ids, *scorer)
+    return {r["run_id"]: dict(r) for r in rows}
+
+
 @dataclasses.dataclass(frozen=True)
 class RunDetail:
     run_id: uuid.UUID

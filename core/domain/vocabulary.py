@@ -14,7 +14,7 @@ RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
                     "budget_exceeded", "cancelled"]
 TerminalStatus = Literal["completed", "failed", "timed_out", "budget_exceeded", "cancelled"]
 Severity = Literal["info", "low", "medium", "high", "critical"]
-Scope = Literal["read", "request", "push", "admin"]  # what an API token may do
+Scope = Literal["read", "request", "push", "review", "admin"]  # what an API token may do
 
 # The reactors (each is its `name`) and the services `props serve --only` names.
 ReactorName = Literal["launcher", "grader", "supervisor"]

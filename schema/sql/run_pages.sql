@@ -11,3 +11,24 @@ SELECT * FROM projections.agent_runs
 
 -- row --
 SELECT * FROM projections.agent_runs WHERE run_id = $1
+
+-- table --
+-- The viewer's runs table: the filters of `page`, a file set by name ($6), the runs scorer
+-- ($7, $8) graded, requested in [$9, $10); ordered by one of run_pages.SORTS, $11 from $12.
+SELECT * FROM projections.agent_runs r
+ WHERE ($1::text IS NULL OR agent_type = $1) AND ($2::text IS NULL OR status = $2)
+   AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR definition = $4)
+   AND ($5::text IS NULL OR snapshot = $5)
+   AND ($6::text IS NULL OR files_hash IN (SELECT f.files_hash FROM projections.file_sets f
+                                            WHERE f.name = $6))
+   AND ($7::text IS NULL OR EXISTS (SELECT 1 FROM projections.grading_edges e
+                                     WHERE e.critique_run_id = r.run_id
+                                       AND e.scorer_name = $7 AND e.scorer_version = $8))
+   AND ($9::timestamptz IS NULL OR requested_at >= $9)
+   AND ($10::timestamptz IS NULL OR requested_at < $10)
+ ORDER BY {order} LIMIT $11 OFFSET $12
+
+-- scores_of --
+SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, finds
+  FROM projections.run_scores
+ WHERE run_id = ANY($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3

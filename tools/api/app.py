@@ -1,4 +1,5 @@
-"""The JSON API: request critic runs, read runs, scores and the service's health.
+"""The JSON API (request critic runs, read runs, scores and the service's health) and the
+analysts' web viewer (props.tools.viewer), in one app.
 
 Requests become events (through the same code as `props runs request`); reads come from the
 projections (the read models in props.projections, which the CLI reads too), and a run's
@@ -17,7 +18,7 @@ from typing import Any
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from props.core.domain import run_requests
@@ -27,6 +28,7 @@ from props.tools.api import limits
 from props.tools.api.auth import Denied
 from props.tools.api.dependencies import Read
 from props.tools.api.routes import health, runs, scores
+from props.tools.viewer import app as viewer
 
 log = logging.getLogger("props.http")
 
@@ -80,7 +82,9 @@ def create_app(store: EventStore) -> FastAPI:
         return JSONResponse({"detail": exc.message}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def unprocessable(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def unprocessable(request: Request, exc: RequestValidationError) -> Response:
+        if (shown := await viewer.page_error(request, exc)) is not None:
+            return shown
         # FastAPI quotes the whole input of each error: a 20 MB body came back whole.
         found = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
                   "type": e.get("type", "value_error"),
@@ -94,7 +98,9 @@ def create_app(store: EventStore) -> FastAPI:
         return _field_error(where, exc.field, str(exc))
 
     @app.exception_handler(errors.PropsError)
-    async def props_error(request: Request, exc: errors.PropsError) -> JSONResponse:
+    async def props_error(request: Request, exc: errors.PropsError) -> Response:
+        if (shown := await viewer.page_error(request, exc)) is not None:
+            return shown
         if isinstance(exc, errors.StoreUnavailable | errors.SchemaError):
             return JSONResponse({"detail": str(exc)}, status_code=503,
                                 headers={"Retry-After": "1"})
@@ -127,4 +133,5 @@ def create_app(store: EventStore) -> FastAPI:
 
     for area in (health, runs, scores):
         app.include_router(area.router)
+    viewer.install(app)
     return app

@@ -1,0 +1,296 @@
+"""One run as an analyst reads it: its prompt, its LLM conversation, its container logs, and
+its issues beside the code with every scorer's match, and the defects no issue found.
+
+The viewer renders these; they are read models, never written. What a run did comes from
+its own events (and the blobs they name: nothing else is ever fetched by hash here, so no
+ground-truth blob is reachable through a run); its issues and grades from the projections;
+the code and the ground truth from the snapshot version in force when the run was requested
+(the one it was given and is graded against). Large runs are read a page at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import orjson
+
+from props.core.domain import catalog, specimen_sync
+from props.core.log.events import RecordedEvent
+from props.core.log.store import EventStore
+from props.core.scoring import scorers
+from props.schema import queries
+
+_Q = queries.load("run_view")
+CONTEXT_LINES = 3  # shown above and below a highlighted range
+
+
+def text_of(data: bytes) -> str:
+    """Bytes an agent or a specimen wrote, as text: never an error, whatever the bytes."""
+    return data.decode("utf-8", errors="replace")
+
+
+# -- the conversation ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclasses.dataclass
+class Turn:
+    """One model call: the messages new since the previous call, and the answer."""
+
+    request_id: str
+    model: str
+    sent: list[Message]
+    answer: Message | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Transcript:
+    prompt: str | None
+    logs: str | None
+    turns: list[Turn]  # this page's
+    total_turns: int
+
+
+def _message(data: bytes | None) -> Message:
+    if data is None:
+        return Message("missing", "(this blob is not stored)")
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Message("raw", text_of(data))
+    if isinstance(parsed, dict) and isinstance(parsed.get("content"), str):
+        return Message(str(parsed.get("role", "?"))[:40], parsed["content"])
+    return Message("raw", text_of(data))
+
+
+async def transcript(store: EventStore, events: list[RecordedEvent], page: int = 1,
+                     per_page: int = 50) -> Transcript:
+    """The run's prompt, logs and the `page`-th `per_page` model calls, from the blobs its
+    own events name. Each call re-sends the conversation so far: shown once, as it grew."""
+    prompt_sha = logs_sha = None
+    requests: list[catalog.LlmRequested] = []
+    answers: dict[str, catalog.LlmResponded] = {}
+    for rec in events:
+        e = rec.event
+        if isinstance(e, catalog.PromptComposed):
+            prompt_sha = e.prompt_sha256
+        elif isinstance(e, catalog.ContainerExited) and e.logs_sha256:
+            logs_sha = e.logs_sha256
+        elif isinstance(e, catalog.LlmRequested):
+            requests.append(e)
+        elif isinstance(e, catalog.LlmResponded):
+            answers[e.request_id] = e
+    seen: set[str] = set()  # messages sent by earlier calls (of any page)
+    shown: list[tuple[catalog.LlmRequested, list[str]]] = []
+    first = (page - 1) * per_page
+    for i, req in enumerate(requests):
+        new = [sha for sha in req.message_sha256s if sha not in seen]
+        seen.update(req.message_sha256s)
+        if first <= i < first + per_page:
+            shown.append((req, new))
+        answer = answers.get(req.request_id)
+        if answer is not None:  # the answer comes back as the next call's last message
+            seen.add(answer.response_sha256)
+    wanted = {sha for _, new in shown for sha in new}
+    wanted |= {answers[r.request_id].response_sha256 for r, _ in shown if r.request_id in answers}
+    wanted |= {s for s in (prompt_sha, logs_sha) if s}
+    blobs = await store.get_blobs(sorted(wanted)) if wanted else {}
+    turns = []
+    for req, new in shown:
+        turn = Turn(req.request_id, req.model, [_message(blobs.get(s)) for s in new])
+        answer = answers.get(req.request_id)
+        if answer is not None:
+            turn.answer = _message(blobs.get(answer.response_sha256))
+            turn.tokens_in, turn.tokens_out = answer.tokens_in, answer.tokens_out
+            turn.cost_usd, turn.latency_ms = answer.cost_usd, answer.latency_ms
+        turns.append(turn)
+    return Transcript(text_of(blobs[prompt_sha]) if prompt_sha in blobs else None,
+                      text_of(blobs[logs_sha]) if logs_sha in blobs else None,
+                      turns, len(requests))
+
+
+# -- the issues beside the code -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    number: int
+    text: str
+    marked: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Excerpt:
+    """Lines of one file around a location, the location's own lines marked."""
+
+    file: str
+    ranges: str  # "12-14, 30-30"
+    lines: list[Line]
+    missing: bool = False  # the file is not in the snapshot (the agent named another)
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """A TP occurrence or a decoy, with its own lines and rationale."""
+
+    kind: str  # "tp" | "decoy"
+    label: str  # "T1#2" | "D3"
+    rationale: str
+    excerpts: list[Excerpt]
+
+
+@dataclasses.dataclass(frozen=True)
+class Grade:
+    scorer: str
+    match: str  # "TP T1#1", "decoy D2", "none", "unscorable: ..."
+    grade: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Issue:
+    issue_id: str
+    rationale: str
+    severity: str | None
+    excerpts: list[Excerpt]
+    grades: list[Grade]
+    truths: list[Truth]  # what the grades matched it to, each once
+
+
+@dataclasses.dataclass(frozen=True)
+class Issues:
+    issues: list[Issue]  # this page's
+    total: int
+    missed: list[Truth]  # TP occurrences in scope that no issue found (under `scorer`)
+    scorer: str | None
+    snapshot_version: int | None
+
+
+class _Code:
+    """The snapshot version's files, fetched once each, as lines."""
+
+    def __init__(self, store: EventStore, version: catalog.SnapshotSynced | None) -> None:
+        self.store = store
+        self.shas = {f.path: f.sha256 for f in version.files} if version else {}
+        self.lines: dict[str, list[str]] = {}
+
+    async def load(self, paths: set[str]) -> None:
+        wanted = {self.shas[p]: p for p in paths if p in self.shas and p not in self.lines}
+        for sha, data in (await self.store.get_blobs(sorted(wanted))).items():
+            self.lines[wanted[sha]] = text_of(data).splitlines()
+
+    def excerpt(self, location: dict[str, Any]) -> Excerpt:
+        file, ranges = str(location["file"]), location.get("ranges") or []
+        spans = [(int(r["start"]), int(r["end"])) for r in ranges]
+        label = ", ".join(f"{a}-{b}" for a, b in spans) or "the whole file"
+        lines = self.lines.get(file)
+        if lines is None:
+            return Excerpt(file, label, [], missing=True)
+        marked = {n for a, b in spans for n in range(a, b + 1)}
+        shown = sorted({n for a, b in spans
+                        for n in range(max(1, a - CONTEXT_LINES),
+                                       min(len(lines), b + CONTEXT_LINES) + 1)})
+        if not spans:
+            shown = list(range(1, min(len(lines), 2 * CONTEXT_LINES) + 1))
+        return Excerpt(file, label, [Line(n, lines[n - 1], n in marked) for n in shown])
+
+
+def _truths(gt: catalog.GroundTruth | None) -> dict[str, tuple[str, Any, Any]]:
+    """Every TP occurrence ("T1#2") and decoy ("D3"): (kind, item, its locations)."""
+    found: dict[str, tuple[str, Any, Any]] = {}
+    for tp in gt.true_positives if gt else []:
+        for n, occ in enumerate(tp.occurrences, start=1):
+            found[f"{tp.id}#{n}"] = ("tp", tp, [loc.model_dump() for loc in occ.locations])
+    for fp in gt.false_positives if gt else []:
+        found[fp.id] = ("decoy", fp, [loc.model_dump() for occ in fp.occurrences
+                                      for loc in occ.locations])
+    return found
+
+
+def _match(edge: dict[str, Any]) -> tuple[str, str | None]:
+    if edge.get("unscorable"):
+        return f"unscorable: {edge['unscorable']}", None
+    if edge.get("tp_id"):
+        label = f"{edge['tp_id']}#{edge['tp_occurrence']}"
+        return f"TP {label}", label
+    if edge.get("fp_id"):
+        return f"decoy {edge['fp_id']}", str(edge["fp_id"])
+    return "none", None
+
+
+async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page: int = 100,
+                 scorer: str | None = None) -> Issues:
+    """The `page`-th `per_page` issues of a run (by file and line), each at its lines with
+    every scorer's grade, and the TP occurrences in scope that no issue found under
+    `scorer` (default: the active scorer, else the first that graded the run)."""
+    run_id: uuid.UUID = run["run_id"]
+    history = await specimen_sync.history_of(store, str(run["snapshot"]))
+    version = history.in_force_at(run["requested_at"]) if history else None
+    gt = version.ground_truth if version else None
+    truths = _truths(gt)
+    rows = await store.sql.fetch(_Q["issues_page"], run_id, per_page, (page - 1) * per_page)
+    total = int(await store.sql.fetchval(_Q["issues_count"], run_id))
+    found_by = await store.sql.fetch(_Q["finds"], run_id, scorers.FIND_GRADE)
+    graded_by = [f"{r['scorer_name']}@{r['scorer_version']}" for r in found_by]
+    scorer = scorer or await _active(store, graded_by)
+    found = {label for r in found_by if f"{r['scorer_name']}@{r['scorer_version']}" == scorer
+             for label in r["found"] or []}
+    scope = next((s.occurrences for s in gt.scopes if s.files_hash == run.get("files_hash")),
+                 []) if gt else []
+    missed = [label for label in scope if label not in found and label in truths]
+    code = _Code(store, version)
+    parsed = [(r, orjson.loads(r["locations"]), orjson.loads(r["grades"])) for r in rows]
+    paths = {loc["file"] for _, locs, _ in parsed for loc in locs}
+    used = {label for _, _, edges in parsed for e in edges
+            if (label := _match(e)[1]) is not None} | set(missed)
+    paths |= {loc["file"] for label in used if label in truths for loc in truths[label][2]}
+    await code.load(paths)
+
+    def truth(label: str) -> Truth | None:
+        if label not in truths:
+            return None
+        kind, item, locations = truths[label]
+        return Truth(kind, label, item.rationale, [code.excerpt(loc) for loc in locations])
+
+    shown = []
+    for row, locations, edges in parsed:
+        matched = [_match(edge) for edge in edges]
+        labels = dict.fromkeys(label for _, label in matched if label)
+        shown.append(Issue(
+            row["issue_id"], row["rationale"] or "", row["severity"],
+            [code.excerpt(loc) for loc in locations],
+            [Grade(e["scorer"], m, e.get("grade")) for e, (m, _) in zip(edges, matched,
+                                                                     strict=True)],
+            [t for label in labels if (t := truth(label))]))
+    return Issues(shown, total, [t for label in missed if (t := truth(label))], scorer,
+                  version.version if version else None)
+
+
+async def _active(store: EventStore, graded_by: list[str]) -> str | None:
+    row = await store.sql.fetchrow(_Q["active_scorer"])
+    active = f"{row['name']}@{row['version']}" if row else None
+    if active in graded_by or not graded_by:
+        return active
+    return graded_by[0]
+
+
+async def excerpts(store: EventStore, snapshot: str, ground_truth_hash: str,
+                   groups: list[list[dict[str, Any]]]) -> list[list[Excerpt]]:
+    """Each group of locations as excerpts of the snapshot version with that ground truth
+    (what a reviewer reads beside a grade)."""
+    history = await specimen_sync.history_of(store, snapshot)
+    version = next((v for v in history.versions if v.ground_truth_hash == ground_truth_hash),
+                   None) if history else None
+    code = _Code(store, version)
+    await code.load({loc["file"] for group in groups for loc in group})
+    return [[code.excerpt(loc) for loc in group] for group in groups]

@@ -1,0 +1,49 @@
+"""What the filters offer (snapshots, file sets, scorers: small tables, read per page) and
+the scorer a page shows numbers of."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("viewer")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    snapshots: list[str]
+    file_sets: list[str]
+    scorers: list[str]  # NAME@VERSION, registered
+    active: str | None
+
+
+async def load(store: EventStore) -> Options:
+    row = await store.sql.fetchrow(_Q["choices"])
+    return Options(list(row["snapshots"] or []), list(row["file_sets"] or []),
+                   list(row["scorers"] or []), row["active"])
+
+
+def parse(text: str) -> tuple[str, int]:
+    """NAME@VERSION, or an error the page shows."""
+    name, _, version = text.partition("@")
+    if not name or not version.isdigit() or not 1 <= int(version) < 2**31:
+        raise errors.UnknownScorer(f"scorer {text[:60]!r} is not NAME@VERSION (e.g. tiered@2)")
+    return name, int(version)
+
+
+def ref(scorer: tuple[str, int] | None) -> str | None:
+    return f"{scorer[0]}@{scorer[1]}" if scorer else None
+
+
+async def scorer(store: EventStore, options: Options, text: str | None,
+                 ) -> tuple[str, int] | None:
+    """The scorer `text` names (which must be registered), else the active one, else none."""
+    if text:
+        if text not in options.scorers:
+            raise errors.UnknownScorer(f"no scorer {text[:60]!r} is registered (known: "
+                                       f"{', '.join(options.scorers) or 'none'})")
+        return parse(text)
+    return parse(options.active) if options.active else None

@@ -1,0 +1,127 @@
+"""The runs table, and one run: its issues against the code, its conversation with the
+model, its timeline and container logs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.events import details
+from props.projections import run_pages, run_view
+from props.tools.api.dependencies import Store
+from props.tools.viewer import choices
+from props.tools.viewer.session import Viewer, needs
+from props.tools.viewer.templating import page
+
+router = APIRouter()
+Reader = Annotated[Viewer, Depends(needs("read"))]
+Text = Annotated[str | None, Query(max_length=200)]
+PER_PAGE = 50
+ISSUES_PER_PAGE = 100
+TURNS_PER_PAGE = 40
+
+
+class InvalidQuery(errors.PropsError):
+    """A filter the page cannot take (an unparsable date, an unknown scorer): 422."""
+
+
+def _day(text: str | None, field: str) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.combine(dt.date.fromisoformat(text), dt.time(), dt.UTC)
+    except ValueError:
+        raise InvalidQuery(f"{field}: {text[:40]!r} is not a date (YYYY-MM-DD)") from None
+
+
+@router.get("/", include_in_schema=False)
+@router.get("/runs", response_class=HTMLResponse, include_in_schema=False)
+async def runs_page(
+    request: Request, store: Store, viewer: Reader,
+    model: Text = None, definition: Text = None, snapshot: Text = None,
+    file_set: Text = None, status: catalog.RunStatus | Literal[""] = "",
+    scorer: Text = None, since: Text = None, until: Text = None,
+    sort: Literal["newest", "oldest", "cost", "duration", "tokens"] = "newest",
+    page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+) -> HTMLResponse:
+    options = await choices.load(store)
+    shown_scorer = await choices.scorer(store, options, scorer)
+    start, end = _day(since, "since"), _day(until, "until")
+    where = run_pages.TableFilter(
+        "critic", status or None, model or None, definition or None, snapshot or None,
+        file_set=file_set or None, scorer=choices.parse(scorer) if scorer else None,
+        since=start, until=end + dt.timedelta(days=1) if end else None)
+    rows, more = await run_pages.table(store, where, sort, PER_PAGE,
+                                       (page_number - 1) * PER_PAGE)
+    scores = await run_pages.scores_of(store, [r["run_id"] for r in rows],
+                                       shown_scorer) if rows and shown_scorer else {}
+    query = {k: v for k, v in request.query_params.items() if k != "page"}
+    return page(request, "runs.html", rows=rows, scores=scores, more=more,
+                page_number=page_number, options=options, query=query,
+                shown_scorer=choices.ref(shown_scorer), sort=sort,
+                filters={"model": model, "definition": definition, "snapshot": snapshot,
+                         "file_set": file_set, "status": status, "scorer": scorer,
+                         "since": since, "until": until})
+
+
+async def _run(store: Any, run_id: uuid.UUID) -> run_pages.RunDetail:
+    try:
+        return await run_pages.detail(store, run_id)
+    except errors.NotFound:
+        raise errors.NotFound(f"no run {run_id}") from None
+
+
+def _header(run: run_pages.RunDetail) -> dict[str, Any]:
+    """What the run's header shows, from its row (or, before the projections caught up,
+    from its request)."""
+    row = dict(run.row or {})
+    if not row and run.events and isinstance(run.events[0].event, catalog.RunRequested):
+        req = run.events[0].event
+        row = {"run_id": run.run_id, "model": req.model, "definition": req.definition,
+               "snapshot": req.example.snapshot, "requested_at": run.events[0].recorded_at}
+    started, finished = row.get("started_at"), row.get("finished_at")
+    row["duration"] = (finished - started).total_seconds() if started and finished else None
+    row["status"] = run.status
+    return row
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
+async def run_page(
+    request: Request, store: Store, viewer: Reader, run_id: uuid.UUID,
+    scorer: Text = None,
+    issues_page: Annotated[int, Query(alias="issues", ge=1, le=100_000)] = 1,
+) -> HTMLResponse:
+    run = await _run(store, run_id)
+    header = _header(run)
+    found = await run_view.issues(store, header, issues_page, ISSUES_PER_PAGE,
+                                  scorer) if run.row else None
+    return page(request, "run.html", run=header, tab="issues", found=found,
+                issues_page=issues_page, per_page=ISSUES_PER_PAGE)
+
+
+@router.get("/runs/{run_id}/transcript", response_class=HTMLResponse, include_in_schema=False)
+async def transcript_page(
+    request: Request, store: Store, viewer: Reader, run_id: uuid.UUID,
+    turns_page: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+) -> HTMLResponse:
+    run = await _run(store, run_id)
+    said = await run_view.transcript(store, run.events, turns_page, TURNS_PER_PAGE)
+    return page(request, "transcript.html", run=_header(run), tab="transcript", said=said,
+                turns_page=turns_page, per_page=TURNS_PER_PAGE)
+
+
+@router.get("/runs/{run_id}/timeline", response_class=HTMLResponse, include_in_schema=False)
+async def timeline_page(request: Request, store: Store, viewer: Reader,
+                        run_id: uuid.UUID) -> HTMLResponse:
+    run = await _run(store, run_id)
+    said = await run_view.transcript(store, run.events, 1, 0)  # the logs only
+    events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
+               "data": details(r.event)} for r in run.events]
+    return page(request, "timeline.html", run=_header(run), tab="timeline", events=events,
+                logs=said.logs)

@@ -1,0 +1,68 @@
+"""Scores per model, definition and scorer, with their intervals plotted, per snapshot and
+over time; and the comparison of two scorers, or of the models under one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse
+
+from props.core.scoring import comparison, rescoring
+from props.projections import figures
+from props.schema import queries
+from props.tools.api.dependencies import Store
+from props.tools.viewer import choices, plots
+from props.tools.viewer.session import Viewer, needs
+from props.tools.viewer.templating import page
+
+router = APIRouter()
+Reader = Annotated[Viewer, Depends(needs("read"))]
+Text = Annotated[str | None, Query(max_length=200)]
+_Q = queries.load("viewer")
+
+
+def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**row, "recall_plot": plots.interval("recall", row["recall"], row["recall_low"],
+                                                  row["recall_high"]),
+             "precision_plot": plots.interval("precision", row["precision"],
+                                              row["precision_low"], row["precision_high"])}
+            for row in rows]
+
+
+@router.get("/scores", response_class=HTMLResponse, include_in_schema=False)
+async def scores_page(request: Request, store: Store, viewer: Reader,
+                      scorer: Text = None) -> HTMLResponse:
+    options = await choices.load(store)
+    chosen = await choices.scorer(store, options, scorer)
+    if chosen is None:
+        return page(request, "scores.html", options=options, chosen=None, rows=[],
+                    notes={}, per_snapshot=[], recall_series=[], precision_series=[])
+    rows, notes = await figures.load(store, *chosen)
+    per_snapshot = [dict(r) for r in await store.sql.fetch(_Q["per_snapshot"], *chosen)]
+    by_day = [dict(r) for r in await store.sql.fetch(_Q["by_day"], *chosen)]
+    return page(request, "scores.html", options=options, chosen=choices.ref(chosen),
+                rows=_plotted(rows), notes=notes, per_snapshot=per_snapshot,
+                recall_series=plots.over_time(by_day, "group", "recall"),
+                precision_series=plots.over_time(by_day, "group", "precision"),
+                width=plots.WIDTH, height=plots.HEIGHT)
+
+
+@router.get("/compare", response_class=HTMLResponse, include_in_schema=False)
+async def compare_page(request: Request, store: Store, viewer: Reader,
+                       a: Text = None, b: Text = None) -> HTMLResponse:
+    """Two scorers (`a`, `b`) over every recorded run; with one scorer only, the paired
+    differences between the models and definitions it scored."""
+    options = await choices.load(store)
+    result = differences = None
+    if a and b:
+        await choices.scorer(store, options, a)
+        await choices.scorer(store, options, b)
+        result = await comparison.compare(store, a, b, rescoring.Selection(everything=True))
+    elif a or options.active:
+        chosen = await choices.scorer(store, options, a)
+        if chosen:
+            _, notes = await figures.load(store, *chosen)
+            differences = notes.get("differences", [])
+    return page(request, "compare.html", options=options, a=a or options.active, b=b,
+                result=result, differences=differences)
