@@ -245,7 +245,8 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
     scorer = scorer or await _active(store, graded_by)
     found = {label for r in found_by if f"{r['scorer_name']}@{r['scorer_version']}" == scorer
              for label in r["found"] or []}
-    scope = next((s.occurrences for s in gt.scopes if s.files_hash == run.get("files_hash")),
+    files_hash = run.get("files_hash") or None  # the projections' WHOLE_SNAPSHOT is ""
+    scope = next((s.occurrences for s in gt.scopes if s.files_hash == files_hash),
                  []) if gt else []
     missed = [label for label in scope if label not in found and label in truths]
     code = _Code(store, version)

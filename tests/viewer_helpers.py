@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import orjson
 
 from props.core.domain import catalog, specimens
+from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
 from props.projections import engine
@@ -57,7 +58,7 @@ async def viewed_run(store: EventStore, *, turns: int = 3, extra_issues: int = 0
     run = uuid.uuid4()
     prompt = await store.put_blob(b"Review app.py. " + HOSTILE[0].encode())
     logs = await store.put_blob(("container log: " + HOSTILE[3]).encode())
-    events: list[catalog.Event] = [
+    events: list[Event] = [
         catalog.RunRequested(run_id=run, agent_type="critic", definition="viewer-critic",
                              example=catalog.Example(snapshot=SLUG), model=model,
                              timeout_seconds=60, budget_usd=1),

@@ -32,7 +32,8 @@ COMMANDS: dict[str, str] = {
     "review": "commands.review", "scorers": "commands.scoring", "rescore": "commands.scoring",
     "compare": "commands.scoring", "export": "commands.archive", "import": "commands.archive",
     "verify": "commands.archive", "archive": "commands.archive", "serve": "commands.service",
-    "reactors": "commands.service", "definitions": "commands.runs", "runs": "commands.runs",
+    "reactors": "commands.service", "view": "commands.view", "definitions": "commands.runs",
+    "runs": "commands.runs",
     "tokens": "commands.tokens", "keys": "commands.keys", "demo": "commands.demo",
     "bench": "commands.bench", "chaos": "commands.chaos",
 }

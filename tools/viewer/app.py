@@ -58,11 +58,11 @@ async def login(request: Request, store: Store) -> Response:
                         error="that token is unknown, revoked, or lacks the read scope")
         response.set_cookie(session.LOGIN_COOKIE, nonce, **session.cookie_options(request, 600))
         return response
-    response = RedirectResponse(_safe_next(form.get("next")), status_code=303)
-    response.set_cookie(session.COOKIE, secret,
+    signed_in = RedirectResponse(_safe_next(form.get("next")), status_code=303)
+    signed_in.set_cookie(session.COOKIE, secret,
                         **session.cookie_options(request, session.SESSION_SECONDS))
-    response.delete_cookie(session.LOGIN_COOKIE, path="/")
-    return response
+    signed_in.delete_cookie(session.LOGIN_COOKIE, path="/")
+    return signed_in
 
 
 @router.post("/logout", include_in_schema=False)

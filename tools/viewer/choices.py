@@ -22,6 +22,7 @@ class Options:
 
 async def load(store: EventStore) -> Options:
     row = await store.sql.fetchrow(_Q["choices"])
+    assert row is not None  # one row, always
     return Options(list(row["snapshots"] or []), list(row["file_sets"] or []),
                    list(row["scorers"] or []), row["active"])
 

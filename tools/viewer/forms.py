@@ -30,7 +30,8 @@ async def read(request: Request, fields: set[str], csrf: str | None) -> dict[str
     found: dict[str, str] = {}
     for name, value in pairs:
         if name not in fields or name in found:
-            raise BadForm(400, f"the form has an unexpected or repeated field {limits.excerpt(name)!r}")
+            raise BadForm(400, "the form has an unexpected or repeated field "
+                               f"{limits.excerpt(name)!r}")
         try:
             limits.check_text(value, f"field {name!r}")
         except limits.Refused as exc:

@@ -7,7 +7,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-WIDTH = 320  # of the 0..100% axis, in the SVG's own units
+BAR_WIDTH = 160  # of an interval's 0..100% axis, in the SVG's own units
+WIDTH = 320  # of a plot over time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Interval:
 
 
 def _x(value: float | None) -> float | None:
-    return None if value is None else round(WIDTH * min(1.0, max(0.0, value)), 1)
+    return None if value is None else round(BAR_WIDTH * min(1.0, max(0.0, value)), 1)
 
 
 def interval(label: str, value: float | None, low: float | None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import string
 import uuid
-from urllib.parse import urlencode
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
@@ -26,7 +26,8 @@ KEYS = string.digits[1:] + "abdefghijklmopqrstuvwxyz"  # c confirms, n says "not
 
 def _choices(item: reviews.Pending) -> list[dict[str, Any]]:
     """Every match a reviewer can give, each with its key."""
-    found = [{"value": "none", "label": "nothing known", "key": "n", "rationale": ""}]
+    found: list[dict[str, Any]] = [{"value": "none", "label": "nothing known", "key": "n",
+                                    "rationale": ""}]
     for n, ((kind, ident, occurrence), row) in enumerate(sorted(
             item.truth.items(), key=lambda kv: (kv[0][0] != "tp", kv[0][1], kv[0][2] or 0))):
         label = f"TP {ident}#{occurrence}" if kind == "tp" else f"decoy {ident}"

@@ -28,7 +28,9 @@ TURNS_PER_PAGE = 40
 
 
 class InvalidQuery(errors.PropsError):
-    """A filter the page cannot take (an unparsable date, an unknown scorer): 422."""
+    """A filter the page cannot take (an unparsable date): 422."""
+
+    exit_code = 65  # EX_DATAERR, as the CLI says of input it cannot take
 
 
 def _day(text: str | None, field: str) -> dt.datetime | None:

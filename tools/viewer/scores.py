@@ -45,7 +45,7 @@ async def scores_page(request: Request, store: Store, viewer: Reader,
                 rows=_plotted(rows), notes=notes, per_snapshot=per_snapshot,
                 recall_series=plots.over_time(by_day, "group", "recall"),
                 precision_series=plots.over_time(by_day, "group", "precision"),
-                width=plots.WIDTH, height=plots.HEIGHT)
+                bar_width=plots.BAR_WIDTH, width=plots.WIDTH, height=plots.HEIGHT)
 
 
 @router.get("/compare", response_class=HTMLResponse, include_in_schema=False)

@@ -58,7 +58,9 @@ def duration(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def percent(value: float | None) -> str:
