@@ -100,9 +100,13 @@ async def count_pending(store: EventStore, name: str, version: int) -> int:
 
 async def _truth(store: EventStore, snapshot: str, ground_truth_hash: str,
                  ) -> dict[tuple[str, str, int | None], dict[str, Any]]:
-    return {(t["kind"], t["id"], t["occurrence"]): {**dict(t),
-                                                   "locations": orjson.loads(t["locations"])}
-            for t in await store.sql.fetch(_Q["truth_ids"], snapshot, ground_truth_hash)}
+    found = {}
+    for t in await store.sql.fetch(_Q["truth_ids"], snapshot, ground_truth_hash):
+        locations = orjson.loads(t["locations"])
+        if locations and isinstance(locations[0], list):  # a decoy's: by occurrence
+            locations = [loc for occurrence in locations for loc in occurrence]
+        found[(t["kind"], t["id"], t["occurrence"])] = {**dict(t), "locations": locations}
+    return found
 
 
 async def confirm(store: EventStore, run_id: uuid.UUID, issue_id: str, name: str,

@@ -48,13 +48,17 @@ SELECT i.issue_id,
  WHERE i.run_id = $1 AND i.issue_id = $2
 
 -- truth_ids --
--- The TP occurrences and decoys of the snapshot version with this ground-truth hash.
-SELECT 'tp' AS kind, o.tp_id AS id, o.occurrence, o.locations::text AS locations
+-- The TP occurrences and decoys of the snapshot version with this ground-truth hash, with
+-- their rationales.
+SELECT 'tp' AS kind, o.tp_id AS id, o.occurrence, o.locations::text AS locations,
+       t.rationale
   FROM projections.tp_occurrences o
   JOIN projections.snapshots v ON v.slug = o.slug AND v.version = o.version
+  JOIN projections.true_positives t
+    ON t.slug = o.slug AND t.version = o.version AND t.tp_id = o.tp_id
  WHERE v.slug = $1 AND v.ground_truth_hash = $2
 UNION ALL
-SELECT 'fp', f.fp_id, NULL, f.locations::text
+SELECT 'fp', f.fp_id, NULL, f.locations::text, f.rationale
   FROM projections.false_positives f
   JOIN projections.snapshots v ON v.slug = f.slug AND v.version = f.version
  WHERE v.slug = $1 AND v.ground_truth_hash = $2

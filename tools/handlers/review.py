@@ -43,9 +43,7 @@ async def next_cmd(args: argparse.Namespace) -> int:
 
 
 def where(locations: list[Any]) -> str:
-    """`file:start-end,...; ...` of locations (a decoy's: of all its occurrences)."""
-    if locations and isinstance(locations[0], list):
-        locations = [loc for occurrence in locations for loc in occurrence]
+    """`file:start-end,...; ...` of locations."""
     return "; ".join(f"{loc['file']}:" + ",".join(f"{r['start']}-{r['end']}"
                                                   for r in loc["ranges"]) for loc in locations)
 
