@@ -113,3 +113,13 @@ def test_quick_cli_bench_reports_its_two_checks(server_dsn: str) -> None:
     got, summary, _code = run_bench("cli", server_dsn)
     assert set(got) == {"version_vs_imports", "startup_vs_imports"}
     assert summary["figures"]["rounds"] == 5 and summary["figures"]["imports_seconds"] > 0
+
+
+@pytest.mark.bench
+def test_quick_viewer_bench_reports_its_three_checks(server_dsn: str) -> None:
+    got, summary, _code = run_bench("viewer", server_dsn)
+    assert set(got) == {"runs_page_ms", "run_page_ms", "runs_page_vs_raw"}
+    figures = summary["figures"]
+    assert figures["runs"] == 100_000 and figures["big_run_issues"] == 2_000
+    assert figures["runs_raw_p50_ms"] > 0 and figures["run_raw_p50_ms"] > 0  # both sides ran
+    assert all(c["verdict"] in ("PASS", "FAIL") for c in got.values())  # none NORUN

@@ -15,6 +15,7 @@ from props.tools.benchmarks import (
     projections_suite,
     reactors_suite,
     rescore_suite,
+    viewer_suite,
 )
 from props.tools.benchmarks.report import Report
 from props.tools.render import Console, Table
@@ -26,6 +27,7 @@ SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "rescore": rescore_suite.run,
     "export": export_suite.run,
     "reactors": reactors_suite.run,
+    "viewer": viewer_suite.run,
 }
 
 
