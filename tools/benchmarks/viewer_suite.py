@@ -10,6 +10,7 @@ gives the page its rows, run with the same parameters on the same pool, alternat
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import statistics
@@ -140,9 +141,9 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                           f"{len(FILTERS)} filters ...")
             for _ in range(rounds):
                 for params, where, sort, offset in FILTERS:
-                    ours.append(await _timed(lambda p=params: page("/runs", p)))
-                    raw.append(await _timed(lambda w=where, s=sort, o=offset: _raw_runs(
-                        store, w, s, o)))
+                    ours.append(await _timed(functools.partial(page, "/runs", params)))
+                    raw.append(await _timed(functools.partial(_raw_runs, store, where, sort,
+                                                              offset)))
             run_ours: list[float] = []
             run_raw: list[float] = []
             console.print(f"a run's page with {BIG_RUN_ISSUES:,} issues ...")
