@@ -4,13 +4,17 @@ scorer's match, its transcript, hostile text as text, and verdicts as events."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -194,10 +198,31 @@ async def test_scores_and_comparisons_render(store: EventStore) -> None:
     assert "tiered@1 against tiered@2" in compared and "Agreement" in compared
 
 
-def test_props_view_help_says_what_it_serves() -> None:
-    shown = subprocess.run([sys.executable, "-m", "props.tools.cli", "view", "--help"],
-                           capture_output=True, text=True, timeout=60, check=True)
-    assert "revoked when props view stops" in shown.stdout
+async def test_props_view_serves_the_viewer_with_a_token_it_revokes_at_exit(
+        store: EventStore, tmp_path: Path) -> None:
+    viewed = await viewed_run(store)
+    log = tmp_path / "view.log"
+    env = {**os.environ, "PROPS_DSN": store.dsn, "PROPS_HOME": str(tmp_path / "home")}
+    with log.open("wb") as sink:
+        proc = await anyio.open_process(
+            [sys.executable, "-m", "props.tools.cli", "view", "--listen", "127.0.0.1:0"],
+            env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        with anyio.fail_after(60):
+            while not (said := re.search(r"viewer on (http://\S+/)\n.*stops\): (\S+)",
+                                         log.read_text())):
+                assert proc.returncode is None, log.read_text()
+                await anyio.sleep(0.1)
+        url, secret = said[1], said[2]
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            page = await client.get("/runs", headers={"Authorization": f"Bearer {secret}"})
+        assert page.status_code == 200 and str(viewed.run_id)[:8] in page.text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            await proc.wait()
+    assert proc.returncode == 0, log.read_text()
+    assert await tokens.verify(store, secret) is None  # revoked as it stopped
 
 
 @pytest.mark.parametrize("path", ["/runs", "/scores", "/compare", "/review"])

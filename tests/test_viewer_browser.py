@@ -98,6 +98,11 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
             assert "TP T1#1" in await issue.locator(".grades").inner_text()
             rationale = await issue.locator(".rationale").inner_text()
             assert "<script>alert(1)</script>" in rationale  # shown as text, never run
+            tricks = await page.locator("#issue-i3 .rationale").inner_text()
+            assert "{{7*7}}" in tricks and "49" not in tricks  # never evaluated
+            assert "U+202E" in tricks and "U+200B" in tricks  # bidi and zero-width, visible
+            assert "\u202e" not in tricks and "\u200b" not in tricks
+            assert "[/x] [bold]" in await page.locator("#issue-i2 .rationale").inner_text()
             await shot(page, "run")
 
             await page.click("nav.tabs >> text=Transcript")

@@ -72,13 +72,6 @@ async def runs_page(
                          "since": since, "until": until})
 
 
-async def _run(store: Any, run_id: uuid.UUID) -> run_pages.RunDetail:
-    try:
-        return await run_pages.detail(store, run_id)
-    except errors.NotFound:
-        raise errors.NotFound(f"no run {run_id}") from None
-
-
 def _header(run: run_pages.RunDetail) -> dict[str, Any]:
     """What the run's header shows, from its row (or, before the projections caught up,
     from its request)."""
@@ -99,7 +92,7 @@ async def run_page(
     scorer: Text = None,
     issues_page: Annotated[int, Query(alias="issues", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
-    run = await _run(store, run_id)
+    run = await run_pages.detail(store, run_id)
     header = _header(run)
     found = await run_view.issues(store, header, issues_page, ISSUES_PER_PAGE,
                                   scorer) if run.row else None
@@ -112,7 +105,7 @@ async def transcript_page(
     request: Request, store: Store, viewer: Reader, run_id: uuid.UUID,
     turns_page: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
-    run = await _run(store, run_id)
+    run = await run_pages.detail(store, run_id)
     said = await run_view.transcript(store, run.events, turns_page, TURNS_PER_PAGE)
     return page(request, "transcript.html", run=_header(run), tab="transcript", said=said,
                 turns_page=turns_page, per_page=TURNS_PER_PAGE)
@@ -121,7 +114,7 @@ async def transcript_page(
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse, include_in_schema=False)
 async def timeline_page(request: Request, store: Store, viewer: Reader,
                         run_id: uuid.UUID) -> HTMLResponse:
-    run = await _run(store, run_id)
+    run = await run_pages.detail(store, run_id)
     said = await run_view.transcript(store, run.events, 1, 0)  # the logs only
     events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
                "data": details(r.event)} for r in run.events]
