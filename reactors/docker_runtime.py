@@ -78,6 +78,10 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
             "MemorySwap": memory,
             "NanoCpus": int(spec.cpus * 1e9),
             "PidsLimit": 256,
+            # Explicit, and below any host's hard limits: Podman's defaults (a million open
+            # files) are refused where the engine may not raise them.
+            "Ulimits": [{"Name": "nofile", "Soft": 4096, "Hard": 4096},
+                        {"Name": "nproc", "Soft": 4096, "Hard": 4096}],
             "ReadonlyRootfs": True,
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"],
@@ -208,10 +212,11 @@ class DockerRuntime:
     async def import_image(self, rootfs_tar: bytes, ref: str) -> str:
         """`docker import`: an image from a root filesystem tar, tagged `ref`; returns its
         digest. No registry is involved (aiodocker has no call for this endpoint)."""
-        repo, _, tag = ref.rpartition(":") if ":" in ref else (ref, "", "latest")
+        # The tag inside `repo` (the API allows it): Podman's compatible API ignores `tag`.
         async with self.docker._query(
                 "images/create", method="POST", data=rootfs_tar,
-                params={"fromSrc": "-", "repo": repo, "tag": tag},
+                params={"fromSrc": "-", "repo": ref if ":" in ref.rsplit("/", 1)[-1]
+                        else f"{ref}:latest"},
                 headers={"Content-Type": "application/x-tar"}) as response:
             await response.read()
         info = await self.docker.images.inspect(ref)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Sequence
 from typing import Protocol
 
 import aiodocker
@@ -73,10 +74,11 @@ class ReactorState:
     parked: int
 
 
-async def status(store: EventStore) -> list[ReactorState]:
-    """Where each reactor stands: checkpoint, lag behind the log, events it gave up on."""
+async def status(store: EventStore, also: Sequence[str] = ()) -> list[ReactorState]:
+    """Where each reactor (and those named in `also`) stands: checkpoint, lag behind the
+    log, events it gave up on."""
     states = []
-    for name in REACTORS:
+    for name in [*REACTORS, *(n for n in also if n not in REACTORS)]:
         cp = await store.find_checkpoint(checkpoint_name(name))
         at = cp or START
         lag = await store.sql.fetchrow(_LAG, at.tx_id, at.position)

@@ -11,7 +11,9 @@ run, so a launcher killed at any point and restarted appends each one exactly on
 
 The durable state is the log: at start the launcher resumes every run requested and not
 finished. At most `capacity` runs hold a container at once; the others wait queued (their
-status stays `requested`), never dropped.
+status stays `requested`), never dropped. Several launchers share the queue: a run is
+claimed (`run.claimed`, compare-and-set) by the one that has a slot first, and a dead
+launcher's runs are taken over once its lease runs out (props.reactors.launchers).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from props.core.domain import catalog, definitions, streams
 from props.core.log import database, errors
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, grader_runs
+from props.reactors import agent_roles, grader_runs, launchers
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     ContainerRuntime,
@@ -90,11 +92,17 @@ class LauncherStats:
 
 
 class Launcher:
-    name = "launcher"
     types: tuple[str, ...] = ("run.requested", "run.cancel_requested")
 
     def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
-                 work_dir: Path, *, max_concurrent: int = 8) -> None:
+                 work_dir: Path, *, max_concurrent: int = 8,
+                 name: str = launchers.DEFAULT_NAME, engine: str | None = None,
+                 lease_seconds: float = launchers.LEASE_SECONDS) -> None:
+        self.launcher = name
+        self.name = launchers.reactor_name(name)  # the reactor: its lock and checkpoint
+        self.engine = engine
+        self.leases = launchers.Leases(store, name, lease_seconds)
+        self._taking_over: dict[uuid.UUID, str] = {}  # run -> the launcher it is taken from
         self.store = store
         self.runtimes = {rt.kind: rt for rt in runtimes}
         self.work_dir = work_dir
@@ -114,9 +122,14 @@ class Launcher:
         self.deployment = await deployment_of(self.store)
         await agent_roles.reap(self.store)
         await self._reap_orphans()
+        await launchers.announce(self.store, catalog.LauncherStarted(
+            name=self.launcher, capacity=self.capacity, runtimes=sorted(self.runtimes),
+            engine=self.engine, lease_seconds=self.leases.lease_seconds))
         await self._resume_unfinished()
         tg.start_soon(_every, SWEEP_SECONDS, "launcher sweep", self._sweep,
                       name="props-launcher-sweep")
+        tg.start_soon(_every, max(0.5, self.leases.lease_seconds / 4), "lease check",
+                      self._take_over, name="props-launcher-leases")
         tg.start_soon(_every, WATCHDOG_SECONDS, "agent watchdog", self._watchdog,
                       name="props-launcher-agent-watchdog")
 
@@ -130,6 +143,16 @@ class Launcher:
         roles of finished runs whose clean-up a lost connection cut short."""
         await self._resume_unfinished()
         await agent_roles.reap(self.store)
+
+    async def _take_over(self) -> None:
+        """Queue the runs of launchers whose lease ran out: each is claimed from them (by
+        this launcher or another that checks too) when a slot is free."""
+        for name, runs in (await self.leases.expired()).items():
+            log.warning("launcher %s is gone (no lock for %.0f s): taking over its %d "
+                        "unfinished run(s)", name, self.leases.lease_seconds, len(runs))
+            for run_id in runs:
+                self._taking_over[run_id] = name
+                self._queue(run_id)
 
     async def _watchdog(self) -> None:
         """End agent sessions that overrun their statement or transaction limits: an agent
@@ -230,6 +253,18 @@ class Launcher:
         if state.cancel_requested and not state.container_started:
             await self._finish(state, "cancelled")
             return
+        taken_from = state.claim if state.claim != self.launcher else None
+        state = await self._claim(state)
+        if state is None:
+            return  # another launcher's (alive), or finished meanwhile
+        if taken_from is not None and state.container_started and \
+                not await self._on_my_engine(run_id):
+            # Its container runs on an engine this launcher cannot reach: it is given up
+            # (dropping the run's role cuts it off the log), never started a second time.
+            await self._finish(state, "failed", catalog.Failure(
+                phase="run", category="launcher_lost", retryable=True))
+            await self._clean_up(run_id)
+            return
         req = state.requested
         definition = await self._definition(state)
         if definition is None:
@@ -270,6 +305,42 @@ class Launcher:
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await self._finish(state, status, failure)
             await self._clean_up(run_id)
+
+    async def _claim(self, state: RunState) -> RunState | None:
+        """The run's state once this launcher holds its last claim; None when another live
+        launcher holds it (or it finished). Claims are compare-and-set on the run's stream:
+        of two launchers claiming at once, the second re-reads and finds the first's."""
+        run_id = state.requested.run_id
+        while state.claim != self.launcher:
+            previous = state.claim
+            if previous is not None and self._taking_over.get(run_id) != previous:
+                return None
+            event_id = lifecycle_id(run_id, f"claimed:{self.launcher}:at:{state.version}")
+            try:
+                await self.store.append(streams.run(run_id), [NewEvent(
+                    catalog.RunClaimed(run_id=run_id, launcher=self.launcher,
+                                       takes_over=previous),
+                    event_id, {"actor": f"launcher:{self.launcher}"})],
+                    expected_version=state.version)
+            except errors.ConcurrencyConflict:
+                found = fold_run(await self.store.read_stream(streams.run(run_id)))
+                if found is None or found.finished:
+                    return None
+                state = found
+                continue
+            if previous is not None:
+                log.warning("run %s taken over from launcher %s", run_id, previous)
+            state.claim, state.version = self.launcher, state.version + 1
+            state.stored.add(event_id)
+        self._taking_over.pop(run_id, None)
+        return state
+
+    async def _on_my_engine(self, run_id: uuid.UUID) -> bool:
+        name = container_name(run_id)
+        for rt in self.runtimes.values():
+            if name in await rt.names():
+                return True
+        return False
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
         await agent_roles.drop(self.store, run_id)

@@ -23,6 +23,8 @@ class RunState:
     container_exited: catalog.ContainerExited | None = None
     finished: bool = False
     cancel_requested: bool = False
+    claim: str | None = None  # the launcher of the last run.claimed
+    version: int = 0  # the stream's, as read: a claim is appended at it (compare-and-set)
     stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
     totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
     grading: grader_runs.GradingTask | None = None  # a grader run's task
@@ -37,7 +39,10 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
         if state is None:
             continue
         state.stored.add(rec.event_id)
-        if isinstance(e, catalog.RunStarted):
+        state.version = rec.stream_version
+        if isinstance(e, catalog.RunClaimed):
+            state.claim = e.launcher
+        elif isinstance(e, catalog.RunStarted):
             state.started, state.started_at = e, rec.recorded_at
         elif isinstance(e, catalog.ContainerStarted):
             state.container_started = True

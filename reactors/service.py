@@ -22,7 +22,7 @@ from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import docker_runtime
+from props.reactors import docker_runtime, launchers
 from props.reactors.containers import ContainerRuntime
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
@@ -40,19 +40,21 @@ def work_dir() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def container_runtimes(choice: RuntimeChoice = "auto",
+async def container_runtimes(choice: RuntimeChoice = "auto", engine: str | None = None,
                              ) -> AsyncIterator[list[ContainerRuntime]]:
     """The runtimes runs may use: local processes (for local definitions) always, and a
-    Docker engine (for image definitions) when `choice` demands one (it must answer now), or
-    with `auto` when this machine has one configured: an engine restarting at this moment is
-    waited for by the runs that need it, not given up on."""
+    Docker-compatible engine (Docker, or Podman's API service) at `engine` (default
+    DOCKER_HOST, else the local socket) for image definitions, when `choice` demands one (it
+    must answer now), or with `auto` when this machine has one configured or `engine` is
+    given: an engine restarting at this moment is waited for by the runs that need it, not
+    given up on."""
     local = LocalRuntime(work_dir() / "local-containers")
     if choice == "docker":
-        async with docker_runtime.DockerRuntime.connect() as docker:
+        async with docker_runtime.DockerRuntime.connect(engine) as docker:
             yield [local, docker]
-    elif choice == "auto" and (await docker_runtime.reachable()
+    elif choice == "auto" and (engine is not None or await docker_runtime.reachable()
                                or docker_runtime.configured()):
-        async with docker_runtime.DockerRuntime.lazy() as docker:
+        async with docker_runtime.DockerRuntime.lazy(engine) as docker:
             yield [local, docker]
     else:
         yield [local]
@@ -64,6 +66,9 @@ class Service:
     runtimes: Sequence[ContainerRuntime]
     only: Sequence[str] = SERVICES
     max_concurrent: int = 8
+    launcher_name: str = launchers.DEFAULT_NAME
+    engine_url: str | None = None  # the launcher's engine, as recorded (never secrets)
+    lease_seconds: float = launchers.LEASE_SECONDS
     poll_interval: float = 1.0
     hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
     runner: engine.Runner | None = None
@@ -76,7 +81,9 @@ class Service:
         reactors: list[Reactor] = []
         if "launcher" in self.only:
             reactors.append(Launcher(self.store, self.runtimes, work_dir(),
-                                     max_concurrent=self.max_concurrent))
+                                     max_concurrent=self.max_concurrent,
+                                     name=self.launcher_name, engine=self.engine_url,
+                                     lease_seconds=self.lease_seconds))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:

@@ -172,6 +172,27 @@ async def docker() -> AsyncIterator[DockerRuntime]:
         yield rt
 
 
+PODMAN_URL = os.environ.get("PROPS_PODMAN_URL", "unix:///run/podman/podman.sock")
+
+
+@asynccontextmanager
+async def podman_or_skip() -> AsyncIterator[DockerRuntime]:
+    """A DockerRuntime on Podman's Docker-compatible API service (`podman system service`)
+    at PROPS_PODMAN_URL, with the reference image imported; in CI (PROPS_REQUIRE_PODMAN=1)
+    a missing service fails the test, elsewhere it is skipped, visibly."""
+    from props.core.domain import definitions
+    from props.reactors import docker_runtime
+
+    if not await docker_runtime.reachable(PODMAN_URL):
+        message = f"no Podman API service at {PODMAN_URL} (podman system service)"
+        if os.environ.get("PROPS_REQUIRE_PODMAN") == "1":
+            pytest.fail(f"{message}; PROPS_REQUIRE_PODMAN=1 demands one")
+        pytest.skip(message)
+    async with docker_runtime.DockerRuntime.connect(PODMAN_URL) as rt:
+        await rt.import_image(definitions.reference_rootfs(), REFERENCE_IMAGE)
+        yield rt
+
+
 @pytest.fixture
 async def served(store: EventStore, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EventStore]:

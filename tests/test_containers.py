@@ -1,4 +1,5 @@
-"""The container runtime contract, run on both runtimes: local processes and Docker.
+"""The container runtime contract, run on every runtime: local processes, Docker, and
+Podman through its Docker-compatible API.
 
 Each case starts real processes or real containers, named uniquely for this test, and
 removes them afterwards."""
@@ -19,17 +20,19 @@ from props.reactors import local_runtime
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from tests.conftest import REFERENCE_IMAGE, docker_or_skip
+from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker),
+                        pytest.param("podman", marks=pytest.mark.docker)])
 async def runtime(request: pytest.FixtureRequest, tmp_path: Path,
                   ) -> AsyncIterator[tuple[ContainerRuntime, str]]:
     if request.param == "local":
         yield LocalRuntime(tmp_path / "containers"), ""
         return
-    async with docker_or_skip() as docker:
-        yield docker, REFERENCE_IMAGE
+    engine = docker_or_skip() if request.param == "docker" else podman_or_skip()
+    async with engine as rt:
+        yield rt, REFERENCE_IMAGE
 
 
 class Made:

@@ -400,9 +400,11 @@ def test_the_reactor_names_are_the_reactors_own() -> None:
     """`props serve --only`, `props reactors status` and the hosts' locks use the names in
     `host.REACTORS`: they must be the names the reactors give themselves."""
     from props.core.domain.vocabulary import REACTORS, SERVICES
+    from props.reactors import launchers
     from props.reactors.grader import Grader
-    from props.reactors.launcher import Launcher
     from props.reactors.supervisor import Supervisor
 
-    assert REACTORS == (Launcher.name, Grader.name, Supervisor.name)
+    # The unnamed launcher's reactor; named ones are launcher-NAME, beside it.
+    assert REACTORS == (launchers.reactor_name(launchers.DEFAULT_NAME), Grader.name,
+                        Supervisor.name)
     assert SERVICES == (*REACTORS, "projections")

@@ -26,7 +26,11 @@ class ServiceConfig(pydantic.BaseModel):
     dsn: str | None = None  # the database; PROPS_DSN overrides it like any key
     only: list[ServiceName] | None = None  # every service when unset
     runtime: Literal["auto", "docker", "local"] = "auto"
-    max_concurrent: int = pydantic.Field(8, ge=1, le=1000)
+    max_concurrent: int = pydantic.Field(8, ge=1, le=1000)  # the launcher's capacity
+    # Several launchers share the queue, each with its name, engine and capacity.
+    launcher_name: str = pydantic.Field("launcher", pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+    engine: str | None = pydantic.Field(None, pattern=r"^(unix|tcp|http|https)://[^\s@]+$")
+    lease_seconds: float = pydantic.Field(30.0, ge=1, le=86_400)
     http: str | None = None  # HOST:PORT of the JSON API
     registry: str | None = None  # HOST:PORT of the registry proxy
     registry_upstream: str | None = None  # URL of the registry it forwards to

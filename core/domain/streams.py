@@ -51,6 +51,11 @@ def reactor(name: str) -> str:
     return f"reactor-{name}"
 
 
+def launcher(name: str) -> str:
+    """What a launcher records of itself as it starts (capacity, engine, lease)."""
+    return f"launcher-{name}"
+
+
 def retention(run_id: RunId) -> str:
     return f"retention-{run_id}"
 

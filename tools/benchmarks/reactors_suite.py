@@ -7,6 +7,9 @@ finished -> graded), timed per run, beside N bare runs of the very same containe
 props' time per run over the bare container's. The local runtime is measured the same way,
 beside a bare `python -c pass` process, as a figure.
 
+Launchers: runs that wait 2 s each (an LLM-bound critic's shape) through one launcher of 8
+slots, then through two of 8 each sharing the queue: the throughput of two over one.
+
 Grading: the grader reactor's own path (read finished runs from the log, grade every issue
 with the deterministic scorer, append the grades) over runs of 100 issues, beside a raw read
 of the same issue events.
@@ -29,6 +32,8 @@ from props.core.scoring import scorers
 from props.reactors import docker_runtime, grader
 from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.host import ReactorHost
+from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools import samples
@@ -88,6 +93,58 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
     return seconds / n
 
 
+WAITS = [sys.executable, "-c", "import time; time.sleep(2)"]  # an LLM-bound critic's shape
+
+
+async def _launchers_seconds(store: EventStore, home: Path, names: list[str], n: int,
+                             slots: int) -> float:
+    """Seconds for `n` runs of WAITS through launchers `names` (each on its own local
+    engine with `slots` slots), all requested at once."""
+    hosts = [ReactorHost(store, Launcher(store, [LocalRuntime(home / f"engine-{name}")],
+                                         home / f"work-{name}", max_concurrent=slots,
+                                         name=name), poll_interval=0.05)
+             for name in names]
+    ids = [uuid.uuid4() for _ in range(n)]
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        for h in hosts:
+            tg.start_soon(h.run, stop)
+        with anyio.fail_after(60):
+            for h in hosts:
+                await h.active.wait()
+        await anyio.sleep(0.5)  # each has caught up with the log
+        t0 = time.perf_counter()
+        await store.append_many([(streams.run(run_id), [catalog.RunRequested(
+            run_id=run_id, agent_type="critic", definition="bench-wait",
+            definition_ref="bench", example=catalog.Example(snapshot="csvtool/2025-09-03-00"),
+            model="bench", timeout_seconds=60, budget_usd=0)]) for run_id in ids])
+        with anyio.fail_after(600):
+            for run_id in ids:
+                while True:  # polled from outside, as a client of the log would
+                    types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
+                    if "run.finished" in types:
+                        break
+                    await anyio.sleep(0.05)
+        seconds = time.perf_counter() - t0
+        stop.set()
+    return seconds
+
+
+async def _two_launchers(store: EventStore, home: Path, quick: bool, report: Report,
+                         console: Console) -> None:
+    """The throughput of 2 launchers x 8 slots over 1 x 8, on runs that wait 2 s each."""
+    n = 32 if quick else 96
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="bench-wait", tag="bench", runtime="local",
+        image="local:bench-wait", command=WAITS, digest=definitions.local_digest(WAITS, {})))
+    console.print(f"{n} runs of 2 s through one launcher of 8 slots, then two ...")
+    one = await _launchers_seconds(store, home, ["one"], n, 8)
+    two = await _launchers_seconds(store, home, ["a", "b"], n, 8)
+    report.figures.update({"one_launcher_s": round(one, 2), "two_launchers_s": round(two, 2),
+                           "waiting_runs": n})
+    report.checks.append(Check("two_launchers_vs_one", one / two, ">=", 1.7))
+
+
 async def run(dsn: str, quick: bool, console: Console) -> Report:
     n = 8 if quick else 40
     runs = 100 if quick else 2000
@@ -129,6 +186,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         report.figures.update({"local_bare_s": round(bare_local, 3),
                                "local_props_s": round(props_local, 3),
                                "local_overhead": round(props_local / bare_local, 3)})
+        await _two_launchers(store, home, quick, report, console)
         if not await docker_runtime.reachable():
             console.print("no Docker engine reachable: overhead_vs_docker_run did not run")
             report.checks.append(Check("overhead_vs_docker_run", None, "<=", 1.5))

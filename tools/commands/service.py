@@ -27,9 +27,20 @@ def add_parsers(sub: Any) -> None:
                    "need Docker: auto (the default) uses the engine this machine has "
                    "(DOCKER_HOST or /var/run/docker.sock; waited for while it restarts), "
                    "docker requires it to answer at start, local never uses it")
-    p.add_argument("--max-concurrent", type=int, metavar="N",
-                   help="most containers at once (also bounded by what the host can hold); "
-                   "further runs wait queued (default 8)")
+    p.add_argument("--capacity", "--max-concurrent", dest="max_concurrent", type=int,
+                   metavar="N", help="the launcher's capacity: most containers at once (also "
+                   "bounded by what the host can hold); further runs wait queued (default 8)")
+    p.add_argument("--launcher-name", metavar="NAME",
+                   help="run this launcher under its own name (lower case, digits, . _ -): "
+                   "launchers of different names run at once and share the queue, each "
+                   "claiming runs for its own engine and capacity (default: launcher)")
+    p.add_argument("--engine", metavar="URL",
+                   help="the Docker-compatible engine of this launcher, e.g. "
+                   "unix:///run/podman/podman.sock (default: DOCKER_HOST, else "
+                   "/var/run/docker.sock)")
+    p.add_argument("--lease-seconds", type=float, metavar="S",
+                   help="how long a launcher may be gone (its lock free) before the others "
+                   "take over its runs (default 30)")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="also serve the JSON API here (port 0: any free port); the first "
                    "start prints an admin token")

@@ -19,7 +19,7 @@ from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
-from props.reactors import host
+from props.reactors import host, launchers
 from props.reactors.service import Service, container_runtimes, stop_on_signal
 from props.schema import queries
 from props.tools import logs, render, service_config
@@ -47,11 +47,13 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             log.info(f"migrations applied at start: {len(applied)}")
         dsn = config.dsn or database.resolve_service_dsn()
         async with open_store(dsn, max_connections=16) as store, \
-                container_runtimes(config.runtime) as runtimes:
+                container_runtimes(config.runtime, config.engine) as runtimes:
             connected = True
             if config.auto_sync_specimens is not None:
                 await _sync_specimens(store, config.auto_sync_specimens)
-            service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent)
+            service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent,
+                              launcher_name=config.launcher_name, engine_url=config.engine,
+                              lease_seconds=config.lease_seconds)
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config, stop)
@@ -125,16 +127,26 @@ def _address(sock: Any) -> str:
 
 async def status_cmd(args: argparse.Namespace) -> int:
     async with open_store(max_connections=2) as store:
-        rows = [{"reactor": r.name, "checkpoint": None if r.checkpoint is None
-                 else str(r.checkpoint), "lag_events": r.lag_events,
-                 "lag_seconds": r.lag_seconds, "parked": r.parked,
-                 "serving": await host.serving(store, r.name)}
-                for r in await host.status(store)]
+        known = {launchers.reactor_name(s.name): s for s in await launchers.status(store)}
+        rows = []
+        for r in await host.status(store, also=sorted(known)):
+            launcher = known.get(r.name)
+            rows.append({
+                "reactor": r.name, "checkpoint": None if r.checkpoint is None
+                else str(r.checkpoint), "lag_events": r.lag_events,
+                "lag_seconds": r.lag_seconds, "parked": r.parked,
+                "serving": await host.serving(store, r.name),
+                "capacity": launcher.capacity if launcher else None,
+                "load": launcher.load if launcher else None,
+                "lease_seconds": launcher.lease_seconds if launcher else None,
+                "engine": launcher.engine if launcher else None})
         runs = await store.sql.fetchrow(_AGENTS["run_counts"])
     render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
                                     ("checkpoint", "checkpoint"),
                                     ("lag_events", "lag (events)"),
-                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked")],
+                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked"),
+                                    ("capacity", "capacity"), ("load", "runs held"),
+                                    ("lease_seconds", "lease (s)"), ("engine", "engine")],
                 empty="no reactors", cells={
                     "checkpoint": lambda c: c or "never ran",
                     "serving": lambda v: "yes" if v else "no",

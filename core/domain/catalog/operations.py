@@ -1,14 +1,15 @@
-"""The service's own records: events a reactor parked (reactor-<name>), retention holds
+"""The service's own records: events a reactor parked (reactor-<name>), launchers as they
+start (launcher-<name>), retention holds
 (retention-<run>), imports (import-<archive id>)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pydantic
 
-from props.core.domain.catalog.parts import REGISTRY, Count, Name, Sha256, _Part
+from props.core.domain.catalog.parts import REGISTRY, Count, LauncherName, Name, Sha256, _Part
 from props.core.log.events import Event
 
 # -- reactors (stream reactor-<name>) ------------------------------------------------------------
@@ -25,6 +26,23 @@ class EventParked(Event):
     error_type: Name
     error_message: Annotated[str, pydantic.StringConstraints(max_length=4000)]
     attempts: int = pydantic.Field(ge=1)
+
+
+# -- launchers (stream launcher-<name>) ----------------------------------------------------------
+
+
+@REGISTRY.register
+class LauncherStarted(Event):
+    """A launcher came up: its capacity (containers at once), its runtimes and the engine it
+    is bound to (an address, never credentials), and the lease after which, its lock lost,
+    other launchers take over its runs. Recorded at every start: capacities change."""
+
+    type_name = "launcher.started"
+    name: LauncherName
+    capacity: int = pydantic.Field(ge=1, le=100_000)
+    runtimes: list[Literal["docker", "local"]]
+    engine: Annotated[str, pydantic.StringConstraints(max_length=500)] | None = None
+    lease_seconds: float = pydantic.Field(gt=0, le=86_400)
 
 
 # -- retention (stream retention-<run uuid>) ----------------------------------------------------

@@ -15,6 +15,8 @@ REGISTRY = EventRegistry()
 Sha256 = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 Md5 = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
+# A launcher's name (`props serve --launcher-name`): part of its stream's name and its lock's.
+LauncherName = Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
 SnapshotSlug = Annotated[
     str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*/\d{4}-\d{2}-\d{2}-\d{2}$")
 ]

@@ -13,6 +13,7 @@ from props.core.domain.catalog.parts import (
     Digest,
     Example,
     Failure,
+    LauncherName,
     Location,
     Name,
     NonNegative,
@@ -113,6 +114,19 @@ class IssueReported(Event):
     rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
     locations: list[Location] = pydantic.Field(min_length=1)
     severity: Severity | None = None
+
+
+@REGISTRY.register
+class RunClaimed(Event):
+    """A launcher takes a run. Several launchers share the queue: each claims a run only
+    with a free slot, at the stream's version as it read it (compare-and-set), so the first
+    claim wins; only the launcher of the last claim acts on the run. `takes_over`: the
+    launcher whose lease ran out (it died holding the run)."""
+
+    type_name = "run.claimed"
+    run_id: uuid.UUID
+    launcher: LauncherName
+    takes_over: LauncherName | None = None
 
 
 @REGISTRY.register

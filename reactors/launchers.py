@@ -1,0 +1,106 @@
+"""Several launchers at once, each named and bound to its own engine and capacity, sharing the
+queue of requested runs through the log.
+
+Each launcher is a reactor of its own (`launcher-<name>`; the unnamed one is `launcher`, as
+before), so it follows the log with its own checkpoint and is active in one process at a
+time. A run is taken with a `run.claimed` event appended at the run stream's version as read
+(compare-and-set: of two launchers claiming at once, one wins) and only with a free slot, so
+a launcher's capacity holds. A launcher records its capacity, runtimes, engine and lease as
+`launcher.started` at every start. Its lease is its lock: when no session has held it for
+`lease_seconds`, the launcher is dead and others take over its unfinished runs (a container on
+an engine they share is adopted; one on an engine they cannot reach is given up, the run
+failed with the closed fact `launcher_lost`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+import uuid
+from datetime import datetime
+
+import orjson
+
+from props.core.domain import catalog, streams
+from props.core.log.store import EventStore
+from props.reactors import host
+from props.schema import queries
+
+_Q = queries.load("launchers")
+DEFAULT_NAME = "launcher"
+LEASE_SECONDS = 30.0
+
+
+def reactor_name(launcher: str) -> str:
+    """The reactor (its lock, checkpoint and parked events) of launcher `launcher`."""
+    return DEFAULT_NAME if launcher == DEFAULT_NAME else f"launcher-{launcher}"
+
+
+async def announce(store: EventStore, started: catalog.LauncherStarted) -> None:
+    await store.append(streams.launcher(started.name), [started])
+
+
+@dataclasses.dataclass(frozen=True)
+class LauncherState:
+    name: str
+    capacity: int
+    runtimes: list[str]
+    engine: str | None
+    lease_seconds: float
+    started_at: datetime
+    alive: bool  # some process holds its lock now
+    load: int  # runs it holds a claim on, not finished
+
+
+async def _known(store: EventStore) -> dict[str, tuple[catalog.LauncherStarted, datetime]]:
+    found = {}
+    for row in await store.sql.fetch(_Q["started"]):
+        started = catalog.LauncherStarted.model_validate(orjson.loads(row["data"]))
+        found[started.name] = (started, row["recorded_at"])
+    return found
+
+
+async def held(store: EventStore) -> list[tuple[str, uuid.UUID]]:
+    """(launcher, run) of every unfinished run, by its last claim."""
+    return [(r["launcher"], uuid.UUID(r["stream_id"].removeprefix("run-")))
+            for r in await store.sql.fetch(_Q["held"])]
+
+
+async def status(store: EventStore) -> list[LauncherState]:
+    """Every launcher that ever started: its capacity, engine, lease, whether it is alive
+    and how many unfinished runs it holds."""
+    loads = collections.Counter(launcher for launcher, _ in await held(store))
+    return [LauncherState(name, s.capacity, list(s.runtimes), s.engine, s.lease_seconds, at,
+                          await host.serving(store, reactor_name(name)), loads.get(name, 0))
+            for name, (s, at) in sorted((await _known(store)).items())]
+
+
+class Leases:
+    """Which other launchers' leases have run out: launchers whose lock no session has held
+    for `lease_seconds` (as seen by this one), with the unfinished runs they hold."""
+
+    def __init__(self, store: EventStore, me: str, lease_seconds: float) -> None:
+        self.store = store
+        self.me = me
+        self.lease_seconds = lease_seconds
+        self.dead_since: dict[str, float] = {}
+        self.settled: dict[str, datetime] = {}  # dead, nothing left: until it starts again
+
+    async def expired(self) -> dict[str, list[uuid.UUID]]:
+        found: dict[str, list[uuid.UUID]] = {}
+        now = time.monotonic()
+        for name, (_, started_at) in (await _known(self.store)).items():
+            if name == self.me or self.settled.get(name) == started_at:
+                continue
+            if await host.serving(self.store, reactor_name(name)):
+                self.dead_since.pop(name, None)
+                continue
+            if now - self.dead_since.setdefault(name, now) < self.lease_seconds:
+                continue
+            runs = [run for launcher, run in await held(self.store) if launcher == name]
+            if runs:
+                found[name] = runs
+            else:
+                self.settled[name] = started_at
+        return found

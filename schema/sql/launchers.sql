@@ -1,0 +1,17 @@
+-- Queries of props.reactors.launchers: several launchers sharing the queue of runs.
+
+-- started --
+-- Each launcher's last `launcher.started`: its capacity, engine and lease as it last came up.
+SELECT DISTINCT ON (stream_id) data::text AS data, recorded_at
+  FROM props.events
+ WHERE category = 'launcher' AND type = 'launcher.started'
+ ORDER BY stream_id, stream_version DESC
+
+-- held --
+-- The unfinished runs and the launcher of each one's last claim.
+SELECT DISTINCT ON (c.stream_id) c.stream_id, c.data ->> 'launcher' AS launcher
+  FROM props.events c
+ WHERE c.category = 'run' AND c.type = 'run.claimed'
+   AND NOT EXISTS (SELECT 1 FROM props.events f
+                    WHERE f.stream_id = c.stream_id AND f.type = 'run.finished')
+ ORDER BY c.stream_id, c.stream_version DESC

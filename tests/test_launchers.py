@@ -1,0 +1,217 @@
+"""Several launchers at once: each bound to its own engine and capacity, sharing the queue of
+requested runs through the log. Each run is claimed by exactly one launcher and gets exactly
+one container; capacities hold; a launcher killed for good has its runs taken over once its
+lease runs out (adopted where the engine is shared, else failed with `launcher_lost`), and
+none is run twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+import pytest
+
+from props.core.domain import catalog
+from props.core.log.events import RecordedEvent
+from props.core.log.store import EventStore
+from props.reactors import launchers
+from props.reactors.containers import ContainerRuntime
+from props.reactors.host import ReactorHost
+from props.reactors.launcher import Launcher
+from props.reactors.local_runtime import LocalRuntime
+from tests.reactor_helpers import eventually, finished, push_code, request, sync_samples
+
+CLI = [sys.executable, "-m", "props.tools.cli"]
+WAIT = "import time; time.sleep({seconds})"  # a critic that waits, as an LLM-bound one does
+
+
+def most_at_once(spans: Iterable[tuple[datetime, datetime]]) -> int:
+    """The most intervals open at one time."""
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans],
+                   key=lambda e: (e[0], e[1]))
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_most_at_once_counts_overlaps() -> None:
+    t = [datetime(2026, 1, 1, 0, 0, s) for s in range(6)]
+    assert most_at_once([(t[0], t[2]), (t[1], t[3]), (t[2], t[4])]) == 2  # ends before starts
+    assert most_at_once([(t[0], t[5]), (t[1], t[2]), (t[3], t[4])]) == 2
+    assert most_at_once([]) == 0
+
+
+async def runs_by_launcher(store: EventStore, run_ids: Sequence[uuid.UUID],
+                           ) -> dict[uuid.UUID, list[RecordedEvent]]:
+    return {run_id: await store.read_stream(f"run-{run_id}") for run_id in run_ids}
+
+
+def spans_of(events: dict[uuid.UUID, list[RecordedEvent]], launcher: str,
+             ) -> list[tuple[datetime, datetime]]:
+    """Each container's [started, exited] of the runs whose last claim is `launcher`'s."""
+    spans = []
+    for recs in events.values():
+        claims = [r.event.launcher for r in recs if isinstance(r.event, catalog.RunClaimed)]
+        started = [r.recorded_at for r in recs if isinstance(r.event, catalog.ContainerStarted)]
+        exited = [r.recorded_at for r in recs if isinstance(r.event, catalog.ContainerExited)]
+        if claims and claims[-1] == launcher and started and exited:
+            spans.append((started[0], exited[0]))
+    return spans
+
+
+async def test_two_launchers_share_the_queue_each_run_once_within_capacity(
+        store: EventStore, tmp_path: Path) -> None:
+    await sync_samples(store)
+    await push_code(store, "waits", WAIT.format(seconds=0.3))
+    capacities = {"a": 2, "b": 3}
+    engines: dict[str, ContainerRuntime] = {
+        name: LocalRuntime(tmp_path / f"engine-{name}") for name in capacities}
+    hosts = [ReactorHost(store, Launcher(store, [engines[name]], tmp_path / f"work-{name}",
+                                         max_concurrent=capacity, name=name),
+                         poll_interval=0.05)
+             for name, capacity in capacities.items()]
+    run_ids = await request(store, "waits", count=30)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        for h in hosts:
+            tg.start_soon(h.run, stop)
+        done = await finished(store, run_ids, seconds=120)
+        stop.set()
+    assert {f.status for f in done.values()} == {"completed"}
+    events = await runs_by_launcher(store, run_ids)
+    for recs in events.values():
+        types = [r.type_name for r in recs]
+        assert types.count("run.claimed") == 1 and types.count("container.started") == 1
+        assert types.index("run.claimed") < types.index("run.started")
+    for name, capacity in capacities.items():
+        spans = spans_of(events, name)
+        assert spans, f"launcher {name} ran nothing"
+        assert most_at_once(spans) <= capacity, name
+    # The check can fail: the launchers did fill their slots.
+    assert any(most_at_once(spans_of(events, n)) == c for n, c in capacities.items())
+    states = {s.name: s for s in await launchers.status(store)}
+    assert {n: (s.capacity, s.load, s.alive) for n, s in states.items()} == {
+        "a": (2, 0, False), "b": (3, 0, False)}
+
+
+async def test_a_claim_is_compare_and_set(store: EventStore, tmp_path: Path) -> None:
+    """Two launchers claiming the same run at the same version: one claim is stored."""
+    await sync_samples(store)
+    [run_id] = await request(store, "nothing")
+    from props.reactors.run_state import fold_run
+
+    def launcher(name: str) -> Launcher:
+        return Launcher(store, [LocalRuntime(tmp_path / name)], tmp_path / f"w-{name}",
+                        name=name)
+    state = fold_run(await store.read_stream(f"run-{run_id}"))
+    assert state is not None
+    first = await launcher("a")._claim(state)
+    stale = fold_run(await store.read_stream(f"run-{run_id}"))
+    assert stale is not None and first is not None
+    stale.claim, stale.version = None, first.version - 1  # as b read it, before a's claim
+    assert await launcher("b")._claim(stale) is None  # b re-read, and found a's
+    claims = [r.event for r in await store.read_stream(f"run-{run_id}")
+              if isinstance(r.event, catalog.RunClaimed)]
+    assert [c.launcher for c in claims] == ["a"]
+
+
+@pytest.mark.slow
+async def test_a_launcher_killed_for_good_has_its_runs_taken_over(
+        store: EventStore, tmp_path: Path) -> None:
+    await sync_samples(store)
+    await push_code(store, "waits", WAIT.format(seconds=1.5))
+    procs, logs = {}, {}
+    for name in ("a", "b"):
+        logs[name] = tmp_path / f"{name}.log"
+        env = {**os.environ, "PROPS_DSN": store.dsn, "PROPS_HOME": str(tmp_path / name)}
+        with logs[name].open("wb") as sink:
+            procs[name] = await anyio.open_process(
+                [*CLI, "serve", "--only", "launcher", "--runtime", "local",
+                 "--launcher-name", name, "--capacity", "4", "--lease-seconds", "2"],
+                env=env, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        run_ids = await request(store, "waits", count=40, timeout_seconds=120)
+
+        async def some_finished() -> bool:
+            events = await runs_by_launcher(store, run_ids)
+            return sum(any(r.type_name == "run.finished" for r in recs)
+                       for recs in events.values()) >= 8
+        await eventually(some_finished, seconds=120)
+        procs["a"].send_signal(signal.SIGKILL)  # for good: its lease runs out
+        await procs["a"].wait()
+        done = await finished(store, run_ids, seconds=240)
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(30):
+                    await proc.wait()
+    events = await runs_by_launcher(store, run_ids)
+    taken = lost = 0
+    for run_id, recs in events.items():
+        types = [r.type_name for r in recs]
+        assert types.count("container.started") <= 1, types  # never a second container
+        claims = [r.event for r in recs if isinstance(r.event, catalog.RunClaimed)]
+        if any(c.takes_over == "a" for c in claims):
+            taken += 1
+        f = done[run_id]
+        if f.status == "failed":
+            assert f.failure is not None and f.failure.category == "launcher_lost", f
+            assert claims[-1].launcher == "b" and claims[-1].takes_over == "a"
+            lost += 1
+        else:
+            assert f.status == "completed", f
+    assert taken >= 1, (logs["b"].read_text()[-3000:])
+    assert lost <= 4  # only the runs whose containers were running on a's engine
+    states = {s.name: s for s in await launchers.status(store)}
+    assert states["a"].load == 0 and not states["a"].alive
+
+
+@pytest.mark.docker
+async def test_docker_and_podman_launchers_share_100_runs(
+        store: EventStore, tmp_path: Path) -> None:
+    """A launcher on Docker and one on Podman (its Docker-compatible API), each with its own
+    capacity: every run one claim and one container, both engines used, capacities held."""
+    from props.core.domain import definitions
+    from props.reactors import docker_runtime
+    from tests.conftest import docker_or_skip, podman_or_skip
+
+    await sync_samples(store)
+    capacities = {"docker": 4, "podman": 3}
+    async with docker_or_skip() as on_docker, podman_or_skip() as on_podman:
+        definition = await docker_runtime.build_reference_image(on_docker)
+        assert definition.image is not None
+        await on_podman.import_image(definitions.reference_rootfs(), definition.image)
+        await definitions.push(store, definition)
+        engines = {"docker": on_docker, "podman": on_podman}
+        hosts = [ReactorHost(store, Launcher(store, [engines[name]], tmp_path / name,
+                                             max_concurrent=capacity, name=name),
+                             poll_interval=0.05)
+                 for name, capacity in capacities.items()]
+        run_ids = await request(store, "reference", count=100, ref="docker", budget=0)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            for h in hosts:
+                tg.start_soon(h.run, stop)
+            done = await finished(store, run_ids, seconds=600)
+            stop.set()
+    assert {f.status for f in done.values()} == {"completed"}, \
+        {f.failure for f in done.values()}
+    events = await runs_by_launcher(store, run_ids)
+    for recs in events.values():
+        types = [r.type_name for r in recs]
+        assert types.count("run.claimed") == 1 and types.count("container.started") == 1
+    for name, capacity in capacities.items():
+        spans = spans_of(events, name)
+        assert spans, f"the {name} launcher ran nothing"
+        assert most_at_once(spans) <= capacity, name
+    assert sum(len(spans_of(events, n)) for n in capacities) == 100
