@@ -160,7 +160,7 @@ async def test_demo_leaves_a_typed_readable_log(empty_dsn: str, tmp_path: Path) 
         run = [r for r in got if r.category == "run"]
         for stream in {r.stream_id for r in run}:
             types = [r.type_name for r in run if r.stream_id == stream]
-            assert types[:3] == ["run.requested", "run.started", "container.started"]
+            assert types[:4] == ["run.requested", "run.claimed", "run.started", "container.started"]
             assert types[-2:] == ["container.exited", "run.finished"]
         prompt = next(r.event for r in run if r.type_name == "prompt.composed")
         assert await store.get_blob(prompt.prompt_sha256)  # type: ignore[union-attr]

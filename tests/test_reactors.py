@@ -165,7 +165,7 @@ async def test_reference_critic_run_is_launched_reported_and_graded(served: Even
     done = await finished(store, [run_id])
     assert done[run_id].status == "completed"
     types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
-    assert types[:3] == ["run.requested", "run.started", "container.started"]
+    assert types[:4] == ["run.requested", "run.claimed", "run.started", "container.started"]
     assert types[-2:] == ["container.exited", "run.finished"]
     issues = types.count("issue.reported")
     assert issues >= 5 and "prompt.composed" in types and "phase.completed" in types

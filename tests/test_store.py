@@ -166,7 +166,8 @@ def test_every_catalog_type_is_registered_and_versioned() -> None:
     for required in ["run.requested", "run.started", "run.finished", "container.started",
                      "container.exited", "prompt.composed", "llm.requested", "llm.responded",
                      "phase.completed", "issue.reported", "grade.emitted", "definition.pushed",
-                     "snapshot.synced", "scorer.registered", "event.parked"]:
+                     "snapshot.synced", "scorer.registered", "event.parked", "run.claimed",
+                     "launcher.started"]:
         assert required in names
     catalog.REGISTRY.check_complete()
 
