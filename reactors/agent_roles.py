@@ -60,15 +60,20 @@ class Credentials:
 
 
 def agent_dsn(dsn: str, role: str, password: str,
-              socket: tuple[str, str] | None = None) -> str:
+              socket: tuple[str, str] | None = None,
+              tcp: tuple[str, int, str] | None = None) -> str:
     """The service's DSN as the agent role; through the Unix socket `(directory, port)` when
     given (an agent without network reaches the server through its socket, mounted into the
-    container)."""
+    container), or over TCP to `(host, port, sslmode)` (an agent on another host)."""
     scheme, authority, name, query = database.url_parts(dsn)
     host = authority.rpartition("@")[2]
     params = [p for p in query.split("&")
               if p and not p.startswith(("host=", "port=", "user=", "password="))]
-    if socket is None:
+    if tcp is not None:
+        address, port, sslmode = tcp
+        host = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        params = [p for p in params if not p.startswith("sslmode=")] + [f"sslmode={sslmode}"]
+    elif socket is None:
         params += [p for p in query.split("&") if p.startswith(("host=", "port="))]
     else:
         host = ""

@@ -35,6 +35,7 @@ class ContainerSpec:
     mounts: list[Mount] = dataclasses.field(default_factory=list)
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     network: bool = False
+    network_name: str | None = None  # the engine network to join (network only)
     cpus: float = 1.0
     memory_mb: int = 512
 

@@ -73,7 +73,7 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
         "HostConfig": {
             "Binds": [f"{m.host}:{m.target}:{'ro' if m.read_only else 'rw'}"
                       for m in spec.mounts],
-            "NetworkMode": "default" if spec.network else "none",
+            "NetworkMode": (spec.network_name or "default") if spec.network else "none",
             "Memory": memory,
             "MemorySwap": memory,
             "NanoCpus": int(spec.cpus * 1e9),

@@ -43,7 +43,7 @@ from props.reactors.containers import (
     ContainerRuntime,
     Outcome,
 )
-from props.reactors.run_specs import RunSpecs, container_name
+from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.run_state import RunState, fold_run
 from props.schema import queries
 
@@ -97,7 +97,8 @@ class Launcher:
     def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
                  work_dir: Path, *, max_concurrent: int = 8,
                  name: str = launchers.DEFAULT_NAME, engine: str | None = None,
-                 lease_seconds: float = launchers.LEASE_SECONDS) -> None:
+                 lease_seconds: float = launchers.LEASE_SECONDS,
+                 agent_database: AgentDatabase | None = None) -> None:
         self.launcher = name
         self.name = launchers.reactor_name(name)  # the reactor: its lock and checkpoint
         self.engine = engine
@@ -112,7 +113,7 @@ class Launcher:
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
-        self.specs = RunSpecs(store, work_dir)
+        self.specs = RunSpecs(store, work_dir, agent_database)
         self.deployment = ""  # which database's containers are ours (start() sets it)
 
     # -- the Reactor protocol ---------------------------------------------------------------

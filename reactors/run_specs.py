@@ -4,6 +4,7 @@ agent without network; its environment (never a key from the log), limits and la
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import uuid
@@ -49,13 +50,28 @@ def write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
         path.chmod(0o444)
 
 
+@dataclasses.dataclass(frozen=True)
+class AgentDatabase:
+    """Where agents reach the database over TCP, when their engine is not on its host: the
+    run's own role, over TLS when `sslmode` asks for it, from containers on `network` (an
+    engine network whose egress should reach only the database: README, "Agents over
+    TCP"). Every restriction of the run's role holds as through the socket."""
+
+    host: str
+    port: int
+    sslmode: str = "prefer"
+    network: str = "bridge"
+
+
 class RunSpecs:
     """Builds each run's container spec on one database, with the runs' files under
     `work_dir`."""
 
-    def __init__(self, store: EventStore, work_dir: Path) -> None:
+    def __init__(self, store: EventStore, work_dir: Path,
+                 agent_database: AgentDatabase | None = None) -> None:
         self.store = store
         self.work_dir = work_dir
+        self.agent_database = agent_database
         self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
 
     async def spec(self, state: RunState, definition: catalog.DefinitionPushed,
@@ -75,7 +91,14 @@ class RunSpecs:
             await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
                                            grading_dir)
             mounts.append(Mount(str(grading_dir), GRADING_TARGET))
-        if rt.kind == "docker" and not definition.limits.network:
+        network_name = None
+        tcp = self.agent_database
+        if rt.kind == "docker" and not definition.limits.network and tcp is not None:
+            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
+                                        credentials.password, tcp=(tcp.host, tcp.port,
+                                                                   tcp.sslmode))
+            network_name = tcp.network
+        elif rt.kind == "docker" and not definition.limits.network:
             # Only the socket file itself is mounted: the embedded server keeps its socket
             # inside its data directory, which an agent must never see.
             host_dir, port = await self.server_socket()
@@ -109,7 +132,8 @@ class RunSpecs:
             command=list(definition.command),
             env=env, mounts=mounts,
             labels={LABEL: str(req.run_id), DEPLOYMENT_LABEL: deployment},
-            network=definition.limits.network, cpus=definition.limits.cpus,
+            network=definition.limits.network or network_name is not None,
+            network_name=network_name, cpus=definition.limits.cpus,
             memory_mb=definition.limits.memory_mb,
         )
 

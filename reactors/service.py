@@ -28,6 +28,7 @@ from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
+from props.reactors.run_specs import AgentDatabase
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Service:
     launcher_name: str = launchers.DEFAULT_NAME
     engine_url: str | None = None  # the launcher's engine, as recorded (never secrets)
     lease_seconds: float = launchers.LEASE_SECONDS
+    agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
     poll_interval: float = 1.0
     hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
     runner: engine.Runner | None = None
@@ -83,7 +85,8 @@ class Service:
             reactors.append(Launcher(self.store, self.runtimes, work_dir(),
                                      max_concurrent=self.max_concurrent,
                                      name=self.launcher_name, engine=self.engine_url,
-                                     lease_seconds=self.lease_seconds))
+                                     lease_seconds=self.lease_seconds,
+                                     agent_database=self.agent_database))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:

@@ -215,3 +215,61 @@ async def test_docker_and_podman_launchers_share_100_runs(
         assert spans, f"the {name} launcher ran nothing"
         assert most_at_once(spans) <= capacity, name
     assert sum(len(spans_of(events, n)) for n in capacities) == 100
+
+
+def tcp_address(dsn: str) -> tuple[str, int]:
+    """The test server's TCP address, or a skip: the embedded server takes sockets only."""
+    from props.core.log import database
+
+    _, authority, _, query = database.url_parts(dsn)
+    host = authority.rpartition("@")[2]
+    if not host or "host=" in query:
+        pytest.skip("the test database is reached through a Unix socket (the embedded "
+                    "server): agents over TCP need PROPS_TEST_DSN on a TCP server")
+    name, _, port = host.rpartition(":") if host.count(":") == 1 else (host, "", "5432")
+    return name, int(port or 5432)
+
+
+@pytest.mark.docker
+async def test_agents_reach_the_database_over_tcp_as_their_run_role(
+        store: EventStore, tmp_path: Path) -> None:
+    """A launcher not on the database's host: the agent connects over TCP as its run's own
+    role (no socket mounted) from the network it is given; without a way to the database
+    (network none) the same run cannot report; and over TCP the role may read nothing."""
+    import psycopg
+
+    from props.core.domain import definitions
+    from props.reactors import agent_roles, docker_runtime
+    from props.reactors.run_specs import AgentDatabase
+    from tests.conftest import docker_or_skip
+
+    host, port = tcp_address(store.dsn)
+    await sync_samples(store)
+    async with docker_or_skip() as docker:
+        await definitions.push(store, await docker_runtime.build_reference_image(docker))
+        outcomes: dict[str, catalog.RunFinished] = {}
+        issues: dict[str, int] = {}
+        for name, network in (("remote", "host"), ("cut-off", "none")):
+            launcher = Launcher(store, [docker], tmp_path / name, name=name,
+                                agent_database=AgentDatabase(host, port, "prefer", network))
+            [run_id] = await request(store, "reference", ref="docker", budget=0)
+            stop = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ReactorHost(store, launcher, poll_interval=0.05).run, stop)
+                outcomes[name] = (await finished(store, [run_id], seconds=120))[run_id]
+                stop.set()
+            types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
+            issues[name] = types.count("issue.reported")
+    assert outcomes["remote"].status == "completed" and issues["remote"] > 0
+    assert outcomes["cut-off"].status == "failed" and issues["cut-off"] == 0
+    [run_id] = await request(store, "reference")
+    credentials = await agent_roles.create(store, run_id, catalog.AgentLimits())
+    dsn = agent_roles.agent_dsn(store.dsn, credentials.role, credentials.password,
+                                tcp=(host, port, "prefer"))
+    try:
+        with psycopg.connect(dsn) as conn:
+            assert conn.info.host == host  # over TCP, not a socket
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT count(*) FROM props.events")
+    finally:
+        await agent_roles.drop(store, run_id)

@@ -70,3 +70,11 @@ def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMA
                              "as numbers, times in ISO 8601)")
     parser.add_argument("--json", dest="format", action="store_const", const="json",
                         help="the same as --format json")
+
+
+def parse_address(text: str, what: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets), or a ConfigurationError naming `what`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host or int(port) > 65535:
+        raise errors.ConfigurationError(f"{what} {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
+    return host.strip("[]"), int(port)

@@ -31,6 +31,12 @@ class ServiceConfig(pydantic.BaseModel):
     launcher_name: str = pydantic.Field("launcher", pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
     engine: str | None = pydantic.Field(None, pattern=r"^(unix|tcp|http|https)://[^\s@]+$")
     lease_seconds: float = pydantic.Field(30.0, ge=1, le=86_400)
+    # Agents over TCP, for a launcher not on the database's host: HOST:PORT they connect
+    # to, the TLS they require, the engine network their containers join.
+    agent_database: str | None = None
+    agent_sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca",
+                           "verify-full"] = "prefer"
+    agent_network: str = pydantic.Field("bridge", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     http: str | None = None  # HOST:PORT of the JSON API
     registry: str | None = None  # HOST:PORT of the registry proxy
     registry_upstream: str | None = None  # URL of the registry it forwards to

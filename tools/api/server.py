@@ -16,6 +16,7 @@ import anyio
 import uvicorn
 
 from props.core.log import errors
+from props.tools import arguments
 
 log = logging.getLogger("props.http")
 
@@ -26,20 +27,13 @@ class _Server(uvicorn.Server):
         yield  # props serve handles the signals
 
 
-def parse_address(text: str, what: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise errors.ConfigurationError(f"{what} {text!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
-    return host.strip("[]"), int(port)
-
-
 def bind(address: str, what: str) -> socket.socket:
     """Bind now (port 0 picks a free port), so the address can be printed before serving.
 
     The socket is made with IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets
     whose `proto` says TCP, and `socket.create_server` leaves it 0, which cost every
     keep-alive request a 40 ms delayed-ACK stall (measured: 48 ms vs 3 ms per request)."""
-    host, port = parse_address(address, what)
+    host, port = arguments.parse_address(address, what)
     try:
         family, kind, proto, _, where = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]

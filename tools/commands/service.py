@@ -38,6 +38,16 @@ def add_parsers(sub: Any) -> None:
                    help="the Docker-compatible engine of this launcher, e.g. "
                    "unix:///run/podman/podman.sock (default: DOCKER_HOST, else "
                    "/var/run/docker.sock)")
+    p.add_argument("--agent-database", metavar="HOST:PORT",
+                   help="agents reach the database over TCP here (a launcher not on the "
+                   "database's host); default: through its Unix socket, without network")
+    p.add_argument("--agent-sslmode",
+                   choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+                   help="the TLS agents ask for over TCP (default prefer: TLS when the server "
+                   "offers it)")
+    p.add_argument("--agent-network", metavar="NAME",
+                   help="the engine network agent containers join over TCP (default bridge): "
+                   "one whose egress reaches only the database (README, Agents over TCP)")
     p.add_argument("--lease-seconds", type=float, metavar="S",
                    help="how long a launcher may be gone (its lock free) before the others "
                    "take over its runs (default 30)")

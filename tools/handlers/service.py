@@ -20,9 +20,10 @@ from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.reactors import host, launchers
+from props.reactors.run_specs import AgentDatabase
 from props.reactors.service import Service, container_runtimes, stop_on_signal
 from props.schema import queries
-from props.tools import logs, render, service_config
+from props.tools import arguments, logs, render, service_config
 from props.tools.handlers import specimens as specimen_handlers
 from props.tools.render import Console
 
@@ -53,7 +54,8 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                 await _sync_specimens(store, config.auto_sync_specimens)
             service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent,
                               launcher_name=config.launcher_name, engine_url=config.engine,
-                              lease_seconds=config.lease_seconds)
+                              lease_seconds=config.lease_seconds,
+                              agent_database=_agent_database(config))
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config, stop)
@@ -70,6 +72,13 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
         tg.cancel_scope.cancel()
     return 0
+
+
+def _agent_database(config: service_config.ServiceConfig) -> AgentDatabase | None:
+    if config.agent_database is None:
+        return None
+    host, port = arguments.parse_address(config.agent_database, "agent_database")
+    return AgentDatabase(host, port, config.agent_sslmode, config.agent_network)
 
 
 async def _sync_specimens(store: EventStore, directory: Path) -> None:
