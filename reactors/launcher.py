@@ -55,6 +55,9 @@ MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next
 SWEEP_SECONDS = 30.0
 WATCHDOG_SECONDS = 1.0  # how often agent sessions are checked for overrunning their limits
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
+# ... backing off to this while the agent reports nothing (an LLM-bound critic waits on its
+# model most of the time: the polls of many waiting runs cost the host more than the runs).
+IDLE_WATCH_INTERVAL = 1.0
 
 KillReason = Literal["timeout", "budget", "cancel"]
 
@@ -403,11 +406,15 @@ class Launcher:
             (datetime.now(UTC) - began).total_seconds()
         killed_for: KillReason | None = None
         malformed_or_capped = False
+        interval = WATCH_INTERVAL
         while True:
             remaining = deadline - time.monotonic()
-            outcome = await rt.wait(name, max(0.0, min(WATCH_INTERVAL, remaining)))
+            outcome = await rt.wait(name, max(0.0, min(interval, remaining)))
+            seen = state.totals.last_seq
             await agent_roles.drain(self.store, run_id, state.stored, state.totals,
                                     state.grading)
+            interval = WATCH_INTERVAL if state.totals.last_seq != seen \
+                else min(IDLE_WATCH_INTERVAL, 2 * interval)
             if outcome is not None:
                 return outcome, killed_for
             if killed_for is not None or malformed_or_capped:

@@ -102,7 +102,8 @@ def test_quick_reactors_bench_reports_its_two_checks(server_dsn: str) -> None:
     if not anyio.run(docker_runtime.reachable) and not docker_required():
         pytest.skip("no Docker engine: overhead_vs_docker_run would say NORUN")
     got, summary, _code = run_bench("reactors", server_dsn)
-    assert set(got) == {"overhead_vs_docker_run", "grade_issues_per_s"}
+    assert set(got) == {"overhead_vs_docker_run", "grade_issues_per_s", "two_launchers_vs_one"}
+    assert summary["figures"]["one_launcher_s"] > summary["figures"]["two_launchers_s"] > 0
     figures = summary["figures"]
     assert figures["grades_appended"] == figures["issues"] == 10_000  # every issue graded
     assert figures["docker_bare_s"] > 0 and figures["local_bare_s"] > 0  # both sides ran

@@ -29,7 +29,7 @@ from props.core.domain import catalog, definitions, specimens, streams
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
-from props.reactors import docker_runtime, grader
+from props.reactors import docker_runtime, grader, host
 from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.host import ReactorHost
@@ -109,10 +109,16 @@ async def _launchers_seconds(store: EventStore, home: Path, names: list[str], n:
     async with anyio.create_task_group() as tg:
         for h in hosts:
             tg.start_soon(h.run, stop)
-        with anyio.fail_after(60):
+        with anyio.fail_after(120):  # running, and caught up with the log: a steady state
             for h in hosts:
                 await h.active.wait()
-        await anyio.sleep(0.5)  # each has caught up with the log
+            names = [h.reactor.name for h in hosts]
+            while True:
+                lags = [s.lag_events for s in await host.status(store, also=names)
+                        if s.name in names]
+                if not any(lags):
+                    break
+                await anyio.sleep(0.1)
         t0 = time.perf_counter()
         await store.append_many([(streams.run(run_id), [catalog.RunRequested(
             run_id=run_id, agent_type="critic", definition="bench-wait",

@@ -57,6 +57,7 @@ with Agent.from_environment() as a:
     a.phase("review")
 """
 HOSTILE_EVERY = 10  # every tenth requested run is the hostile critic
+SPARE, SPARE_LEASE = "spare", 3.0  # the third launcher, and how long it may be gone
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
 
@@ -67,6 +68,9 @@ class Chaos:
     server_home: Path | None  # the embedded server this command owns (it can restart it)
     rng: random.Random
     services: list[anyio.abc.Process | None] = dataclasses.field(default_factory=list)
+    # A third process: a launcher of its own name and engine (a local one, under its own
+    # home; Docker shared), sharing the queue, until a fault kills it for good.
+    spare: anyio.abc.Process | None = None
     faults: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
     prefixes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
     seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
@@ -89,6 +93,19 @@ class Chaos:
                 [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6",
                  "--http", f"127.0.0.1:{self.api_ports[i]}"],
                 env=self.env(), stdout=subprocess.DEVNULL, stderr=log)
+        finally:
+            log.close()
+
+    async def start_spare(self) -> None:
+        home = self.home / SPARE
+        log = await anyio.to_thread.run_sync(lambda: open(self.home / "spare.log", "ab"))
+        try:
+            self.spare = await anyio.open_process(
+                [sys.executable, "-m", "props.tools.cli", "serve", "--only", "launcher",
+                 "--launcher-name", SPARE, "--capacity", "3", "--lease-seconds",
+                 str(SPARE_LEASE)],
+                env={**self.env(), "PROPS_HOME": str(home)}, stdout=subprocess.DEVNULL,
+                stderr=log)
         finally:
             log.close()
 
@@ -116,6 +133,13 @@ class Chaos:
                     proc.kill()
                     await proc.wait()
             self.services[i] = None  # stopped: a second stop finds nothing to do
+        if self.spare is not None and self.spare.returncode is None:
+            self.spare.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(30):
+                await self.spare.wait()
+            if self.spare.returncode is None:
+                self.spare.kill()
+                await self.spare.wait()
 
     async def request_over_http(self, client: httpx.AsyncClient, n: int,
                                 body: dict[str, Any]) -> uuid.UUID:
@@ -163,6 +187,13 @@ class Chaos:
             for i in range(len(self.services)):
                 await self.start_service(i)
             return "every replica SIGKILLed and restarted"
+        if kind == "kill-launcher":
+            if self.spare is None or self.spare.returncode is not None:
+                return "NORUN: the spare launcher is gone already"
+            self.spare.send_signal(signal.SIGKILL)
+            await self.spare.wait()
+            return (f"launcher {SPARE} SIGKILLed for good: its runs are taken over once its "
+                    f"{SPARE_LEASE:.0f} s lease runs out")
         if kind == "terminate-listeners":
             # A listener's session last ran its LISTEN, or the ping that checks it is alive.
             n = await retry(lambda: self.store.sql.fetchval(

@@ -16,7 +16,7 @@ from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic
-from props.tools.chaos.harness import NOT_INJECTED, Chaos, log_prefix, retry
+from props.tools.chaos.harness import NOT_INJECTED, SPARE, Chaos, log_prefix, retry
 from props.tools.render import Console, Table
 
 console = Console(highlight=False, stderr=True)
@@ -119,6 +119,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("no event lost or changed", not lost,
                          f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
                          f"{len(lost)} differ"))
+    out.append(await _taken_over(chaos))
     out.append(await _hostile(chaos))
     out.append(await _orphans(chaos))
     out.append(Invariant("no service process died on its own", not chaos.crashes,
@@ -129,6 +130,30 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     for fault, why in NOT_INJECTED.items():
         out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
     return out
+
+
+async def _taken_over(chaos: Chaos) -> Invariant:
+    """The spare launcher, killed for good, holds no unfinished run: each was taken over."""
+    if not any(kind == "kill-launcher" and not detail.startswith("NORUN")
+               for _, kind, detail in chaos.faults):
+        return Invariant("a dead launcher's runs taken over", None,
+                         "not injected: no kill-launcher fault in this run")
+    taken = lost = 0
+    left = []
+    for run_id in chaos.requested:
+        events = [r.event for r in await chaos.store.read_stream(streams.run(run_id))]
+        claims = [e for e in events if isinstance(e, catalog.RunClaimed)]
+        finished = [e for e in events if isinstance(e, catalog.RunFinished)]
+        if any(c.takes_over == SPARE for c in claims):
+            taken += 1
+            lost += any(f.failure is not None and f.failure.category == "launcher_lost"
+                        for f in finished)
+        elif claims and claims[-1].launcher == SPARE and not finished:
+            left.append(run_id)
+    return Invariant("a dead launcher's runs taken over", not left,
+                     f"{taken} run(s) taken over from launcher {SPARE} ({lost} failed as "
+                     f"launcher_lost: their containers ran on its own engine); "
+                     f"{len(left)} left unfinished")
 
 
 async def _hostile(chaos: Chaos) -> Invariant:

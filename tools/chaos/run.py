@@ -89,6 +89,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     chaos.services = [None, None]
     for i in range(2):
         await chaos.start_service(i)
+    await chaos.start_spare()
     stop_watch = anyio.Event()
     fault_times = sorted(chaos.rng.uniform(0.1, 0.9) * args.seconds
                          for _ in range(args.faults))
@@ -96,7 +97,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     kinds = [chosen[i % len(chosen)] for i in range(args.faults)]
     chaos.rng.shuffle(kinds)
     console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
-                  f"(seed {args.seed}), two `props serve` replicas; critics: "
+                  f"(seed {args.seed}), two `props serve` replicas and a spare launcher; critics: "
                   f"{', '.join(critics)}")
     async with anyio.create_task_group() as tg:
         tg.start_soon(chaos.watch, stop_watch)
