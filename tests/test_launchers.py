@@ -50,6 +50,19 @@ def test_most_at_once_counts_overlaps() -> None:
     assert most_at_once([]) == 0
 
 
+async def served_until_finished(store: EventStore, hosts: Sequence[ReactorHost],
+                                run_ids: Sequence[uuid.UUID], seconds: float = 120,
+                                ) -> dict[uuid.UUID, catalog.RunFinished]:
+    """Serve `hosts` in this process until every run has finished."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        for h in hosts:
+            tg.start_soon(h.run, stop)
+        done = await finished(store, run_ids, seconds=seconds)
+        stop.set()
+    return done
+
+
 async def runs_by_launcher(store: EventStore, run_ids: Sequence[uuid.UUID],
                            ) -> dict[uuid.UUID, list[RecordedEvent]]:
     return {run_id: await store.read_stream(f"run-{run_id}") for run_id in run_ids}
@@ -80,12 +93,7 @@ async def test_two_launchers_share_the_queue_each_run_once_within_capacity(
                          poll_interval=0.05)
              for name, capacity in capacities.items()]
     run_ids = await request(store, "waits", count=30)
-    stop = anyio.Event()
-    async with anyio.create_task_group() as tg:
-        for h in hosts:
-            tg.start_soon(h.run, stop)
-        done = await finished(store, run_ids, seconds=120)
-        stop.set()
+    done = await served_until_finished(store, hosts, run_ids, seconds=120)
     assert {f.status for f in done.values()} == {"completed"}
     events = await runs_by_launcher(store, run_ids)
     for recs in events.values():
@@ -198,12 +206,7 @@ async def test_docker_and_podman_launchers_share_100_runs(
                              poll_interval=0.05)
                  for name, capacity in capacities.items()]
         run_ids = await request(store, "reference", count=100, ref="docker", budget=0)
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            for h in hosts:
-                tg.start_soon(h.run, stop)
-            done = await finished(store, run_ids, seconds=600)
-            stop.set()
+        done = await served_until_finished(store, hosts, run_ids, seconds=600)
     assert {f.status for f in done.values()} == {"completed"}, \
         {f.failure for f in done.values()}
     events = await runs_by_launcher(store, run_ids)
@@ -253,11 +256,8 @@ async def test_agents_reach_the_database_over_tcp_as_their_run_role(
             launcher = Launcher(store, [docker], tmp_path / name, name=name,
                                 agent_database=AgentDatabase(host, port, "prefer", network))
             [run_id] = await request(store, "reference", ref="docker", budget=0)
-            stop = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(ReactorHost(store, launcher, poll_interval=0.05).run, stop)
-                outcomes[name] = (await finished(store, [run_id], seconds=120))[run_id]
-                stop.set()
+            outcomes[name] = (await served_until_finished(
+                store, [ReactorHost(store, launcher, poll_interval=0.05)], [run_id]))[run_id]
             types = [r.type_name for r in await store.read_stream(f"run-{run_id}")]
             issues[name] = types.count("issue.reported")
     assert outcomes["remote"].status == "completed" and issues["remote"] > 0

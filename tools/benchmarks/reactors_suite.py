@@ -60,6 +60,17 @@ async def _bare(rt: ContainerRuntime, image: str, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
+async def _all_finished(store: EventStore, ids: list[uuid.UUID]) -> None:
+    """Wait for every run's finish, polled from outside as a client of the log would."""
+    with anyio.fail_after(600):
+        for run_id in ids:
+            while True:
+                types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
+                if "run.finished" in types:
+                    break
+                await anyio.sleep(0.01)
+
+
 async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
                          definition: catalog.DefinitionPushed, n: int) -> float:
     """Seconds per run through the launcher and the grader, one run at a time."""
@@ -78,13 +89,7 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
                 definition_ref=definition.tag,
                 example=catalog.Example(snapshot="csvtool/2025-09-03-00"), model="bench",
                 timeout_seconds=60, budget_usd=0)])
-        with anyio.fail_after(600):
-            for run_id in ids:
-                while True:
-                    types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
-                    if "run.finished" in types:
-                        break
-                    await anyio.sleep(0.01)
+        await _all_finished(store, ids)
         seconds = time.perf_counter() - t0
         stop.set()
     finished = [r for run_id in ids for r in await store.read_stream(streams.run(run_id))
@@ -124,13 +129,7 @@ async def _launchers_seconds(store: EventStore, home: Path, names: list[str], n:
             run_id=run_id, agent_type="critic", definition="bench-wait",
             definition_ref="bench", example=catalog.Example(snapshot="csvtool/2025-09-03-00"),
             model="bench", timeout_seconds=60, budget_usd=0)]) for run_id in ids])
-        with anyio.fail_after(600):
-            for run_id in ids:
-                while True:  # polled from outside, as a client of the log would
-                    types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
-                    if "run.finished" in types:
-                        break
-                    await anyio.sleep(0.05)
+        await _all_finished(store, ids)
         seconds = time.perf_counter() - t0
         stop.set()
     return seconds
