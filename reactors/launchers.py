@@ -38,6 +38,12 @@ def reactor_name(launcher: str) -> str:
 
 
 async def announce(store: EventStore, started: catalog.LauncherStarted) -> None:
+    """Record the launcher's settings, unless they are the ones it last recorded: a restart
+    with the same capacity, engine and lease appends nothing (`props demo` run twice
+    appends nothing)."""
+    recorded = await store.read_stream(streams.launcher(started.name))
+    if recorded and recorded[-1].event == started:
+        return
     await store.append(streams.launcher(started.name), [started])
 
 
@@ -48,7 +54,7 @@ class LauncherState:
     runtimes: list[str]
     engine: str | None
     lease_seconds: float
-    started_at: datetime
+    started_at: datetime  # when these settings were recorded (a restart with the same: none)
     alive: bool  # some process holds its lock now
     load: int  # runs it holds a claim on, not finished
 
@@ -85,16 +91,19 @@ class Leases:
         self.me = me
         self.lease_seconds = lease_seconds
         self.dead_since: dict[str, float] = {}
-        self.settled: dict[str, datetime] = {}  # dead, nothing left: until it starts again
+        self.settled: set[str] = set()  # dead, and nothing left: until it is seen alive
 
     async def expired(self) -> dict[str, list[uuid.UUID]]:
         found: dict[str, list[uuid.UUID]] = {}
         now = time.monotonic()
-        for name, (_, started_at) in (await _known(self.store)).items():
-            if name == self.me or self.settled.get(name) == started_at:
+        for name in await _known(self.store):
+            if name == self.me:
                 continue
             if await host.serving(self.store, reactor_name(name)):
                 self.dead_since.pop(name, None)
+                self.settled.discard(name)
+                continue
+            if name in self.settled:
                 continue
             if now - self.dead_since.setdefault(name, now) < self.lease_seconds:
                 continue
@@ -102,5 +111,5 @@ class Leases:
             if runs:
                 found[name] = runs
             else:
-                self.settled[name] = started_at
+                self.settled.add(name)
         return found
