@@ -52,17 +52,23 @@ def _draws(examples: int, draws: int, seed: int) -> tuple[Callable[[Sequence[flo
                  for _ in range(draws))
 
 
+@functools.lru_cache(maxsize=512)
+def _sums(values: tuple[float, ...], draws: int, seed: int) -> tuple[float, ...]:
+    """Each draw's sum of `values` (one per example). A report asks for the same sums many
+    times: a row's interval, and each difference of that row with another on the same
+    examples; kept by the values themselves, they are summed once (the floats are the same
+    as summing the picks one by one, in pick order)."""
+    return tuple(sum(picked(values)) for picked in _draws(len(values), draws, seed))
+
+
 def ratio_interval(clusters: Sequence[Cluster], draws: int = DRAWS,
                    seed: int = SEED) -> tuple[float | None, float | None]:
     """The interval of sum(k) / sum(n) over examples."""
     if len(clusters) < 2:
         return None, None
-    ks, ns = [c[0] for c in clusters], [c[1] for c in clusters]
-    found = []
-    for picked in _draws(len(clusters), draws, seed):
-        n = sum(picked(ns))
-        if n:
-            found.append(sum(picked(ks)) / n)
+    ks = _sums(tuple(c[0] for c in clusters), draws, seed)
+    ns = _sums(tuple(c[1] for c in clusters), draws, seed)
+    found = [k / n for k, n in zip(ks, ns, strict=True) if n]
     return _percentiles(found) if found else (None, None)
 
 
@@ -93,13 +99,11 @@ def paired_difference(pairs: Sequence[tuple[Cluster, Cluster]], draws: int = DRA
     delta = None if ra is None or rb is None else rb - ra
     if len(pairs) < 2 or delta is None:
         return Difference(delta, None, None, len(pairs))
-    aks, ans = [p[0][0] for p in pairs], [p[0][1] for p in pairs]
-    bks, bns = [p[1][0] for p in pairs], [p[1][1] for p in pairs]
-    found = []
-    for picked in _draws(len(pairs), draws, seed):
-        an, bn = sum(picked(ans)), sum(picked(bns))
-        if an and bn:
-            found.append(sum(picked(bks)) / bn - sum(picked(aks)) / an)
+    aks, ans, bks, bns = (_sums(tuple(values), draws, seed) for values in (
+        (p[0][0] for p in pairs), (p[0][1] for p in pairs), (p[1][0] for p in pairs),
+        (p[1][1] for p in pairs)))
+    found = [bk / bn - ak / an for ak, an, bk, bn in zip(aks, ans, bks, bns, strict=True)
+             if an and bn]
     if not found:
         return Difference(delta, None, None, len(pairs))
     low, high = _percentiles(found)
