@@ -22,6 +22,7 @@ import pytest
 
 from props.core.domain import catalog, specimens
 from props.core.log import errors
+from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures
@@ -132,3 +133,56 @@ async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: Even
     records, notes = await figures.load(store, "tiered", 2)
     assert records[0]["runs"] == 2 and records[0]["recall"] == 0.25  # 1 of 4 occurrences
     assert notes["no_issues"] == 1 and notes["scored"] == 1
+
+
+async def test_every_critic_run_is_counted_in_the_one_state_it_is_in(store: EventStore) -> None:
+    """The report's run states, each made on purpose: scored, no issues, ungraded (an issue
+    the scorer has not graded), unscorable twice over (an issue it could not grade; a grade
+    citing a ground truth never recorded), not completed, unfinished, excluded."""
+    await graded_run(store)  # scored: tiered@2 graded all four of its issues
+
+    async def run(status: str | None, issues: int = 0) -> uuid.UUID:
+        run_id = uuid.uuid4()
+        events: list[Event] = [catalog.RunRequested(
+            run_id=run_id, agent_type="critic", definition="crafted",
+            example=catalog.Example(snapshot=SLUG), model="m", timeout_seconds=60,
+            budget_usd=1)]
+        events += [catalog.IssueReported(run_id=run_id, issue_id=f"i{n}", rationale="r",
+                                         locations=loc(10)) for n in range(issues)]
+        if status is not None:
+            events.append(catalog.RunFinished(
+                run_id=run_id, status=status,  # type: ignore[arg-type]
+                failure=None if status == "completed" else catalog.Failure(
+                    phase="run", category="exit_nonzero", retryable=False)))
+        await store.append(f"run-{run_id}", events)
+        return run_id
+
+    await run("completed")  # no issue reported
+    ungraded = await run("completed", issues=2)
+    cannot, unknown = await run("completed", issues=1), await run("completed", issues=1)
+    await run("failed", issues=1)
+    await run(None, issues=1)
+    excluded = await run("completed", issues=1)
+    await store.append(f"run-{excluded}", [catalog.RunExcluded(run_id=excluded, reason="test")])
+    registered = scorers.scorer("tiered@2")
+    ref = catalog.ScorerRef(name="tiered", version=2, code_hash=registered.code_hash,
+                            ground_truth_hash=specimens.ground_truth_hash(GROUND_TRUTH))
+    await store.append(f"grading-{ungraded}-tiered@2", [catalog.GradesEmitted(
+        critique_run_id=ungraded, scorer=ref, grades=[catalog.IssueGrade(issue_id="i0",
+                                                                          grade=0)])])
+    await store.append(f"grading-{cannot}-tiered@2", [catalog.GradesUnscorable(
+        critique_run_id=cannot, scorer=ref,
+        issues=[catalog.IssueUnscorable(issue_id="i0", reason="no majority")])])
+    await store.append(f"grading-{unknown}-tiered@2", [catalog.GradesEmitted(
+        critique_run_id=unknown, scorer=ref.model_copy(update={"ground_truth_hash": "f" * 64}),
+        grades=[catalog.IssueGrade(issue_id="i0", grade=0)])])
+    await engine.rebuild(store)
+    _, notes = await figures.load(store, "tiered", 2)
+    assert {k: notes[k] for k in ("critic_runs", "scored", "no_issues", "ungraded",
+                                  "unscorable", "not_completed", "unfinished",
+                                  "excluded")} == {
+        "critic_runs": 9, "scored": 1, "no_issues": 1, "ungraded": 1, "unscorable": 2,
+        "not_completed": 1, "unfinished": 1, "excluded": 1}
+    # Under a scorer that graded nothing, every run with issues is ungraded.
+    _, other = await figures.load(store, "overlap", 1)
+    assert other["ungraded"] == 4 and other["scored"] == 0 and other["no_issues"] == 1
