@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from typing import Literal, Protocol
 
 LABEL = "props.run"  # every props container carries it, valued with its run id
@@ -74,6 +75,14 @@ class ContainerRuntime(Protocol):
 
     def capacity(self) -> int:
         """How many containers this host can run at once."""
+
+
+async def holds(runtimes: Iterable[ContainerRuntime], name: str) -> bool:
+    """Whether one of these engines has a container named `name` (running or not)."""
+    for rt in runtimes:
+        if name in await rt.names():
+            return True
+    return False
 
 
 def host_capacity(memory_mb_each: int = 512) -> int:

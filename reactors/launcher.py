@@ -42,14 +42,14 @@ from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     ContainerRuntime,
     Outcome,
+    holds,
 )
 from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
-from props.reactors.run_state import RunState, fold_run
+from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.schema import queries
 
 log = logging.getLogger(__name__)
 
-_NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 _Q = queries.load("agents")
 MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next sweep
 SWEEP_SECONDS = 30.0
@@ -69,10 +69,6 @@ async def deployment_of(store: EventStore) -> str:
     row = await store.sql.fetchrow(_Q["deployment"])
     assert row is not None
     return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
-
-
-def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
-    return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
 
 
 async def _every(seconds: float, what: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -258,11 +254,14 @@ class Launcher:
             await self._finish(state, "cancelled")
             return
         taken_from = state.claim if state.claim != self.launcher else None
-        state = await self._claim(state)
-        if state is None:
+        claimed = await launchers.claim(self.store, state, self.launcher,
+                                        self._taking_over.get(run_id))
+        if claimed is None:
             return  # another launcher's (alive), or finished meanwhile
+        self._taking_over.pop(run_id, None)
+        state = claimed
         if taken_from is not None and state.container_started and \
-                not await self._on_my_engine(run_id):
+                not await holds(self.runtimes.values(), container_name(run_id)):
             # Its container runs on an engine this launcher cannot reach: it is given up
             # (dropping the run's role cuts it off the log), never started a second time.
             await self._finish(state, "failed", catalog.Failure(
@@ -304,47 +303,11 @@ class Launcher:
         if state.totals.malformed:  # the reason quotes the agent: the log, not an event
             log.warning("run %s reported something malformed: %s", run_id,
                         state.totals.malformed)
-        status, failure = self._verdict(state, exited, req, capped)
+        status, failure = verdict(state, exited, req, capped)
         # A stop arriving now waits for these few steps: a finished run keeps nothing.
         with anyio.CancelScope(shield=True), anyio.move_on_after(60):
             await self._finish(state, status, failure)
             await self._clean_up(run_id)
-
-    async def _claim(self, state: RunState) -> RunState | None:
-        """The run's state once this launcher holds its last claim; None when another live
-        launcher holds it (or it finished). Claims are compare-and-set on the run's stream:
-        of two launchers claiming at once, the second re-reads and finds the first's."""
-        run_id = state.requested.run_id
-        while state.claim != self.launcher:
-            previous = state.claim
-            if previous is not None and self._taking_over.get(run_id) != previous:
-                return None
-            event_id = lifecycle_id(run_id, f"claimed:{self.launcher}:at:{state.version}")
-            try:
-                await self.store.append(streams.run(run_id), [NewEvent(
-                    catalog.RunClaimed(run_id=run_id, launcher=self.launcher,
-                                       takes_over=previous),
-                    event_id, {"actor": f"launcher:{self.launcher}"})],
-                    expected_version=state.version)
-            except errors.ConcurrencyConflict:
-                found = fold_run(await self.store.read_stream(streams.run(run_id)))
-                if found is None or found.finished:
-                    return None
-                state = found
-                continue
-            if previous is not None:
-                log.warning("run %s taken over from launcher %s", run_id, previous)
-            state.claim, state.version = self.launcher, state.version + 1
-            state.stored.add(event_id)
-        self._taking_over.pop(run_id, None)
-        return state
-
-    async def _on_my_engine(self, run_id: uuid.UUID) -> bool:
-        name = container_name(run_id)
-        for rt in self.runtimes.values():
-            if name in await rt.names():
-                return True
-        return False
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
         await agent_roles.drop(self.store, run_id)
@@ -435,31 +398,3 @@ class Launcher:
             else:
                 continue
             await rt.kill(name)
-
-    @staticmethod
-    def _verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
-                 capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
-        """The run's status from closed facts only (never from the agent's words)."""
-        code = exited.exit_code
-        if exited.killed_for == "cancel":
-            return "cancelled", None
-        if exited.killed_for == "timeout":
-            return "timed_out", None
-        if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
-            return "budget_exceeded", None
-        if capped:
-            return "failed", catalog.Failure(phase="report", category="event_cap",
-                                             retryable=False, exit_code=code)
-        if state.totals.malformed:
-            return "failed", catalog.Failure(phase="report", category="malformed_event",
-                                             retryable=False, exit_code=code)
-        if exited.oom_killed:
-            return "failed", catalog.Failure(phase="run", category="out_of_memory",
-                                             retryable=False, exit_code=code)
-        if code == 0:
-            return "completed", None
-        if code is None:
-            return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
-        return "failed", catalog.Failure(phase="run", category="exit_nonzero",
-                                         retryable=False, exit_code=code)
-

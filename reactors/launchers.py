@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import time
 import uuid
 from datetime import datetime
@@ -23,10 +24,14 @@ from datetime import datetime
 import orjson
 
 from props.core.domain import catalog, streams
+from props.core.log import errors
+from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.reactors import host
+from props.reactors.run_state import RunState, fold_run, lifecycle_id
 from props.schema import queries
 
+log = logging.getLogger(__name__)
 _Q = queries.load("launchers")
 DEFAULT_NAME = "launcher"
 LEASE_SECONDS = 30.0
@@ -80,6 +85,35 @@ async def status(store: EventStore) -> list[LauncherState]:
     return [LauncherState(name, s.capacity, list(s.runtimes), s.engine, s.lease_seconds, at,
                           await host.serving(store, reactor_name(name)), loads.get(name, 0))
             for name, (s, at) in sorted((await _known(store)).items())]
+
+
+async def claim(store: EventStore, state: RunState, me: str, taking_over: str | None,
+                ) -> RunState | None:
+    """The run's state once launcher `me` holds its last claim; None when another live
+    launcher holds it (or it finished). Claims are compare-and-set on the run's stream: of
+    two launchers claiming at once, the second re-reads and finds the first's. `taking_over`:
+    the launcher whose lease ran out, whose claim may be replaced."""
+    run_id = state.requested.run_id
+    while state.claim != me:
+        previous = state.claim
+        if previous is not None and taking_over != previous:
+            return None
+        event_id = lifecycle_id(run_id, f"claimed:{me}:at:{state.version}")
+        try:
+            await store.append(streams.run(run_id), [NewEvent(
+                catalog.RunClaimed(run_id=run_id, launcher=me, takes_over=previous),
+                event_id, {"actor": f"launcher:{me}"})], expected_version=state.version)
+        except errors.ConcurrencyConflict:
+            found = fold_run(await store.read_stream(streams.run(run_id)))
+            if found is None or found.finished:
+                return None
+            state = found
+            continue
+        if previous is not None:
+            log.warning("run %s taken over from launcher %s", run_id, previous)
+        state.claim, state.version = me, state.version + 1
+        state.stored.add(event_id)
+    return state
 
 
 class Leases:

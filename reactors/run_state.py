@@ -10,6 +10,14 @@ from props.core.domain import catalog
 from props.core.log.events import RecordedEvent
 from props.reactors import agent_roles, grader_runs
 
+_NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
+
+
+def lifecycle_id(run_id: uuid.UUID, what: str) -> uuid.UUID:
+    """The id of the launcher's `what` event of a run: the same in every attempt, so each is
+    appended once however often the launcher is killed and restarted."""
+    return uuid.uuid5(_NAMESPACE, f"{run_id}:{what}")
+
 
 @dataclasses.dataclass
 class RunState:
@@ -55,3 +63,30 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
         elif isinstance(e, catalog.LlmResponded):
             state.totals.add_usage(e)
     return state
+
+
+def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
+            capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
+    """The run's status from closed facts only (never from the agent's words)."""
+    code = exited.exit_code
+    if exited.killed_for == "cancel":
+        return "cancelled", None
+    if exited.killed_for == "timeout":
+        return "timed_out", None
+    if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
+        return "budget_exceeded", None
+    if capped:
+        return "failed", catalog.Failure(phase="report", category="event_cap",
+                                         retryable=False, exit_code=code)
+    if state.totals.malformed:
+        return "failed", catalog.Failure(phase="report", category="malformed_event",
+                                         retryable=False, exit_code=code)
+    if exited.oom_killed:
+        return "failed", catalog.Failure(phase="run", category="out_of_memory",
+                                         retryable=False, exit_code=code)
+    if code == 0:
+        return "completed", None
+    if code is None:
+        return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
+    return "failed", catalog.Failure(phase="run", category="exit_nonzero",
+                                     retryable=False, exit_code=code)

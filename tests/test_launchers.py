@@ -117,19 +117,18 @@ async def test_a_claim_is_compare_and_set(store: EventStore, tmp_path: Path) -> 
     [run_id] = await request(store, "nothing")
     from props.reactors.run_state import fold_run
 
-    def launcher(name: str) -> Launcher:
-        return Launcher(store, [LocalRuntime(tmp_path / name)], tmp_path / f"w-{name}",
-                        name=name)
     state = fold_run(await store.read_stream(f"run-{run_id}"))
     assert state is not None
-    first = await launcher("a")._claim(state)
+    first = await launchers.claim(store, state, "a", None)
     stale = fold_run(await store.read_stream(f"run-{run_id}"))
     assert stale is not None and first is not None
     stale.claim, stale.version = None, first.version - 1  # as b read it, before a's claim
-    assert await launcher("b")._claim(stale) is None  # b re-read, and found a's
+    assert await launchers.claim(store, stale, "b", None) is None  # b re-read: a's claim
+    taken = await launchers.claim(store, first, "b", "a")  # a's lease ran out
+    assert taken is not None and taken.claim == "b"
     claims = [r.event for r in await store.read_stream(f"run-{run_id}")
               if isinstance(r.event, catalog.RunClaimed)]
-    assert [c.launcher for c in claims] == ["a"]
+    assert [(c.launcher, c.takes_over) for c in claims] == [("a", None), ("b", "a")]
 
 
 @pytest.mark.slow

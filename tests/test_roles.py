@@ -23,7 +23,7 @@ from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, launcher
+from props.reactors import agent_roles, run_state
 from tests.conftest import as_role
 from tests.reactor_helpers import eventually
 
@@ -140,7 +140,7 @@ async def test_the_watchdog_ends_a_transaction_held_open(store: EventStore) -> N
 async def test_two_runs_may_report_the_same_id_and_never_the_launchers(
         store: EventStore) -> None:
     runs = [uuid.uuid4(), uuid.uuid4()]
-    shared = launcher.lifecycle_id(runs[1], "finished")  # the launcher's id of run 2's end
+    shared = run_state.lifecycle_id(runs[1], "finished")  # the launcher's id of run 2's end
     for run_id in runs:
         await store.append(f"run-{run_id}", [NewEvent(catalog.PhaseCompleted(
             run_id=run_id, phase="setup", duration_seconds=0.0), uuid.uuid4())])
