@@ -109,9 +109,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
         if adjudicated else 0
     chosen = await conn.fetchrow(q(_Q["report_scorer"]), name, version)
     assert chosen is not None
-    edges = "scored_edges" if adjudicated else "grading_edges"  # the view costs a scan
-    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]).replace("{edges}", edges),
-                               chosen["name"], chosen["version"])
+    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen["name"], chosen["version"])
     assert gaps is not None
     if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
         raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never

@@ -41,38 +41,39 @@ SELECT coalesce($1::text, a.name) AS name,
 -- issue reported (nothing to grade), an issue the scorer has not graded, an issue it could
 -- not grade or a grade against a ground truth that is not recorded (unscorable), or scored.
 -- Runs with no issue reported are in the figures (they found nothing) and counted apart
--- here. One pass: each run's issues beside the scorer's grades of them (a merge of the two
--- primary keys), then every run looked up. {edges} is grading_edges, or scored_edges when
--- people's verdicts stand in for grades (a verdict makes an unscorable issue scorable).
--- (A test per run and issue took 22 s over a million issues; three passes, 3x the raw
--- aggregate.)
-WITH per_run AS (
-    SELECT i.run_id,
-           bool_or(e.critique_run_id IS NULL) AS ungraded,
-           bool_or(e.unscorable IS NOT NULL OR (
-               e.critique_run_id IS NOT NULL
-               AND NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
-                                WHERE sv.slug = r.snapshot
-                                  AND sv.ground_truth_hash = e.ground_truth_hash)))
-               AS unscorable
-      FROM {schema}.reported_issues i
-      JOIN {schema}.agent_runs r ON r.run_id = i.run_id
-      LEFT JOIN {schema}.{edges} e
-        ON e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
-       AND e.scorer_name = $1::text AND ($2::int IS NULL OR e.scorer_version = $2::int)
-     GROUP BY i.run_id
+-- here. Set-based: each kind of run found in one pass, then every run looked up (a test per
+-- run and issue took 22 s over a million issues).
+WITH with_issues AS (
+    SELECT DISTINCT run_id FROM {schema}.reported_issues
+), ungraded AS (
+    SELECT DISTINCT i.run_id FROM {schema}.reported_issues i
+     WHERE NOT EXISTS (SELECT 1 FROM {schema}.grading_edges e
+                        WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
+                          AND e.scorer_name = $1::text
+                          AND ($2::int IS NULL OR e.scorer_version = $2::int))
+), unscorable AS (  -- an issue it could not grade, or a grade against unrecorded truth
+    SELECT DISTINCT e.critique_run_id AS run_id
+      FROM {schema}.scored_edges e
+      JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
+     WHERE e.scorer_name = $1::text AND ($2::int IS NULL OR e.scorer_version = $2::int)
+       AND (e.unscorable IS NOT NULL
+            OR NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
+                            WHERE sv.slug = r.snapshot
+                              AND sv.ground_truth_hash = e.ground_truth_hash))
 ), states AS (
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
-        WHEN p.run_id IS NULL THEN 'no_issues'
-        WHEN p.ungraded THEN 'ungraded'
-        WHEN p.unscorable THEN 'unscorable'
+        WHEN i.run_id IS NULL THEN 'no_issues'
+        WHEN u.run_id IS NOT NULL THEN 'ungraded'
+        WHEN s.run_id IS NOT NULL THEN 'unscorable'
         ELSE 'scored' END AS state
       FROM {schema}.agent_runs r
       LEFT JOIN {schema}.excluded_runs x ON x.run_id = r.run_id
-      LEFT JOIN per_run p ON p.run_id = r.run_id
+      LEFT JOIN with_issues i ON i.run_id = r.run_id
+      LEFT JOIN ungraded u ON u.run_id = r.run_id
+      LEFT JOIN unscorable s ON s.run_id = r.run_id
      WHERE r.agent_type = 'critic'
 )
 SELECT count(*) AS critic_runs,
