@@ -150,13 +150,13 @@ async def status_cmd(args: argparse.Namespace) -> int:
                 "lease_seconds": launcher.lease_seconds if launcher else None,
                 "engine": launcher.engine if launcher else None})
         runs = await store.sql.fetchrow(_AGENTS["run_counts"])
-    render.emit(args.format, rows, [("reactor", "reactor"), ("serving", "serving now"),
-                                    ("checkpoint", "checkpoint"),
-                                    ("lag_events", "lag (events)"),
-                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked"),
-                                    ("capacity", "capacity"), ("load", "runs held"),
-                                    ("lease_seconds", "lease (s)"), ("engine", "engine")],
-                empty="no reactors", cells={
+    columns = [("reactor", "reactor"), ("serving", "serving now"),
+               ("checkpoint", "checkpoint"), ("lag_events", "lag (events)"),
+               ("lag_seconds", "lag (seconds)"), ("parked", "parked")]
+    if args.format != "table" or known:  # a table shows launchers' columns once there are
+        columns += [("capacity", "capacity"), ("load", "runs held"),
+                    ("lease_seconds", "lease (s)"), ("engine", "engine")]
+    render.emit(args.format, rows, columns, empty="no reactors", cells={
                     "checkpoint": lambda c: c or "never ran",
                     "serving": lambda v: "yes" if v else "no",
                     "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
