@@ -17,7 +17,8 @@ import pytest
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
-SHORT = ["--seed", "2026", "--seconds", "20", "--runs", "60", "--faults", "7"]
+# A fault of each kind: the seven, and in CI the engine's restart.
+SHORT = ["--seed", "2026", "--seconds", "20", "--runs", "60", "--faults", "8"]
 # In CI the engine is ours (started by .ci/run): the run restarts it too.
 DOCKER = ["--restart-docker"] if os.environ.get("PROPS_REQUIRE_DOCKER") == "1" else []
 
@@ -34,8 +35,9 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "every invariant held" in out.stdout
     for fault in ("kill-service", "kill-all-services", "terminate-listeners",
-                  "kill-container", "idle-transaction", "restart-postgres"):
+                  "kill-container", "idle-transaction", "restart-postgres", "kill-launcher"):
         assert fault in out.stdout  # each kind was injected
+    assert "a dead launcher's runs taken" in out.stdout
     assert "PostgreSQL stopped and started" in out.stdout
     assert "every API request is one run" in out.stdout  # half the load came over HTTP
     if DOCKER:
