@@ -140,6 +140,14 @@ def new_event() -> object:
 
 # -- container runtimes --------------------------------------------------------------------------
 
+# The slowest checks that do not depend on the server's kind run once per CI: on the
+# embedded server (the README's command), not again on a PostgreSQL named by PROPS_TEST_DSN.
+once_per_ci = pytest.mark.skipif(
+    bool(os.environ.get("PROPS_TEST_DSN")),
+    reason="NORUN here: runs on the embedded server only (the engines and the benchmark's "
+           "checks do not depend on the server's kind); unset PROPS_TEST_DSN to run it")
+
+
 def docker_required() -> bool:
     """In CI (PROPS_REQUIRE_DOCKER=1) a missing engine fails the Docker tests; on a
     developer's machine they are skipped, visibly."""

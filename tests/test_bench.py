@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from props.tools.benchmarks.report import Check, Report
+from tests.conftest import once_per_ci
 
 CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (">=", 1.0),
           "read_all_vs_typed_floor": (">=", 0.9), "wake_p99_vs_notify": ("<=", 2.0)}
@@ -117,6 +118,7 @@ def test_quick_cli_bench_reports_its_two_checks(server_dsn: str) -> None:
 
 
 @pytest.mark.bench
+@once_per_ci
 def test_quick_viewer_bench_reports_its_three_checks(server_dsn: str) -> None:
     got, summary, _code = run_bench("viewer", server_dsn)
     assert set(got) == {"runs_page_ms", "run_page_ms", "runs_page_vs_raw"}

@@ -26,6 +26,7 @@ from props.reactors.containers import ContainerRuntime
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
+from tests.conftest import once_per_ci
 from tests.reactor_helpers import eventually, finished, push_code, request, sync_samples
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
@@ -184,6 +185,7 @@ async def test_a_launcher_killed_for_good_has_its_runs_taken_over(
 
 
 @pytest.mark.docker
+@once_per_ci
 async def test_docker_and_podman_launchers_share_100_runs(
         store: EventStore, tmp_path: Path) -> None:
     """A launcher on Docker and one on Podman (its Docker-compatible API), each with its own
