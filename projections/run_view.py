@@ -57,7 +57,6 @@ class Turn:
 @dataclasses.dataclass(frozen=True)
 class Transcript:
     prompt: str | None
-    logs: str | None
     turns: list[Turn]  # this page's
     total_turns: int
 
@@ -76,17 +75,15 @@ def _message(data: bytes | None) -> Message:
 
 async def transcript(store: EventStore, events: list[RecordedEvent], page: int = 1,
                      per_page: int = 50) -> Transcript:
-    """The run's prompt, logs and the `page`-th `per_page` model calls, from the blobs its
+    """The run's prompt and the `page`-th `per_page` model calls, from the blobs its
     own events name. Each call re-sends the conversation so far: shown once, as it grew."""
-    prompt_sha = logs_sha = None
+    prompt_sha = None
     requests: list[catalog.LlmRequested] = []
     answers: dict[str, catalog.LlmResponded] = {}
     for rec in events:
         e = rec.event
         if isinstance(e, catalog.PromptComposed):
             prompt_sha = e.prompt_sha256
-        elif isinstance(e, catalog.ContainerExited) and e.logs_sha256:
-            logs_sha = e.logs_sha256
         elif isinstance(e, catalog.LlmRequested):
             requests.append(e)
         elif isinstance(e, catalog.LlmResponded):
@@ -104,7 +101,7 @@ async def transcript(store: EventStore, events: list[RecordedEvent], page: int =
             seen.add(answer.response_sha256)
     wanted = {sha for _, new in shown for sha in new}
     wanted |= {answers[r.request_id].response_sha256 for r, _ in shown if r.request_id in answers}
-    wanted |= {s for s in (prompt_sha, logs_sha) if s}
+    wanted |= {prompt_sha} if prompt_sha else set()
     blobs = await store.get_blobs(sorted(wanted)) if wanted else {}
     turns = []
     for req, new in shown:
@@ -116,8 +113,15 @@ async def transcript(store: EventStore, events: list[RecordedEvent], page: int =
             turn.cost_usd, turn.latency_ms = answer.cost_usd, answer.latency_ms
         turns.append(turn)
     return Transcript(text_of(blobs[prompt_sha]) if prompt_sha in blobs else None,
-                      text_of(blobs[logs_sha]) if logs_sha in blobs else None,
                       turns, len(requests))
+
+
+async def logs(store: EventStore, events: list[RecordedEvent]) -> str | None:
+    """The container's output, as its `container.exited` event names it."""
+    sha = next((e.logs_sha256 for e in (r.event for r in reversed(events))
+                if isinstance(e, catalog.ContainerExited) and e.logs_sha256), None)
+    found = (await store.get_blobs([sha])).get(sha) if sha else None
+    return text_of(found) if found is not None else None
 
 
 # -- the issues beside the code -------------------------------------------------------------------

@@ -128,8 +128,8 @@ class Leases:
         self.settled: set[str] = set()  # dead, and nothing left: until it is seen alive
 
     async def expired(self) -> dict[str, list[uuid.UUID]]:
-        found: dict[str, list[uuid.UUID]] = {}
         now = time.monotonic()
+        gone = []
         for name in await _known(self.store):
             if name == self.me:
                 continue
@@ -139,11 +139,13 @@ class Leases:
                 continue
             if name in self.settled:
                 continue
-            if now - self.dead_since.setdefault(name, now) < self.lease_seconds:
-                continue
-            runs = [run for launcher, run in await held(self.store) if launcher == name]
-            if runs:
-                found[name] = runs
-            else:
-                self.settled.add(name)
+            if now - self.dead_since.setdefault(name, now) >= self.lease_seconds:
+                gone.append(name)
+        if not gone:
+            return {}
+        found: dict[str, list[uuid.UUID]] = {}
+        for launcher, run in await held(self.store):  # one read, whoever is gone
+            if launcher in gone:
+                found.setdefault(launcher, []).append(run)
+        self.settled.update(name for name in gone if name not in found)
         return found

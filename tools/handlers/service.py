@@ -144,7 +144,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
                 "reactor": r.name, "checkpoint": None if r.checkpoint is None
                 else str(r.checkpoint), "lag_events": r.lag_events,
                 "lag_seconds": r.lag_seconds, "parked": r.parked,
-                "serving": await host.serving(store, r.name),
+                "serving": launcher.alive if launcher else await host.serving(store, r.name),
                 "capacity": launcher.capacity if launcher else None,
                 "load": launcher.load if launcher else None,
                 "lease_seconds": launcher.lease_seconds if launcher else None,

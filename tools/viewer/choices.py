@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from props.core.domain import streams
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -28,19 +29,19 @@ async def load(store: EventStore) -> Options:
 
 
 def parse(text: str) -> tuple[str, int]:
-    """NAME@VERSION, or an error the page shows."""
-    name, _, version = text.partition("@")
-    if not name or not version.isdigit() or not 1 <= int(version) < 2**31:
-        raise errors.UnknownScorer(f"scorer {text[:60]!r} is not NAME@VERSION (e.g. tiered@2)")
-    return name, int(version)
+    """NAME@VERSION (the log's own rule, streams.parse_ref), or an error the page shows."""
+    try:
+        return streams.parse_ref(text)
+    except ValueError:
+        raise errors.UnknownScorer(f"scorer {text[:60]!r} is not NAME@VERSION (e.g. tiered@2)"
+                                   ) from None
 
 
 def ref(scorer: tuple[str, int] | None) -> str | None:
     return f"{scorer[0]}@{scorer[1]}" if scorer else None
 
 
-async def scorer(store: EventStore, options: Options, text: str | None,
-                 ) -> tuple[str, int] | None:
+def scorer(options: Options, text: str | None) -> tuple[str, int] | None:
     """The scorer `text` names (which must be registered), else the active one, else none."""
     if text:
         if text not in options.scorers:

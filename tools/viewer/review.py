@@ -44,7 +44,7 @@ async def review_page(request: Request, store: Store, viewer: Reviewer,
                       ) -> HTMLResponse:
     """`done`: RUN/ISSUE just judged, skipped while the projections catch up with it."""
     options = await choices.load(store)
-    chosen = await choices.scorer(store, options, scorer)
+    chosen = choices.scorer(options, scorer)
     if chosen is None:
         return page(request, "review.html", options=options, chosen=None, item=None,
                     left=0)

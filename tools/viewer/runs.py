@@ -53,11 +53,11 @@ async def runs_page(
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
     options = await choices.load(store)
-    shown_scorer = await choices.scorer(store, options, scorer)
+    shown_scorer = choices.scorer(options, scorer)
     start, end = _day(since, "since"), _day(until, "until")
     where = run_pages.TableFilter(
         "critic", status or None, model or None, definition or None, snapshot or None,
-        file_set=file_set or None, scorer=choices.parse(scorer) if scorer else None,
+        file_set=file_set or None, scorer=shown_scorer if scorer else None,
         since=start, until=end + dt.timedelta(days=1) if end else None)
     rows, more = await run_pages.table(store, where, sort, PER_PAGE,
                                        (page_number - 1) * PER_PAGE)
@@ -115,8 +115,7 @@ async def transcript_page(
 async def timeline_page(request: Request, store: Store, viewer: Reader,
                         run_id: uuid.UUID) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
-    said = await run_view.transcript(store, run.events, 1, 0)  # the logs only
     events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
                "data": details(r.event)} for r in run.events]
     return page(request, "timeline.html", run=_header(run), tab="timeline", events=events,
-                logs=said.logs)
+                logs=await run_view.logs(store, run.events))

@@ -34,7 +34,7 @@ def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def scores_page(request: Request, store: Store, viewer: Reader,
                       scorer: Text = None) -> HTMLResponse:
     options = await choices.load(store)
-    chosen = await choices.scorer(store, options, scorer)
+    chosen = choices.scorer(options, scorer)
     if chosen is None:
         return page(request, "scores.html", options=options, chosen=None, rows=[],
                     notes={}, per_snapshot=[], recall_series=[], precision_series=[])
@@ -56,11 +56,11 @@ async def compare_page(request: Request, store: Store, viewer: Reader,
     options = await choices.load(store)
     result = differences = None
     if a and b:
-        await choices.scorer(store, options, a)
-        await choices.scorer(store, options, b)
+        choices.scorer(options, a)  # each must be registered: refused otherwise
+        choices.scorer(options, b)
         result = await comparison.compare(store, a, b, rescoring.Selection(everything=True))
     elif a or options.active:
-        chosen = await choices.scorer(store, options, a)
+        chosen = choices.scorer(options, a)
         if chosen:
             _, notes = await figures.load(store, *chosen)
             differences = notes.get("differences", [])
