@@ -38,6 +38,24 @@ def test_every_command_names_a_handler_that_exists() -> None:
         assert inspect.iscoroutinefunction(handler), path
 
 
+def test_the_cli_opens_the_store_for_exactly_the_handlers_that_take_it() -> None:
+    """A parser that asks for the store (`connections=N`) names a handler of (args, store);
+    one that does not names a handler of (args) alone: `cli.execute` calls each as declared."""
+    takes, declared = set(), set()
+    for path, parser in _leaves(cli.build_parser(None)):
+        handler = cli.handler_of(parser.get_default("handler"))
+        if list(inspect.signature(handler).parameters) == ["args", "store"]:
+            takes.add(path)
+        else:
+            assert list(inspect.signature(handler).parameters) == ["args"], path
+        if parser.get_default("connections") is not None:
+            declared.add(path)
+    assert takes == declared
+    assert len(takes) >= 30  # the commands that read or write the log
+    assert {"report", "runs list", "export", "import"} <= takes
+    assert "db status" not in takes  # it opens a store only once migrations are applied
+
+
 @pytest.mark.parametrize("word", sorted(set(cli.COMMANDS)))
 def test_a_commands_parser_loads_nothing_heavy(word: str) -> None:
     probe = ("import sys; from props.tools import cli; cli.build_parser(sys.argv[1]); "

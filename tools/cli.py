@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -38,7 +38,12 @@ COMMANDS: dict[str, str] = {
     "bench": "commands.bench", "chaos": "commands.chaos",
 }
 
+# A command that reads or writes the log declares so in its parser (`connections=N`, and
+# `owner=True` for what only the owner's role may do) and its handler takes the store, which
+# `main` opens once for it (procrastinate's `execute_command` shape); the others (the
+# services, `db`, `demo`, `bench`, files only) take the arguments alone and open what they use.
 Handler = Callable[[argparse.Namespace], Awaitable[int]]
+StoreHandler = Callable[[argparse.Namespace, Any], Awaitable[int]]
 
 DESCRIPTION = """\
 props evaluates code-review agents on an event-sourced PostgreSQL log.
@@ -115,12 +120,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def handler_of(name: str) -> Handler:
+def handler_of(name: str) -> Handler | StoreHandler:
     """The handler a parser names as "module:function": its module is imported only now,
     once the arguments parsed (`props X --help` never loads what X does)."""
     module, _, function = name.partition(":")
-    found: Handler = getattr(importlib.import_module(module), function)
+    found: Handler | StoreHandler = getattr(importlib.import_module(module), function)
     return found
+
+
+async def execute(handler: Handler | StoreHandler, args: argparse.Namespace) -> int:
+    """Run a command: with the store opened for it, as its parser asks, or alone."""
+    connections = getattr(args, "connections", None)
+    if connections is None:
+        return await cast(Handler, handler)(args)
+    from props.core.domain.store import open_store
+    from props.core.log import database
+
+    dsn = database.resolve_dsn() if getattr(args, "owner", False) else None
+    async with open_store(dsn, max_connections=connections) as store:
+        return await cast(StoreHandler, handler)(args, store)
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -147,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return anyio.run(handler, args, backend="asyncio")
+        return anyio.run(execute, handler, args, backend="asyncio")
     except BaseException as exc:  # every way out is decided in _exit_for
         return _exit_for(_leaf(exc))
 

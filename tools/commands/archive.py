@@ -34,7 +34,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--sign", metavar="KEY",
                    help="sign the file with this key (a name in $PROPS_HOME/keys, or the path "
                         "of a .key file; see `props keys create`)")
-    p.set_defaults(handler="props.tools.handlers.archive:export_cmd")
+    p.set_defaults(handler="props.tools.handlers.archive:export_cmd", connections=3)
     p = sub.add_parser("import", help="verify an export file, then append what is missing",
                        description="Verify the whole file (manifest, hash chain, blob "
                        "hashes) and write nothing unless it is intact; then append its "
@@ -50,7 +50,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--allow-unknown", action="store_true",
                    help="take events of types this props does not know as they are (known "
                         "types are always checked against the catalog)")
-    p.set_defaults(handler="props.tools.handlers.archive:import_cmd")
+    p.set_defaults(handler="props.tools.handlers.archive:import_cmd", connections=3, owner=True)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "
                        "exit 65 naming what failed and where.\n\n" + FORMAT_HELP,
@@ -76,4 +76,4 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")
     p.add_argument("--status", action="store_true",
                    help="list the partitions: positions, hot or archived, events, file")
-    p.set_defaults(handler="props.tools.handlers.archive:archive_cmd")
+    p.set_defaults(handler="props.tools.handlers.archive:archive_cmd", connections=3, owner=True)

@@ -26,7 +26,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("file", nargs="?", default="-", help="JSON file, or - for stdin (default)")
     p.add_argument("--expected-version", type=int, default=None, metavar="N",
                    help="refuse unless the stream is at version N (0: must not exist yet)")
-    p.set_defaults(handler="props.tools.handlers.events:append_cmd")
+    p.set_defaults(handler="props.tools.handlers.events:append_cmd", connections=2)
     p = cmds.add_parser("tail", help="print events as they are appended",
                         description="Print the log's events in read order, then follow it "
                         "live (Ctrl-C stops). Positions are TX:POSITION checkpoints.")
@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-follow", action="store_true",
                    help="stop when caught up instead of following")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.set_defaults(handler="props.tools.handlers.events:tail_cmd")
+    p.set_defaults(handler="props.tools.handlers.events:tail_cmd", connections=3)
     p = cmds.add_parser("types", help="list the event types of the catalog",
                         description="List every event type of the catalog with its schema version "
                         "and fields: the `type` and `data` keys that `props events append` "

@@ -19,12 +19,12 @@ def add_parser(sub: Any) -> None:
                         "SIGTERM or Ctrl-C. Builds a projection from the log first if it has "
                         "never been built (or its version changed). One runner is active per "
                         "database; a second one waits to take over.")
-    p.set_defaults(handler="props.tools.handlers.projections:run_cmd")
+    p.set_defaults(handler="props.tools.handlers.projections:run_cmd", connections=4)
     p = cmds.add_parser("status", help="checkpoints, lag, and what holds the fence",
                         description="Each projection's checkpoint and lag (events and seconds "
                         "behind the log), and any long transaction holding the fence back.")
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.projections:status_cmd")
+    p.set_defaults(handler="props.tools.handlers.projections:status_cmd", connections=2)
     p = cmds.add_parser("rebuild", help="rebuild projections from the log, then swap",
                         description="Build the projection(s) again from the whole log beside "
                         "the live tables, catch up, and swap atomically: readers see the old "
@@ -32,4 +32,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"projections to rebuild ({', '.join(names.NAMES)})")
     p.add_argument("--all", action="store_true", help="rebuild every projection")
-    p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd")
+    p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd", connections=4)

@@ -51,4 +51,4 @@ def add_parser(sub: Any) -> None:
                         "time with its zone; the projections are folded again for this "
                         "report, in temporary tables, so a figure quoted months ago comes "
                         "back exactly (same output, byte for byte)")
-    p.set_defaults(handler="props.tools.handlers.report:report_cmd")
+    p.set_defaults(handler="props.tools.handlers.report:report_cmd", connections=2)

@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
                         "active one) of an issue without a verdict: the issue as reported, "
                         "the match, and the defect's or decoy's own lines.")
     p.add_argument("--scorer", help="NAME@VERSION (default: the active scorer)")
-    p.set_defaults(handler="props.tools.handlers.review:next_cmd")
+    p.set_defaults(handler="props.tools.handlers.review:next_cmd", connections=2)
     for name, text in (("confirm", "agree with a scorer's grade of one issue"),
                        ("correct", "give one issue the match it should have had")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] +
@@ -35,13 +35,13 @@ def add_parser(sub: Any) -> None:
         p.add_argument("--note", default="", help="why, for whoever reads the verdict")
         if name == "confirm":
             p.add_argument("--scorer", help="whose grade (default: the active scorer)")
-            p.set_defaults(handler="props.tools.handlers.review:confirm_cmd")
+            p.set_defaults(handler="props.tools.handlers.review:confirm_cmd", connections=2)
         else:
             match = p.add_mutually_exclusive_group(required=True)
             match.add_argument("--tp", metavar="ID[#N]", help="the TP (occurrence N, default 1)")
             match.add_argument("--fp", metavar="ID", help="a known decoy")
             match.add_argument("--none", action="store_true", help="nothing known")
-            p.set_defaults(handler="props.tools.handlers.review:correct_cmd")
+            p.set_defaults(handler="props.tools.handlers.review:correct_cmd", connections=2)
     p = cmds.add_parser("exclude", help="leave a run out of every score, with a reason",
                         description="Record run.excluded: the run leaves every score from now "
                         "on and is counted as excluded in reports, with the reason.")
@@ -50,4 +50,4 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--reason", required=True,
                    help="why the run must not count (kept in the log with the event)")
     p.add_argument("--by", default=getpass.getuser(), help="who excludes it")
-    p.set_defaults(handler="props.tools.handlers.review:exclude_cmd")
+    p.set_defaults(handler="props.tools.handlers.review:exclude_cmd", connections=2)

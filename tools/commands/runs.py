@@ -41,7 +41,7 @@ def _definitions_parser(sub: Any) -> None:
     p.add_argument("--max-events", type=int, default=2000,
                    help="cap on the events a run may report (default 2000)")
     p.add_argument("command", nargs="*", help="the command to run (after --)")
-    p.set_defaults(handler="props.tools.handlers.runs:push_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:push_cmd", connections=2)
     p = cmds.add_parser("reference", help="push the bundled reference critic (or grader)",
                         description="Push the deterministic reference critic (static checks "
                         "of Python files, no network) as definition `reference`: a local "
@@ -50,7 +50,7 @@ def _definitions_parser(sub: Any) -> None:
                         "container) as `reference-grader`, a local command.")
     p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
     p.add_argument("--grader", action="store_true", help="the reference grader instead")
-    p.set_defaults(handler="props.tools.handlers.runs:reference_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:reference_cmd", connections=2)
     p = cmds.add_parser("baseline", help="push a static analyzer (ruff, bandit, pylint) as a "
                         "critic", description="Push a well-known static analyzer as critic "
                         "definition `baseline-TOOL`: the real tool (from `props[baselines]`) "
@@ -61,10 +61,10 @@ def _definitions_parser(sub: Any) -> None:
                         "with the host's Python mounted.")
     p.add_argument("tool", choices=("ruff", "bandit", "pylint"), help="which analyzer")
     p.add_argument("--docker", action="store_true", help="run it in a Docker container")
-    p.set_defaults(handler="props.tools.handlers.runs:baseline_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:baseline_cmd", connections=2)
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.runs:list_definitions_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:list_definitions_cmd", connections=2)
 
 
 def _runs_parser(sub: Any) -> None:
@@ -82,7 +82,7 @@ def _runs_parser(sub: Any) -> None:
     p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
     p.add_argument("--count", type=arguments.positive_int, default=1,
                    help="how many runs (default 1)")
-    p.set_defaults(handler="props.tools.handlers.runs:request_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:request_cmd", connections=2)
     p = cmds.add_parser("list", help="runs and their status (from the projections)",
                         description="The newest runs first, as the projections have them "
                         "(a run requested a moment ago shows once the projection runner of "
@@ -92,26 +92,26 @@ def _runs_parser(sub: Any) -> None:
     p.add_argument("--limit", type=arguments.positive_int, default=50,
                    help="at most this many runs (default 50)")
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.runs:list_runs_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:list_runs_cmd", connections=2)
     p = cmds.add_parser("show", help="a run's timeline, from the log",
                         description="Every event of the run in order, from the log (so a run "
                         "the projections have not caught up with shows too).")
     _run_id(p)
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.runs:show_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:show_cmd", connections=2)
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
     _run_id(p)
-    p.set_defaults(handler="props.tools.handlers.runs:cancel_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:cancel_cmd", connections=2)
     p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
                         description="A retention hold: every partition holding an event of "
                         "the run stays in the table until the hold is released.")
     _run_id(p)
     p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
                    "output")
-    p.set_defaults(handler="props.tools.handlers.runs:hold_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:hold_cmd", connections=2)
     p = cmds.add_parser("release", help="release a run's retention hold")
     _run_id(p)
-    p.set_defaults(handler="props.tools.handlers.runs:release_cmd")
+    p.set_defaults(handler="props.tools.handlers.runs:release_cmd", connections=2)
 
 
 def _run_id(p: Any) -> None:

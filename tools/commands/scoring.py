@@ -21,13 +21,13 @@ def add_parsers(sub: Any) -> None:
                         description="Every scorer this props can run, its code hash, and "
                         "whether the log has it registered and active.")
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.scoring:list_cmd")
+    p.set_defaults(handler="props.tools.handlers.scoring:list_cmd", connections=2)
     scorer_eval.add_parser(cmds)
     for name, text in (("register", "record a scorer's registration in the log"),
                        ("activate", "make a scorer the active one (registers it if needed)")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
         p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
-        p.set_defaults(handler=f"props.tools.handlers.scoring:{name}_cmd")
+        p.set_defaults(handler=f"props.tools.handlers.scoring:{name}_cmd", connections=2)
 
     p = sub.add_parser(
         "rescore", help="grade recorded runs again under a scorer version",
@@ -43,7 +43,7 @@ def add_parsers(sub: Any) -> None:
                    help="the snapshot version current when each run was requested "
                    "(default), or the latest")
     p.add_argument("--dry-run", action="store_true", help="grade and report, write nothing")
-    p.set_defaults(handler="props.tools.handlers.scoring:rescore_cmd")
+    p.set_defaults(handler="props.tools.handlers.scoring:rescore_cmd", connections=3)
 
     p = sub.add_parser(
         "compare", help="compare two scorers run by run",
@@ -57,7 +57,7 @@ def add_parsers(sub: Any) -> None:
     _selectors(p)
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="a table for people (default), or CSV or JSON for programs")
-    p.set_defaults(handler="props.tools.handlers.scoring:compare_cmd")
+    p.set_defaults(handler="props.tools.handlers.scoring:compare_cmd", connections=2)
 
 
 def _selectors(p: argparse.ArgumentParser) -> None:

@@ -80,4 +80,4 @@ def add_parsers(sub: Any) -> None:
                         "events it parked (gave up on), and the critic runs queued, running "
                         "and finished.")
     arguments.add_format(s)
-    s.set_defaults(handler="props.tools.handlers.service:status_cmd")
+    s.set_defaults(handler="props.tools.handlers.service:status_cmd", connections=2)

@@ -38,19 +38,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-retire", action="store_true",
                    help="do not retire snapshots missing from DIR")
     _max_file_bytes(p)
-    p.set_defaults(handler="props.tools.handlers.specimens:sync_cmd")
+    p.set_defaults(handler="props.tools.handlers.specimens:sync_cmd", connections=3)
     p = cmds.add_parser("list", help="recorded snapshots with versions and counts",
                         description="Every snapshot the log knows: latest version, status, and "
                         "counts of TPs, occurrences, FPs and file sets.")
     p.add_argument("--json", action="store_true", help="one JSON object per snapshot")
-    p.set_defaults(handler="props.tools.handlers.specimens:list_cmd")
+    p.set_defaults(handler="props.tools.handlers.specimens:list_cmd", connections=2)
     p = cmds.add_parser("show", help="one snapshot's versions and ground truth",
                         description="The versions of one snapshot and the ground truth of the "
                         "latest (or --version N).")
     p.add_argument("slug", help="PROJECT/YYYY-MM-DD-NN")
     p.add_argument("--version", type=int, help="a version number (default: the latest)")
     p.add_argument("--json", action="store_true", help="the snapshot.synced event as JSON")
-    p.set_defaults(handler="props.tools.handlers.specimens:show_cmd")
+    p.set_defaults(handler="props.tools.handlers.specimens:show_cmd", connections=2)
     p = cmds.add_parser("from-git", help="a snapshot from bug-fix commits of a git repository",
                         description="Write OUT/SLUG/: the code before the fixes (the parent of "
                         "the oldest --fix) and a ground_truth.toml whose true positives are "

@@ -24,10 +24,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("name", help="what the token is for, e.g. ci or alice")
     p.add_argument("--scope", action="append", choices=vocabulary.SCOPES, required=True,
                    dest="scopes", help="a scope (repeatable)")
-    p.set_defaults(handler="props.tools.handlers.tokens:create_cmd")
+    p.set_defaults(handler="props.tools.handlers.tokens:create_cmd", connections=1)
     p = cmds.add_parser("list", help="every token: name, scopes, made, revoked (no secrets)")
     arguments.add_format(p)
-    p.set_defaults(handler="props.tools.handlers.tokens:list_cmd")
+    p.set_defaults(handler="props.tools.handlers.tokens:list_cmd", connections=1)
     p = cmds.add_parser("revoke", help="revoke a token by name or id (at once, for good)")
     p.add_argument("token", metavar="NAME|ID", help="the token's name, or its id")
-    p.set_defaults(handler="props.tools.handlers.tokens:revoke_cmd")
+    p.set_defaults(handler="props.tools.handlers.tokens:revoke_cmd", connections=1)

@@ -19,4 +19,4 @@ def add_parser(sub: Any) -> None:
                    help=f"where to serve (default {DEFAULT_LISTEN}; port 0: any free port)")
     p.add_argument("--open", action="store_true",
                    help="open the address in this machine's web browser")
-    p.set_defaults(handler="props.tools.handlers.view:view_cmd")
+    p.set_defaults(handler="props.tools.handlers.view:view_cmd", connections=8)

@@ -11,8 +11,8 @@ import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
 from props.core.domain import archival, exports, imports, signing
-from props.core.domain.store import open_store
-from props.core.log import database, errors
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.tools import progress
 from props.tools.handlers import keys as key_handlers
 from props.tools.render import Console, Table
@@ -22,7 +22,7 @@ console = Console(highlight=False)
 
 
 
-async def export_cmd(args: argparse.Namespace) -> int:
+async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
     selection = exports.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
         since=args.since, until=args.until,
@@ -33,26 +33,24 @@ async def export_cmd(args: argparse.Namespace) -> int:
     if not args.output.parent.is_dir():
         raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
                                         f"{args.output.parent}")
-    async with open_store(max_connections=3) as store:
-        total = await store.sql.fetchval("SELECT count(*) FROM props.events "
-                                          "WHERE global_position > $1", selection.after_position)
-        with progress.counting_events("exporting", total) as advance:
-            report = await exports.export(store, selection, args.output, progress=advance,
-                                          sign_with=key)
+    total = await store.sql.fetchval("SELECT count(*) FROM props.events "
+                                      "WHERE global_position > $1", selection.after_position)
+    with progress.counting_events("exporting", total) as advance:
+        report = await exports.export(store, selection, args.output, progress=advance,
+                                      sign_with=key)
     console.print(f"exported {report.events:,} event(s) and {report.blobs:,} blob(s) to "
                   f"{args.output} ({report.bytes_out:,} bytes, from {report.bytes_in:,} bytes "
                   f"of event JSON)")
     return 0
 
 
-async def import_cmd(args: argparse.Namespace) -> int:
+async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
     # As the owner: an archive file of this database restores its partition, which only the
     # owner's function may do.
-    async with open_store(database.resolve_dsn(), max_connections=3) as store:
-        with progress.counting_events("importing") as advance:
-            report = await imports.import_archive(
-                store, args.file, progress=advance,
-                trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
+    with progress.counting_events("importing") as advance:
+        report = await imports.import_archive(
+            store, args.file, progress=advance,
+            trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
     if report.restored:
         console.print(f"verified {report.events:,} event(s); restored the archived partition "
                       f"{report.restored}: {report.imported:,} event(s) back at their "
@@ -74,21 +72,20 @@ def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:
     return keys
 
 
-async def archive_cmd(args: argparse.Namespace) -> int:
+async def archive_cmd(args: argparse.Namespace, store: EventStore) -> int:
     # As the owner: detaching and dropping partitions is the owner's, never the service's.
-    async with open_store(database.resolve_dsn(), max_connections=3) as store:
-        if args.status:
-            _print_partitions(await archival.partitions(store))
-            return 0
-        if args.before is None or args.output is None:
-            raise errors.PropsError("give --before POS and -o DIR (or --status)")
-        with Progress(TextColumn("archiving {task.description}", markup=False),
-                      console=Console(stderr=True),
-                      transient=True) as bar:
-            task = bar.add_task("", total=None)
-            report = await archival.archive_before(
-                store, args.before, args.output,
-                progress=lambda name: bar.update(task, description=name))
+    if args.status:
+        _print_partitions(await archival.partitions(store))
+        return 0
+    if args.before is None or args.output is None:
+        raise errors.PropsError("give --before POS and -o DIR (or --status)")
+    with Progress(TextColumn("archiving {task.description}", markup=False),
+                  console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("", total=None)
+        report = await archival.archive_before(
+            store, args.before, args.output,
+            progress=lambda name: bar.update(task, description=name))
     for done in report.archived:
         console.print(f"archived {done.partition} (positions {done.from_position}-"
                       f"{done.to_position - 1}): {done.events:,} event(s) -> {done.file}")

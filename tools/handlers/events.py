@@ -11,7 +11,6 @@ from typing import Any
 
 import orjson
 
-from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import NewEvent, RecordedEvent, data_of
@@ -66,14 +65,13 @@ def parse_new_events(store: EventStore, doc: Any) -> tuple[str, list[NewEvent]]:
     return stream, out
 
 
-async def append_cmd(args: argparse.Namespace) -> int:
+async def append_cmd(args: argparse.Namespace, store: EventStore) -> int:
     doc = _read_input(args.file)
-    async with open_store(max_connections=2) as store:
-        stream, events = parse_new_events(store, doc)
-        result = await store.append(
-            stream, events, expected_version=args.expected_version,
-            metadata={"actor": "cli"},
-        )
+    stream, events = parse_new_events(store, doc)
+    result = await store.append(
+        stream, events, expected_version=args.expected_version,
+        metadata={"actor": "cli"},
+    )
     verb = "already stored" if result.already_stored else "appended"
     console.print(
         f"{verb} {len(events)} event(s) to {stream} "
@@ -99,25 +97,24 @@ def render(rec: RecordedEvent, as_json: bool) -> str:
             f"@{rec.stream_version} {rec.type_name} {body}")
 
 
-async def tail_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=3) as store:
-        start = args.start or ("start" if args.no_follow else "end")
-        if start == "start":
-            after = START
-        elif start == "end":
-            fence = await store.fence_status()
-            after = fence.last_visible or START
-        else:
-            after = Checkpoint.parse(start)
-        if args.no_follow:
-            async for batch in store.iter_all(after, category=args.category):
-                for rec in batch:
-                    print(render(rec, args.json), flush=True)
-            return 0
-        async with store.subscribe(after, category=args.category) as sub:
-            async for batch in sub:
-                for rec in batch:
-                    print(render(rec, args.json), flush=True)
+async def tail_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    start = args.start or ("start" if args.no_follow else "end")
+    if start == "start":
+        after = START
+    elif start == "end":
+        fence = await store.fence_status()
+        after = fence.last_visible or START
+    else:
+        after = Checkpoint.parse(start)
+    if args.no_follow:
+        async for batch in store.iter_all(after, category=args.category):
+            for rec in batch:
+                print(render(rec, args.json), flush=True)
+        return 0
+    async with store.subscribe(after, category=args.category) as sub:
+        async for batch in sub:
+            for rec in batch:
+                print(render(rec, args.json), flush=True)
     return 0
 
 

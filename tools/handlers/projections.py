@@ -8,7 +8,7 @@ import argparse
 import anyio
 import anyio.abc
 
-from props.core.domain.store import open_store
+from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors.service import stop_on_signal
 from props.tools import progress, render
@@ -17,25 +17,23 @@ from props.tools.render import Console
 console = Console(highlight=False, stderr=True)
 
 
-async def run_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=4) as store:
-        runner = engine.Runner(store)
-        stop = anyio.Event()
+async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    runner = engine.Runner(store)
+    stop = anyio.Event()
 
-        async with anyio.create_task_group() as tg:
-            await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
-            console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
-            await runner.run(stop)
-            tg.cancel_scope.cancel()
-        console.print(f"stopped after {runner.stats.events:,} events "
-                      f"in {runner.stats.batches:,} batches")
+    async with anyio.create_task_group() as tg:
+        await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
+        console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
+        await runner.run(stop)
+        tg.cancel_scope.cancel()
+    console.print(f"stopped after {runner.stats.events:,} events "
+                  f"in {runner.stats.batches:,} batches")
     return 0
 
 
-async def status_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        states = await engine.status(store)
-        fence = await store.fence_status()
+async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    states = await engine.status(store)
+    fence = await store.fence_status()
     rows = [{"projection": s.name, "version": s.version,
              "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
              "lag_events": s.lag_events, "lag_seconds": s.lag_seconds} for s in states]
@@ -51,14 +49,13 @@ async def status_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def rebuild_cmd(args: argparse.Namespace) -> int:
+async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.all == bool(args.names):
         raise SystemExit("props projections rebuild: name projections, or give --all")
     chosen = engine.ALL if args.all else engine.by_name(args.names)
-    async with open_store(max_connections=4) as store:
-        total = await store.sql.fetchval("SELECT count(*) FROM props.events")
-        with progress.counting_events("rebuilding", total) as advance:
-            report = await engine.rebuild(store, chosen, progress=advance)
+    total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+    with progress.counting_events("rebuilding", total) as advance:
+        report = await engine.rebuild(store, chosen, progress=advance)
     Console(highlight=False).print(
         f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
         f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"

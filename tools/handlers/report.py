@@ -11,21 +11,20 @@ from collections.abc import Callable
 
 import orjson
 
-from props.core.domain.store import open_store
+from props.core.log.store import EventStore
 from props.projections.figures import COLUMNS, load, scorer_filter
 from props.tools import figure_tables, progress
 
 
-async def report_cmd(args: argparse.Namespace) -> int:
+async def report_cmd(args: argparse.Namespace, store: EventStore) -> int:
     name, version = scorer_filter(args.scorer)
     # A bar only while --as-of folds the log again; the live report reads at once.
     folding: contextlib.AbstractContextManager[Callable[[int], None] | None] = \
         progress.counting_events(f"folding the log up to {args.as_of}") if args.as_of \
         else contextlib.nullcontext()
-    async with open_store(max_connections=2) as store:
-        with folding as advance:
-            records, notes = await load(store, name, version, args.exclude_imported,
-                                        args.adjudicated, args.as_of, advance)
+    with folding as advance:
+        records, notes = await load(store, name, version, args.exclude_imported,
+                                    args.adjudicated, args.as_of, advance)
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":

@@ -10,8 +10,8 @@ from typing import Any
 from rich.text import Text
 
 from props.core.domain import catalog, streams
-from props.core.domain.store import open_store
 from props.core.log import errors
+from props.core.log.store import EventStore
 from props.core.scoring import reviews
 from props.tools import arguments
 from props.tools.render import Console
@@ -19,10 +19,9 @@ from props.tools.render import Console
 console = Console(highlight=False)
 
 
-async def next_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        name, version = await reviews.scorer_or_active(store, args.scorer)
-        found = await reviews.pending(store, name, version)
+async def next_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    name, version = await reviews.scorer_or_active(store, args.scorer)
+    found = await reviews.pending(store, name, version)
     if not found:
         console.print(f"nothing to review: every grade under {name}@{version} has a verdict")
         return 0
@@ -48,34 +47,31 @@ def where(locations: list[Any]) -> str:
                                                   for r in loc["ranges"]) for loc in locations)
 
 
-async def confirm_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        name, version = await reviews.scorer_or_active(store, args.scorer)
-        await reviews.confirm(store, args.run_id, args.issue_id, name, version,
-                              args.reviewer, args.note)
+async def confirm_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    name, version = await reviews.scorer_or_active(store, args.scorer)
+    await reviews.confirm(store, args.run_id, args.issue_id, name, version,
+                          args.reviewer, args.note)
     console.print(Text(f"confirmed {name}@{version}'s grade of {args.issue_id} "
                        f"(as {args.reviewer})"))
     return 0
 
 
-async def correct_cmd(args: argparse.Namespace) -> int:
+async def correct_cmd(args: argparse.Namespace, store: EventStore) -> int:
     match = reviews.Match.parse_tp(args.tp) if args.tp else reviews.Match(fp_id=args.fp)
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        await reviews.correct(store, args.run_id, args.issue_id, match, args.reviewer,
-                              args.note)
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    await reviews.correct(store, args.run_id, args.issue_id, match, args.reviewer,
+                          args.note)
     console.print(Text(f"recorded: {args.issue_id} of run {args.run_id} is {match} "
                        f"(as {args.reviewer})"))
     return 0
 
 
-async def exclude_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        if not await store.read_stream(streams.run(args.run_id)):
-            raise errors.NotFound(f"no run {args.run_id}")
-        await store.append(streams.run(args.run_id), [catalog.RunExcluded(
-            run_id=args.run_id, reason=args.reason, excluded_by=args.by)])
+async def exclude_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    if not await store.read_stream(streams.run(args.run_id)):
+        raise errors.NotFound(f"no run {args.run_id}")
+    await store.append(streams.run(args.run_id), [catalog.RunExcluded(
+        run_id=args.run_id, reason=args.reason, excluded_by=args.by)])
     console.print(Text(f"run {args.run_id} excluded from every score: {args.reason}"))
     return 0

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import pydantic
 
 from props.core.domain import baselines, catalog, definitions, run_requests
-from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
 from props.core.log.store import EventStore
@@ -56,7 +55,7 @@ async def image_digest(image: str) -> str:
     return str(info["Id"])
 
 
-async def push_cmd(args: argparse.Namespace) -> int:
+async def push_cmd(args: argparse.Namespace, store: EventStore) -> int:
     config = _config(args.config)
     command = list(args.command)
     if args.local and not command:
@@ -72,39 +71,36 @@ async def push_cmd(args: argparse.Namespace) -> int:
                                        memory_mb=args.memory_mb, max_events=args.max_events))
     except pydantic.ValidationError as exc:
         raise errors.InvalidEvent(describe_validation_error("definition.pushed", exc)) from exc
-    async with open_store(max_connections=2) as store:
-        new = await definitions.push(store, definition)
+    new = await definitions.push(store, definition)
     out.print(f"{definition.agent_type} {definition.name}:{definition.tag} = {digest}"
               + ("" if new else " (already recorded)"))
     return 0
 
 
-async def reference_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        if args.grader:
-            definition = definitions.reference_local("grader")
-        elif args.docker:
-            from props.reactors import docker_runtime
+async def reference_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.grader:
+        definition = definitions.reference_local("grader")
+    elif args.docker:
+        from props.reactors import docker_runtime
 
-            async with docker_runtime.DockerRuntime.connect() as rt:
-                definition = await docker_runtime.build_reference_image(rt)
-        else:
-            definition = definitions.reference_local()
-        new = await definitions.push(store, definition)
+        async with docker_runtime.DockerRuntime.connect() as rt:
+            definition = await docker_runtime.build_reference_image(rt)
+    else:
+        definition = definitions.reference_local()
+    new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0
 
 
-async def baseline_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        if args.docker:
-            from props.reactors import docker_runtime
+async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.docker:
+        from props.reactors import docker_runtime
 
-            async with docker_runtime.DockerRuntime.connect() as rt:
-                definition = await docker_runtime.build_baseline_image(rt, args.tool)
-        else:
-            definition = baselines.local(args.tool)
-        new = await definitions.push(store, definition)
+        async with docker_runtime.DockerRuntime.connect() as rt:
+            definition = await docker_runtime.build_baseline_image(rt, args.tool)
+    else:
+        definition = baselines.local(args.tool)
+    new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0
 
@@ -115,12 +111,11 @@ def _say_pushed(definition: catalog.DefinitionPushed, new: bool) -> None:
               f"{definition.digest}" + ("" if new else " (already recorded)"))
 
 
-async def list_definitions_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
-                 "digest": d.digest, "image": d.image or " ".join(d.command)}
-                for agent_type in ("critic", "grader")
-                for d in await definitions.all_pushed(store, agent_type)]
+async def list_definitions_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
+             "digest": d.digest, "image": d.image or " ".join(d.command)}
+            for agent_type in ("critic", "grader")
+            for d in await definitions.all_pushed(store, agent_type)]
     render.emit(args.format, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
                                     ("runtime", "runtime"), ("digest", "digest"),
                                     ("image", "image / command")],
@@ -129,16 +124,15 @@ async def list_definitions_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def request_cmd(args: argparse.Namespace) -> int:
+async def request_cmd(args: argparse.Namespace, store: EventStore) -> int:
     name, _, ref = args.definition.partition("@")
-    async with open_store(max_connections=2) as store:
-        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-            definition=name, ref=ref or "latest", snapshot=args.snapshot,
-            file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
-            budget_usd=args.budget, count=args.count, requested_by="props runs request"))
-        from props.reactors import host  # (it imports the Docker client: 0.15 s)
+    done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
+        definition=name, ref=ref or "latest", snapshot=args.snapshot,
+        file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
+        budget_usd=args.budget, count=args.count, requested_by="props runs request"))
+    from props.reactors import host  # (it imports the Docker client: 0.15 s)
 
-        launching = await host.serving(store, "launcher")
+    launching = await host.serving(store, "launcher")
     for run_id in done.run_ids:
         out.print(f"requested run {run_id}")
     # The request is an event: nothing runs until a launcher takes it up.
@@ -152,11 +146,10 @@ RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definiti
                ("model", "model"), ("snapshot", "snapshot"), ("requested_at", "requested")]
 
 
-async def list_runs_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        found = await run_pages.page(
-            store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
-        [behind] = await engine.status(store, [RUNS])  # the table this lists
+async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    found = await run_pages.page(
+        store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
+    [behind] = await engine.status(store, [RUNS])  # the table this lists
     rows = [{key: r[key] for key, _header in RUN_COLUMNS} for r in found.rows]
     render.emit(args.format, rows, RUN_COLUMNS,
                 empty="no runs" + (f" in status {args.status}" if args.status else ""),
@@ -176,9 +169,8 @@ async def _records(store: EventStore, args: argparse.Namespace) -> list[Recorded
     return await run_requests.events_of(store, args.run_id)
 
 
-async def show_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        records = await _records(store, args)
+async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    records = await _records(store, args)
     rows = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
              "type": rec.type_name, "data": details(rec.event)} for rec in records]
     render.emit(args.format, rows, TIMELINE_COLUMNS, empty="no events", cells={
@@ -195,31 +187,30 @@ def _short_json(data: object) -> str:
     return text[:100] + ("…" if len(text) > 100 else "")
 
 
-async def _on_run(args: argparse.Namespace,
+async def _on_run(args: argparse.Namespace, store: EventStore,
                   act: Callable[[EventStore, uuid.UUID], Awaitable[T]]) -> T:
     """`act` on the run `args.run_id` names (a prefix, maybe: it becomes the whole id)."""
-    async with open_store(max_connections=2) as store:
-        args.run_id = await arguments.resolve_run(store, args.run_id)
-        return await act(store, args.run_id)
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    return await act(store, args.run_id)
 
 
-async def cancel_cmd(args: argparse.Namespace) -> int:
-    asked = await _on_run(args, lambda store, run: run_requests.cancel(
+async def cancel_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    asked = await _on_run(args, store, lambda store, run: run_requests.cancel(
         store, run, "props runs cancel"))
     out.print(f"cancel requested for run {args.run_id}" if asked else
               f"run {args.run_id} has already finished: nothing to cancel")
     return 0
 
 
-async def hold_cmd(args: argparse.Namespace) -> int:
-    await _on_run(args, lambda store, run: run_requests.hold(
+async def hold_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    await _on_run(args, store, lambda store, run: run_requests.hold(
         store, run, args.reason, "props runs hold"))
     out.print(f"run {args.run_id} is held: props archive keeps its events")
     return 0
 
 
-async def release_cmd(args: argparse.Namespace) -> int:
-    released = await _on_run(args, lambda store, run: run_requests.release(
+async def release_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    released = await _on_run(args, store, lambda store, run: run_requests.release(
         store, run, "props runs release"))
     out.print(f"run {args.run_id} is no longer held" if released else
               f"run {args.run_id} is not held: nothing to release")

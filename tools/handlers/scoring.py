@@ -19,8 +19,8 @@ from rich.progress import (
 )
 
 from props.core.domain import catalog
-from props.core.domain.store import open_store
 from props.core.log import errors
+from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
 from props.tools import figure_tables, render
 from props.tools.render import Console
@@ -33,16 +33,15 @@ def _selection(args: argparse.Namespace) -> rescoring.Selection:
                                args.snapshot, args.all)
 
 
-async def list_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        registered: dict[str, str] = {}
-        active = None
-        async for batch in store.iter_all(category="scorer"):
-            for rec in batch:
-                if isinstance(rec.event, catalog.ScorerRegistered):
-                    registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
-                elif isinstance(rec.event, catalog.ActiveScorerSet):
-                    active = f"{rec.event.name}@{rec.event.version}"
+async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    registered: dict[str, str] = {}
+    active = None
+    async for batch in store.iter_all(category="scorer"):
+        for rec in batch:
+            if isinstance(rec.event, catalog.ScorerRegistered):
+                registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
+            elif isinstance(rec.event, catalog.ActiveScorerSet):
+                active = f"{rec.event.name}@{rec.event.version}"
     known: dict[str, scorers.Scorer] = {**scorers.SCORERS, **llm_judge.configured()}
     rows = []
     for ref, s in known.items():
@@ -60,41 +59,38 @@ async def list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def register_cmd(args: argparse.Namespace) -> int:
+async def register_cmd(args: argparse.Namespace, store: EventStore) -> int:
     s = scorers.scorer(args.scorer)
-    async with open_store(max_connections=2) as store:
-        added = await registration.ensure_registered(store, s)
+    added = await registration.ensure_registered(store, s)
     console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
                   f"(code hash {s.code_hash[:16]})")
     return 0
 
 
-async def activate_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        if args.scorer in scorers.SCORERS:
-            s = scorers.scorer(args.scorer)
-            await registration.ensure_registered(store, s)
-            name, version = s.name, s.version
-        else:  # a grader image's scorer: registered when the grader was pushed
-            name, version = await registration.resolve_ref(store, args.scorer)
-        changed = await registration.activate(store, name, version)
+async def activate_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.scorer in scorers.SCORERS:
+        s = scorers.scorer(args.scorer)
+        await registration.ensure_registered(store, s)
+        name, version = s.name, s.version
+    else:  # a grader image's scorer: registered when the grader was pushed
+        name, version = await registration.resolve_ref(store, args.scorer)
+    changed = await registration.activate(store, name, version)
     console.print(f"{args.scorer} is now the active scorer" if changed
                   else f"{args.scorer} was already the active scorer")
     return 0
 
 
-async def rescore_cmd(args: argparse.Namespace) -> int:
+async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
     s = scorers.scorer(args.scorer)
     selection = _selection(args)
-    async with open_store(max_connections=3) as store:
-        columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
-                   MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("rescore", total=None)
-            report = await rescoring.rescore(
-                store, s, selection, ground_truth=args.ground_truth, dry_run=args.dry_run,
-                progress=lambda n: bar.advance(task, n),
-                selected=lambda n: bar.update(task, total=n))
+    columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
+               MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("rescore", total=None)
+        report = await rescoring.rescore(
+            store, s, selection, ground_truth=args.ground_truth, dry_run=args.dry_run,
+            progress=lambda n: bar.advance(task, n),
+            selected=lambda n: bar.update(task, total=n))
     verb = "would append" if args.dry_run else "appended"
     console.print(
         f"{report.selected} run(s) selected; {report.graded_runs} graded with {report.scorer} "
@@ -117,9 +113,8 @@ async def rescore_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def compare_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        c = await comparison.compare(store, args.a, args.b, _selection(args))
+async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    c = await comparison.compare(store, args.a, args.b, _selection(args))
     if args.format == "json":
         sys.stdout.buffer.write(comparison.comparison_json(c) + b"\n")
     elif args.format == "csv":

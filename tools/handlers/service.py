@@ -134,22 +134,21 @@ def _address(sock: Any) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def status_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        known = {launchers.reactor_name(s.name): s for s in await launchers.status(store)}
-        rows = []
-        for r in await host.status(store, also=sorted(known)):
-            launcher = known.get(r.name)
-            rows.append({
-                "reactor": r.name, "checkpoint": None if r.checkpoint is None
-                else str(r.checkpoint), "lag_events": r.lag_events,
-                "lag_seconds": r.lag_seconds, "parked": r.parked,
-                "serving": launcher.alive if launcher else await host.serving(store, r.name),
-                "capacity": launcher.capacity if launcher else None,
-                "load": launcher.load if launcher else None,
-                "lease_seconds": launcher.lease_seconds if launcher else None,
-                "engine": launcher.engine if launcher else None})
-        runs = await store.sql.fetchrow(_AGENTS["run_counts"])
+async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    known = {launchers.reactor_name(s.name): s for s in await launchers.status(store)}
+    rows = []
+    for r in await host.status(store, also=sorted(known)):
+        launcher = known.get(r.name)
+        rows.append({
+            "reactor": r.name, "checkpoint": None if r.checkpoint is None
+            else str(r.checkpoint), "lag_events": r.lag_events,
+            "lag_seconds": r.lag_seconds, "parked": r.parked,
+            "serving": launcher.alive if launcher else await host.serving(store, r.name),
+            "capacity": launcher.capacity if launcher else None,
+            "load": launcher.load if launcher else None,
+            "lease_seconds": launcher.lease_seconds if launcher else None,
+            "engine": launcher.engine if launcher else None})
+    runs = await store.sql.fetchrow(_AGENTS["run_counts"])
     columns = [("reactor", "reactor"), ("serving", "serving now"),
                ("checkpoint", "checkpoint"), ("lag_events", "lag (events)"),
                ("lag_seconds", "lag (seconds)"), ("parked", "parked")]

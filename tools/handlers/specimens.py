@@ -13,8 +13,8 @@ import orjson
 from rich.progress import Progress
 
 from props.core.domain import specimen_sync, specimens, specimens_from_fixes
-from props.core.domain.store import open_store
 from props.core.log import errors
+from props.core.log.store import EventStore
 from props.tools import samples
 from props.tools.render import Console, Table
 
@@ -44,18 +44,17 @@ async def validate_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def sync_cmd(args: argparse.Namespace) -> int:
+async def sync_cmd(args: argparse.Namespace, store: EventStore) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
     source = str(args.dir.resolve())
-    async with open_store(max_connections=3) as store:
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("syncing", total=len(found))
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("syncing", total=len(found))
 
-            def step(slug: str) -> None:
-                progress.update(task, advance=1, description=f"syncing {slug}")
+        def step(slug: str) -> None:
+            progress.update(task, advance=1, description=f"syncing {slug}")
 
-            report = await specimen_sync.sync(store, source, found,
-                                              retire_missing=not args.no_retire, progress=step)
+        report = await specimen_sync.sync(store, source, found,
+                                          retire_missing=not args.no_retire, progress=step)
     for label, slugs in (("added", report.added), ("new version", report.updated),
                          ("retired", report.retired), ("unchanged", report.unchanged)):
         for slug in slugs:
@@ -77,9 +76,8 @@ def _row(h: specimen_sync.SnapshotHistory) -> dict[str, Any]:
     }
 
 
-async def list_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        known = await specimen_sync.history(store)
+async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    known = await specimen_sync.history(store)
     rows = [_row(h) for _slug, h in sorted(known.items()) if h.versions]
     if args.json:
         for row in rows:
@@ -98,9 +96,8 @@ async def list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def show_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=2) as store:
-        known = await specimen_sync.history(store)
+async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    known = await specimen_sync.history(store)
     h = known.get(args.slug)
     if h is None or not h.versions:
         raise errors.NotFound(f"no snapshot {args.slug!r} is recorded; "

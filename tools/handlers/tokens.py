@@ -7,27 +7,25 @@ import argparse
 import sys
 
 from props.core.domain import tokens
-from props.core.domain.store import open_store
+from props.core.log.store import EventStore
 from props.tools import render
 from props.tools.render import Console
 
 out = Console(highlight=False)
 
 
-async def create_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=1) as store:
-        token, secret = await tokens.create(store, args.name, tuple(args.scopes))
+async def create_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    token, secret = await tokens.create(store, args.name, tuple(args.scopes))
     print(secret)
     print(f"token {token.name} ({', '.join(token.scopes)}): shown once, store it now",
           file=sys.stderr)
     return 0
 
 
-async def list_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=1) as store:
-        rows = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at,
-                 "revoked_at": t.revoked_at, "id": t.id}
-                for t in await tokens.all_tokens(store)]
+async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    rows = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at,
+             "revoked_at": t.revoked_at, "id": t.id}
+            for t in await tokens.all_tokens(store)]
     render.emit(args.format, rows, [("name", "name"), ("scopes", "scopes"),
                                     ("created_at", "created"), ("revoked_at", "revoked"),
                                     ("id", "id")],
@@ -36,8 +34,7 @@ async def list_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-async def revoke_cmd(args: argparse.Namespace) -> int:
-    async with open_store(max_connections=1) as store:
-        token = await tokens.revoke(store, args.token)
+async def revoke_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    token = await tokens.revoke(store, args.token)
     out.print(f"revoked token {token.name} ({token.id})")
     return 0

@@ -12,7 +12,7 @@ import webbrowser
 import anyio
 
 from props.core.domain import tokens
-from props.core.domain.store import open_store
+from props.core.log.store import EventStore
 from props.reactors.service import Service, stop_on_signal
 from props.tools import logs
 from props.tools.api import app as api_app
@@ -21,30 +21,29 @@ from props.tools.api import server as http_server
 log = logging.getLogger("props.view")
 
 
-async def view_cmd(args: argparse.Namespace) -> int:
+async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
     logs.configure("text", args.verbose)
     sock = http_server.bind(args.listen, "viewer")
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
     stop = anyio.Event()
-    async with open_store(max_connections=8) as store:
-        name = f"view-{secrets.token_hex(4)}"
-        _, secret = await tokens.create(store, name, ("read", "review"))
-        try:
-            # Printed, never logged: the token exists only in this terminal and the browser.
-            print(f"viewer on {url}\nsign in with this token (scopes read, review; revoked "
-                  f"when props view stops): {secret}\nCtrl-C stops", file=sys.stderr,
-                  flush=True)
-            if args.open:
-                webbrowser.open(f"{url}login")
-            async with anyio.create_task_group() as tg:
-                await tg.start(stop_on_signal, stop, "stopping the viewer")
-                tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
-                # The projections are what the viewer shows: kept current while it runs (in
-                # one process at a time: a `props serve` elsewhere keeps doing it instead).
-                await Service(store, [], only=["projections"]).run(stop)
-                tg.cancel_scope.cancel()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await tokens.revoke(store, name)
+    name = f"view-{secrets.token_hex(4)}"
+    _, secret = await tokens.create(store, name, ("read", "review"))
+    try:
+        # Printed, never logged: the token exists only in this terminal and the browser.
+        print(f"viewer on {url}\nsign in with this token (scopes read, review; revoked "
+              f"when props view stops): {secret}\nCtrl-C stops", file=sys.stderr,
+              flush=True)
+        if args.open:
+            webbrowser.open(f"{url}login")
+        async with anyio.create_task_group() as tg:
+            await tg.start(stop_on_signal, stop, "stopping the viewer")
+            tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
+            # The projections are what the viewer shows: kept current while it runs (in
+            # one process at a time: a `props serve` elsewhere keeps doing it instead).
+            await Service(store, [], only=["projections"]).run(stop)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await tokens.revoke(store, name)
     return 0
