@@ -45,11 +45,11 @@ async def test_writes_happen_one_at_a_time_in_order() -> None:
         log.append(f"end {n}")
         return n
 
-    ahead = bulk.WriteAhead(done.append)
-    for n in range(6):
-        await ahead.submit(write(n))
-        await anyio.lowlevel.checkpoint()  # the caller's own work, meanwhile the write runs
-    await ahead.settle()
+    async with bulk.WriteAhead(done.append) as ahead:
+        for n in range(6):
+            await ahead.submit(write(n))
+            await anyio.lowlevel.checkpoint()  # the caller's own work, meanwhile the write runs
+        await ahead.settle()
     assert done == list(range(6))
     assert log == [f"{what} {n}" for n in range(6) for what in ("start", "end")]
 
@@ -58,10 +58,10 @@ async def test_a_failed_write_is_raised_by_the_next_call() -> None:
     async def fail() -> None:
         raise RuntimeError("disk full")
 
-    ahead: bulk.WriteAhead[None] = bulk.WriteAhead()
-    await ahead.submit(fail())
-    with pytest.raises(RuntimeError, match="disk full"):
-        await ahead.settle()
+    async with bulk.WriteAhead[None]() as ahead:
+        await ahead.submit(fail())
+        with pytest.raises(RuntimeError, match="disk full"):
+            await ahead.settle()
 
 
 async def test_the_write_in_flight_lands_when_the_caller_fails() -> None:
@@ -71,11 +71,31 @@ async def test_the_write_in_flight_lands_when_the_caller_fails() -> None:
         await anyio.sleep(0.05)
         return 1
 
-    ahead = bulk.WriteAhead(landed.append)
     with pytest.raises(KeyboardInterrupt):
-        try:
+        async with bulk.WriteAhead(landed.append) as ahead:
             await ahead.submit(write())
             raise KeyboardInterrupt
-        finally:
-            await ahead.land()
     assert landed == [1]
+
+
+async def test_a_failed_write_leaves_the_block_as_itself() -> None:
+    """Raised as it came, not inside the task group's exception group: callers catch the
+    log's own errors by type (a group would slip past `except AppendConflict`)."""
+    async def fail() -> None:
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        async with bulk.WriteAhead[None]() as ahead:
+            await ahead.submit(fail())
+
+
+async def test_a_write_is_submitted_only_inside_its_block() -> None:
+    """No write runs in a task nobody waits for: outside `async with` there is no group."""
+    async def write() -> None:
+        return None
+
+    ahead: bulk.WriteAhead[None] = bulk.WriteAhead()
+    pending = write()
+    with pytest.raises(RuntimeError, match="outside"):
+        await ahead.submit(pending)
+    pending.close()

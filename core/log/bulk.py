@@ -5,15 +5,14 @@ while the next chunk is prepared.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from types import TracebackType
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
 import anyio
+import anyio.abc
 from asyncpg.pgproto.pgproto import UUID as _FastUUID
 
 T = TypeVar("T")
@@ -46,49 +45,84 @@ def uuid_from_hash(digest: bytes, version: int) -> uuid.UUID:
     return _FastUUID(bytes(raw))
 
 
-class WriteAhead(Generic[T]):
+class WriteAhead(anyio.AsyncContextManagerMixin, Generic[T]):
     """One write in flight while the next chunk is prepared: the server writes the last
     chunk while Python makes the next. Writes happen one at a time and in submission order,
     so a chunk never overtakes the one before it (merges and checkpoints stay ordered). A
     failed write is raised by the next `submit` or by `settle`.
 
-    As `async with WriteAhead(...) as writer:`, the last write is settled on the way out, or
-    landed when the block fails."""
+    `async with WriteAhead(...) as writer:` runs the writes in the block's own task group
+    (no task outlives it): the last write is settled on the way out, or landed when the block
+    fails, and the block's own error is raised as it was, not inside an exception group."""
 
     def __init__(self, written: Callable[[T], None] | None = None) -> None:
         self.written = written  # told each write's result, in order
-        self._writing: asyncio.Task[T] | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._writing: _Write[T] | None = None
 
-    async def __aenter__(self) -> WriteAhead[T]:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        if exc_type is None:
-            await self.settle()
-        else:
-            await self.land()
+    @contextlib.asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[WriteAhead[T]]:
+        failed: BaseException | None = None
+        async with anyio.create_task_group() as self._group:
+            try:
+                yield self
+                await self.settle()
+            except BaseException as exc:  # kept for after the group: raised as it came
+                failed = exc
+                await self.land()
+            finally:
+                self._group = None
+        if failed is not None:
+            raise failed
 
     async def submit(self, write: Awaitable[T]) -> None:
         """Wait for the write in flight, then start `write` in the background. The caller
         must await (e.g. `anyio.lowlevel.checkpoint()`) now and then for it to progress."""
+        if self._group is None:
+            raise RuntimeError("WriteAhead.submit outside `async with WriteAhead() as w:`")
         await self.settle()
-        self._writing = asyncio.ensure_future(write)
+        self._writing = _Write(write)
+        self._group.start_soon(self._writing.run)
 
     async def settle(self) -> None:
         """Wait for the write in flight, if any."""
         if self._writing is None:
             return
         writing, self._writing = self._writing, None
-        result = await writing
+        result = await writing.outcome()
         if self.written is not None:
             self.written(result)
 
     async def land(self) -> None:
         """On a failure elsewhere, the write in flight still lands: what was done before the
         failure is kept, and work resumed later starts after it. Should it fail too, the
-        first failure is the one raised (call from `finally`)."""
+        first failure is the one raised."""
         if self._writing is None:
             return
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await self.settle()
+
+
+class _Write(Generic[T]):
+    """One write run in a task group, its result or error kept for whoever waits on it (an
+    error raised inside the task would cancel the group instead of reaching the caller)."""
+
+    def __init__(self, write: Awaitable[T]) -> None:
+        self._write = write
+        self._done = anyio.Event()
+        self._result: T | None = None
+        self._error: Exception | None = None
+
+    async def run(self) -> None:
+        try:
+            self._result = await self._write
+        except Exception as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+
+    async def outcome(self) -> T:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]  # set when no error
