@@ -30,8 +30,7 @@ import pydantic
 
 from props.core.domain import catalog
 from props.core.log import errors
-from props.core.scoring import scorers
-from props.core.scoring.llm_judge import Judge
+from props.core.scoring import scorers, verdicts
 
 CELLS = ("right_tp", "wrong_tp", "tp_missed", "false_find", "decoy_right", "decoy_wrong",
          "right_none", "unscorable")
@@ -159,14 +158,12 @@ class Result:
 
 
 async def _answers(s: scorers.Scorer, case: Case) -> dict[str, str]:
-    """What `s` counts for each issue of `case`: a judge is asked (nothing recorded: this is
-    a measurement of the judge, not a grading of history)."""
-    if isinstance(s, Judge):
-        verdicts, _calls = await s.judge_run(None, uuid.uuid4(), case.issues, case.rationales,
-                                             case.ground_truth)
-        return {i: answer(v) if isinstance(v, scorers.Match) else UNSCORABLE
-                for i, v in verdicts.items()}
-    return {i: answer(m) for i, m in s.match_run(case.issues, case.ground_truth).items()}
+    """What `s` counts for each issue of `case` (a judge is asked; nothing recorded: this is
+    a measurement of the scorer, not a grading of history)."""
+    said = await verdicts.of(s).verdicts(None, uuid.uuid4(), case.issues, case.rationales,
+                                         case.ground_truth)
+    return {**{i: answer(m) for i, m in said.matches.items()},
+            **{i: UNSCORABLE for i in said.unscorable}}
 
 
 async def evaluate(s: scorers.Scorer, cases: list[Case], draws: int = 1) -> Result:

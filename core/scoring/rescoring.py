@@ -25,8 +25,8 @@ from props.core.domain import catalog, specimen_sync, streams
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
-from props.core.scoring import registration, scorers, server_grading
-from props.core.scoring.llm_judge import Judge, JudgeError
+from props.core.scoring import registration, scorers, server_grading, verdicts
+from props.core.scoring.llm_judge import JudgeError
 from props.schema import queries
 
 _Q = queries.load("rescoring")
@@ -164,12 +164,12 @@ def grades_for(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSync
     return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
 
 
-async def _judged(store: EventStore, judge: Judge, run: RunRecord,
+async def _judged(store: EventStore, s: scorers.Scorer, run: RunRecord,
                   snapshot: catalog.SnapshotSynced) -> int | None:
-    """How many issues this judge already gave a verdict (a grade, or unscorable) for the
-    run against this ground truth, if it did: a judge is asked once per run and ground
-    truth (re-asking would cost, and could differ)."""
-    stream = streams.grading(run.run_id, scorers.ref(judge))
+    """How many issues `s` already gave a verdict (a grade, or unscorable) for the run
+    against this ground truth, if it did: a scorer that asks a model is asked once per run
+    and ground truth (re-asking would cost, and could differ)."""
+    stream = streams.grading(run.run_id, scorers.ref(s))
     done = 0
     for rec in await store.read_stream(stream):
         e = rec.event
@@ -180,31 +180,32 @@ async def _judged(store: EventStore, judge: Judge, run: RunRecord,
 
 
 @dataclasses.dataclass
-class _Judged:
+class _Graded:
     grades: list[catalog.GradeEmitted]
     unscorable: catalog.GradesUnscorable | None  # the issues it could not grade, and why
-    calls: list[Event]  # the draws' llm.requested and llm.responded
-    stored: int  # verdicts it gave before (it was not asked again)
+    calls: list[Event]  # a model's llm.requested and llm.responded, if it asked one
+    stored: int  # verdicts it gave before (a model not asked again)
 
 
-async def _ask_judge(store: EventStore, judge: Judge, run: RunRecord,
-                     snapshot: catalog.SnapshotSynced,
-                     parsed: dict[str, list[catalog.Location] | str], dry_run: bool,
-                     ) -> _Judged:
-    if (done := await _judged(store, judge, run, snapshot)) is not None:
-        return _Judged([], None, [], done)
+async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
+                  snapshot: catalog.SnapshotSynced,
+                  parsed: dict[str, list[catalog.Location] | str], dry_run: bool) -> _Graded:
+    """One run's grades through the scorer's seam."""
+    s = grader.scorer
     issues = _scorable(parsed)
-    if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
-        return _Judged(_grades(judge, run, snapshot, {i: scorers.Match() for i in issues}),
-                       None, [], 0)
-    verdicts, calls = await judge.judge_run(store, run.run_id, issues, run.rationales,
-                                            snapshot.ground_truth)
-    reasons = {i: v for i, v in verdicts.items() if isinstance(v, str)}
-    unscorable = None if not reasons else catalog.GradesUnscorable(
-        critique_run_id=run.run_id, scorer=scorers.scorer_ref(judge, snapshot.ground_truth_hash),
-        issues=[catalog.IssueUnscorable(issue_id=i, reason=r) for i, r in sorted(reasons.items())])
-    matches = {i: v for i, v in verdicts.items() if isinstance(v, scorers.Match)}
-    return _Judged(_grades(judge, run, snapshot, matches), unscorable, calls, 0)
+    if grader.asks_a_model:
+        if (done := await _judged(store, s, run, snapshot)) is not None:
+            return _Graded([], None, [], done)
+        if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
+            return _Graded(_grades(s, run, snapshot, {i: scorers.Match() for i in issues}),
+                           None, [], 0)
+    said = await grader.verdicts(store, run.run_id, issues, run.rationales,
+                                 snapshot.ground_truth)
+    unscorable = None if not said.unscorable else catalog.GradesUnscorable(
+        critique_run_id=run.run_id, scorer=scorers.scorer_ref(s, snapshot.ground_truth_hash),
+        issues=[catalog.IssueUnscorable(issue_id=i, reason=r)
+                for i, r in sorted(said.unscorable.items())])
+    return _Graded(_grades(s, run, snapshot, said.matches), unscorable, said.calls, 0)
 
 
 def unscorable_id(e: catalog.GradesUnscorable) -> uuid.UUID:
@@ -351,8 +352,8 @@ async def _grade_one(
     store: EventStore, s: scorers.Scorer, run: RunRecord,
     known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, dry_run: bool,
 ) -> list[tuple[str, list[Event | NewEvent]]]:
-    """Grade one run into `report`; return what it appends: its grades and, from a judge,
-    the calls that produced them (in the same write)."""
+    """Grade one run into `report`; return what it appends: its grades and, from a scorer
+    that asks a model, the calls that produced them (in the same write)."""
     snapshot = ground_truth_for(run, known, report.ground_truth)
     parsed = parse_issues(run)
     reason = unscorable_reason(run, snapshot, parsed)
@@ -360,28 +361,23 @@ async def _grade_one(
         report.unscorable[reason_kind(reason)] += 1
         return []
     assert snapshot is not None
-    calls: list[Event] = []
-    unscorable: catalog.GradesUnscorable | None = None
-    if isinstance(s, Judge):
-        try:
-            judged = await _ask_judge(store, s, run, snapshot, parsed, dry_run)
-        except JudgeError as exc:
-            report.unscorable["scorer error"] += 1
-            report.scorer_errors.append(f"{run.run_id}: {exc}")
-            return []
-        grades, calls, unscorable = judged.grades, judged.calls, judged.unscorable
-        report.grades += judged.stored
-        report.unscorable_issues += 0 if unscorable is None else len(unscorable.issues)
-    else:
-        grades = grades_for(s, run, snapshot, parsed)
+    try:
+        graded = await _graded(store, verdicts.of(s), run, snapshot, parsed, dry_run)
+    except JudgeError as exc:
+        report.unscorable["scorer error"] += 1
+        report.scorer_errors.append(f"{run.run_id}: {exc}")
+        return []
+    grades, calls, unscorable = graded.grades, graded.calls, graded.unscorable
+    report.grades += graded.stored
+    report.unscorable_issues += 0 if unscorable is None else len(unscorable.issues)
     report.graded_runs += 1
     report.grades += len(grades)
     writes: list[tuple[str, list[Event | NewEvent]]] = []
-    verdicts: list[Event | NewEvent] = [NewEvent(g, grade_id(g)) for g in grades]
+    said: list[Event | NewEvent] = [NewEvent(g, grade_id(g)) for g in grades]
     if unscorable is not None:
-        verdicts.append(NewEvent(unscorable, unscorable_id(unscorable)))
-    if verdicts:
-        writes.append((streams.grading(run.run_id, scorers.ref(s)), verdicts))
+        said.append(NewEvent(unscorable, unscorable_id(unscorable)))
+    if said:
+        writes.append((streams.grading(run.run_id, scorers.ref(s)), said))
     if calls:
         writes.append((streams.judge(run.run_id, scorers.ref(s)), list(calls)))
     return writes

@@ -1,0 +1,79 @@
+"""The seam every scorer is graded through: what it says of one run's issues.
+
+A location rule (overlap, tiered) answers from the ground truth alone, at once and for
+nothing; a judge or a panel asks a model, and the calls it made are recorded with its grades.
+Re-scoring and `props scorers eval` ask `of(scorer).verdicts(...)` and never branch on the
+kind of scorer they hold: `of` is the one place that tells a judge from a rule. (The rules'
+classes do not carry the method themselves: their source is hashed into every grade they
+ever emitted, and a method added would make every one of those grades look foreign.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Protocol
+
+from props.core.domain import catalog
+from props.core.log.events import Event
+from props.core.log.store import EventStore
+from props.core.scoring import scorers
+from props.core.scoring.llm_judge import LlmJudge, LlmPanel
+
+
+@dataclasses.dataclass(frozen=True)
+class RunVerdicts:
+    """A scorer's word on each issue of one run: a match, or why it could not grade it."""
+
+    matches: dict[str, scorers.Match]
+    unscorable: dict[str, str]  # issue -> the reason
+    calls: list[Event]  # the model calls behind them, recorded with the grades (rules: none)
+
+
+class RunScorer(Protocol):
+    @property
+    def scorer(self) -> scorers.Scorer: ...
+
+    @property
+    def asks_a_model(self) -> bool:
+        """Whether an answer costs: such a scorer is asked once per run and ground truth,
+        never on a dry run."""
+
+    async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
+                       issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+                       gt: catalog.GroundTruth) -> RunVerdicts:
+        """Every issue of the run in exactly one of `matches` and `unscorable`; `store` None
+        records nothing (a measurement, not a grading of history)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ByLocation:
+    """A rule over the issues' line ranges and the ground truth's."""
+
+    scorer: scorers.Scorer
+    asks_a_model: bool = False
+
+    async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
+                       issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+                       gt: catalog.GroundTruth) -> RunVerdicts:
+        return RunVerdicts(self.scorer.match_run(issues, gt), {}, [])
+
+
+@dataclasses.dataclass(frozen=True)
+class ByModel:
+    """A judge or a panel: the model's majority answer per issue, or why there is none."""
+
+    scorer: LlmJudge | LlmPanel
+    asks_a_model: bool = True
+
+    async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
+                       issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
+                       gt: catalog.GroundTruth) -> RunVerdicts:
+        said, calls = await self.scorer.judge_run(store, run_id, issues, rationales, gt)
+        return RunVerdicts({i: v for i, v in said.items() if isinstance(v, scorers.Match)},
+                           {i: v for i, v in said.items() if isinstance(v, str)}, calls)
+
+
+def of(s: scorers.Scorer) -> RunScorer:
+    """How `s` is asked about a run."""
+    return ByModel(s) if isinstance(s, LlmJudge | LlmPanel) else ByLocation(s)
