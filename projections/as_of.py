@@ -74,12 +74,15 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
         async with conn.transaction():
             await folding.fold_settings(conn)
             await folding.commit_range(conn, store, SCHEMA, engine.ALL, chunk.python, positions,
-                                      chunk.end, None)
+                                       chunk.end, None, derive=False)
         positions = dict.fromkeys(positions, chunk.end)
         after, left, folded = chunk.end, left - chunk.size, folded + chunk.size
         if progress:
             progress(chunk.size)
     if after != until:
         raise AssertionError(f"the fold stopped at {after}, not at {until}")
+    async with conn.transaction():
+        await folding.fold_settings(conn)
+        await folding.derive_all(conn, SCHEMA, engine.ALL)
     await folding.create_views(conn, SCHEMA)
     return folded

@@ -14,6 +14,24 @@ Fold = Callable[[Delta, RecordedEvent], None]
 
 
 @dataclasses.dataclass(frozen=True)
+class Derived:
+    """A table of the projection kept from another of its tables, run by run: after each
+    folded range, the rows of every run that the range's events of `source` name (their
+    `critique_run_id`) are made again from all of that run's `source` rows. The same rows
+    whatever the ranges, so a rebuild and the live runner agree by construction; a rebuild
+    makes them all at once when its folds are done (`count_all`: one pass, where the runs
+    one by one took a quarter of the rebuild). The SQL names the projection schema
+    `{schema}`."""
+
+    table: Table
+    source: Table
+    touched: str  # the runs named by events of the types $5 in the range ($1, $2] .. ($3, $4]
+    forget: str  # delete the rows of the runs $1
+    count: str  # insert the rows of the runs $1
+    count_all: str  # insert the rows of every run
+
+
+@dataclasses.dataclass(frozen=True)
 class Projection:
     """Rows derived from events. Raise `version` whenever `tables`, `rows` or `folds`
     change: the runner then rebuilds it from the log before serving it."""
@@ -23,11 +41,14 @@ class Projection:
     tables: tuple[Table, ...]
     rows: tuple[RowMap, ...] = ()  # folded by the server
     folds: dict[str, Fold] = dataclasses.field(default_factory=dict)  # event type -> Python
+    derived: tuple[Derived, ...] = ()  # kept from the other tables, after each range
 
     def __post_init__(self) -> None:
         both = {m.type_name for m in self.rows} & set(self.folds)
         if both:  # one way into the rows per type
             raise ValueError(f"{self.name}: {sorted(both)} both row-mapped and folded")
+        if any(d.table not in self.tables or d.source not in self.tables for d in self.derived):
+            raise ValueError(f"{self.name}: a derived table and its source are its own")
 
     def maps_of(self, table: Table) -> tuple[RowMap, ...]:
         return tuple(m for m in self.rows if m.table == table)

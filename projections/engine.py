@@ -33,6 +33,7 @@ from props.projections.folding import (
     commit_range,
     create_views,
     decode_filter,
+    derive_all,
     drop_views,
     fold_settings,
     python_wants,
@@ -188,6 +189,9 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         # The folds read ranges of the log filtered by type: plans need fresh statistics.
         await store.analyze_stale_partitions()
         events = await _fill_shadow(store, projections, positions, chunk, progress)
+        async with store.sql.acquire() as conn, conn.transaction():
+            await fold_settings(conn)
+            await derive_all(conn, SHADOW, projections)
         # New tables have no statistics: analysts' first queries would be planned blind.
         async with anyio.create_task_group() as tg:  # on every core
             for table in (t.name for p in projections for t in p.tables):
@@ -281,7 +285,7 @@ async def _flush(store: EventStore, p: Projection, chunk: Chunk,
     async with store.sql.acquire() as conn, conn.transaction():
         await fold_settings(conn)
         await commit_range(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
-                      _shadow_name)
+                           _shadow_name, derive=False)  # made whole once folded: see rebuild
     positions[p.name] = max(positions[p.name], chunk.end)
 
 

@@ -18,7 +18,8 @@ from props.core.log import database
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.events import DecodeFilter, RecordedEvent, data_of
 from props.core.log.store import EventStore
-from props.projections.base import Fold, Projection
+from props.projections import grading
+from props.projections.base import Derived, Fold, Projection
 from props.projections.names import LIVE
 from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
 from props.projections.tables import Delta, check_schema, write
@@ -64,10 +65,12 @@ async def commit_range(
     conn: database.Connection, store: EventStore, schema: str,
     projections: Sequence[Projection], events: Sequence[RecordedEvent],
     positions: dict[str, Checkpoint], new: Checkpoint,
-    names: Callable[[Projection], str] | None,
+    names: Callable[[Projection], str] | None, derive: bool = True,
 ) -> None:
     """Fold the range (position, new] of each projection and move its checkpoint (named by
-    `names`; None: a scratch build, which keeps none), in the caller's transaction.
+    `names`; None: a scratch build, which keeps none), in the caller's transaction; with
+    `derive`, refresh the derived tables' rows the range touched (a build that does not
+    calls `derive_all` once its folds are done).
     `events`: the range's events that need Python (those of Python folds, and row-mapped ones
     stored under an older schema version), or all of them."""
     for p in projections:
@@ -78,6 +81,8 @@ async def commit_range(
             fold([p], events, positions, {p.name: delta})
             await write(conn, schema, delta)
         await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
+        for derived in p.derived if derive else ():
+            await _refresh(conn, schema, p, derived, positions[p.name], new)
         if names is None or (schema == LIVE and _BROKEN_FOR_TEST):
             continue  # (the chaos run's negative control: the checkpoint is never written)
         await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
@@ -104,6 +109,28 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
         if maps:
             statement = fold_sql(schema, table, maps, tuple(versions.items()), bool(older))
             await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position)
+
+
+async def _refresh(conn: database.Connection, schema: str, p: Projection, derived: Derived,
+                   after: Checkpoint, new: Checkpoint) -> None:
+    """Make `derived`'s rows of the runs the range (after, new] touched again, from all of
+    their source rows (folded just before, in the same transaction)."""
+    types = [m.type_name for m in p.maps_of(derived.source)]
+    runs = [r[0] for r in await conn.fetch(derived.touched, after.tx_id, after.position,
+                                           new.tx_id, new.position, types)]
+    if runs:
+        target = check_schema(schema)
+        await conn.execute(derived.forget.replace("{schema}", target), runs)
+        await conn.execute(derived.count.replace("{schema}", target), runs)
+
+
+async def derive_all(conn: database.Connection, schema: str,
+                     projections: Sequence[Projection]) -> None:
+    """Make every derived table of `projections` again from all of its source rows."""
+    target = check_schema(schema)
+    for derived in (d for p in projections for d in p.derived):
+        await conn.execute(f"DELETE FROM {target}.{derived.table.name}")
+        await conn.execute(derived.count_all.replace("{schema}", target))
 
 
 async def fold_settings(conn: database.Connection) -> None:
@@ -164,7 +191,8 @@ async def chunk_after(conn: database.Connection, store: EventStore,
 
 async def create_views(conn: database.Connection, schema: str) -> None:
     for sql in _VIEWS.values():
-        await conn.execute(sql.replace("{schema}", check_schema(schema)))
+        await conn.execute(sql.replace("{scored_edges}", grading.SCORED_EDGES)
+                           .replace("{schema}", check_schema(schema)))
 
 
 # -- the live runner ----------------------------------------------------------------------------

@@ -8,9 +8,10 @@ from typing import cast
 from props.core.domain import catalog
 from props.core.log.events import RecordedEvent
 from props.core.scoring import scorers
-from props.projections.base import Projection
+from props.projections.base import Derived, Projection
 from props.projections.rows import RowMap, Source, field, item
 from props.projections.tables import Column, Delta, Table
+from props.schema import queries
 
 # The newest grade of an issue under a scorer version replaces the one before, whole (a
 # re-score against newer ground truth may find no match where there was one).
@@ -24,6 +25,48 @@ GRADING_EDGES = Table("grading_edges", (
     # Why the scorer could not grade the issue (grades.unscorable; grade is then null).
     Column("unscorable", "text", "latest"),
 ))
+# The grades counted per run, scorer, cited ground truth and TP occurrence matched ('' and 0:
+# none): what the score views read (tens of thousands of rows where the grades are millions).
+GRADE_OCCURRENCES = Table("grade_occurrences", (
+    Column("reading", "text", "key"),  # both, or plain and adjudicated: occurrences.sql
+    Column("run_id", "uuid", "key"), Column("scorer_name", "text", "key"),
+    Column("scorer_version", "integer", "key"), Column("ground_truth_hash", "text", "key"),
+    Column("tp_id", "text", "key"), Column("tp_occurrence", "integer", "key"),
+    Column("best", "float8", "latest"), Column("graded", "bigint", "latest"),
+    Column("finds", "bigint", "latest"), Column("partial", "bigint", "latest"),
+    Column("known_fp", "bigint", "latest"), Column("unmatched", "bigint", "latest"),
+    Column("unscorable", "bigint", "latest"),
+))
+_OCCURRENCES = queries.load("occurrences")
+
+
+def counted(edges: str) -> str:
+    """The SQL that counts the grades `edges` (a table, filtered maybe) into occurrences."""
+    return _OCCURRENCES["grouping"].replace("{edges}", edges)
+
+
+def adjudicated(edges: str, human: str) -> str:
+    """The SQL of the grades `edges` with the verdicts `human` standing in."""
+    return _OCCURRENCES["adjudicated"].replace("{edges}", edges).replace("{human}", human)
+
+
+def _count(edges: str) -> str:
+    """Occurrences' `count` of the runs whose grades are `edges`."""
+    return _OCCURRENCES["count"].replace("{plain}", counted(edges)).replace(
+        "{adjudicated}", counted("(" + adjudicated(
+            f"(SELECT * FROM {{schema}}.grading_edges WHERE {_OF_REVIEWED_RUNS})",
+            f"(SELECT * FROM {{schema}}.grading_edges WHERE {_OF_REVIEWED_RUNS} AND {_HUMAN})")
+            + ") adjudicated"))
+
+
+_HUMAN = "scorer_name = 'human' AND scorer_version = 1"
+_OF_REVIEWED_RUNS = "critique_run_id IN (SELECT run_id FROM reviewed)"  # (see its `count`)
+# The verdicts that the `scored_edges` view lets stand in: none unless the report asks.
+SCORED_EDGES = adjudicated("{schema}.grading_edges", (
+    "(SELECT * FROM {schema}.grading_edges WHERE current_setting('props.adjudicated', true) "
+    f"= 'on' AND {_HUMAN})"))
+
+
 SCORERS = Table("scorers", (
     Column("name", "text", "key"), Column("version", "integer", "key"),
     Column("code_hash", "text"), Column("deterministic", "boolean"),
@@ -71,9 +114,10 @@ GRADING = Projection(
     # 2: grades.emitted; a newer grade replaces an older one whole. 3: the score views
     # (remade with the tables) tell finds from partial credit; people's verdicts. 4: the
     # views remade set-based (run_scores folds every run's grades in one pass); issues a
-    # scorer could not grade (grades.unscorable).
-    version=4,
-    tables=(GRADING_EDGES, SCORERS, ACTIVE_SCORER),
+    # scorer could not grade (grades.unscorable). 5: the grades counted per occurrence
+    # (grade_occurrences), which the score views read.
+    version=5,
+    tables=(GRADING_EDGES, GRADE_OCCURRENCES, SCORERS, ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).
         RowMap(catalog.GradeEmitted, GRADING_EDGES, {
@@ -87,4 +131,9 @@ GRADING = Projection(
             **_GRADED, "critique_issue_id": item("issue_id"), "unscorable": item("reason")}),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
+    derived=(Derived(
+        GRADE_OCCURRENCES, GRADING_EDGES, touched=_OCCURRENCES["touched"],
+        forget=_OCCURRENCES["forget"],
+        count=_count("{schema}.grading_edges WHERE critique_run_id = ANY ($1::uuid[])"),
+        count_all=_count("{schema}.grading_edges")),),
 )

@@ -113,6 +113,29 @@ async def test_incremental_equals_rebuild(store: EventStore) -> None:
     assert await dump(store) != incremental
 
 
+async def test_the_grade_counts_count_every_grade_once_in_each_reading(
+        store: EventStore) -> None:
+    """grade_occurrences, kept batch by batch by the live runner, counts each grade once: in
+    the `both` reading of an unreviewed run, and in both `plain` and `adjudicated` of the run
+    a person reviewed (the verdict standing in there); a rebuild makes the same rows at once
+    (the test above)."""
+    await every_kind_of_event(store, runs=30)
+    stop = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine.Runner(store, batch_size=41, poll_interval=0.05).run, stop)
+        await caught_up(store)
+        stop.set()
+    edges = await store.pool.fetchval("SELECT count(*) FROM projections.grading_edges")
+    counted = dict(await store.pool.fetch(
+        "SELECT reading, sum(graded)::bigint FROM projections.grade_occurrences GROUP BY 1"))
+    reviewed = await store.pool.fetchval(
+        "SELECT count(*) FROM projections.grading_edges WHERE critique_run_id IN (SELECT "
+        "critique_run_id FROM projections.grading_edges WHERE scorer_name = 'human')")
+    assert edges > 50 and reviewed > 0
+    assert counted["both"] + counted["plain"] == edges
+    assert counted["plain"] == counted["adjudicated"] == reviewed
+
+
 def expected_rows(events: list[RecordedEvent]) -> Dump:
     """What the row maps of runs, issues, usage and grading should make of `events`, computed
     from the decoded models, independently of the SQL (the merge rules, by hand)."""

@@ -20,21 +20,20 @@ SELECT i.run_id, i.issue_id, s.name AS scorer_name, s.version AS scorer_version
 -- on` a person's verdict (the human scorer) stands in for a rule scorer's grade of the same
 -- issue (`props report --adjudicated`). With the setting off the join is never run.
 CREATE VIEW {schema}.scored_edges AS
-SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
-       e.ground_truth_hash,
-       CASE WHEN h.critique_run_id IS NULL THEN e.tp_id ELSE h.tp_id END AS tp_id,
-       CASE WHEN h.critique_run_id IS NULL THEN e.tp_occurrence ELSE h.tp_occurrence END
-           AS tp_occurrence,
-       CASE WHEN h.critique_run_id IS NULL THEN e.fp_id ELSE h.fp_id END AS fp_id,
-       CASE WHEN h.critique_run_id IS NULL THEN e.grade ELSE h.grade END AS grade,
-       CASE WHEN h.critique_run_id IS NULL THEN e.unscorable END AS unscorable,
-       h.critique_run_id IS NOT NULL AS adjudicated
-  FROM {schema}.grading_edges e
-  LEFT JOIN (SELECT * FROM {schema}.grading_edges v
-              WHERE current_setting('props.adjudicated', true) = 'on'
-                AND v.scorer_name = 'human' AND v.scorer_version = 1) h
-    ON e.scorer_name <> 'human'
-   AND h.critique_run_id = e.critique_run_id AND h.critique_issue_id = e.critique_issue_id
+{scored_edges}
+
+-- scored_occurrences --
+-- The counts the score views read, in the reading asked for: a run's `both`, else its
+-- `adjudicated` counts after `SET props.adjudicated = on` and its `plain` ones before. As in
+-- the table, '' and 0 stand for none (no ground truth cited, not a TP match): they join
+-- nothing, as a null would, and joined as they are the planner sees the table's statistics
+-- (through nullif() it guessed 2 rows of 131,860 and joined them in loops: 100 s).
+CREATE VIEW {schema}.scored_occurrences AS
+SELECT run_id, scorer_name, scorer_version, ground_truth_hash, tp_id, tp_occurrence, best,
+       graded, finds, partial, known_fp, unmatched, unscorable
+  FROM {schema}.grade_occurrences
+ WHERE reading IN ('both', CASE WHEN current_setting('props.adjudicated', true) = 'on'
+                                THEN 'adjudicated' ELSE 'plain' END)
 
 -- run_scores --
 -- Per run and scorer, under the ground truth the grades cite: TP occurrences in the example's
@@ -45,16 +44,15 @@ SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
 -- Runs excluded by a `run.excluded` event are left out.
 CREATE VIEW {schema}.run_scores AS
 WITH graded AS (
-    SELECT critique_run_id AS run_id, scorer_name, scorer_version,
-           min(ground_truth_hash) AS ground_truth_hash, count(*) AS graded,
-           count(tp_id) AS tp_matches,
-           count(tp_id) FILTER (WHERE grade >= 1) AS finds,
-           count(tp_id) FILTER (WHERE grade < 1) AS partial,
-           count(fp_id) AS known_fp,
-           count(*) FILTER (WHERE tp_id IS NULL AND fp_id IS NULL) AS unmatched,
-           count(unscorable) AS unscorable
-      FROM {schema}.scored_edges
-     GROUP BY critique_run_id, scorer_name, scorer_version
+    SELECT run_id, scorer_name, scorer_version,
+           min(nullif(ground_truth_hash, '')) AS ground_truth_hash,
+           sum(graded)::bigint AS graded,
+           coalesce(sum(graded) FILTER (WHERE tp_id <> ''), 0)::bigint AS tp_matches,
+           sum(finds)::bigint AS finds, sum(partial)::bigint AS partial,
+           sum(known_fp)::bigint AS known_fp, sum(unmatched)::bigint AS unmatched,
+           sum(unscorable)::bigint AS unscorable
+      FROM {schema}.scored_occurrences
+     GROUP BY run_id, scorer_name, scorer_version
 ), runs AS (  -- a run with an issue the scorer could not grade is not scored by it
     SELECT r.run_id, r.model, r.definition, r.snapshot, r.files_hash, g.scorer_name,
            g.scorer_version, g.ground_truth_hash, sv.version AS snapshot_version,
@@ -71,22 +69,20 @@ WITH graded AS (
 ), found AS (
     -- Per run and scorer: of the occurrences in the scope of the ground truth the grades
     -- cite, those found (the best grade any issue got them is a find), and the best grades
-    -- summed. From the edges and the runs' own rows, so the planner sees real tables.
+    -- summed.
     SELECT run_id, scorer_name, scorer_version, count(*) FILTER (WHERE best >= 1) AS recalled,
            sum(best::numeric)::float8 AS recalled_graded  -- exact: the same in any order
-      FROM (SELECT e.critique_run_id AS run_id, e.scorer_name, e.scorer_version,
-                   max(e.grade) AS best
-              FROM {schema}.scored_edges e
-              JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
+      FROM (SELECT o.run_id, o.scorer_name, o.scorer_version, max(o.best) AS best
+              FROM {schema}.scored_occurrences o
+              JOIN {schema}.agent_runs r ON r.run_id = o.run_id
               JOIN {schema}.snapshots sv
-                ON sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash
-              JOIN {schema}.scopes sc
-                ON sc.slug = r.snapshot AND sc.version = sv.version
-               AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
-               AND sc.occurrence = e.tp_occurrence
-             WHERE e.tp_id IS NOT NULL  -- said, so the scan drops the rest before any join
-             GROUP BY e.critique_run_id, e.scorer_name, e.scorer_version, e.tp_id,
-                      e.tp_occurrence) per_occurrence
+                ON sv.slug = r.snapshot AND sv.ground_truth_hash = o.ground_truth_hash
+             WHERE EXISTS (SELECT 1 FROM {schema}.scopes sc
+                            WHERE sc.slug = r.snapshot AND sc.version = sv.version
+                              AND sc.files_hash = r.files_hash AND sc.tp_id = o.tp_id
+                              AND sc.occurrence = o.tp_occurrence)
+             GROUP BY o.run_id, o.scorer_name, o.scorer_version, o.tp_id,
+                      o.tp_occurrence) per_occurrence
      GROUP BY run_id, scorer_name, scorer_version
 ), counted AS (
     SELECT u.run_id, u.model, u.definition, u.snapshot, u.files_hash, u.scorer_name,

@@ -42,7 +42,7 @@ SELECT coalesce($1::text, a.name) AS name,
 -- not grade or a grade against a ground truth that is not recorded (unscorable), or scored.
 -- Runs with no issue reported are in the figures (they found nothing) and counted apart
 -- here. Set-based: each kind of run found in one pass, then every run looked up (a test per
--- run and issue took 22 s over a million issues).
+-- run and issue took 22 s over a million issues); the unscorable from the grades' counts.
 WITH with_issues AS (
     SELECT DISTINCT run_id FROM {schema}.reported_issues
 ), ungraded AS (
@@ -52,14 +52,14 @@ WITH with_issues AS (
                           AND e.scorer_name = $1::text
                           AND ($2::int IS NULL OR e.scorer_version = $2::int))
 ), unscorable AS (  -- an issue it could not grade, or a grade against unrecorded truth
-    SELECT DISTINCT e.critique_run_id AS run_id
-      FROM {schema}.scored_edges e
-      JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
-     WHERE e.scorer_name = $1::text AND ($2::int IS NULL OR e.scorer_version = $2::int)
-       AND (e.unscorable IS NOT NULL
+    SELECT DISTINCT o.run_id
+      FROM {schema}.scored_occurrences o
+      JOIN {schema}.agent_runs r ON r.run_id = o.run_id
+     WHERE o.scorer_name = $1::text AND ($2::int IS NULL OR o.scorer_version = $2::int)
+       AND (o.unscorable > 0
             OR NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
                             WHERE sv.slug = r.snapshot
-                              AND sv.ground_truth_hash = e.ground_truth_hash))
+                              AND sv.ground_truth_hash = o.ground_truth_hash))
 ), states AS (
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'
