@@ -16,8 +16,8 @@ Fold = Callable[[Delta, RecordedEvent], None]
 @dataclasses.dataclass(frozen=True)
 class Derived:
     """A table of the projection kept from another of its tables, run by run: after each
-    folded range, the rows of every run that the range's events of `source` name (their
-    `critique_run_id`) are made again from all of that run's `source` rows. The same rows
+    folded range, the rows of every run (and scorer) that the range's events of `source`
+    name are made again from all of that run's `source` rows (of that scorer). The same rows
     whatever the ranges, so a rebuild and the live runner agree by construction; a rebuild
     makes them all at once when its folds are done (`count_all`: one pass, where the runs
     one by one took a quarter of the rebuild). The SQL names the projection schema
@@ -25,9 +25,11 @@ class Derived:
 
     table: Table
     source: Table
-    touched: str  # the runs named by events of the types $5 in the range ($1, $2] .. ($3, $4]
-    forget: str  # delete the rows of the runs $1
-    count: str  # insert the rows of the runs $1
+    # the runs and scorers (a null scorer: all of the run's) named by the events of the types
+    # $5 in the range ($1, $2] .. ($3, $4]
+    touched: str
+    forget: str  # delete the rows of the runs $1 by the scorer $2, $3 (null: every scorer)
+    count: str  # insert the rows of the runs $1 by the scorer $2, $3 (null: every scorer)
     count_all: str  # insert the rows of every run
 
 

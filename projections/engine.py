@@ -189,16 +189,26 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         # The folds read ranges of the log filtered by type: plans need fresh statistics.
         await store.analyze_stale_partitions()
         events = await _fill_shadow(store, projections, positions, chunk, progress)
-        async with store.sql.acquire() as conn, conn.transaction():
-            await fold_settings(conn)
-            await derive_all(conn, SHADOW, projections)
-        # New tables have no statistics: analysts' first queries would be planned blind.
-        async with anyio.create_task_group() as tg:  # on every core
+        # The derived tables made whole, and every table analyzed (new tables have no
+        # statistics: analysts' first queries would be planned blind), on every core.
+        derived = {d.table.name for p in projections for d in p.derived}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_derive, store, projections, sorted(derived))
             for table in (t.name for p in projections for t in p.tables):
-                tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
+                if table not in derived:
+                    tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
         events += await _swap_when_unlocked(store, projections, positions)
     return RebuildReport([p.name for p in projections], events,
                          time.perf_counter() - began, resumed)
+
+
+async def _derive(store: EventStore, projections: Sequence[Projection],
+                  tables: list[str]) -> None:
+    async with store.sql.acquire() as conn, conn.transaction():
+        await fold_settings(conn)
+        await derive_all(conn, SHADOW, projections)
+    for table in tables:
+        await store.sql.execute(f"ANALYZE {SHADOW}.{table}")
 
 
 async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) -> bool:

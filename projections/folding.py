@@ -116,12 +116,14 @@ async def _refresh(conn: database.Connection, schema: str, p: Projection, derive
     """Make `derived`'s rows of the runs the range (after, new] touched again, from all of
     their source rows (folded just before, in the same transaction)."""
     types = [m.type_name for m in p.maps_of(derived.source)]
-    runs = [r[0] for r in await conn.fetch(derived.touched, after.tx_id, after.position,
-                                           new.tx_id, new.position, types)]
-    if runs:
-        target = check_schema(schema)
-        await conn.execute(derived.forget.replace("{schema}", target), runs)
-        await conn.execute(derived.count.replace("{schema}", target), runs)
+    by_scorer: dict[tuple[str | None, int | None], list[object]] = {}
+    for run, name, version in await conn.fetch(derived.touched, after.tx_id, after.position,
+                                               new.tx_id, new.position, types):
+        by_scorer.setdefault((name, version), []).append(run)
+    target = check_schema(schema)
+    for (name, version), runs in by_scorer.items():  # a batch's grades: one scorer, mostly
+        await conn.execute(derived.forget.replace("{schema}", target), runs, name, version)
+        await conn.execute(derived.count.replace("{schema}", target), runs, name, version)
 
 
 async def derive_all(conn: database.Connection, schema: str,

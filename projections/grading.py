@@ -50,11 +50,12 @@ def adjudicated(edges: str, human: str) -> str:
     return _OCCURRENCES["adjudicated"].replace("{edges}", edges).replace("{human}", human)
 
 
-def _count(edges: str) -> str:
-    """Occurrences' `count` of the runs whose grades are `edges`."""
-    return _OCCURRENCES["count"].replace("{plain}", counted(edges)).replace(
+def _count(where: str) -> str:
+    """Occurrences' `count` of the grades `where` (SQL over grading_edges) picks."""
+    return _OCCURRENCES["count"].replace(
+        "{plain}", counted(f"{{schema}}.grading_edges WHERE {where}")).replace(
         "{adjudicated}", counted("(" + adjudicated(
-            f"(SELECT * FROM {{schema}}.grading_edges WHERE {_OF_REVIEWED_RUNS})",
+            f"(SELECT * FROM {{schema}}.grading_edges WHERE {where} AND {_OF_REVIEWED_RUNS})",
             f"(SELECT * FROM {{schema}}.grading_edges WHERE {_OF_REVIEWED_RUNS} AND {_HUMAN})")
             + ") adjudicated"))
 
@@ -134,6 +135,7 @@ GRADING = Projection(
     derived=(Derived(
         GRADE_OCCURRENCES, GRADING_EDGES, touched=_OCCURRENCES["touched"],
         forget=_OCCURRENCES["forget"],
-        count=_count("{schema}.grading_edges WHERE critique_run_id = ANY ($1::uuid[])"),
-        count_all=_count("{schema}.grading_edges")),),
+        count=_count("critique_run_id = ANY ($1::uuid[]) AND ($2::text IS NULL "
+                     "OR (scorer_name = $2::text AND scorer_version = $3::int))"),
+        count_all=_count("true")),),
 )

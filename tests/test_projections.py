@@ -124,6 +124,16 @@ async def test_the_grade_counts_count_every_grade_once_in_each_reading(
     async with anyio.create_task_group() as tg:
         tg.start_soon(engine.Runner(store, batch_size=41, poll_interval=0.05).run, stop)
         await caught_up(store)
+        # After the verdict, another scorer grades the reviewed run: its counts are made
+        # again, in both readings still (the verdict is older than the grade).
+        reviewed_run = await store.pool.fetchval(
+            "SELECT critique_run_id FROM projections.grading_edges WHERE scorer_name = 'human'")
+        late = catalog.ScorerRef(name="late", version=1, code_hash="0" * 64,
+                                 ground_truth_hash="1" * 64)
+        await store.append(f"grading-{reviewed_run}-late@1", [catalog.GradesEmitted(
+            critique_run_id=reviewed_run, scorer=late, grades=[
+                catalog.IssueGrade(issue_id="i1", grade=0.0)])])
+        await caught_up(store)
         stop.set()
     edges = await store.pool.fetchval("SELECT count(*) FROM projections.grading_edges")
     counted = dict(await store.pool.fetch(

@@ -39,23 +39,34 @@ SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
    AND h.critique_run_id = e.critique_run_id AND h.critique_issue_id = e.critique_issue_id
 
 -- touched --
--- The runs whose grades the events of $5 (types) in the range ($1, $2) to ($3, $4) change.
-SELECT DISTINCT (data->>'critique_run_id')::uuid FROM props.events
+-- What the events of $5 (types) in the range ($1, $2) to ($3, $4) change: a run's grades by
+-- one scorer, or (a person's verdict, no scorer named: its reading covers every scorer) all
+-- of the run's.
+SELECT DISTINCT (data->>'critique_run_id')::uuid AS run_id,
+       data->'scorer'->>'name' AS scorer_name, (data->'scorer'->>'version')::int AS version
+  FROM props.events
  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
    AND (tx_id, global_position) <= ($3::xid8, $4::bigint)
    AND type = ANY ($5::text[])
 
 -- forget --
-DELETE FROM {schema}.grade_occurrences WHERE run_id = ANY ($1::uuid[])
+-- The rows of the runs $1 by the scorer $2, $3 (null: every scorer).
+DELETE FROM {schema}.grade_occurrences
+ WHERE run_id = ANY ($1::uuid[])
+   AND ($2::text IS NULL OR (scorer_name = $2::text AND scorer_version = $3::int))
 
 -- count --
--- The runs $1 counted again from all their grades, whichever range brought them: the rows a
--- rebuild and the live runner keep are the same by construction. A run with a verdict (its
+-- The runs $1 (by the scorer $2, $3, or every scorer) counted again from all their grades,
+-- whichever range brought them: the rows a rebuild and the live runner keep are the same by
+-- construction. A run with a verdict (its
 -- `human` counts) is counted twice: plain, and adjudicated from its grades read again.
 WITH plain AS MATERIALIZED (
 {plain}
-), reviewed AS (
-    SELECT DISTINCT run_id FROM plain WHERE scorer_name = 'human' AND scorer_version = 1
+), reviewed AS (  -- (a run's verdicts, whichever scorer's grades are counted again)
+    SELECT p.run_id FROM (SELECT DISTINCT run_id FROM plain) p
+     WHERE EXISTS (SELECT 1 FROM {schema}.grading_edges h
+                    WHERE h.critique_run_id = p.run_id AND h.scorer_name = 'human'
+                      AND h.scorer_version = 1)
 )
 INSERT INTO {schema}.grade_occurrences (reading, run_id, scorer_name, scorer_version,
        ground_truth_hash, tp_id, tp_occurrence, best, graded, finds, partial, known_fp,
