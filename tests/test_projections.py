@@ -136,8 +136,8 @@ async def test_the_grade_counts_count_every_grade_once_in_each_reading(
         await caught_up(store)
         stop.set()
     edges = await store.pool.fetchval("SELECT count(*) FROM projections.grading_edges")
-    counted = dict(await store.pool.fetch(
-        "SELECT reading, sum(graded)::bigint FROM projections.grade_occurrences GROUP BY 1"))
+    counted: dict[str, int] = {r[0]: r[1] for r in await store.pool.fetch(
+        "SELECT reading, sum(graded)::bigint FROM projections.grade_occurrences GROUP BY 1")}
     reviewed = await store.pool.fetchval(
         "SELECT count(*) FROM projections.grading_edges WHERE critique_run_id IN (SELECT "
         "critique_run_id FROM projections.grading_edges WHERE scorer_name = 'human')")
