@@ -50,6 +50,10 @@ def adjudicated(edges: str, human: str) -> str:
     return _OCCURRENCES["adjudicated"].replace("{edges}", edges).replace("{human}", human)
 
 
+_HUMAN = "scorer_name = 'human' AND scorer_version = 1"
+_OF_REVIEWED_RUNS = "critique_run_id IN (SELECT run_id FROM reviewed)"  # (see its `count`)
+
+
 def _count(where: str) -> str:
     """Occurrences' `count` of the grades `where` (SQL over grading_edges) picks."""
     return _OCCURRENCES["count"].replace(
@@ -60,8 +64,6 @@ def _count(where: str) -> str:
             + ") adjudicated"))
 
 
-_HUMAN = "scorer_name = 'human' AND scorer_version = 1"
-_OF_REVIEWED_RUNS = "critique_run_id IN (SELECT run_id FROM reviewed)"  # (see its `count`)
 # The verdicts that the `scored_edges` view lets stand in: none unless the report asks.
 SCORED_EDGES = adjudicated("{schema}.grading_edges", (
     "(SELECT * FROM {schema}.grading_edges WHERE current_setting('props.adjudicated', true) "

@@ -18,7 +18,7 @@ from props.core.domain import catalog
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
-from props.core.scoring.llm_judge import LlmJudge, LlmPanel
+from props.core.scoring.llm_judge import Judge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +63,7 @@ class ByLocation:
 class ByModel:
     """A judge or a panel: the model's majority answer per issue, or why there is none."""
 
-    scorer: LlmJudge | LlmPanel
+    scorer: Judge
     asks_a_model: bool = True
 
     async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
@@ -76,4 +76,4 @@ class ByModel:
 
 def of(s: scorers.Scorer) -> RunScorer:
     """How `s` is asked about a run."""
-    return ByModel(s) if isinstance(s, LlmJudge | LlmPanel) else ByLocation(s)
+    return ByModel(s) if isinstance(s, Judge) else ByLocation(s)

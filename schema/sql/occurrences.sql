@@ -6,9 +6,9 @@
 -- standing in for a rule scorer's grade of that issue: `props report --adjudicated`).
 
 -- grouping --
--- The counts of the grades read (spliced in): each group's best grade, the grades, those that found
--- their TP occurrence (grade 1), those with partial credit, matched to a known FP, matched to
--- nothing, and those the scorer could not grade. Keys are never null in the table: '' and 0
+-- The counts of the grades read (spliced in): each group's best grade, the grades, those
+-- that found their TP occurrence (grade 1), those with partial credit, matched to a known
+-- FP, matched to nothing, and those the scorer could not grade. Keys are never null in the table: '' and 0
 -- stand for "none" (no ground truth cited, not a TP match).
 SELECT critique_run_id AS run_id, scorer_name, scorer_version,
        coalesce(ground_truth_hash, '') AS ground_truth_hash, coalesce(tp_id, '') AS tp_id,
@@ -43,7 +43,8 @@ SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
 -- one scorer, or (a person's verdict, no scorer named: its reading covers every scorer) all
 -- of the run's.
 SELECT DISTINCT (data->>'critique_run_id')::uuid AS run_id,
-       data->'scorer'->>'name' AS scorer_name, (data->'scorer'->>'version')::int AS version
+       data->'scorer'->>'name' AS scorer_name,
+       (data->'scorer'->>'version')::int AS scorer_version
   FROM props.events
  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
    AND (tx_id, global_position) <= ($3::xid8, $4::bigint)
@@ -58,8 +59,8 @@ DELETE FROM {schema}.grade_occurrences
 -- count --
 -- The runs $1 (by the scorer $2, $3, or every scorer) counted again from all their grades,
 -- whichever range brought them: the rows a rebuild and the live runner keep are the same by
--- construction. A run with a verdict (its
--- `human` counts) is counted twice: plain, and adjudicated from its grades read again.
+-- construction. A run with a verdict (a `human` grade) is counted twice: plain, and
+-- adjudicated from its grades read again with the verdicts.
 WITH plain AS MATERIALIZED (
 {plain}
 ), reviewed AS (  -- (a run's verdicts, whichever scorer's grades are counted again)
