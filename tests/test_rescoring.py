@@ -15,7 +15,7 @@ from props.core.scoring import comparison, registration, rescoring, scorers, ser
 from props.projections import engine
 from props.tools.workload import Workload
 
-V1, V2 = scorers.scorer("overlap@1"), scorers.scorer("overlap@2")
+V1, V2 = scorers.rule("overlap@1"), scorers.rule("overlap@2")
 ALL = rescoring.Selection(everything=True)
 
 
@@ -206,7 +206,7 @@ async def a_snapshot_of_ties(store: EventStore) -> uuid.UUID:
 Graded = list[tuple[str, uuid.UUID, list[dict[str, object]]]]
 
 
-async def python_grades(store: EventStore, s: scorers.Scorer) -> Graded:
+async def python_grades(store: EventStore, s: scorers.LocationRule) -> Graded:
     """What the scorer's Python rule grades: per run, its stream, the id of its
     `grades.emitted` and the grades (as `grade.emitted` would hold them, in issue order)."""
     known = await specimen_sync.history(store)

@@ -58,7 +58,7 @@ def test_each_occurrence_goes_to_one_issue_the_closest() -> None:
 
 def test_the_overlap_scorer_counts_one_occurrence_many_times() -> None:
     """Negative control for the one-to-one rule: overlap@1 has none."""
-    got = scorers.scorer("overlap@1").match_run(
+    got = scorers.rule("overlap@1").match_run(
         {"i1": loc("a.py", 10, 12), "i2": loc("a.py", 11, 11)}, GT)
     assert got["i1"].key == got["i2"].key == ("leak", 1, None)
 

@@ -102,7 +102,7 @@ def test_the_fixes_land_on_the_buggy_lines(history: tuple[Repo, list[str]],
     issues = {tp.id: [catalog.Location(file=loc.file, ranges=loc.ranges)
                       for occ in tp.occurrences for loc in occ.locations]
               for tp in gt.true_positives}
-    matches = scorers.scorer("tiered@2").match_run(issues, gt)
+    matches = scorers.rule("tiered@2").match_run(issues, gt)
     occurrences = sum(len(tp.occurrences) for tp in gt.true_positives)
     assert sum(m.find for m in matches.values()) == occurrences == 4
 

@@ -52,13 +52,13 @@ ISSUES = {"i1": loc(10), "i2": loc(11), "i3": loc(60), "i4": loc(80)}
 
 
 def test_the_scorers_match_as_a_reviewer_would_and_the_old_rule_does_not() -> None:
-    strict = scorers.scorer("tiered@2").match_run(ISSUES, GROUND_TRUTH)
+    strict = scorers.rule("tiered@2").match_run(ISSUES, GROUND_TRUTH)
     assert strict["i1"] == scorers.Match(tp_id="T1", tp_occurrence=1, grade=1.0)
     assert strict["i1"].find and not strict["i2"].find  # i2: near T2, partial credit
     assert strict["i2"].tp_id == "T2" and strict["i2"].grade == 0.6
     assert strict["i3"] == scorers.Match()  # not a decoy hit: nothing
     assert strict["i4"] == scorers.Match(fp_id="D2")
-    old = scorers.scorer("tiered@1").match_run(ISSUES, GROUND_TRUTH)
+    old = scorers.rule("tiered@1").match_run(ISSUES, GROUND_TRUTH)
     assert old["i3"] == scorers.Match(fp_id="D1")  # the negative control: by proximity
 
 

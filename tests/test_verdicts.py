@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -110,3 +110,20 @@ async def test_an_answer_that_cannot_be_read_makes_issues_unscorable_not_none() 
         said = await grader.verdicts(None, RUN, ON_THE_LEAK, {"i1": "why"}, GT)
     assert said.matches == {} and said.unscorable == {"i1": llm_judge.NOT_JSON}
     assert json.dumps(said.unscorable)  # a reason, in words
+
+
+def test_a_judge_is_a_scorer_but_no_location_rule() -> None:
+    """The protocol is a seam: a judge has no `match_run` that raises (it once raised
+    TypeError, so callers branched on the concrete type); the rules have one; and the seam
+    refuses what is neither, by name."""
+    judge = llm_judge.LlmJudge(version=1, model="m", base_url="http://127.0.0.1:9/v1")
+    assert not isinstance(judge, scorers.LocationRule) and not hasattr(judge, "match_run")
+    assert all(isinstance(s, scorers.LocationRule) for s in scorers.SCORERS.values())
+    assert isinstance(verdicts.of(judge), verdicts.ByModel)
+
+    class Neither:
+        name, version, deterministic, code_hash = "odd", 1, True, "0" * 64
+        settings: ClassVar[dict[str, Any]] = {}
+
+    with pytest.raises(TypeError, match="odd@1 is neither a location rule nor a judge"):
+        verdicts.of(Neither())

@@ -23,7 +23,7 @@ from props.tools.samples import samples_dir
 MODELS = ["model-a", "model-b", "model-c"]
 DEFINITIONS = ["reviewer", "strict-reviewer"]
 STATUSES = ["completed"] * 16 + ["failed", "timed_out", "budget_exceeded", "cancelled"]
-HISTORIC = scorers.scorer("overlap@1")
+HISTORIC = scorers.rule("overlap@1")
 
 
 def _uuid(rng: random.Random) -> uuid.UUID:

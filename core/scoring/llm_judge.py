@@ -165,10 +165,6 @@ class _AsksAModel:
         settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
 
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        raise TypeError(f"{self.name}@{self.version} asks a model: use judge_run")
-
     def judge_id(self, run_id: uuid.UUID) -> uuid.UUID:
         return uuid.uuid5(_NAMESPACE, f"{run_id}:{self.name}@{self.version}")
 

@@ -159,7 +159,7 @@ def _grades(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
                                 snapshot.ground_truth_hash) for issue_id in sorted(matches)]
 
 
-def grades_for(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
+def grades_for(s: scorers.LocationRule, run: RunRecord, snapshot: catalog.SnapshotSynced,
                parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
     return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
 

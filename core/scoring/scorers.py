@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -49,6 +49,10 @@ class Match:
 
 
 class Scorer(Protocol):
+    """What every scorer is: a name and version, and what its grades are bound to (code hash,
+    settings). How it is asked about a run is `verdicts.of(scorer)`: a location rule answers
+    itself (`LocationRule`), a judge asks a model."""
+
     @property
     def name(self) -> str: ...
 
@@ -63,6 +67,11 @@ class Scorer(Protocol):
 
     @property
     def code_hash(self) -> str: ...
+
+
+@runtime_checkable
+class LocationRule(Scorer, Protocol):
+    """A scorer that answers from the line ranges and the ground truth alone."""
 
     def match_run(self, issues: dict[str, list[catalog.Location]],
                   gt: catalog.GroundTruth) -> dict[str, Match]:
@@ -255,7 +264,7 @@ class StrictTieredScorer:
 # overlap only (tiered@1 stays, with its grades, for the history it graded).
 DEFAULT_SCORER = "tiered@2"
 
-SCORERS: dict[str, Scorer] = {
+SCORERS: dict[str, LocationRule] = {
     "overlap@1": OverlapScorer(version=1, tolerance=0),
     "overlap@2": OverlapScorer(version=2, tolerance=3),
     "tiered@1": TieredScorer(version=1, near=5),
@@ -286,6 +295,14 @@ def scorer(ref: str) -> Scorer:
         raise errors.UnknownScorer(
             f"unknown scorer {ref!r}; built in: {', '.join(SCORERS)}; LLM judges are "
             f"configured in {llm_judge.scorers_file()}")
+    return found
+
+
+def rule(ref: str) -> LocationRule:
+    """The built-in location rule named `NAME@VERSION`."""
+    found = SCORERS.get(ref)
+    if found is None:
+        raise errors.UnknownScorer(f"unknown location rule {ref!r}; built in: {', '.join(SCORERS)}")
     return found
 
 

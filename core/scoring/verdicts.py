@@ -50,7 +50,7 @@ class RunScorer(Protocol):
 class ByLocation:
     """A rule over the issues' line ranges and the ground truth's."""
 
-    scorer: scorers.Scorer
+    scorer: scorers.LocationRule
     asks_a_model: bool = False
 
     async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
@@ -76,4 +76,8 @@ class ByModel:
 
 def of(s: scorers.Scorer) -> RunScorer:
     """How `s` is asked about a run."""
-    return ByModel(s) if isinstance(s, Judge) else ByLocation(s)
+    if isinstance(s, Judge):
+        return ByModel(s)
+    if isinstance(s, scorers.LocationRule):
+        return ByLocation(s)
+    raise TypeError(f"{scorers.ref(s)} is neither a location rule nor a judge")
