@@ -86,7 +86,8 @@ class RunnerStats:
 
 
 class Runner:
-    """Keeps the live projections current, as a service: `await Runner(store).run()`."""
+    """Keeps the live projections current, as a service, until cancelled:
+    `await Runner(store).run()`."""
 
     def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
                  *, poll_interval: float = 1.0, batch_size: int = 2000,
@@ -98,37 +99,26 @@ class Runner:
         self.on_commit = on_commit  # told of each batch once its rows are committed
         self.stats = RunnerStats()
 
-    async def run(self, stop: anyio.Event | None = None,
-                  progress: Progress | None = None) -> None:
-        """Serve until `stop` is set (or forever), surviving database restarts: each
-        attempt resumes from the committed checkpoints."""
-        running = stop or anyio.Event()
-        await database.serve_until_stopped(lambda: self._run(running, progress), running,
-                                           "projection runner")
+    async def run(self, progress: Progress | None = None) -> None:
+        """Serve until cancelled, surviving database restarts: each attempt resumes from the
+        committed checkpoints. A stop lets the batch in hand commit."""
+        await database.keep_serving(lambda: self._run(progress), "projection runner")
 
-    async def _run(self, stop: anyio.Event, progress: Progress | None) -> None:
+    async def _run(self, progress: Progress | None) -> None:
         """Holds the runner lock while serving."""
-        async with leadership.lead(self.store.dsn, leadership.PROJECTION_RUNNER, stop,
-                                   "projection runner") as leading:
-            if not leading:
-                return
+        async with leadership.lead(self.store.dsn, leadership.PROJECTION_RUNNER,
+                                   "projection runner"):
             missing = [p for p in self.projections
                        if await self.store.find_checkpoint(p.checkpoint_name) is None]
             if missing:
                 log.info("building %s from the log", ", ".join(p.name for p in missing))
                 await rebuild(self.store, missing, progress=progress)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._serve, stop, progress, name="props-projection-runner")
-                await stop.wait()
-                tg.cancel_scope.cancel()
-
-    async def _serve(self, stop: anyio.Event, progress: Progress | None) -> None:
-        while not stop.is_set():
-            try:
-                await self._follow(progress)
-            except errors.CheckpointConflict as exc:
-                # A rebuild swapped tables and moved checkpoints: start again from them.
-                log.info("projection checkpoints moved (%s); resuming from them", exc)
+            while True:
+                try:
+                    await self._follow(progress)
+                except errors.CheckpointConflict as exc:
+                    # A rebuild swapped tables and moved checkpoints: start again from them.
+                    log.info("projection checkpoints moved (%s); resuming from them", exc)
 
     async def _follow(self, progress: Progress | None) -> None:
         positions: dict[str, Checkpoint] = {}
@@ -146,11 +136,12 @@ class Runner:
             async for batch in sub:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
-                async with self.store.sql.acquire() as conn, conn.transaction():
-                    await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
-                    await fold_settings(conn)
-                    await commit_range(conn, self.store, LIVE, self.projections, batch,
-                                  positions, new, lambda p: p.checkpoint_name)
+                with anyio.CancelScope(shield=True):  # a stop lets the batch in hand commit
+                    async with self.store.sql.acquire() as conn, conn.transaction():
+                        await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
+                        await fold_settings(conn)
+                        await commit_range(conn, self.store, LIVE, self.projections, batch,
+                                           positions, new, lambda p: p.checkpoint_name)
                 for p in self.projections:
                     positions[p.name] = max(positions[p.name], new)
                 self.stats.batches += 1

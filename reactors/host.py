@@ -11,8 +11,9 @@ that runs it:
   with exponential backoff, for as long as it takes: such an event is never parked;
 - parks an event whose handler fails otherwise, after a few attempts: an `event.parked` event
   in stream `reactor-<name>` keeps the reactor, the event and the error, and the reactor goes on;
-- stops gracefully when asked: it finishes the event in hand and returns; work a reactor
-  runs in the background (containers) is handed back to the log and adopted on restart.
+- stops gracefully when cancelled: it finishes the event in hand, records it and returns;
+  work a reactor runs in the background (containers) is handed back to the log and adopted
+  on restart.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Protocol
 import aiodocker
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import tenacity
 
 from props.core.domain import catalog, streams
@@ -105,7 +107,7 @@ class HostStats:
 
 
 class ReactorHost:
-    """Serves one reactor: `await ReactorHost(store, reactor).run(stop)`."""
+    """Serves one reactor until cancelled: `await ReactorHost(store, reactor).run()`."""
 
     def __init__(self, store: EventStore, reactor: Reactor, *, poll_interval: float = 1.0,
                  batch_size: int = 200) -> None:
@@ -116,51 +118,61 @@ class ReactorHost:
         self.stats = HostStats()
         self.active = anyio.Event()  # set once this instance holds the lock
 
-    async def run(self, stop: anyio.Event) -> None:
-        """Serve until `stop` is set, surviving database restarts. A lost lock session, or
-        the checkpoint moved by an instance that took the lock meanwhile, means: stand down
-        and queue for the lock again."""
-        await database.serve_until_stopped(
-            lambda: self._serve(stop), stop, f"reactor {self.reactor.name}",
-            (*TRANSIENT, errors.CheckpointConflict))
+    async def run(self) -> None:
+        """Serve until cancelled, surviving database restarts. A lost lock session, or the
+        checkpoint moved by an instance that took the lock meanwhile, means: stand down and
+        queue for the lock again."""
+        await database.keep_serving(self._serve, f"reactor {self.reactor.name}",
+                                    (*TRANSIENT, errors.CheckpointConflict))
 
-    async def _serve(self, stop: anyio.Event) -> None:
+    async def _serve(self) -> None:
         name = self.reactor.name
-        async with leadership.lead(self.store.dsn, leadership.reactor(name), stop,
-                                   f"reactor {name}") as leading:
-            if not leading:
-                return
+        async with leadership.lead(self.store.dsn, leadership.reactor(name), f"reactor {name}"):
             self.active.set()
             try:
                 async with anyio.create_task_group() as tg:
                     await self.reactor.start(tg)
-                    tg.start_soon(self._follow, stop, tg.cancel_scope)
-                    await stop.wait()
+                    await self._follow()
                     tg.cancel_scope.cancel()
             finally:
                 self.active = anyio.Event()
 
-    async def _follow(self, stop: anyio.Event, scope: anyio.CancelScope) -> None:
+    async def _follow(self) -> None:
         wanted = set(self.reactor.types)
-        position = await self.store.load_checkpoint(checkpoint_name(self.reactor.name))
+        name = checkpoint_name(self.reactor.name)
+        position = await self.store.load_checkpoint(name)
         async with self.store.subscribe(position, batch_size=self.batch_size,
                                         poll_interval=self.poll_interval) as sub:
             async for batch in sub:
-                for rec in batch:
-                    if rec.type_name in wanted:
-                        # Shielded: a stop lets the event in hand finish, never half-handled.
+                done: RecordedEvent | None = None  # the last event handled
+                try:
+                    for rec in batch:
+                        if rec.type_name in wanted:
+                            # Shielded: a stop lets the event in hand finish, never half-handled.
+                            with anyio.CancelScope(shield=True):
+                                await self._handle(rec)
+                            await anyio.lowlevel.checkpoint_if_cancelled()  # then stops
+                        done = rec
+                except anyio.get_cancelled_exc_class():
+                    if done is not None:  # record where the stop found it
                         with anyio.CancelScope(shield=True):
-                            await self._handle(rec)
-                    if stop.is_set():
-                        break
-                done = rec  # the last event handled (all of the batch unless stopping)
-                new = Checkpoint(done.tx_id, done.global_position)
-                await self.store.save_checkpoint(checkpoint_name(self.reactor.name),
-                                                 position, new)
-                position = new
-                if stop.is_set():
-                    scope.cancel()
-                    return
+                            await self._save_on_stop(name, position, done)
+                    raise
+                assert done is not None
+                with anyio.CancelScope(shield=True):  # a stop waits for the batch's record
+                    position = await self._save(name, position, done)
+
+    async def _save(self, name: str, position: Checkpoint, done: RecordedEvent) -> Checkpoint:
+        new = Checkpoint(done.tx_id, done.global_position)
+        await self.store.save_checkpoint(name, position, new)
+        return new
+
+    async def _save_on_stop(self, name: str, position: Checkpoint, done: RecordedEvent) -> None:
+        try:
+            await self._save(name, position, done)
+        except Exception as exc:  # delivery is at least once: these events come again
+            log.warning("reactor %s: stopping without recording event %s (%s)",
+                        self.reactor.name, done.global_position, exc)
 
     async def _handle(self, rec: RecordedEvent) -> None:
         failures = 0

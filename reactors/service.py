@@ -96,22 +96,24 @@ class Service:
         if "projections" in self.only:
             self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
 
-    async def run(self, stop: anyio.Event) -> None:
+    async def run(self) -> None:
+        """Serve until cancelled (each part finishes the event or batch in hand)."""
         async with anyio.create_task_group() as tg:
             for host in self.hosts:
-                tg.start_soon(host.run, stop, name=f"props-reactor-{host.reactor.name}")
+                tg.start_soon(host.run, name=f"props-reactor-{host.reactor.name}")
             if self.runner is not None:
-                tg.start_soon(self.runner.run, stop, name="props-projection-runner")
+                tg.start_soon(self.runner.run, name="props-projection-runner")
 
 
-async def stop_on_signal(stop: anyio.Event, say: str, *,
-                         task_status: anyio.abc.TaskStatus[None]) -> None:
-    """Set `stop` on SIGTERM or SIGINT (a service's graceful stop)."""
+async def cancel_on_signal(scope: anyio.CancelScope, say: str, *,
+                           task_status: anyio.abc.TaskStatus[None]) -> None:
+    """Cancel `scope` on SIGTERM or SIGINT: a service's graceful stop, since what must finish
+    is shielded."""
     import signal
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for _ in signals:
             log.warning(say)
-            stop.set()
+            scope.cancel()
             return

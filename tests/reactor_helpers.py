@@ -95,13 +95,12 @@ async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
 async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncIterator[Service]:
     """The launcher, the grader and the projection runner, in this process, for the block."""
     service = Service(store, runtimes, poll_interval=0.1)
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(service.run, stop)
+        tg.start_soon(service.run)
         try:
             yield service
         finally:
-            stop.set()
+            tg.cancel_scope.cancel()
 
 
 async def request_reference(store: EventStore, *, count: int = 1) -> list[uuid.UUID]:

@@ -55,12 +55,11 @@ async def served_until_finished(store: EventStore, hosts: Sequence[ReactorHost],
                                 run_ids: Sequence[uuid.UUID], seconds: float = 120,
                                 ) -> dict[uuid.UUID, catalog.RunFinished]:
     """Serve `hosts` in this process until every run has finished."""
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         for h in hosts:
-            tg.start_soon(h.run, stop)
+            tg.start_soon(h.run)
         done = await finished(store, run_ids, seconds=seconds)
-        stop.set()
+        tg.cancel_scope.cancel()
     return done
 
 

@@ -89,15 +89,14 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
 
 async def test_incremental_equals_rebuild(store: EventStore) -> None:
     w = await every_kind_of_event(store, runs=60)
-    stop = anyio.Event()
     runner = engine.Runner(store, batch_size=53, poll_interval=0.05)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.run, stop)
+        tg.start_soon(runner.run)
         for _ in range(4):  # appends while the runner follows, in several phases
             await w.append_runs(store, 40)
             await anyio.sleep(0.05)
         await caught_up(store)
-        stop.set()
+        tg.cancel_scope.cancel()
     total = await store.pool.fetchval("SELECT count(*) FROM props.events")
     types = {r[0] for r in await store.pool.fetch("SELECT DISTINCT type FROM props.events")}
     assert total > 3000 and types == set(catalog.REGISTRY.names())  # every kind of event
@@ -120,9 +119,8 @@ async def test_the_grade_counts_count_every_grade_once_in_each_reading(
     a person reviewed (the verdict standing in there); a rebuild makes the same rows at once
     (the test above)."""
     await every_kind_of_event(store, runs=30)
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(engine.Runner(store, batch_size=41, poll_interval=0.05).run, stop)
+        tg.start_soon(engine.Runner(store, batch_size=41, poll_interval=0.05).run)
         await caught_up(store)
         # After the verdict, another scorer grades the reviewed run: its counts are made
         # again, in both readings still (the verdict is older than the grade).
@@ -134,7 +132,7 @@ async def test_the_grade_counts_count_every_grade_once_in_each_reading(
             critique_run_id=reviewed_run, scorer=late, grades=[
                 catalog.IssueGrade(issue_id="i1", grade=0.0)])])
         await caught_up(store)
-        stop.set()
+        tg.cancel_scope.cancel()
     edges = await store.pool.fetchval("SELECT count(*) FROM projections.grading_edges")
     counted: dict[str, int] = {r[0]: r[1] for r in await store.pool.fetch(
         "SELECT reading, sum(graded)::bigint FROM projections.grade_occurrences GROUP BY 1")}
@@ -283,7 +281,6 @@ async def test_rebuild_under_concurrent_reads_and_writes(store: EventStore) -> N
     assert floor == 150
     seen: list[int] = []
     done = anyio.Event()
-    stop = anyio.Event()
 
     async def reader() -> None:
         async with database.session(store.dsn) as conn:
@@ -301,7 +298,7 @@ async def test_rebuild_under_concurrent_reads_and_writes(store: EventStore) -> N
             await anyio.sleep(0.02)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(engine.Runner(store, poll_interval=0.05).run, stop)
+        tg.start_soon(engine.Runner(store, poll_interval=0.05).run)
         tg.start_soon(reader)
         async with anyio.create_task_group() as work:
             work.start_soon(writer)
@@ -309,7 +306,7 @@ async def test_rebuild_under_concurrent_reads_and_writes(store: EventStore) -> N
                 await engine.rebuild(store)
         await caught_up(store)
         done.set()
-        stop.set()
+        tg.cancel_scope.cancel()
     assert len(seen) > 10 and min(seen) >= floor
     live = await dump(store)
     assert len(live["agent_runs"]) == 200  # every write made it
@@ -373,15 +370,14 @@ async def test_older_event_versions_project_like_current_ones(dsn: str) -> None:
             "schema_version, data) VALUES (gen_random_uuid(), $1, 3, 'issue.reported', 1, $2)",
             f"run-{run}", f'{{"run_id": "{run}", "issue_id": "later", "text": "r", '
             f'"severity": "low", "file": "a.py", "line": 3}}')
-        stop = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(engine.Runner(store, issues, poll_interval=0.05).run, stop)
+            tg.start_soon(engine.Runner(store, issues, poll_interval=0.05).run)
             with anyio.fail_after(30):
                 while not await store.pool.fetchval(  # noqa: ASYNC110 - polls the table
                         "SELECT count(*) FROM projections.reported_issues "
                         "WHERE issue_id = 'later'"):
                     await anyio.sleep(0.05)
-            stop.set()
+            tg.cancel_scope.cancel()
         rows = await store.pool.fetch("SELECT issue_id, files, locations, rationale, severity "
                                       "FROM projections.reported_issues ORDER BY issue_id")
     later, new, old = (tuple(r)[1:] for r in rows)

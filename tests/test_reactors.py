@@ -59,11 +59,10 @@ class Recorder:
 
 
 async def host_until(store: EventStore, host: reactor_host.ReactorHost, done: object) -> None:
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(host.run, stop)
+        tg.start_soon(host.run)
         await eventually(done)  # type: ignore[arg-type]
-        stop.set()
+        tg.cancel_scope.cancel()
 
 
 class Flaky(Recorder):
@@ -134,21 +133,26 @@ async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
     a, b = Recorder(), Recorder()
     host_a = reactor_host.ReactorHost(store, a, poll_interval=0.1)
     host_b = reactor_host.ReactorHost(store, b, poll_interval=0.1)
-    stop_a, stop_b = anyio.Event(), anyio.Event()
+    serving_a = anyio.CancelScope()
+
+    async def serve_a() -> None:
+        with serving_a:
+            await host_a.run()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(host_a.run, stop_a)
+        tg.start_soon(serve_a)
         with anyio.fail_after(10):
             await host_a.active.wait()
-        tg.start_soon(host_b.run, stop_b)
+        tg.start_soon(host_b.run)
         await store.append("run-a", [make(f"p{i}") for i in range(20)])  # type: ignore[operator]
         await eventually(lambda: len(a.seen) == 20)
         assert not host_b.active.is_set() and b.seen == []
-        stop_a.set()  # the active one goes: the standby takes over, without repeating work
+        serving_a.cancel()  # the active one goes: the standby takes over, without repeating work
         with anyio.fail_after(20):
             await host_b.active.wait()
         await store.append("run-a", [make("after")])  # type: ignore[operator]
         await eventually(lambda: b.seen == ["after"])
-        stop_b.set()
+        tg.cancel_scope.cancel()
 
 
 # -- the launcher and the grader ------------------------------------------------------------------

@@ -45,11 +45,10 @@ def _browser_or_skip() -> str:
 async def served(store: EventStore) -> AsyncIterator[str]:
     """The app on a free loopback port until the test ends."""
     sock = server.bind("127.0.0.1:0", "viewer")
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, create_app(store), sock, stop)
+        tg.start_soon(server.serve, create_app(store), sock)
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-        stop.set()
+        tg.cancel_scope.cancel()
 
 
 async def test_an_analyst_reads_a_run_and_gives_a_verdict(

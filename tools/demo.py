@@ -151,10 +151,9 @@ async def _request_runs(store: EventStore, slugs: list[str], critics: list[tuple
 
 async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
                            run_ids: list[uuid.UUID]) -> comparison.Comparison:
-    stop = anyio.Event()
     service = Service(store, runtimes, poll_interval=0.2)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(service.run, stop)
+        tg.start_soon(service.run)
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("critics running, grading", total=len(run_ids))
             await _settled(store, run_ids, lambda n: progress.update(task, completed=n))
@@ -174,7 +173,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         await _settled(store, run_ids, lambda n: None)
         compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
         figure_tables.print_comparison(compared)
-        stop.set()
+        tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
     return compared
 
 

@@ -60,18 +60,19 @@ def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
     return float(min(cap, first * math.pow(2, max(0, attempt - 1))))
 
 
-async def serve_until_stopped(
-    work: Callable[[], Awaitable[None]], stop: anyio.Event, what: str,
+async def keep_serving(
+    work: Callable[[], Awaitable[None]], what: str,
     transient: tuple[type[BaseException], ...] = UNAVAILABLE,
     fatal: tuple[type[BaseException], ...] = (),
     give_up: Callable[[], bool] | None = None,
 ) -> None:
-    """Run `work` until it returns or `stop` is set; when it fails with only `transient`
-    errors (the database went away, a lock session was lost) and none of them `fatal`, wait
-    with backoff and run it again, unless `give_up()` says it has waited long enough (then
-    `StoreUnavailable`). The loop every long-running service shares."""
+    """Run `work` until it returns or the caller's scope is cancelled; when it fails with
+    only `transient` errors (the database went away, a lock session was lost) and none of
+    them `fatal`, wait with backoff and run it again, unless `give_up()` says it has waited
+    long enough (then `StoreUnavailable`). The loop every long-running service shares: it
+    is stopped by cancelling it, and the work shields what must finish."""
     attempt = 0
-    while not stop.is_set():
+    while True:
         try:
             await work()
             return
@@ -83,8 +84,7 @@ async def serve_until_stopped(
                     f"{what} gave up waiting for the database: {_first_line(exc)}") from exc
             attempt += 1
             log.warning("%s lost the database (%s); retrying", what, exc)
-            with anyio.move_on_after(backoff(attempt, first=0.2)):
-                await stop.wait()
+            await anyio.sleep(backoff(attempt, first=0.2))
 
 
 def _first_line(exc: BaseException) -> str:

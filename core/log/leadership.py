@@ -38,22 +38,17 @@ def reactor(name: str) -> int:
 
 
 @asynccontextmanager
-async def lead(dsn: str, key: int, stop: anyio.Event, what: str,
-               retry_every: float = 2.0) -> AsyncIterator[bool]:
+async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0) -> AsyncIterator[None]:
     """Wait to be the one active `what`, then hold `key` for the block: `async with
-    lead(...) as leading: if leading: ...`. False when `stop` came first. The block is
-    cancelled, and StoreUnavailable raised, once the session holding the key is lost."""
+    lead(...): ...`. Waiting ends when the caller is cancelled. The block is cancelled, and
+    StoreUnavailable raised, once the session holding the key is lost."""
     async with database.session(dsn) as conn:
         while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
             log.info("%s: another instance is active; waiting to take over", what)
-            with anyio.move_on_after(retry_every):
-                await stop.wait()
-            if stop.is_set():
-                yield False
-                return
+            await anyio.sleep(retry_every)
         async with anyio.create_task_group() as tg:
             tg.start_soon(database.watch_session, conn)  # the lock lives with the session
-            yield True
+            yield
             tg.cancel_scope.cancel()
 
 

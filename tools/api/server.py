@@ -51,16 +51,21 @@ def bind(address: str, what: str) -> socket.socket:
     return sock
 
 
-async def serve(app: Any, sock: socket.socket, stop: anyio.Event) -> None:
-    """Serve `app` on `sock` until `stop`, then finish the requests in flight."""
+async def serve(app: Any, sock: socket.socket) -> None:
+    """Serve `app` on `sock` until cancelled, then finish the requests in flight."""
     server = _Server(uvicorn.Config(app, log_config=None, access_log=False,
                                     timeout_graceful_shutdown=10, lifespan="off"))
 
-    async def stop_when_asked() -> None:
-        await stop.wait()
-        server.should_exit = True
-
     async with anyio.create_task_group() as tg:
-        tg.start_soon(stop_when_asked)
-        await server.serve(sockets=[sock])
-        tg.cancel_scope.cancel()
+        async def serve_shielded() -> None:
+            # Uvicorn's own shutdown (stop accepting, answer what is in flight) is the
+            # graceful stop: it must run, not be cancelled halfway.
+            with anyio.CancelScope(shield=True):
+                await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()  # it ended by itself
+
+        tg.start_soon(serve_shielded)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True

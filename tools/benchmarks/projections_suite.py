@@ -80,11 +80,10 @@ async def _lag_under_load(store: EventStore, work: Workload, *, rate: int,
             if at is not None:
                 lags.append(now - at)
 
-    stop = anyio.Event()
     runner = engine.Runner(store, on_commit=committed)
     sent = 0
     async with anyio.create_task_group() as tg:
-        tg.start_soon(runner.run, stop, name="bench-projection-runner")
+        tg.start_soon(runner.run, name="bench-projection-runner")
         await anyio.sleep(0.5)  # the runner is up and caught up
         t0 = time.perf_counter()
         while (elapsed := time.perf_counter() - t0) < seconds:
@@ -105,7 +104,7 @@ async def _lag_under_load(store: EventStore, work: Workload, *, rate: int,
         with anyio.fail_after(60):
             while appended:  # noqa: ASYNC110 - waits for the runner to project the rest
                 await anyio.sleep(0.01)
-        stop.set()
+        tg.cancel_scope.cancel()
     lags.sort()
     ms = [x * 1000 for x in lags]
     return {"events": len(ms), "rate_per_s": round(sent / seconds),

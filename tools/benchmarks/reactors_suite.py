@@ -78,9 +78,8 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
     ids = [uuid.uuid4() for _ in range(n)]
     service = Service(store, [rt], only=("launcher", "grader"), max_concurrent=1,
                       poll_interval=0.05)
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(service.run, stop)
+        tg.start_soon(service.run)
         await anyio.sleep(0.5)  # the reactors take their locks and catch up first
         t0 = time.perf_counter()
         for run_id in ids:
@@ -91,7 +90,7 @@ async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
                 timeout_seconds=60, budget_usd=0)])
         await _all_finished(store, ids)
         seconds = time.perf_counter() - t0
-        stop.set()
+        tg.cancel_scope.cancel()
     finished = [r for run_id in ids for r in await store.read_stream(streams.run(run_id))
                 if isinstance(r.event, catalog.RunFinished)]
     assert {f.event.status for f in finished} == {"completed"}, finished  # type: ignore[union-attr]
@@ -110,10 +109,9 @@ async def _launchers_seconds(store: EventStore, home: Path, names: list[str], n:
                                          name=name), poll_interval=0.05)
              for name in names]
     ids = [uuid.uuid4() for _ in range(n)]
-    stop = anyio.Event()
     async with anyio.create_task_group() as tg:
         for h in hosts:
-            tg.start_soon(h.run, stop)
+            tg.start_soon(h.run)
         with anyio.fail_after(120):  # running, and caught up with the log: a steady state
             for h in hosts:
                 await h.active.wait()
@@ -131,7 +129,7 @@ async def _launchers_seconds(store: EventStore, home: Path, names: list[str], n:
             model="bench", timeout_seconds=60, budget_usd=0)]) for run_id in ids])
         await _all_finished(store, ids)
         seconds = time.perf_counter() - t0
-        stop.set()
+        tg.cancel_scope.cancel()
     return seconds
 
 

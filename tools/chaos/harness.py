@@ -255,13 +255,11 @@ class Chaos:
 
     # -- watching -------------------------------------------------------------------------
 
-    async def watch(self, stop: anyio.Event) -> None:
-        """A subscriber of the whole log: every event it is given, in order."""
+    async def watch(self) -> None:
+        """A subscriber of the whole log, until cancelled: every event it is given, in order."""
         async with self.store.subscribe(START, poll_interval=0.2) as sub:
             async for batch in sub:
                 self.seen.extend(r.event_id for r in batch)
-                if stop.is_set():
-                    return
 
     async def mark_prefix(self) -> None:
         """Count and hash of the log up to its current head, to check again at the end."""

@@ -90,7 +90,6 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     for i in range(2):
         await chaos.start_service(i)
     await chaos.start_spare()
-    stop_watch = anyio.Event()
     fault_times = sorted(chaos.rng.uniform(0.1, 0.9) * args.seconds
                          for _ in range(args.faults))
     chosen = FAULTS + (("restart-docker",) if args.restart_docker else ())
@@ -100,7 +99,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                   f"(seed {args.seed}), two `props serve` replicas and a spare launcher; critics: "
                   f"{', '.join(critics)}")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(chaos.watch, stop_watch)
+        tg.start_soon(chaos.watch)
 
         async def load() -> None:
             async with httpx.AsyncClient(timeout=10) as client:
@@ -140,7 +139,6 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
         drained = await drain(chaos, args.drain_seconds)
         await chaos.stop_services()
         await caught_up_watch(chaos)
-        stop_watch.set()
         tg.cancel_scope.cancel()
     return await check(chaos, drained)
 

@@ -10,7 +10,7 @@ import anyio.abc
 
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors.service import stop_on_signal
+from props.reactors.service import cancel_on_signal
 from props.tools import progress, render
 from props.tools.render import Console
 
@@ -19,13 +19,10 @@ console = Console(highlight=False, stderr=True)
 
 async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     runner = engine.Runner(store)
-    stop = anyio.Event()
-
     async with anyio.create_task_group() as tg:
-        await tg.start(stop_on_signal, stop, "stopping: finishing the current batch")
+        await tg.start(cancel_on_signal, tg.cancel_scope, "stopping: finishing the current batch")
         console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
-        await runner.run(stop)
-        tg.cancel_scope.cancel()
+        await runner.run()
     console.print(f"stopped after {runner.stats.events:,} events "
                   f"in {runner.stats.batches:,} batches")
     return 0

@@ -21,7 +21,7 @@ from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.reactors import host, launchers
 from props.reactors.run_specs import AgentDatabase
-from props.reactors.service import Service, container_runtimes, stop_on_signal
+from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.schema import queries
 from props.tools import arguments, logs, render, service_config
 from props.tools.handlers import specimens as specimen_handlers
@@ -37,7 +37,6 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     """Serve until stopped; a database that is down (at start or later) is waited for."""
     config = service_config.load(args)
     logs.configure(config.log_format, args.verbose)
-    stop = anyio.Event()
     only: list[str] = list(config.only or SERVICES)
     began, connected = time.monotonic(), False
 
@@ -58,16 +57,17 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                               agent_database=_agent_database(config))
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
-                await _start_http(tg, store, config, stop)
+                await _start_http(tg, store, config)
                 log.info(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
-                await service.run(stop)
+                await service.run()
 
     async with anyio.create_task_group() as tg:
-        await tg.start(stop_on_signal, stop, "stopping: finishing the events in hand")
+        await tg.start(cancel_on_signal, tg.cancel_scope,
+                       "stopping: finishing the events in hand")
         # An embedded server that cannot start, or settings that are wrong, will not start
         # by waiting.
-        await database.serve_until_stopped(
-            serve, stop, "props serve",
+        await database.keep_serving(
+            serve, "props serve",
             fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
             give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
         tg.cancel_scope.cancel()
@@ -90,7 +90,7 @@ async def _sync_specimens(store: EventStore, directory: Path) -> None:
 
 
 async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
-                      config: service_config.ServiceConfig, stop: anyio.Event) -> None:
+                      config: service_config.ServiceConfig) -> None:
     """The API and the registry proxy, when configured; the first start's admin token."""
     if not (config.http or config.registry):
         return
@@ -110,7 +110,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
         print(line, file=sys.stderr, flush=True)
     if config.http:
         sock = http_server.bind(config.http, "HTTP API")
-        tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
+        tg.start_soon(http_server.serve, api_app.create_app(store), sock)
         log.info(f"HTTP API on http://{_address(sock)}")
     if config.registry:
         assert config.registry_upstream is not None
@@ -120,7 +120,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
 
         async def serve_registry() -> None:
             try:
-                await http_server.serve(proxy.app(), sock, stop)
+                await http_server.serve(proxy.app(), sock)
             finally:
                 with anyio.CancelScope(shield=True):
                     await proxy.aclose()

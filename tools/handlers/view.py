@@ -13,7 +13,7 @@ import anyio
 
 from props.core.domain import tokens
 from props.core.log.store import EventStore
-from props.reactors.service import Service, stop_on_signal
+from props.reactors.service import Service, cancel_on_signal
 from props.tools import logs
 from props.tools.api import app as api_app
 from props.tools.api import server as http_server
@@ -26,7 +26,6 @@ async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
     sock = http_server.bind(args.listen, "viewer")
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    stop = anyio.Event()
     name = f"view-{secrets.token_hex(4)}"
     _, secret = await tokens.create(store, name, ("read", "review"))
     try:
@@ -37,12 +36,11 @@ async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
         if args.open:
             webbrowser.open(f"{url}login")
         async with anyio.create_task_group() as tg:
-            await tg.start(stop_on_signal, stop, "stopping the viewer")
-            tg.start_soon(http_server.serve, api_app.create_app(store), sock, stop)
+            await tg.start(cancel_on_signal, tg.cancel_scope, "stopping the viewer")
+            tg.start_soon(http_server.serve, api_app.create_app(store), sock)
             # The projections are what the viewer shows: kept current while it runs (in
             # one process at a time: a `props serve` elsewhere keeps doing it instead).
-            await Service(store, [], only=["projections"]).run(stop)
-            tg.cancel_scope.cancel()
+            await Service(store, [], only=["projections"]).run()
     finally:
         with anyio.CancelScope(shield=True):
             await tokens.revoke(store, name)
