@@ -356,15 +356,31 @@ class ProjectionStatus:
     lag_seconds: float | None
 
 
+@dataclasses.dataclass(frozen=True)
+class Lag:
+    """How far a consumer at a checkpoint is behind the log: events after it (behind the
+    fence or not yet) and the age of the oldest of them."""
+
+    events: int
+    seconds: float | None
+
+
+_LAG = queries.typed("projections", "lag", Lag)
+
+
+async def lag(store: EventStore, at: Checkpoint) -> Lag:
+    found = await store.sql.row(_LAG, at.tx_id, at.position)
+    assert found is not None  # an aggregate: one row
+    return found
+
+
 async def status(store: EventStore,
                  projections: Sequence[Projection] = ALL) -> list[ProjectionStatus]:
     out = []
     for p in projections:
         cp = await store.find_checkpoint(p.checkpoint_name)
-        at = cp or START
-        lag = await store.sql.fetchrow(_Q["lag"], at.tx_id, at.position)
-        assert lag is not None
-        out.append(ProjectionStatus(p.name, p.version, cp, lag["events"], lag["seconds"]))
+        behind = await lag(store, cp or START)
+        out.append(ProjectionStatus(p.name, p.version, cp, behind.events, behind.seconds))
     return out
 
 

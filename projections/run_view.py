@@ -19,7 +19,7 @@ import orjson
 from props.core.domain import catalog, specimen_sync
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.core.scoring import scorers
+from props.core.scoring import reviews, scorers
 from props.schema import queries
 
 _Q = queries.load("run_view")
@@ -232,6 +232,26 @@ def _match(edge: dict[str, Any]) -> tuple[str, str | None]:
     return "none", None
 
 
+@dataclasses.dataclass(frozen=True)
+class _IssueRow:
+    issue_id: str
+    rationale: str | None
+    severity: str | None
+    locations: str  # JSON
+    grades: str  # JSON: every scorer's grade of the issue
+
+
+@dataclasses.dataclass(frozen=True)
+class _Finds:
+    scorer_name: str
+    scorer_version: int
+    found: list[str] | None  # "T1#2": the TP occurrences its issues found
+
+
+_ISSUES_PAGE = queries.typed("run_view", "issues_page", _IssueRow)
+_FINDS = queries.typed("run_view", "finds", _Finds)
+
+
 async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page: int = 100,
                  scorer: str | None = None) -> Issues:
     """The `page`-th `per_page` issues of a run (by file and line), each at its lines with
@@ -242,19 +262,19 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
     version = history.in_force_at(run["requested_at"]) if history else None
     gt = version.ground_truth if version else None
     truths = _truths(gt)
-    rows = await store.sql.fetch(_Q["issues_page"], run_id, per_page, (page - 1) * per_page)
+    rows = await store.sql.rows(_ISSUES_PAGE, run_id, per_page, (page - 1) * per_page)
     total = int(await store.sql.fetchval(_Q["issues_count"], run_id))
-    found_by = await store.sql.fetch(_Q["finds"], run_id, scorers.FIND_GRADE)
-    graded_by = [f"{r['scorer_name']}@{r['scorer_version']}" for r in found_by]
+    found_by = await store.sql.rows(_FINDS, run_id, scorers.FIND_GRADE)
+    graded_by = [f"{r.scorer_name}@{r.scorer_version}" for r in found_by]
     scorer = scorer or await _active(store, graded_by)
-    found = {label for r in found_by if f"{r['scorer_name']}@{r['scorer_version']}" == scorer
-             for label in r["found"] or []}
+    found = {label for r in found_by if f"{r.scorer_name}@{r.scorer_version}" == scorer
+             for label in r.found or []}
     files_hash = run.get("files_hash") or None  # the projections' WHOLE_SNAPSHOT is ""
     scope = next((s.occurrences for s in gt.scopes if s.files_hash == files_hash),
                  []) if gt else []
     missed = [label for label in scope if label not in found and label in truths]
     code = _Code(store, version)
-    parsed = [(r, orjson.loads(r["locations"]), orjson.loads(r["grades"])) for r in rows]
+    parsed = [(r, orjson.loads(r.locations), orjson.loads(r.grades)) for r in rows]
     paths = {loc["file"] for _, locs, _ in parsed for loc in locs}
     used = {label for _, _, edges in parsed for e in edges
             if (label := _match(e)[1]) is not None} | set(missed)
@@ -272,7 +292,7 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
         matched = [_match(edge) for edge in edges]
         labels = dict.fromkeys(label for _, label in matched if label)
         shown.append(Issue(
-            row["issue_id"], row["rationale"] or "", row["severity"],
+            row.issue_id, row.rationale or "", row.severity,
             [code.excerpt(loc) for loc in locations],
             [Grade(e["scorer"], m, e.get("grade")) for e, (m, _) in zip(edges, matched,
                                                                      strict=True)],
@@ -282,8 +302,8 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
 
 
 async def _active(store: EventStore, graded_by: list[str]) -> str | None:
-    row = await store.sql.fetchrow(_Q["active_scorer"])
-    active = f"{row['name']}@{row['version']}" if row else None
+    projected = await reviews.projected_active(store)
+    active = None if projected is None else f"{projected[0]}@{projected[1]}"
     if active in graded_by or not graded_by:
         return active
     return graded_by[0]

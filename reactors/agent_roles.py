@@ -59,6 +59,9 @@ class Credentials:
     password: str = dataclasses.field(repr=False)
 
 
+_OPEN_ROLE = queries.typed("agents", "open_role", Credentials)
+
+
 def agent_dsn(dsn: str, role: str, password: str,
               socket: tuple[str, str] | None = None,
               tcp: tuple[str, int, str] | None = None) -> str:
@@ -87,12 +90,12 @@ async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimi
     """Open the run's role and binding: made on the first launch; a relaunch (a restarted
     launcher adopting the container) gets the same role and password, which the running
     agent still logs in with."""
-    row = await store.sql.fetchrow(
-        _Q["open_role"], run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
+    credentials = await store.sql.row(
+        _OPEN_ROLE, run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
         agent_type, limits.max_events, limits.max_bytes, STATEMENT_LIMIT_SECONDS,
         TRANSACTION_LIMIT_SECONDS)
-    assert row is not None
-    return Credentials(str(row["role_name"]), str(row["password"]))
+    assert credentials is not None  # the function returns one row
+    return credentials
 
 
 async def role_of(store: EventStore, run_id: uuid.UUID) -> str | None:
@@ -132,9 +135,25 @@ class Binding:
     over_cap: bool
 
 
+_BINDING = queries.typed("agents", "binding", Binding)
+
+
 async def binding(store: EventStore, run_id: uuid.UUID) -> Binding | None:
-    row = await store.sql.fetchrow(_Q["binding"], run_id)
-    return None if row is None else Binding(row["events"], row["bytes"], row["over_cap"])
+    return await store.sql.row(_BINDING, run_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Report:
+    """A row of the agent's outbox: what it reported, not yet checked."""
+
+    seq: int
+    event_id: uuid.UUID
+    type: str
+    data: str
+    reported_at: datetime
+
+
+_OUTBOX = queries.typed("agents", "outbox", _Report)
 
 
 @dataclasses.dataclass
@@ -161,25 +180,24 @@ async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],
     `stored` holds the event ids already in the run's stream and grows with each append. A
     report that fails validation (or a grade the grader was not asked for) is not appended:
     `totals.malformed` names it, and the launcher ends the run as failed."""
-    rows = await store.sql.fetch(_Q["outbox"], run_id, totals.last_seq)
     todo: list[NewEvent] = []
     grades: dict[str, list[NewEvent]] = {}
-    for row in rows:
-        event_id = report_id(run_id, row["event_id"])
+    for row in await store.sql.rows(_OUTBOX, run_id, totals.last_seq):
+        event_id = report_id(run_id, row.event_id)
         if event_id in stored:
-            totals.last_seq = row["seq"]
+            totals.last_seq = row.seq
             continue
         try:
-            event = catalog.REGISTRY.parse(row["type"], orjson.loads(row["data"]))
+            event = catalog.REGISTRY.parse(row.type, orjson.loads(row.data))
             if isinstance(event, catalog.GradeEmitted):
                 if grading is None:
                     raise errors.InvalidEvent("only grader runs report grades")
                 grading.check(event)
         except errors.InvalidEvent as exc:
-            totals.malformed = totals.malformed or f"report #{row['seq']}: {exc}"[:500]
+            totals.malformed = totals.malformed or f"report #{row.seq}: {exc}"[:500]
             break
-        totals.last_seq = row["seq"]
-        meta = _metadata(row["reported_at"])
+        totals.last_seq = row.seq
+        meta = _metadata(row.reported_at)
         if isinstance(event, catalog.GradeEmitted):
             stream, grade_id = grader_runs.route(event)
             grades.setdefault(stream, []).append(NewEvent(event, grade_id,

@@ -37,6 +37,7 @@ from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
+from props.projections import engine
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,6 @@ def checkpoint_name(reactor: str) -> str:
     return f"reactor:{reactor}"
 
 
-_LAG = queries.load("projections")["lag"]
 _PARKED = queries.load("agents")["parked"]
 _SERVING = queries.load("agents")["reactor_serving"]
 
@@ -82,11 +82,9 @@ async def status(store: EventStore, also: Sequence[str] = ()) -> list[ReactorSta
     states = []
     for name in [*REACTORS, *(n for n in also if n not in REACTORS)]:
         cp = await store.find_checkpoint(checkpoint_name(name))
-        at = cp or START
-        lag = await store.sql.fetchrow(_LAG, at.tx_id, at.position)
+        behind = await engine.lag(store, cp or START)
         parked = await store.sql.fetchval(_PARKED, streams.reactor(name))
-        assert lag is not None
-        states.append(ReactorState(name, cp, int(lag["events"]), lag["seconds"], int(parked)))
+        states.append(ReactorState(name, cp, behind.events, behind.seconds, int(parked)))
     return states
 
 

@@ -32,7 +32,6 @@ from props.reactors.run_state import RunState, fold_run, lifecycle_id
 from props.schema import queries
 
 log = logging.getLogger(__name__)
-_Q = queries.load("launchers")
 DEFAULT_NAME = "launcher"
 LEASE_SECONDS = 30.0
 
@@ -64,18 +63,34 @@ class LauncherState:
     load: int  # runs it holds a claim on, not finished
 
 
+@dataclasses.dataclass(frozen=True)
+class _Started:
+    data: str
+    recorded_at: datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class _Claim:
+    stream_id: str
+    launcher: str
+
+
+_STARTED = queries.typed("launchers", "started", _Started)
+_HELD = queries.typed("launchers", "held", _Claim)
+
+
 async def _known(store: EventStore) -> dict[str, tuple[catalog.LauncherStarted, datetime]]:
     found = {}
-    for row in await store.sql.fetch(_Q["started"]):
-        started = catalog.LauncherStarted.model_validate(orjson.loads(row["data"]))
-        found[started.name] = (started, row["recorded_at"])
+    for row in await store.sql.rows(_STARTED):
+        started = catalog.LauncherStarted.model_validate(orjson.loads(row.data))
+        found[started.name] = (started, row.recorded_at)
     return found
 
 
 async def held(store: EventStore) -> list[tuple[str, uuid.UUID]]:
     """(launcher, run) of every unfinished run, by its last claim."""
-    return [(r["launcher"], uuid.UUID(r["stream_id"].removeprefix("run-")))
-            for r in await store.sql.fetch(_Q["held"])]
+    return [(c.launcher, uuid.UUID(c.stream_id.removeprefix("run-")))
+            for c in await store.sql.rows(_HELD)]
 
 
 async def status(store: EventStore) -> list[LauncherState]:

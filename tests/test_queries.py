@@ -4,8 +4,17 @@ for: a misspelt name fails here, with its place, not on the one path that runs i
 from __future__ import annotations
 
 import ast
+import dataclasses
+import importlib
+import uuid
 from pathlib import Path
 
+import pytest
+
+from props.core.domain import tokens
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.projections import engine
 from props.schema import queries
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +29,15 @@ def _load_call(node: ast.AST) -> str | None:
     return None
 
 
+def _typed_call(node: ast.AST) -> tuple[str, str] | None:
+    """(file, name) of `queries.typed("file", "name", Shape)`, if `node` is that call."""
+    if (isinstance(node, ast.Call) and ast.unparse(node.func) == "queries.typed"
+            and len(node.args) >= 2
+            and all(isinstance(a, ast.Constant) for a in node.args[:2])):
+        return str(node.args[0].value), str(node.args[1].value)  # type: ignore[attr-defined]
+    return None
+
+
 def uses(path: Path) -> tuple[list[tuple[int, str, str]], list[tuple[int, str]], set[str]]:
     """(line, file, query) of each constant lookup; (line, code) of each lookup whose name is
     not a constant; the files loaded whole (`.items()`, `.values()`, `in`)."""
@@ -30,7 +48,9 @@ def uses(path: Path) -> tuple[list[tuple[int, str, str]], list[tuple[int, str]],
             bound.update({t.id: file for t in node.targets if isinstance(t, ast.Name)})
     found, dynamic, whole = [], [], set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript):
+        if isinstance(node, ast.Call) and (typed := _typed_call(node)) is not None:
+            found.append((node.lineno, *typed))
+        elif isinstance(node, ast.Subscript):
             file = _load_call(node.value) or (
                 bound.get(node.value.id) if isinstance(node.value, ast.Name) else None)
             if file is None:
@@ -86,7 +106,67 @@ def test_the_check_sees_a_misspelt_name(tmp_path: Path) -> None:
     """Negative control: a lookup of a query no file holds is found, with its line."""
     bad = tmp_path / "bad.py"
     bad.write_text('from props.schema import queries\n_Q = queries.load("events")\n'
-                   'x = _Q["apend_one"]\ny = queries.load("tokens")["create"]\n')
+                   'x = _Q["apend_one"]\ny = queries.load("tokens")["create"]\n'
+                   'z = queries.typed("tokens", "lsit", Token)\n')
     found, _dynamic, _whole = uses(bad)
-    assert found == [(3, "events", "apend_one"), (4, "tokens", "create")]
+    assert sorted(found) == [(3, "events", "apend_one"), (4, "tokens", "create"),
+                             (5, "tokens", "lsit")]
     assert "apend_one" not in queries.load("events")
+
+
+def _columns_of_shapes() -> None:
+    """Every module of the package imported, so that every typed statement is declared."""
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if "specimens" in parts or "grading_cases" in parts or parts[-1] == "__main__":
+                continue
+            importlib.import_module(".".join(("props", *parts)).removesuffix(".__init__"))
+
+
+def _fits(columns: list[str], shape: type) -> bool:
+    """The columns are the shape's first fields, in order, and every field without a default
+    is among them (the code fills the rest)."""
+    fields = dataclasses.fields(shape)
+    required = [f.name for f in fields if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING]
+    return columns == [f.name for f in fields][:len(columns)] and set(required) <= set(columns)
+
+
+def _mismatches(columns: dict[str, list[str]]) -> list[str]:
+    return [f"{q.file}.{q.name}: columns {columns[f'{q.file}.{q.name}']} are not the fields "
+            f"of {q.shape.__name__} {[f.name for f in dataclasses.fields(q.shape)]}"
+            for q in queries.TYPED if not _fits(columns[f"{q.file}.{q.name}"], q.shape)]
+
+
+async def test_every_typed_statement_returns_its_shape(store: EventStore) -> None:
+    """Each typed statement, prepared against the migrated schema and the projections'
+    tables, returns its shape's fields, in order (those with defaults may be left to the
+    code): a renamed column or field fails here, not on the one path that reads it."""
+    _columns_of_shapes()
+    assert len(queries.TYPED) >= 10
+    await engine.rebuild(store)  # the projections' tables exist
+    columns: dict[str, list[str]] = {}
+    async with store.sql.acquire() as conn:
+        for q in queries.TYPED:
+            statement = await conn.prepare(q.text)
+            columns[f"{q.file}.{q.name}"] = [a.name for a in statement.get_attributes()]
+    assert _mismatches(columns) == []
+    # Negative control: a shape one field short is caught, and so is its row at run time.
+    short = queries.Typed("tokens", "list", queries.load("tokens")["list"], _TokenWithoutDates)
+    queries.TYPED.append(short)
+    try:
+        assert [m.split(":")[0] for m in _mismatches(columns)] == ["tokens.list"]
+    finally:
+        queries.TYPED.remove(short)
+    await tokens.create(store, "someone", ("read",))
+    with pytest.raises(errors.SchemaError,
+                       match=r"rows of tokens\.list are not of shape _TokenWithoutDates"):
+        await store.sql.rows(short)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TokenWithoutDates:
+    id: uuid.UUID
+    name: str
+    scopes: list[str]

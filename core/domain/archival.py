@@ -72,6 +72,26 @@ async def held_runs(store: EventStore) -> dict[uuid.UUID, str]:
     return held
 
 
+@dataclasses.dataclass(frozen=True)
+class _Partition:
+    name: str
+    from_position: int
+    to_position: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Contents:
+    events: int
+    kept_categories: list[str] | None
+    runs: list[str] | None
+    last_tx: int | None
+    last_position: int | None
+
+
+_HOT_PARTITIONS = queries.typed("archival", "hot_partitions", _Partition)
+_PARTITION_CONTENTS = queries.typed("archival", "partition_contents", _Contents)
+
+
 async def archive_before(store: EventStore, before: int, out_dir: Path,
                          progress: Callable[[str], None] | None = None) -> ArchivalReport:
     report = ArchivalReport()
@@ -81,23 +101,23 @@ async def archive_before(store: EventStore, before: int, out_dir: Path,
         raise errors.PropsError(f"cannot write archives to {out_dir}: {exc}; nothing was "
                                 f"archived") from exc
     held = {str(run): why for run, why in (await held_runs(store)).items()}
-    for p in await store.sql.fetch(_Q["hot_partitions"], before):
-        name, first, end = p["name"], p["from_position"], p["to_position"]
-        contents = await store.sql.fetchrow(_Q["partition_contents"], first, end)
-        assert contents is not None
-        if contents["kept_categories"]:
+    for p in await store.sql.rows(_HOT_PARTITIONS, before):
+        name, first, end = p.name, p.from_position, p.to_position
+        contents = await store.sql.row(_PARTITION_CONTENTS, first, end)
+        assert contents is not None  # an aggregate: one row
+        if contents.kept_categories:
             report.kept.append(Kept(name, first, end, "holds events the live system reads ("
-                                    + ", ".join(sorted(contents["kept_categories"])) + ")"))
+                                    + ", ".join(sorted(contents.kept_categories)) + ")"))
             continue
-        holds = sorted(set(contents["runs"] or ()) & set(held))
+        holds = sorted(set(contents.runs or ()) & set(held))
         if holds:
             report.kept.append(Kept(name, first, end, f"run {holds[0]} is held: "
                                     f"{held[holds[0]]}" + (f" (and {len(holds) - 1} more)"
                                                             if len(holds) > 1 else "")))
             continue
-        if contents["events"]:
-            lagging = await store.sql.fetch(_Q["lagging_checkpoints"], contents["last_tx"],
-                                             contents["last_position"])
+        if contents.events:
+            lagging = await store.sql.fetch(_Q["lagging_checkpoints"], contents.last_tx,
+                                             contents.last_position)
             if lagging:
                 report.stopped = (f"stopped at {name} (positions {first}-{end - 1}): consumer "
                                   f"{lagging[0]['name']} has not read it yet")

@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import secrets
 import uuid
-from typing import Any
 
 import asyncpg
 
@@ -35,13 +34,17 @@ class Token:
     created_at: dt.datetime
     revoked_at: dt.datetime | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scopes", tuple(self.scopes))  # the column is an array
+
     def allows(self, scope: Scope) -> bool:
         return scope in self.scopes or "admin" in self.scopes
 
-    @classmethod
-    def from_row(cls, row: Any) -> Token:
-        return cls(row["id"], row["name"], tuple(row["scopes"]), row["created_at"],
-                   row["revoked_at"])
+
+_CREATE = queries.typed("tokens", "create", Token)
+_VERIFY = queries.typed("tokens", "verify", Token)
+_LIST = queries.typed("tokens", "list", Token)
+_REVOKE = queries.typed("tokens", "revoke", Token)
 
 
 def _hash(secret: str) -> bytes:
@@ -60,15 +63,16 @@ async def create(store: EventStore, name: str, scopes: tuple[Scope, ...]) -> tup
                                 + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
     secret = _new_secret()
     try:
-        row = await store.sql.fetchrow(_Q["create"], name, list(dict.fromkeys(scopes)),
-                                        _hash(secret))
+        token = await store.sql.row(_CREATE, name, list(dict.fromkeys(scopes)),
+                                    _hash(secret))
     except asyncpg.UniqueViolationError:
         raise errors.PropsError(f"a live token named {name!r} exists: revoke it first or "
                                 f"choose another name") from None
     except asyncpg.CheckViolationError:
         raise errors.PropsError(f"token name {name!r} must be 1-100 letters, digits or "
                                 f"_.@- (starting with a letter or digit)") from None
-    return Token.from_row(row), secret
+    assert token is not None  # INSERT ... RETURNING
+    return token, secret
 
 
 async def create_first_admin(store: EventStore) -> str | None:
@@ -83,17 +87,16 @@ async def verify(store: EventStore, secret: str) -> Token | None:
     """The live token with this secret, or None (unknown, malformed or revoked)."""
     if not secret.startswith(PREFIX) or len(secret) > 200:
         return None
-    row = await store.sql.fetchrow(_Q["verify"], _hash(secret))
-    return None if row is None else Token.from_row(row)
+    return await store.sql.row(_VERIFY, _hash(secret))
 
 
 async def all_tokens(store: EventStore) -> list[Token]:
-    return [Token.from_row(r) for r in await store.sql.fetch(_Q["list"])]
+    return await store.sql.rows(_LIST)
 
 
 async def revoke(store: EventStore, name_or_id: str) -> Token:
-    row = await store.sql.fetchrow(_Q["revoke"], name_or_id)
-    if row is None:
+    token = await store.sql.row(_REVOKE, name_or_id)
+    if token is None:
         raise errors.NotFound(f"no live token named (or with id) {name_or_id!r}: "
                                 f"`props tokens list` shows them")
-    return Token.from_row(row)
+    return token

@@ -12,9 +12,8 @@ import dataclasses
 import asyncpg
 
 from props.core.log.checkpoints import Checkpoint
+from props.core.log.sql import shaped
 from props.schema import queries
-
-_Q = queries.load("events")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +25,18 @@ class FenceBlocker:
     state: str | None
     age_seconds: float
     xid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Head:
+    last_tx: int | None
+    last_position: int | None
+    held_back: int
+    fence: int
+
+
+_HEAD = queries.typed("events", "head", _Head)
+_BLOCKERS = queries.typed("events", "fence_blockers", FenceBlocker)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,16 +65,11 @@ async def status(pool: asyncpg.Pool, max_blockers: int = 5) -> FenceStatus:
     """Where the fence stands, and the running transactions (up to `max_blockers`) that
     hold it."""
     async with pool.acquire() as conn:
-        row = await conn.fetchrow(_Q["head"])
-        assert row is not None  # scalar subqueries: always one row
+        head = shaped(_HEAD, await conn.fetch(_HEAD.text))[0]  # always one row
         blockers: list[FenceBlocker] = []
-        if row["held_back"]:
-            blockers = [
-                FenceBlocker(r["pid"], r["datname"], r["usename"], r["application_name"],
-                             r["state"], r["age_seconds"] or 0.0, r["xid"])
-                for r in await conn.fetch(_Q["fence_blockers"], max_blockers)
-            ]
+        if head.held_back:
+            blockers = shaped(_BLOCKERS, await conn.fetch(_BLOCKERS.text, max_blockers))
     last = None
-    if row["last_tx"] is not None:
-        last = Checkpoint(row["last_tx"], row["last_position"])
-    return FenceStatus(row["fence"], last, row["held_back"], blockers)
+    if head.last_tx is not None and head.last_position is not None:
+        last = Checkpoint(head.last_tx, head.last_position)
+    return FenceStatus(head.fence, last, head.held_back, blockers)

@@ -15,6 +15,18 @@ from typing import Any
 import asyncpg
 
 from props.core.log import database, errors
+from props.schema.queries import Row, Typed
+
+
+def shaped(statement: Typed[Row], records: Iterable[asyncpg.Record]) -> list[Row]:
+    """`records` (rows of `statement`) as its shape; SchemaError when the columns are not
+    the shape's fields (the schema test catches it first)."""
+    try:
+        return [statement.shape(**record) for record in records]
+    except TypeError as exc:
+        raise errors.SchemaError(
+            f"the rows of {statement.file}.{statement.name} are not of shape "
+            f"{statement.shape.__name__}: {exc}") from exc
 
 
 class Sql:
@@ -33,6 +45,15 @@ class Sql:
         with errors.translated():
             row: asyncpg.Record | None = await self._pool.fetchrow(query, *args)
             return row
+
+    async def rows(self, statement: Typed[Row], *args: Any) -> list[Row]:
+        """The rows of a typed statement, as its shape."""
+        return shaped(statement, await self.fetch(statement.text, *args))
+
+    async def row(self, statement: Typed[Row], *args: Any) -> Row | None:
+        """The first row of a typed statement, as its shape, or None."""
+        found = await self.fetchrow(statement.text, *args)
+        return None if found is None else shaped(statement, [found])[0]
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         with errors.translated():

@@ -28,6 +28,38 @@ from props.schema import queries
 _Q = queries.load("rescoring")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Edge:
+    critique_run_id: uuid.UUID
+    critique_issue_id: str
+    scorer_name: str
+    scorer_version: int
+    tp_id: str | None
+    tp_occurrence: int | None
+    fp_id: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunScore:
+    run_id: uuid.UUID
+    scorer_name: str
+    scorer_version: int
+    recall: float | None
+    precision: float | None
+    model: str
+    definition: str
+    snapshot: str
+    files_hash: str
+    recalled: int
+    expected: int
+    finds: int
+    graded: int
+
+
+_EDGES_OF = queries.typed("rescoring", "edges_of", _Edge)
+_SCORES_OF = queries.typed("rescoring", "scores_of", _RunScore)
+
+
 @dataclasses.dataclass
 class RunDiff:
     run_id: uuid.UUID
@@ -94,15 +126,14 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     result.selected = len(runs)
     ids = [r.run_id for r in runs]
     edges: dict[tuple[uuid.UUID, str, int], dict[str, tuple[Any, ...]]] = {}
-    scores: dict[tuple[uuid.UUID, str, int], Any] = {}
+    scores: dict[tuple[uuid.UUID, str, int], _RunScore] = {}
     for start in range(0, len(ids), 5000):
         chunk = ids[start:start + 5000]
-        for r in await store.sql.fetch(_Q["edges_of"], chunk, [name_a, name_b]):
-            key = (r["critique_run_id"], r["scorer_name"], r["scorer_version"])
-            edges.setdefault(key, {})[r["critique_issue_id"]] = (r["tp_id"], r["tp_occurrence"],
-                                                                 r["fp_id"])
-        for r in await store.sql.fetch(_Q["scores_of"], chunk, [name_a, name_b]):
-            scores[(r["run_id"], r["scorer_name"], r["scorer_version"])] = r
+        for e in await store.sql.rows(_EDGES_OF, chunk, [name_a, name_b]):
+            key = (e.critique_run_id, e.scorer_name, e.scorer_version)
+            edges.setdefault(key, {})[e.critique_issue_id] = (e.tp_id, e.tp_occurrence, e.fp_id)
+        for s in await store.sql.rows(_SCORES_OF, chunk, [name_a, name_b]):
+            scores[(s.run_id, s.scorer_name, s.scorer_version)] = s
     pairs: list[tuple[Any, Any]] = []  # each scorable issue's match under A and under B
     for run in runs:
         reason = unscorable_reason(run, ground_truth_for(run, known, "at-run"),
@@ -125,8 +156,8 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
         sb = scores.get((run.run_id, name_b, ver_b))
         result.changed.append(RunDiff(
             run.run_id, run.model, run.definition,
-            sa["recall"] if sa else None, sb["recall"] if sb else None,
-            sa["precision"] if sa else None, sb["precision"] if sb else None, changed))
+            sa.recall if sa else None, sb.recall if sb else None,
+            sa.precision if sa else None, sb.precision if sb else None, changed))
     scorable = [i for i in ids if i not in result.unscorable]
     rows = await store.sql.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
     result.groups = [dict(r) for r in rows]
@@ -136,7 +167,8 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     return result
 
 
-def _add_differences(groups: list[dict[str, Any]], a: list[Any], b: list[Any]) -> None:
+def _add_differences(groups: list[dict[str, Any]], a: list[_RunScore | None],
+                     b: list[_RunScore | None]) -> None:
     """Whether B differs from A, per model and definition: a paired bootstrap over the
     examples both scored (props.core.scoring.intervals), for recall and for precision. `a` and `b`
     are the runs' scores under A and under B, in the same order."""
@@ -146,10 +178,11 @@ def _add_differences(groups: list[dict[str, Any]], a: list[Any], b: list[Any]) -
     for sa, sb in zip(a, b, strict=True):
         if sa is None or sb is None:
             continue
-        example = sums.setdefault((sa["model"], sa["definition"]), {}).setdefault(
-            (sa["snapshot"], sa["files_hash"]), [[0.0] * 4 for _ in measures])
+        example = sums.setdefault((sa.model, sa.definition), {}).setdefault(
+            (sa.snapshot, sa.files_hash), [[0.0] * 4 for _ in measures])
         for totals, (_, k, n) in zip(example, measures, strict=True):
-            for i, value in enumerate((sa[k], sa[n], sb[k], sb[n])):
+            for i, value in enumerate((getattr(sa, k), getattr(sa, n),
+                                       getattr(sb, k), getattr(sb, n))):
                 totals[i] += value
     for group in groups:
         examples = [v for _, v in sorted(sums.get((group["model"], group["definition"]),

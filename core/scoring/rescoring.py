@@ -80,14 +80,14 @@ class RunRecord:
     rationales: dict[str, str] = dataclasses.field(default_factory=dict)  # for LLM judges
 
 
+_SELECT_RUNS = queries.typed("rescoring", "select_runs", RunRecord)
+
+
 async def selected_runs(store: EventStore, selection: Selection, *,
                         issues: bool = True) -> list[RunRecord]:
     """The selected critic runs, from the projections, with their issues if `issues`."""
     selection.check()
-    rows = await store.sql.fetch(_Q["select_runs"], *selection.args())
-    runs = {r["run_id"]: RunRecord(r["run_id"], r["status"], r["snapshot"], r["files_hash"],
-                                   r["requested_at"], r["model"], r["definition"])
-            for r in rows}
+    runs = {r.run_id: r for r in await store.sql.rows(_SELECT_RUNS, *selection.args())}
     ids = list(runs) if issues else []
     for start in range(0, len(ids), 5000):
         for r in await store.sql.fetch(_Q["issues_of"], ids[start:start + 5000]):

@@ -23,6 +23,34 @@ from props.core.scoring import registration, scorers
 from props.schema import queries
 
 _Q = queries.load("reviews")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scorer:
+    name: str
+    version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grade:
+    tp_id: str | None
+    tp_occurrence: int | None
+    fp_id: str | None
+    grade: float
+    code_hash: str
+    ground_truth_hash: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Issue:
+    issue_id: str
+    ground_truth_hash: str | None
+    snapshot: str
+
+
+_ACTIVE = queries.typed("reviews", "active_scorer", _Scorer)
+_GRADE_OF = queries.typed("reviews", "grade_of", _Grade)
+_ISSUE_AND_TRUTH = queries.typed("reviews", "issue_and_truth", _Issue)
 # The human scorer's registration has one id, so registering it again is a no-op.
 _NAMESPACE = uuid.UUID("2c8f7a51-93d4-4e6b-a0f2-5b1d7e9c3a64")
 
@@ -73,10 +101,16 @@ async def scorer_or_active(store: EventStore, ref: str | None) -> tuple[str, int
     """The scorer `ref` names, or the active one."""
     if ref is not None:
         return await registration.resolve_ref(store, ref)
-    row = await store.sql.fetchrow("SELECT name, version FROM projections.active_scorer")
-    if row is None:
+    active = await projected_active(store)
+    if active is None:
         raise errors.UnknownScorer("no scorer is active: name one with --scorer")
-    return str(row["name"]), int(row["version"])
+    return active
+
+
+async def projected_active(store: EventStore) -> tuple[str, int] | None:
+    """The active scorer as the projections have it (None before any activation)."""
+    row = await store.sql.row(_ACTIVE)
+    return None if row is None else (row.name, row.version)
 
 
 async def pending(store: EventStore, name: str, version: int, limit: int = 1) -> list[Pending]:
@@ -113,19 +147,19 @@ async def confirm(store: EventStore, run_id: uuid.UUID, issue_id: str, name: str
                   version: int, reviewer: str, note: str = "") -> Match:
     """Agree with scorer (name, version)'s grade of one issue. A partial match (a TP at
     less than full credit) is confirmed as what it counts for: no find."""
-    grade = await store.sql.fetchrow(_Q["grade_of"], run_id, issue_id, name, version)
+    grade = await store.sql.row(_GRADE_OF, run_id, issue_id, name, version)
     if grade is None:
         raise errors.NotFound(f"no grade of run {run_id} issue {issue_id!r} under "
                               f"{name}@{version}")
-    find = grade["grade"] >= scorers.FIND_GRADE
-    match = Match(grade["tp_id"] if find else None, grade["tp_occurrence"] if find else None,
-                  grade["fp_id"])
+    find = grade.grade >= scorers.FIND_GRADE
+    match = Match(grade.tp_id if find else None, grade.tp_occurrence if find else None,
+                  grade.fp_id)
     await _append(store, catalog.GradeReviewed(
         critique_run_id=run_id, critique_issue_id=issue_id, tp_id=match.tp_id,
         tp_occurrence=match.tp_occurrence, fp_id=match.fp_id,
-        ground_truth_hash=grade["ground_truth_hash"],
-        confirms=catalog.ScorerRef(name=name, version=version, code_hash=grade["code_hash"],
-                                   ground_truth_hash=grade["ground_truth_hash"]),
+        ground_truth_hash=grade.ground_truth_hash,
+        confirms=catalog.ScorerRef(name=name, version=version, code_hash=grade.code_hash,
+                                   ground_truth_hash=grade.ground_truth_hash),
         reviewer=reviewer, note=note))
     return match
 
@@ -133,22 +167,22 @@ async def confirm(store: EventStore, run_id: uuid.UUID, issue_id: str, name: str
 async def correct(store: EventStore, run_id: uuid.UUID, issue_id: str, match: Match,
                   reviewer: str, note: str = "") -> str:
     """Give one issue the match it should have had; returns the run's snapshot."""
-    found = await store.sql.fetchrow(_Q["issue_and_truth"], run_id, issue_id)
-    if found is None or found["ground_truth_hash"] is None:
+    found = await store.sql.row(_ISSUE_AND_TRUTH, run_id, issue_id)
+    if found is None or found.ground_truth_hash is None:
         raise errors.NotFound(f"no issue {issue_id!r} in run {run_id} (or its snapshot is "
                               f"not recorded)")
-    truth = await _truth(store, found["snapshot"], found["ground_truth_hash"])
+    truth = await _truth(store, found.snapshot, found.ground_truth_hash)
     if match.tp_id is not None and ("tp", match.tp_id, match.tp_occurrence) not in truth:
-        raise errors.InvalidEvent(f"{found['snapshot']} has no TP occurrence "
+        raise errors.InvalidEvent(f"{found.snapshot} has no TP occurrence "
                                   f"{match.tp_id}#{match.tp_occurrence}; nothing was written")
     if match.fp_id is not None and ("fp", match.fp_id, None) not in truth:
-        raise errors.InvalidEvent(f"{found['snapshot']} has no decoy {match.fp_id}; nothing "
+        raise errors.InvalidEvent(f"{found.snapshot} has no decoy {match.fp_id}; nothing "
                                   f"was written")
     await _append(store, catalog.GradeReviewed(
         critique_run_id=run_id, critique_issue_id=issue_id, tp_id=match.tp_id,
         tp_occurrence=match.tp_occurrence, fp_id=match.fp_id,
-        ground_truth_hash=found["ground_truth_hash"], reviewer=reviewer, note=note))
-    return str(found["snapshot"])
+        ground_truth_hash=found.ground_truth_hash, reviewer=reviewer, note=note))
+    return found.snapshot
 
 
 async def _append(store: EventStore, verdict: catalog.GradeReviewed) -> None:

@@ -2,7 +2,7 @@
 
 -- open_role --
 -- The run's role and its password, made once by the owner's function (migration 0007).
-SELECT role_name, password FROM props.open_agent_role($1, $2, $3, $4, $5, $6, $7, $8)
+SELECT role_name AS role, password FROM props.open_agent_role($1, $2, $3, $4, $5, $6, $7, $8)
 
 -- role_of --
 SELECT role_name FROM props.agent_bindings WHERE run_id = $1

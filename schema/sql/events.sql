@@ -106,8 +106,8 @@ SELECT last.tx_id AS last_tx, last.global_position AS last_position,
 -- fence_blockers --
 -- Transactions holding the fence back: every transaction with an id at or below the fence is
 -- still running, oldest first. Only closed facts, never the query text.
-SELECT pid, datname, usename, application_name, state,
-       extract(epoch FROM now() - xact_start)::float8 AS age_seconds,
+SELECT pid, datname AS database, usename AS "user", application_name AS application, state,
+       coalesce(extract(epoch FROM now() - xact_start)::float8, 0) AS age_seconds,
        backend_xid::text AS xid
   FROM pg_stat_activity
  WHERE backend_xid IS NOT NULL

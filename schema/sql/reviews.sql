@@ -27,6 +27,10 @@ SELECT count(*)
                       AND h.critique_issue_id = e.critique_issue_id
                       AND h.scorer_name = $3)
 
+-- active_scorer --
+-- The active scorer as the projections have it.
+SELECT name, version FROM projections.active_scorer
+
 -- grade_of --
 -- One issue's grade under scorer ($3, $4).
 SELECT tp_id, tp_occurrence, fp_id, grade, code_hash, ground_truth_hash

@@ -33,5 +33,3 @@ SELECT scorer_name, scorer_version,
  GROUP BY scorer_name, scorer_version
  ORDER BY scorer_name, scorer_version
 
--- active_scorer --
-SELECT name, version FROM projections.active_scorer

@@ -3,10 +3,12 @@
 -- choices --
 -- What the filters offer: every snapshot, file set name and registered scorer (small
 -- tables), and the active scorer.
-SELECT (SELECT array_agg(DISTINCT slug ORDER BY slug) FROM projections.snapshots) AS snapshots,
-       (SELECT array_agg(DISTINCT name ORDER BY name) FROM projections.file_sets) AS file_sets,
-       (SELECT array_agg(name || '@' || version ORDER BY name, version)
-          FROM projections.scorers) AS scorers,
+SELECT coalesce((SELECT array_agg(DISTINCT slug ORDER BY slug) FROM projections.snapshots),
+                '{}') AS snapshots,
+       coalesce((SELECT array_agg(DISTINCT name ORDER BY name) FROM projections.file_sets),
+                '{}') AS file_sets,
+       coalesce((SELECT array_agg(name || '@' || version ORDER BY name, version)
+                   FROM projections.scorers), '{}') AS scorers,
        (SELECT name || '@' || version FROM projections.active_scorer) AS active
 
 -- per_snapshot --

@@ -21,11 +21,13 @@ class Options:
     active: str | None
 
 
+_CHOICES = queries.typed("viewer", "choices", Options)
+
+
 async def load(store: EventStore) -> Options:
-    row = await store.sql.fetchrow(_Q["choices"])
-    assert row is not None  # one row, always
-    return Options(list(row["snapshots"] or []), list(row["file_sets"] or []),
-                   list(row["scorers"] or []), row["active"])
+    options = await store.sql.row(_CHOICES)
+    assert options is not None  # one row, always
+    return options
 
 
 def parse(text: str) -> tuple[str, int]:
