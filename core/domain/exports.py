@@ -58,7 +58,6 @@ from props.schema import queries
 
 FORMAT = "props-export"
 VERSION = 1
-_Q = queries.load("archive")
 _ARCHIVAL = queries.load("archival")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
@@ -153,7 +152,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
         checked: set[str] = set()
         async for page in _pages(store, selection):
             lines: list[bytes] = []
-            wanted = sorted({m.decode() for r in page for m in _SHA.findall(r["data"].encode())}
+            wanted = sorted({m.decode() for r in page for m in _SHA.findall(r.data.encode())}
                             - checked)
             # 64-hex values that are not blobs (code hashes, ...) are simply not found.
             found = await store.get_blobs(wanted) if wanted else {}
@@ -163,20 +162,20 @@ async def export(store: EventStore, selection: Selection, out: Path,
                                     "base64": base64.b64encode(payload).decode()}))
                 report.blobs += 1
             for r in page:
-                event = {"kind": "event", "position": r["global_position"],
-                         "tx_id": r["tx_id"], "event_id": str(r["event_id"]),
-                         "stream_id": r["stream_id"],
-                         "stream_version": r["stream_version"], "type": r["type"],
-                         "schema_version": r["schema_version"],
-                         "data": orjson.loads(r["data"]),
-                         "metadata": orjson.loads(r["metadata"]),
-                         "recorded_at": r["recorded_at"].isoformat()}
+                event = {"kind": "event", "position": r.global_position,
+                         "tx_id": r.tx_id, "event_id": str(r.event_id),
+                         "stream_id": r.stream_id,
+                         "stream_version": r.stream_version, "type": r.type,
+                         "schema_version": r.schema_version,
+                         "data": orjson.loads(r.data),
+                         "metadata": orjson.loads(r.metadata),
+                         "recorded_at": r.recorded_at.isoformat()}
                 line, chain = _chained(event, chain, report.events + 1)
                 lines.append(line)
-                counts[r["type"]] += 1
+                counts[r.type] += 1
                 report.events += 1
-                report.bytes_in += len(r["data"]) + len(r["metadata"])
-                mark = {"position": r["global_position"], "event_id": str(r["event_id"])}
+                report.bytes_in += len(r.data) + len(r.metadata)
+                mark = {"position": r.global_position, "event_id": str(r.event_id)}
                 first = first or mark
                 last = mark
             await emit(lines)
@@ -196,17 +195,36 @@ async def export(store: EventStore, selection: Selection, out: Path,
     return report
 
 
-async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[Any]]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Stored:
+    """An event as the log stores it, its payloads as their JSON text."""
+
+    global_position: int
+    tx_id: int
+    event_id: uuid.UUID
+    stream_id: str
+    stream_version: int
+    type: str
+    schema_version: int
+    data: str
+    metadata: str
+    recorded_at: datetime
+
+
+_EXPORT_PAGE = queries.typed("archive", "export_page", _Stored)
+
+
+async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[_Stored]]:
     after = s.after_position
     while True:
-        page = await store.sql.fetch(
-            _Q["export_page"], after, s.to_position, s.since, s.until,
+        page = await store.sql.rows(
+            _EXPORT_PAGE, after, s.to_position, s.since, s.until,
             list(s.categories) if s.categories else None,
             list(s.exclude_categories) if s.exclude_categories else None, 1000)
         if not page:
             return
         yield page
-        after = page[-1]["global_position"]
+        after = page[-1].global_position
 
 
 # -- reading and verifying ---------------------------------------------------------------------
