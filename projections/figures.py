@@ -8,11 +8,13 @@ them: one definition of each number.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from props.core.domain import streams
 from props.core.log import database, errors
 from props.core.log.checkpoints import Checkpoint
+from props.core.log.sql import shaped
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, scorers
 from props.projections import as_of as as_of_point
@@ -28,6 +30,44 @@ _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbe
 # and they are not compiled (over 10,000 runs and a million grades, JIT compiled for 0.27 s
 # and gave back 0.1: the report took 1.63 s with it, 1.46 without).
 REPORT_SETTINGS = {"work_mem": "64MB", "jit": "off"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Score:
+    """A row of the scores statement: a (model, definition, scorer)'s pooled figures when
+    `whole`, else one example's sums within it."""
+
+    whole: bool
+    model: str
+    definition: str
+    scorer_name: str
+    scorer_version: int
+    snapshot: str | None
+    files_hash: str | None
+    runs: int
+    recalled: float
+    expected: float
+    finds: float
+    graded: float
+    recall: float | None
+    recall_graded: float | None
+    precision: float | None
+    partial: int | None
+    known_fp: int | None
+    unmatched: int | None
+    mean_run_recall: float | None
+    stddev_run_recall: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Chosen:
+    name: str | None
+    version: int | None
+
+
+# These name the projections' schema as `{schema}`: the live one, or an as-of build's.
+_SCORES = queries.typed("report", "scores", _Score)
+_REPORT_SCORER = queries.typed("report", "report_scorer", _Chosen)
 
 
 def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
@@ -103,15 +143,14 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 "props.adjudicated": "on" if adjudicated else "off"}
     await conn.execute("SELECT set_config(name, value, true) FROM unnest($1::text[], $2::text[]) "
                        "AS s(name, value)", list(settings), list(settings.values()))
-    found = await conn.fetch(q(_Q["scores"]), name, version)
-    rows = [r for r in found if r["whole"]]
-    points = [r for r in found if not r["whole"]]
+    found = shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version))
+    rows = [r for r in found if r.whole]
+    points = [r for r in found if not r.whole]
     # With the setting off no grade is replaced: no need to read them all to count none.
     overridden = await conn.fetchval(q(_Q["adjudicated_issues"]), name, version) \
         if adjudicated else 0
-    chosen = await conn.fetchrow(q(_Q["report_scorer"]), name, version)
-    assert chosen is not None
-    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen["name"], chosen["version"])
+    chosen = shaped(_REPORT_SCORER, await conn.fetch(q(_REPORT_SCORER.text), name, version))[0]
+    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen.name, chosen.version)
     assert gaps is not None
     if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
         raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never
@@ -121,23 +160,23 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     examples = _by_group(points)
     records = []
     for r in rows:
-        key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
+        key = (r.model, r.definition, r.scorer_name, r.scorer_version)
         record: dict[str, Any] = {
-            "model": r["model"], "definition": r["definition"],
-            "scorer": f"{r['scorer_name']}@{r['scorer_version']}", "runs": r["runs"]}
+            "model": r.model, "definition": r.definition,
+            "scorer": f"{r.scorer_name}@{r.scorer_version}", "runs": r.runs}
         for k in COLUMNS[4:-1]:  # the intervals come from the bootstrap, below
-            value = r[k] if k in r.keys() else None
+            value = getattr(r, k, None)
             record[k] = None if value is None else int(value) if k in _COUNTS else float(value)
         mine = examples.get(key, [])
         record["examples"] = len(mine)
         record["recall_low"], record["recall_high"] = intervals.ratio_interval(
-            [(p["recalled"], p["expected"]) for p in mine])
+            [(p.recalled, p.expected) for p in mine])
         record["precision_low"], record["precision_high"] = intervals.ratio_interval(
-            [(p["finds"], p["graded"]) for p in mine])
+            [(p.finds, p.graded) for p in mine])
         records.append(record)
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
-    notes["states_scorer"] = None if chosen["name"] is None else \
-        chosen["name"] + ("" if chosen["version"] is None else f"@{chosen['version']}")
+    notes["states_scorer"] = None if chosen.name is None else \
+        chosen.name + ("" if chosen.version is None else f"@{chosen.version}")
     notes["interval_method"] = intervals.METHOD
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
     notes["differences"] = differences(points)
@@ -147,15 +186,15 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     return records, notes
 
 
-def _by_group(points: list[Any]) -> dict[tuple[str, str, str, int], list[Any]]:
-    grouped: dict[tuple[str, str, str, int], list[Any]] = {}
+def _by_group(points: list[_Score]) -> dict[tuple[str, str, str, int], list[_Score]]:
+    grouped: dict[tuple[str, str, str, int], list[_Score]] = {}
     for p in points:
-        grouped.setdefault((p["model"], p["definition"], p["scorer_name"],
-                            p["scorer_version"]), []).append(p)
+        grouped.setdefault((p.model, p.definition, p.scorer_name, p.scorer_version),
+                           []).append(p)
     return grouped
 
 
-def differences(points: list[Any]) -> list[dict[str, Any]]:
+def differences(points: list[_Score]) -> list[dict[str, Any]]:
     """For each scorer, each pair of (model, definition) rows: B's recall minus A's on the
     examples both ran, and whether a paired bootstrap over those examples says it differs."""
     grouped = _by_group(points)
@@ -165,12 +204,12 @@ def differences(points: list[Any]) -> list[dict[str, Any]]:
         for b in keys[i + 1:]:
             if a[2:] != b[2:]:
                 continue
-            mine = {(p["snapshot"], p["files_hash"]): p for p in grouped[a]}
-            theirs = {(p["snapshot"], p["files_hash"]): p for p in grouped[b]}
+            mine = {(p.snapshot, p.files_hash): p for p in grouped[a]}
+            theirs = {(p.snapshot, p.files_hash): p for p in grouped[b]}
             shared = sorted(set(mine) & set(theirs))
             diff = intervals.paired_difference(
-                [((mine[e]["recalled"], mine[e]["expected"]),
-                  (theirs[e]["recalled"], theirs[e]["expected"])) for e in shared])
+                [((mine[e].recalled, mine[e].expected),
+                  (theirs[e].recalled, theirs[e].expected)) for e in shared])
             out.append({"scorer": f"{a[2]}@{a[3]}", "a": {"model": a[0], "definition": a[1]},
                         "b": {"model": b[0], "definition": b[1]}, "examples": diff.examples,
                         "recall_delta": diff.delta, "low": diff.low, "high": diff.high,
