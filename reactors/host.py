@@ -145,12 +145,14 @@ class ReactorHost:
                 done: RecordedEvent | None = None  # the last event handled
                 try:
                     for rec in batch:
-                        if rec.type_name in wanted:
-                            # Shielded: a stop lets the event in hand finish, never half-handled.
-                            with anyio.CancelScope(shield=True):
-                                await self._handle(rec)
-                            await anyio.lowlevel.checkpoint_if_cancelled()  # then stops
+                        if rec.type_name not in wanted:
+                            done = rec
+                            continue
+                        # Shielded: a stop lets the event in hand finish, never half-handled.
+                        with anyio.CancelScope(shield=True):
+                            await self._handle(rec)
                         done = rec
+                        await anyio.lowlevel.checkpoint_if_cancelled()  # a stop: here
                 except anyio.get_cancelled_exc_class():
                     if done is not None:  # record where the stop found it
                         with anyio.CancelScope(shield=True):

@@ -127,6 +127,38 @@ async def test_a_restarted_reactor_resumes_from_its_checkpoint(store: EventStore
     assert second.seen == ["two"]  # "one" was not handled again
 
 
+class Slow(Recorder):
+    """Takes its time over each event: a stop arrives while one is in hand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_hand = anyio.Event()
+
+    async def handle(self, rec: RecordedEvent) -> None:
+        self.in_hand.set()
+        await anyio.sleep(0.5)
+        await super().handle(rec)
+
+
+async def test_a_stop_finishes_the_event_in_hand_and_records_it(store: EventStore,
+                                                                new_event: object) -> None:
+    """Cancelling the host waits for the event it is handling, never half-handles it, and
+    records it: the next instance starts after it, not at it."""
+    make = new_event
+    await store.append("run-a", [make("one"), make("two"), make("three")])  # type: ignore[operator]
+    first = Slow()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reactor_host.ReactorHost(store, first, poll_interval=0.1).run)
+        with anyio.fail_after(10):
+            await first.in_hand.wait()
+        tg.cancel_scope.cancel()  # while "one" is in hand
+    assert first.seen == ["one"]
+    second = Recorder()
+    await host_until(store, reactor_host.ReactorHost(store, second, poll_interval=0.1),
+                     lambda: second.seen == ["two", "three"])
+    assert second.seen == ["two", "three"]  # "one" was recorded as handled
+
+
 async def test_only_one_instance_of_a_reactor_is_active(store: EventStore,
                                                         new_event: object) -> None:
     make = new_event
