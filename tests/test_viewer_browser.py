@@ -46,7 +46,7 @@ async def served(store: EventStore) -> AsyncIterator[str]:
     """The app on a free loopback port until the test ends."""
     sock = server.bind("127.0.0.1:0", "viewer")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, create_app(store), sock)
+        await tg.start(server.serve, create_app(store), sock)
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
         tg.cancel_scope.cancel()
 

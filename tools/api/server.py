@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import uvicorn
 
 from props.core.log import errors
@@ -22,9 +23,18 @@ log = logging.getLogger("props.http")
 
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.up = anyio.Event()  # started: answering on its socket
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield  # props serve handles the signals
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.up.set()
 
 
 def bind(address: str, what: str) -> socket.socket:
@@ -51,8 +61,10 @@ def bind(address: str, what: str) -> socket.socket:
     return sock
 
 
-async def serve(app: Any, sock: socket.socket) -> None:
-    """Serve `app` on `sock` until cancelled, then finish the requests in flight."""
+async def serve(app: Any, sock: socket.socket, *,
+                task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Serve `app` on `sock` until cancelled, then finish the requests in flight. Started
+    (`await tg.start(serve, ...)`) once uvicorn answers on the socket."""
     server = _Server(uvicorn.Config(app, log_config=None, access_log=False,
                                     timeout_graceful_shutdown=10, lifespan="off"))
 
@@ -66,6 +78,8 @@ async def serve(app: Any, sock: socket.socket) -> None:
 
         tg.start_soon(serve_shielded)
         try:
+            await server.up.wait()
+            task_status.started()
             await anyio.sleep_forever()
         finally:
             server.should_exit = True

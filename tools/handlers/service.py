@@ -110,7 +110,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
         print(line, file=sys.stderr, flush=True)
     if config.http:
         sock = http_server.bind(config.http, "HTTP API")
-        tg.start_soon(http_server.serve, api_app.create_app(store), sock)
+        await tg.start(http_server.serve, api_app.create_app(store), sock)
         log.info(f"HTTP API on http://{_address(sock)}")
     if config.registry:
         assert config.registry_upstream is not None
@@ -118,14 +118,14 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
                                        config.registry_pull_from)
         sock = http_server.bind(config.registry, "registry proxy")
 
-        async def serve_registry() -> None:
+        async def serve_registry(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             try:
-                await http_server.serve(proxy.app(), sock)
+                await http_server.serve(proxy.app(), sock, task_status=task_status)
             finally:
                 with anyio.CancelScope(shield=True):
                     await proxy.aclose()
 
-        tg.start_soon(serve_registry)
+        await tg.start(serve_registry)
         log.info(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
 
 

@@ -37,7 +37,7 @@ async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
             webbrowser.open(f"{url}login")
         async with anyio.create_task_group() as tg:
             await tg.start(cancel_on_signal, tg.cancel_scope, "stopping the viewer")
-            tg.start_soon(http_server.serve, api_app.create_app(store), sock)
+            await tg.start(http_server.serve, api_app.create_app(store), sock)
             # The projections are what the viewer shows: kept current while it runs (in
             # one process at a time: a `props serve` elsewhere keeps doing it instead).
             await Service(store, [], only=["projections"]).run()
