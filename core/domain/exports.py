@@ -211,7 +211,7 @@ class _Stored:
     recorded_at: datetime
 
 
-_EXPORT_PAGE = queries.typed("archive", "export_page", _Stored)
+_EXPORT_PAGE = queries.typed("exports", "export_page", _Stored)
 
 
 async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[_Stored]]:

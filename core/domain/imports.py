@@ -29,7 +29,7 @@ from props.core.log.events import NewEvent
 from props.core.log.store import EventStore, StoreTransaction
 from props.schema import queries
 
-_Q = queries.load("archive")
+_Q = queries.load("exports")
 _ARCHIVAL = queries.load("archival")
 _IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
 T = TypeVar("T")
