@@ -14,7 +14,7 @@ import datetime as dt
 from props.core.log import database, errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.store import EventStore
-from props.projections import engine, folding, tables
+from props.projections import engine, folding, tables, views
 from props.schema import queries
 
 _Q = queries.load("as_of")
@@ -84,5 +84,5 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
     async with conn.transaction():
         await folding.fold_settings(conn)
         await folding.derive_all(conn, SCHEMA, engine.ALL)
-    await folding.create_views(conn, SCHEMA)
+    await views.create(conn, SCHEMA)
     return folded

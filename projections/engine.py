@@ -26,15 +26,14 @@ from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
+from props.projections import views
 from props.projections.base import Projection
 from props.projections.folding import (
     Chunk,
     chunk_after,
     commit_range,
-    create_views,
     decode_filter,
     derive_all,
-    drop_views,
     fold_settings,
     python_wants,
 )
@@ -330,13 +329,13 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
                 positions[p.name] = max(positions[p.name], chunk.end)
             caught_up += chunk.size
         # The views read every projection's tables: drop them, swap, recreate them.
-        await drop_views(conn, LIVE)
+        await views.drop(conn, LIVE)
         for name in mine:
             await conn.execute(f"DROP TABLE IF EXISTS {LIVE}.{name}")
             await conn.execute(f"ALTER TABLE {SHADOW}.{name} SET SCHEMA {LIVE}")
         complete = {r[0] for r in await conn.fetch(_Q["tables_in_schema"], LIVE)}
         if all(t.name in complete for p in ALL for t in p.tables):
-            await create_views(conn, LIVE)
+            await views.create(conn, LIVE)
         await conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {LIVE} TO {ANALYST_ROLE}")
         for p in projections:
             await Checkpoints.overwrite(conn, p.checkpoint_name, positions[p.name])

@@ -18,7 +18,6 @@ from props.core.log import database
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.events import DecodeFilter, RecordedEvent, data_of
 from props.core.log.store import EventStore
-from props.projections import grading
 from props.projections.base import Derived, Fold, Projection
 from props.projections.names import LIVE
 from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
@@ -32,7 +31,6 @@ _ANY_VERSION = 0  # read_between: every schema version of the type
 # that restarts or reconnects applies events again.
 _BROKEN_FOR_TEST = os.environ.get("PROPS_BREAK_FOR_TEST") == "checkpoint-outside-transaction"
 
-_VIEWS = queries.load("projection_views")
 _Q = queries.load("projections")
 
 
@@ -191,16 +189,5 @@ async def chunk_after(conn: database.Connection, store: EventStore,
     return Chunk(end, row["events"], python)
 
 
-async def create_views(conn: database.Connection, schema: str) -> None:
-    for sql in _VIEWS.values():
-        await conn.execute(sql.replace("{scored_edges}", grading.SCORED_EDGES)
-                           .replace("{schema}", check_schema(schema)))
-
-
 # -- the live runner ----------------------------------------------------------------------------
 
-
-async def drop_views(conn: database.Connection, schema: str) -> None:
-    """Drop the views over `schema`'s tables, dependents first (to swap tables under them)."""
-    for view in reversed(list(_VIEWS)):
-        await conn.execute(f"DROP VIEW IF EXISTS {check_schema(schema)}.{view}")
