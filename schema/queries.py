@@ -6,9 +6,9 @@ statement is ever assembled from user-supplied strings.
 
 A statement whose rows the code reads by column is declared with the shape of its rows:
 `typed("tokens", "list", Token)` (a dataclass whose first fields are the columns, in order;
-fields after them have defaults), run by
-`store.sql.rows(...)`/`row(...)`, which give `Token`s. An unknown name fails at import; a
-test prepares every typed statement against the schema and holds its columns to the shape.
+fields after them have defaults), run by `store.sql.rows(...)`/`row(...)`, which give
+`Token`s. An unknown name fails at import; a test prepares every typed statement against
+the schema and holds its columns to the shape's fields.
 """
 
 from __future__ import annotations

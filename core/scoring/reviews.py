@@ -23,6 +23,8 @@ from props.core.scoring import registration, scorers
 from props.schema import queries
 
 _Q = queries.load("reviews")
+# The human scorer's registration has one id, so registering it again is a no-op.
+_NAMESPACE = uuid.UUID("2c8f7a51-93d4-4e6b-a0f2-5b1d7e9c3a64")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,8 +53,6 @@ class _Issue:
 _ACTIVE = queries.typed("reviews", "active_scorer", _Scorer)
 _GRADE_OF = queries.typed("reviews", "grade_of", _Grade)
 _ISSUE_AND_TRUTH = queries.typed("reviews", "issue_and_truth", _Issue)
-# The human scorer's registration has one id, so registering it again is a no-op.
-_NAMESPACE = uuid.UUID("2c8f7a51-93d4-4e6b-a0f2-5b1d7e9c3a64")
 
 
 @dataclasses.dataclass(frozen=True)
