@@ -114,7 +114,7 @@ def test_the_check_sees_a_misspelt_name(tmp_path: Path) -> None:
     assert "apend_one" not in queries.load("events")
 
 
-def _columns_of_shapes() -> None:
+def _import_every_module() -> None:
     """Every module of the package imported, so that every typed statement is declared."""
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -143,7 +143,7 @@ async def test_every_typed_statement_returns_its_shape(store: EventStore) -> Non
     """Each typed statement, prepared against the migrated schema and the projections'
     tables, returns its shape's fields, in order (those with defaults may be left to the
     code): a renamed column or field fails here, not on the one path that reads it."""
-    _columns_of_shapes()
+    _import_every_module()
     assert len(queries.TYPED) >= 10
     await engine.rebuild(store)  # the projections' tables exist
     columns: dict[str, list[str]] = {}

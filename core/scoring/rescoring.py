@@ -322,6 +322,7 @@ async def grade_runs(
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[Event | NewEvent]]] = []
+    grader = verdicts.of(s)  # how `s` is asked: once, not per run
 
     def written(results: list[AppendResult]) -> None:
         report.appended += sum(r.last_version - r.first_version + 1 for r in results
@@ -338,7 +339,7 @@ async def grade_runs(
         with bulk.gc_paused():  # each run's issues, grades and events: acyclic, and many
             for run in runs:
                 await anyio.lowlevel.checkpoint()  # the append in flight gets its turns
-                pending += await _grade_one(store, s, run, known, report, dry_run)
+                pending += await _grade_one(store, grader, run, known, report, dry_run)
                 # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
                 if (len(pending) >= FLUSH_RUNS
                         or sum(len(b) for _, b in pending) >= FLUSH_GRADES):
@@ -349,7 +350,7 @@ async def grade_runs(
 
 
 async def _grade_one(
-    store: EventStore, s: scorers.Scorer, run: RunRecord,
+    store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
     known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, dry_run: bool,
 ) -> list[tuple[str, list[Event | NewEvent]]]:
     """Grade one run into `report`; return what it appends: its grades and, from a scorer
@@ -362,7 +363,7 @@ async def _grade_one(
         return []
     assert snapshot is not None
     try:
-        graded = await _graded(store, verdicts.of(s), run, snapshot, parsed, dry_run)
+        graded = await _graded(store, grader, run, snapshot, parsed, dry_run)
     except JudgeError as exc:
         report.unscorable["scorer error"] += 1
         report.scorer_errors.append(f"{run.run_id}: {exc}")
@@ -377,9 +378,9 @@ async def _grade_one(
     if unscorable is not None:
         said.append(NewEvent(unscorable, unscorable_id(unscorable)))
     if said:
-        writes.append((streams.grading(run.run_id, scorers.ref(s)), said))
+        writes.append((streams.grading(run.run_id, scorers.ref(grader.scorer)), said))
     if calls:
-        writes.append((streams.judge(run.run_id, scorers.ref(s)), list(calls)))
+        writes.append((streams.judge(run.run_id, scorers.ref(grader.scorer)), list(calls)))
     return writes
 
 

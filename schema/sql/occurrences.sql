@@ -8,8 +8,8 @@
 -- grouping --
 -- The counts of the grades read (spliced in): each group's best grade, the grades, those
 -- that found their TP occurrence (grade 1), those with partial credit, matched to a known
--- FP, matched to nothing, and those the scorer could not grade. Keys are never null in the table: '' and 0
--- stand for "none" (no ground truth cited, not a TP match).
+-- FP, matched to nothing, and those the scorer could not grade. Keys are never null in the
+-- table: '' and 0 stand for "none" (no ground truth cited, not a TP match).
 SELECT critique_run_id AS run_id, scorer_name, scorer_version,
        coalesce(ground_truth_hash, '') AS ground_truth_hash, coalesce(tp_id, '') AS tp_id,
        coalesce(tp_occurrence, 0) AS tp_occurrence, max(grade) AS best, count(*) AS graded,
