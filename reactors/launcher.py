@@ -44,6 +44,7 @@ from props.reactors.containers import (
     Outcome,
     holds,
 )
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.schema import queries
@@ -97,7 +98,8 @@ class Launcher:
                  work_dir: Path, *, max_concurrent: int = 8,
                  name: str = launchers.DEFAULT_NAME, engine: str | None = None,
                  lease_seconds: float = launchers.LEASE_SECONDS,
-                 agent_database: AgentDatabase | None = None) -> None:
+                 agent_database: AgentDatabase | None = None,
+                 agent_env: AgentEnvironment | None = None) -> None:
         self.launcher = name
         self.name = launchers.reactor_name(name)  # the reactor: its lock and checkpoint
         self.engine = engine
@@ -112,7 +114,7 @@ class Launcher:
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
-        self.specs = RunSpecs(store, work_dir, agent_database)
+        self.specs = RunSpecs(store, work_dir, agent_database, agent_env)
         self.deployment = ""  # which database's containers are ours (start() sets it)
 
     # -- the Reactor protocol ---------------------------------------------------------------

@@ -3,7 +3,12 @@
 Each "container" is a directory under the runtime's root, named by the container name, holding
 the spec, the shim's pid, the output and, once it ended, exit.json (see `local_shim`). The
 directory is the deterministic identity: `start` finds it before launching anything. There is
-no isolation beyond a process group and a memory limit: use Docker for agents you do not trust.
+no isolation beyond a process group and a memory limit, and a local process runs as the
+launcher's user: so by default the local runtime runs only the agents props ships (its own
+modules, run by this interpreter in isolated mode), and refuses any other command
+(`untrusted_local_command`). An operator who wrote a local definition's command himself says so
+(`trust_commands`, `props serve --trust-local-commands`); use Docker for agents you do not
+trust.
 """
 
 from __future__ import annotations
@@ -57,12 +62,30 @@ def _reap(pid: int) -> None:
         pass
 
 
+class UntrustedLocalCommand(errors.PropsError):
+    """The local runtime runs only the agents props ships: anything else would run as the
+    launcher's user, on its host. Push the definition as a Docker image, or (for a command an
+    operator wrote) serve with --trust-local-commands."""
+
+    exit_code = 77
+
+
+def ships(command: list[str]) -> bool:
+    """A command of one of props' own modules (`python [-I] -m props.…`), run by this
+    interpreter: code that the launcher's installation holds, not a definition's."""
+    return (len(command) in (3, 4) and command[0] == sys.executable
+            and command[1:-1] in (["-m"], ["-I", "-m"])
+            and command[-1].startswith("props.") and command[-1].replace(".", "").replace(
+                "_", "").isalnum())
+
+
 class LocalRuntime:
     kind: Literal["docker", "local"] = "local"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, trust_commands: bool = False) -> None:
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
+        self.trust_commands = trust_commands
 
     def _dir(self, name: str) -> Path:
         if not name or "/" in name or name.startswith("."):
@@ -79,6 +102,8 @@ class LocalRuntime:
         return await anyio.to_thread.run_sync(self._start, spec)
 
     def _start(self, spec: ContainerSpec) -> str:
+        if not (self.trust_commands or ships(spec.command)):
+            raise UntrustedLocalCommand()
         state = self._dir(spec.name)
         state.mkdir(parents=True, exist_ok=True)
         if self._never_spawned(state):

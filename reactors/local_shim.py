@@ -30,6 +30,7 @@ def main(argv: list[str]) -> int:
     with open(state / "logs", "ab") as logs:
         child = subprocess.Popen(
             command, stdout=logs, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cwd=state,  # never the launcher's folder: nothing there is the agent's to import
             process_group=0,  # `kill` signals the group: the command and its children
             preexec_fn=(lambda: _limit_memory(memory_mb)) if memory_mb else None,
         )

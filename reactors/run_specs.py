@@ -5,7 +5,6 @@ agent without network; its environment (never a key from the log), limits and la
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import uuid
 from datetime import datetime
@@ -26,6 +25,7 @@ from props.reactors.containers import (
     ContainerSpec,
     Mount,
 )
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_state import RunState
 from props.schema import queries
 
@@ -59,7 +59,7 @@ class AgentDatabase:
 
     host: str
     port: int
-    sslmode: str = "prefer"
+    sslmode: str = "require"
     network: str = "bridge"
 
 
@@ -68,10 +68,12 @@ class RunSpecs:
     `work_dir`."""
 
     def __init__(self, store: EventStore, work_dir: Path,
-                 agent_database: AgentDatabase | None = None) -> None:
+                 agent_database: AgentDatabase | None = None,
+                 agent_env: AgentEnvironment | None = None) -> None:
         self.store = store
         self.work_dir = work_dir
         self.agent_database = agent_database
+        self.agent_env = agent_env or AgentEnvironment()
         self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
 
     async def spec(self, state: RunState, definition: catalog.DefinitionPushed,
@@ -121,11 +123,9 @@ class RunSpecs:
             env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
         if rt.kind == "local":
             env["HOME"] = str(run_dir)
-        # A key is named by the definition and passed from the launcher's environment: it
-        # never sits in the definition's config, so it never enters the log.
-        key_env = definition.config.get("api_key_env")
-        if isinstance(key_env, str) and key_env in os.environ:
-            env[key_env] = os.environ[key_env]
+        # A key is named by the definition and passed from the launcher's environment, if
+        # the operator allow-lists it: it never sits in the config, so never in the log.
+        env.update(self.agent_env.secrets_for(definition.config, self.store.dsn))
         return ContainerSpec(
             name=container_name(req.run_id),
             image=definition.image or definition.digest,

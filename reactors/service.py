@@ -28,6 +28,7 @@ from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
 from props.reactors.supervisor import Supervisor
 
@@ -42,14 +43,16 @@ def work_dir() -> Path:
 
 @contextlib.asynccontextmanager
 async def container_runtimes(choice: RuntimeChoice = "auto", engine: str | None = None,
+                             *, trust_local_commands: bool = False,
                              ) -> AsyncIterator[list[ContainerRuntime]]:
     """The runtimes runs may use: local processes (for local definitions) always, and a
     Docker-compatible engine (Docker, or Podman's API service) at `engine` (default
     DOCKER_HOST, else the local socket) for image definitions, when `choice` demands one (it
     must answer now), or with `auto` when this machine has one configured or `engine` is
     given: an engine restarting at this moment is waited for by the runs that need it, not
-    given up on."""
-    local = LocalRuntime(work_dir() / "local-containers")
+    given up on. The local runtime runs only props' own agents unless
+    `trust_local_commands` (an operator who wrote the local definitions' commands)."""
+    local = LocalRuntime(work_dir() / "local-containers", trust_commands=trust_local_commands)
     if choice == "docker":
         async with docker_runtime.DockerRuntime.connect(engine) as docker:
             yield [local, docker]
@@ -71,6 +74,7 @@ class Service:
     engine_url: str | None = None  # the launcher's engine, as recorded (never secrets)
     lease_seconds: float = launchers.LEASE_SECONDS
     agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
+    agent_env: AgentEnvironment | None = None  # what of this environment runs may be given
     poll_interval: float = 1.0
     hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
     runner: engine.Runner | None = None
@@ -86,7 +90,8 @@ class Service:
                                      max_concurrent=self.max_concurrent,
                                      name=self.launcher_name, engine=self.engine_url,
                                      lease_seconds=self.lease_seconds,
-                                     agent_database=self.agent_database))
+                                     agent_database=self.agent_database,
+                                     agent_env=self.agent_env))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:

@@ -211,5 +211,5 @@ async def served(store: EventStore, tmp_path: Path,
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await sync_samples(store)
-    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+    async with serving(store, [LocalRuntime(tmp_path / "containers", trust_commands=True)]):
         yield store

@@ -12,6 +12,7 @@ import anyio
 from props.core.domain import catalog, definitions, specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.service import Service
 from props.tools import samples
 
@@ -91,10 +92,14 @@ async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
     return done
 
 
+# The one variable of the test process that the tests' definitions may name (api_key_env).
+TEST_AGENT_ENV = AgentEnvironment(("REPLAY_API_KEY",))
+
+
 @contextlib.asynccontextmanager
 async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncIterator[Service]:
     """The launcher, the grader and the projection runner, in this process, for the block."""
-    service = Service(store, runtimes, poll_interval=0.1)
+    service = Service(store, runtimes, poll_interval=0.1, agent_env=TEST_AGENT_ENV)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
         try:

@@ -113,7 +113,7 @@ async def test_runs_request_says_whether_a_launcher_will_take_it_up(
            "--model", "m", "--budget", "0"]
     alone = props(*ask, dsn=dsn)
     assert alone.returncode == 0 and "no launcher is running" in alone.stdout, alone.stderr
-    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+    async with serving(store, [LocalRuntime(tmp_path / "containers", trust_commands=True)]):
         await eventually(lambda: host.serving(store, "launcher"), 30)
         # In a thread: the reactors serving in this event loop must not stall meanwhile.
         served = await anyio.to_thread.run_sync(lambda: props(*ask, dsn=dsn))

@@ -28,7 +28,7 @@ from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
 async def runtime(request: pytest.FixtureRequest, tmp_path: Path,
                   ) -> AsyncIterator[tuple[ContainerRuntime, str]]:
     if request.param == "local":
-        yield LocalRuntime(tmp_path / "containers"), ""
+        yield LocalRuntime(tmp_path / "containers", trust_commands=True), ""
         return
     engine = docker_or_skip() if request.param == "docker" else podman_or_skip()
     async with engine as rt:
@@ -161,7 +161,7 @@ async def test_a_claim_whose_launcher_died_before_the_spawn_is_launched_again(
     """A launcher SIGKILLed between claiming a local container and spawning its shim leaves
     a claim and nothing else: the next start launches it (it never ran), and only a claim
     younger than LOST_AFTER is taken for a spawn in progress."""
-    rt = LocalRuntime(tmp_path / "containers")
+    rt = LocalRuntime(tmp_path / "containers", trust_commands=True)
     m = Made(rt, "", tmp_path)
     try:
         spec = m.spec("print('ran')")

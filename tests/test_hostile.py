@@ -89,7 +89,7 @@ async def test_a_hostile_local_agent_beside_20_honest_runs(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await push_code(store, "hostile", HOSTILE)
-    await run_beside_honest(store, [LocalRuntime(tmp_path / "c")], honest=20)
+    await run_beside_honest(store, [LocalRuntime(tmp_path / "c", trust_commands=True)], honest=20)
 
 
 @pytest.mark.docker
@@ -103,7 +103,8 @@ async def test_a_hostile_agent_in_docker_beside_honest_runs(
             **image.model_dump(), "name": "hostile",
             "command": hostile_critic.command()})
         await definitions.push(store, hostile)
-        await run_beside_honest(store, [LocalRuntime(tmp_path / "c"), docker], honest=5)
+        local = LocalRuntime(tmp_path / "c", trust_commands=True)
+        await run_beside_honest(store, [local, docker], honest=5)
 
 
 async def test_an_error_handling_one_run_fails_that_run_only(
@@ -127,7 +128,7 @@ async def test_an_error_handling_one_run_fails_that_run_only(
         return await drain(store_, run_id, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(agent_roles, "drain", refusing)
-    async with serving(store, [LocalRuntime(tmp_path / "c")]):
+    async with serving(store, [LocalRuntime(tmp_path / "c", trust_commands=True)]):
         done = await finished(store, ids)
     assert done[doomed].status == "failed" and done[doomed].failure is not None
     assert (done[doomed].failure.phase,  # type: ignore[union-attr]

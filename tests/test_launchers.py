@@ -87,7 +87,7 @@ async def test_two_launchers_share_the_queue_each_run_once_within_capacity(
     await push_code(store, "waits", WAIT.format(seconds=0.3))
     capacities = {"a": 2, "b": 3}
     engines: dict[str, ContainerRuntime] = {
-        name: LocalRuntime(tmp_path / f"engine-{name}") for name in capacities}
+        name: LocalRuntime(tmp_path / f"engine-{name}", trust_commands=True) for name in capacities}
     hosts = [ReactorHost(store, Launcher(store, [engines[name]], tmp_path / f"work-{name}",
                                          max_concurrent=capacity, name=name),
                          poll_interval=0.05)

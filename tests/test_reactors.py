@@ -303,7 +303,7 @@ async def test_reference_critic_in_docker(store: EventStore, tmp_path: Path,
                                             "command": ["/bin/false"]})
         await definitions.push(store, crash)
         ids += await request(store, "crash")
-        async with serving(store, [LocalRuntime(tmp_path / "c"), docker]):
+        async with serving(store, [LocalRuntime(tmp_path / "c", trust_commands=True), docker]):
             done = await finished(store, ids)
         assert done[ids[0]].status == "completed"
         assert done[ids[1]].status == "failed" and done[ids[1]].failure is not None
@@ -367,7 +367,7 @@ async def test_reactors_finish_runs_across_a_database_restart(
     await push_code(store, "quick", QUICK_AGENT, config={"sleep": 1.0})
     ids = await request(store, "quick", count=6)
     database_name = database.url_parts(store.dsn)[2]
-    async with serving(store, [LocalRuntime(tmp_path / "c")]):
+    async with serving(store, [LocalRuntime(tmp_path / "c", trust_commands=True)]):
         async with database.session(server_dsn) as admin:
             with anyio.fail_after(30):  # agents are connected: they lose theirs too
                 while not await admin.fetchval(  # noqa: ASYNC110 - polls the server

@@ -18,6 +18,7 @@ import pydantic
 from props.core.domain.vocabulary import ServiceName
 from props.core.log import errors
 from props.core.log.events import validation_problems
+from props.reactors import run_environment
 
 
 class ServiceConfig(pydantic.BaseModel):
@@ -35,8 +36,16 @@ class ServiceConfig(pydantic.BaseModel):
     # to, the TLS they require, the engine network their containers join.
     agent_database: str | None = None
     agent_sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca",
-                           "verify-full"] = "prefer"
+                           "verify-full"] = "require"
     agent_network: str = pydantic.Field("bridge", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    # Variables of this environment that a definition may name for its runs (`api_key_env`,
+    # e.g. OPENAI_API_KEY); nothing else of it reaches a run. PROPS_* and PG* never can.
+    agent_env: list[str] = pydantic.Field(default_factory=list, max_length=64)
+    # Local definitions whose command is not one of props' own agents run as this service's
+    # user on this host: only when the operator wrote those commands.
+    trust_local_commands: bool = False
+    # The engine's host network gives an agent every loopback service of the host.
+    unsafe_agent_network: bool = False
     http: str | None = None  # HOST:PORT of the JSON API
     registry: str | None = None  # HOST:PORT of the registry proxy
     registry_upstream: str | None = None  # URL of the registry it forwards to
@@ -47,6 +56,23 @@ class ServiceConfig(pydantic.BaseModel):
     # Seconds to wait for the database at start (a server still booting) before giving up
     # with exit 69; once connected, outages are ridden out however long they last.
     connect_wait: float = pydantic.Field(60.0, ge=0, le=86_400)
+
+    @pydantic.field_validator("agent_env")
+    @classmethod
+    def _passable(cls, names: list[str]) -> list[str]:
+        try:
+            return list(run_environment.check_allow_list(names))
+        except errors.ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+
+    @pydantic.model_validator(mode="after")
+    def _host_network_is_unsafe(self) -> ServiceConfig:
+        if self.agent_network == "host" and not self.unsafe_agent_network:
+            raise ValueError("agent_network host gives every agent every loopback service of "
+                             "this host (a trust-auth database, the registry): use a network "
+                             "whose egress reaches only the database, or set "
+                             "unsafe_agent_network to accept it")
+        return self
 
     @pydantic.model_validator(mode="after")
     def _registry_needs_upstream(self) -> ServiceConfig:
@@ -63,7 +89,7 @@ def _from_env(field: str) -> Any:
     value = os.environ.get(f"PROPS_{field.upper()}")
     if value is None or value == "":
         return None
-    if field == "only":
+    if field in ("only", "agent_env"):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
 

@@ -9,6 +9,12 @@ tool's configuration files in the example are ignored (a snapshot must not choos
 rules). Findings outside the example's files are dropped and counted. The installed version
 must be the one the definition names (its digest covers it): any other, or a tool that
 crashes, ends the run with exit code 3, a closed failure fact.
+
+The tool never runs the example's code: a snapshot may hold `ruff/__main__.py`,
+`sitecustomize.py` or a `.pth` file. So the tool's interpreter runs isolated (`-I`: neither
+the working directory nor PYTHON* variables reach its import path), in a working directory of
+its own outside the example, given the files by absolute path, with an environment that holds
+nothing but PATH (not the run's database login).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,8 +103,13 @@ TOOLS: dict[str, Tool] = {
 def review(tool: str, root: Path, files: list[str]) -> tuple[list[Finding], int]:
     """The findings on `files` (relative to `root`), and how many fell outside them."""
     t = TOOLS[tool]
-    done = subprocess.run([sys.executable, *t.arguments(baselines.RULES[tool], files)], cwd=root,
-                          capture_output=True, text=True, timeout=600, check=False)
+    root = root.resolve()
+    targets = [str(root / f) for f in files]
+    with tempfile.TemporaryDirectory(prefix="props-baseline-") as away:
+        done = subprocess.run(
+            [sys.executable, "-I", *t.arguments(baselines.RULES[tool], targets)], cwd=away,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": away},
+            capture_output=True, text=True, timeout=600, check=False)
     if done.returncode not in t.ok_exits:
         raise RuntimeError(f"{tool} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     kept, dropped = [], 0

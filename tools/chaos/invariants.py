@@ -185,7 +185,7 @@ async def _hostile(chaos: Chaos) -> Invariant:
 
 async def _orphans(chaos: Chaos) -> Invariant:
     ours = {str(r) for r in chaos.requested}
-    local = LocalRuntime(chaos.home / "runs" / "local-containers")
+    local = LocalRuntime(chaos.home / "runs" / "local-containers", trust_commands=True)
     left = [n for n, v in (await local.names(LABEL)).items() if v in ours]
     if await docker_runtime.reachable():
         async with DockerRuntime.connect() as docker:

@@ -20,6 +20,7 @@ from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.reactors import host, launchers
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.schema import queries
@@ -47,14 +48,17 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             log.info(f"migrations applied at start: {len(applied)}")
         dsn = config.dsn or database.resolve_service_dsn()
         async with open_store(dsn, max_connections=16) as store, \
-                container_runtimes(config.runtime, config.engine) as runtimes:
+                container_runtimes(config.runtime, config.engine,
+                                   trust_local_commands=config.trust_local_commands
+                                   ) as runtimes:
             connected = True
             if config.auto_sync_specimens is not None:
                 await _sync_specimens(store, config.auto_sync_specimens)
             service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent,
                               launcher_name=config.launcher_name, engine_url=config.engine,
                               lease_seconds=config.lease_seconds,
-                              agent_database=_agent_database(config))
+                              agent_database=_agent_database(config),
+                              agent_env=AgentEnvironment(tuple(config.agent_env)))
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)

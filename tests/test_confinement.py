@@ -1,0 +1,143 @@
+"""Nothing a definition or a specimen carries reaches beyond its run.
+
+A definition names what of the launcher's environment its runs get (only the operator's
+allow-list, never PROPS_* or PG* or a props password); a specimen's files never run inside a
+baseline critic (its tool shadowed by `ruff/__main__.py`, `sitecustomize.py`, a `.pth`); the
+local runtime runs only props' own agents unless the operator trusts the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.reactors import local_runtime
+from props.reactors.agents import baseline_critic
+from props.reactors.containers import ContainerSpec
+from props.reactors.run_environment import AgentEnvironment, SecretRefused
+from props.tools import service_config
+from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
+
+SERVICE_DSN = "postgresql://props_service:s3cret-service-password@/props?host=/tmp"
+
+
+def test_an_allow_list_never_holds_what_props_reads() -> None:
+    for name in ["PROPS_SERVICE_DSN", "PROPS_DSN", "PGPASSWORD", "PGSERVICEFILE",
+                 "LD_PRELOAD", "PYTHONPATH", "PATH", "not a name"]:
+        with pytest.raises(errors.ConfigurationError):
+            AgentEnvironment((name,))
+    assert AgentEnvironment(("OPENAI_API_KEY",)).allowed == ("OPENAI_API_KEY",)
+
+
+def test_a_definition_picks_only_from_the_allow_list() -> None:
+    env = AgentEnvironment(("OPENAI_API_KEY", "OTHER_KEY"))
+    environ = {"OPENAI_API_KEY": "sk-fine", "PROPS_SERVICE_DSN": SERVICE_DSN,
+               "OTHER_KEY": "x s3cret-service-password x", "UNLISTED": "v"}
+    assert env.secrets_for({"api_key_env": "OPENAI_API_KEY"}, SERVICE_DSN, environ) == \
+        {"OPENAI_API_KEY": "sk-fine"}
+    assert env.secrets_for({}, SERVICE_DSN, environ) == {}
+    for asked in ["PROPS_SERVICE_DSN", "UNLISTED", ["OPENAI_API_KEY"]]:
+        with pytest.raises(SecretRefused):
+            env.secrets_for({"api_key_env": asked}, SERVICE_DSN, environ)
+    # An allow-listed name whose value holds the service's password is refused too.
+    with pytest.raises(SecretRefused, match="password"):
+        env.secrets_for({"api_key_env": "OTHER_KEY"}, SERVICE_DSN, environ)
+
+
+def _settings(**given: object) -> service_config.ServiceConfig:
+    args = argparse.Namespace(config=None, **given)
+    return service_config.load(args)
+
+
+def test_the_service_settings_refuse_unsafe_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROPS_CONFIG_FILE", raising=False)
+    with pytest.raises(errors.ConfigurationError, match="PROPS_SERVICE_DSN"):
+        _settings(agent_env=["PROPS_SERVICE_DSN"])
+    with pytest.raises(errors.ConfigurationError, match="unsafe_agent_network"):
+        _settings(agent_network="host")
+    assert _settings(agent_network="host", unsafe_agent_network=True).agent_network == "host"
+    assert _settings().agent_sslmode == "require"  # an agent's password never in the clear
+
+
+async def test_a_run_naming_the_service_dsn_fails_and_gets_nothing(
+        served: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPS_SERVICE_DSN", SERVICE_DSN)
+    marker = tmp_path / "leaked"
+    # The agent would write what it was given; it must never start.
+    await push_code(served, "leaky", QUICK_AGENT + f"\nopen({str(marker)!r}, 'w').write("
+                    "__import__('os').environ.get('PROPS_SERVICE_DSN', ''))\n",
+                    config={"api_key_env": "PROPS_SERVICE_DSN"})
+    await push_code(served, "honest", QUICK_AGENT)
+    [leaky] = await request(served, "leaky")
+    [honest] = await request(served, "honest")
+    done = await finished(served, [leaky, honest])
+    assert done[leaky].status == "failed"
+    failure = done[leaky].failure
+    assert failure is not None
+    assert (failure.phase, failure.category) == ("launch", "secret_refused")
+    assert not marker.exists()
+    assert done[honest].status == "completed"
+
+
+# -- a specimen cannot run its own code inside a baseline ---------------------------------
+
+def _hostile_example(root: Path, marker: Path) -> list[str]:
+    """An example whose files would each write `marker` if Python ever ran them."""
+    payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    files = {"app.py": "import os\nprint(eval(os.environ.get('X', '1')))\n"}
+    for tool in ("ruff", "bandit", "pylint"):
+        files[f"{tool}/__init__.py"] = payload
+        files[f"{tool}/__main__.py"] = payload
+    files["sitecustomize.py"] = payload
+    files["usercustomize.py"] = payload
+    files["evil.pth"] = "import os; " + payload
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return sorted(p for p in files if p.endswith(".py"))
+
+
+@pytest.mark.parametrize("tool", ["ruff", "bandit", "pylint"])
+def test_a_baseline_never_runs_the_examples_code(tmp_path: Path, tool: str) -> None:
+    root, marker = tmp_path / "example", tmp_path / "ran"
+    root.mkdir()
+    files = _hostile_example(root, marker)
+    findings, _dropped = baseline_critic.review(tool, root, files)
+    assert not marker.exists(), marker.read_text()
+    assert any(f.path == "app.py" for f in findings)  # the real tool reviewed the example
+
+
+def test_negative_control_the_old_invocation_runs_the_specimen(tmp_path: Path) -> None:
+    """The way the baselines were run before (`python -m ruff` in the example's folder)
+    runs the specimen's `ruff/__main__.py`: the check above can fail."""
+    root, marker = tmp_path / "example", tmp_path / "ran"
+    root.mkdir()
+    _hostile_example(root, marker)
+    subprocess.run([sys.executable, "-m", "ruff", "check", "app.py"], cwd=root,
+                   capture_output=True, check=False)
+    assert marker.exists()
+
+
+# -- the local runtime runs only props' own agents by default -----------------------------
+
+async def test_the_local_runtime_refuses_commands_props_does_not_ship(tmp_path: Path) -> None:
+    rt = local_runtime.LocalRuntime(tmp_path / "c")
+    marker = tmp_path / "ran"
+    spec = ContainerSpec(name="props-run-x", image="local:x",
+                         command=[sys.executable, "-c", f"open({str(marker)!r}, 'w')"],
+                         env={}, mounts=[], labels={}, network=False, network_name=None,
+                         cpus=1.0, memory_mb=256)
+    with pytest.raises(local_runtime.UntrustedLocalCommand):
+        await rt.start(spec)
+    assert not marker.exists()
+    assert not (tmp_path / "c" / "props-run-x").exists()
+    assert local_runtime.ships([sys.executable, "-m", "props.reactors.agents.reference_critic"])
+    assert not local_runtime.ships(["/tmp/python", "-m", "props.reactors.agents.x"])
+    assert not local_runtime.ships([sys.executable, "-m", "props.x", "--evil"])
+    assert not local_runtime.ships([sys.executable, "-m", "os"])
