@@ -139,3 +139,54 @@ def test_from_diff_and_the_command(tmp_path: Path) -> None:
          str(fixed), "--slug", SLUG, "-o", str(tmp_path / "out")],
         capture_output=True, text=True, check=False)
     assert again.returncode == 78 and "exists already" in again.stderr  # never overwritten
+
+
+def _commit_with_tree_entry(repo: Repo, name: str, message: str) -> str:
+    """A commit whose root tree holds `name` (git mktree takes `..` and `.git`, which no work
+    tree can): a folder of that name with one file."""
+    blob = subprocess.run(["git", "-C", str(repo.root), "hash-object", "-w", "--stdin"],
+                          input=b"escaped = True\n", check=True,
+                          capture_output=True).stdout.decode().strip()
+    inner = subprocess.run(["git", "-C", str(repo.root), "mktree"],
+                           input=f"100644 blob {blob}\tplanted.py\n".encode(), check=True,
+                           capture_output=True).stdout.decode().strip()
+    head_tree = repo.git("rev-parse", "HEAD^{tree}")
+    listing = repo.git("ls-tree", head_tree)
+    outer = subprocess.run(["git", "-C", str(repo.root), "mktree"],
+                           input=f"{listing}\n040000 tree {inner}\t{name}\n".encode(),
+                           check=True, capture_output=True).stdout.decode().strip()
+    return repo.git("commit-tree", outer, "-p", "HEAD", "-m", message)
+
+
+@pytest.mark.parametrize("name", ["..", ".git", "."])
+def test_a_tree_entry_that_climbs_out_is_refused_with_nothing_written(
+        tmp_path: Path, name: str) -> None:
+    repo = Repo(tmp_path / "repo")
+    repo.write("pkg/a.py", lines(5, "a"))
+    repo.commit("the code")
+    planted = _commit_with_tree_entry(repo, name, "plant")
+    repo.git("update-ref", "HEAD", planted)
+    repo.write("pkg/a.py", ["a_1 = 0  # fixed", *lines(5, "a")[1:]])
+    repo.git("add", "pkg/a.py")
+    fix = repo.commit("Fix a")
+    out = tmp_path / "deep" / "out"
+    out.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "from-git",
+                           str(repo.root), "--fix", fix, "--slug", SLUG, "-o", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 65, done.stderr
+    assert "never writes" in done.stderr and "Traceback" not in done.stderr
+    written = [p for p in tmp_path.rglob("planted.py") if "repo" not in p.parts]
+    assert written == [] and list(out.iterdir()) == []
+
+
+def test_a_large_blob_is_listed_not_loaded(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo")
+    repo.write("pkg/a.py", lines(5, "a"))
+    big = repo.root / "data.bin"
+    big.write_bytes(b"x" * (specimens_from_fixes.vocabulary.MAX_SPECIMEN_FILE_BYTES + 1))
+    repo.commit("the code")
+    skipped: list[str] = []
+    files = specimens_from_fixes.tree(repo.root, "HEAD", skipped)
+    assert set(files) == {"pkg/a.py"}
+    assert len(skipped) == 1 and skipped[0].startswith("data.bin (")

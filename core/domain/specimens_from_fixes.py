@@ -178,8 +178,15 @@ def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
     root = out / slug
     if root.exists():
         raise errors.ConfigurationError(f"{root} exists already: choose another -o or slug")
+    code = (root / specimen_format.CODE_DIR).resolve()
+    targets = []
     for path, text in snapshot.items():
-        target = root / specimen_format.CODE_DIR / path
+        target = (code / checked_path(path)).resolve()
+        if not target.is_relative_to(code):  # (a symlinked folder under -o, say)
+            raise errors.InvalidEvent(f"{path!r} would be written outside {code}: nothing "
+                                      f"was written")
+        targets.append((target, text))
+    for target, text in targets:  # every path checked before the first is written
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     (root / specimen_format.GROUND_TRUTH_FILE).write_text(
@@ -209,15 +216,45 @@ def _git(repo: Path, *args: str, given: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def tree(repo: Path, commit: str) -> dict[str, str]:
-    """Every file of `commit` that can be a snapshot file, by path: the listing, then every
-    blob through one `git cat-file --batch` (not a process per file)."""
+def checked_path(path: str) -> str:
+    """`path` if a snapshot may hold it (a repository chooses its tree's names, and git
+    accepts `..` as one): relative, no empty, `.`, `..` or `.git` part, no backslash or NUL.
+    Anything else refuses the whole repository before a file is written."""
+    parts = path.split("/")
+    if (not path or path.startswith("/") or "\\" in path or "\0" in path
+            or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts)):
+        raise errors.InvalidEvent(f"the repository holds a path props never writes: {path!r} "
+                                  f"(an absolute path, an empty, '.', '..' or '.git' part); "
+                                  f"nothing was written")
+    return path
+
+
+def _blob(repo: Path, revision_path: str) -> str | None:
+    """A file's text at `REV:PATH`, its size read before its content (a file past the limit
+    is never loaded)."""
+    size = int(_git(repo, "cat-file", "-s", revision_path))
+    if size > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+        return None
+    return readable(_git(repo, "cat-file", "blob", revision_path))
+
+
+def tree(repo: Path, commit: str, skipped: list[str] | None = None) -> dict[str, str]:
+    """Every file of `commit` that can be a snapshot file, by path: the listing with sizes,
+    then every blob within the size limit through one `git cat-file --batch` (not a process
+    per file; a large blob is never read). The paths left out are added to `skipped`."""
+    skipped = [] if skipped is None else skipped
     blobs: list[tuple[str, str]] = []  # (object id, path)
-    for entry in filter(None, _git(repo, "ls-tree", "-r", "-z", commit).split(b"\0")):
+    for entry in filter(None, _git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
         meta, _, name = entry.partition(b"\t")
-        _mode, kind, oid = meta.split()
-        if kind == b"blob":  # (submodules are commits: not files of this repository)
-            blobs.append((oid.decode(), name.decode("utf-8")))
+        _mode, kind, oid, size = meta.split()
+        if kind != b"blob":  # (submodules are commits: not files of this repository)
+            continue
+        path = checked_path(name.decode("utf-8", "replace"))
+        if int(size) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+            skipped.append(f"{path} ({int(size):,} bytes, over the limit of "
+                           f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
+        else:
+            blobs.append((oid.decode(), path))
     raw = _git(repo, "cat-file", "--batch", given="".join(f"{o}\n" for o, _ in blobs).encode())
     out, at = {}, 0
     for _oid, path in blobs:
@@ -227,6 +264,8 @@ def tree(repo: Path, commit: str) -> dict[str, str]:
         at = header_end + 1 + size + 1  # the content, then a newline
         if text is not None:
             out[path] = text
+        else:
+            skipped.append(f"{path} (not UTF-8 text)")
     return out
 
 
@@ -237,21 +276,22 @@ def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
                                           new).split(b"\0") if t)
     out = []
     for status in tokens:
-        first = next(tokens)
-        second = next(tokens) if status[0] in "RC" else first
+        first = checked_path(next(tokens))
+        second = checked_path(next(tokens)) if status[0] in "RC" else first
         out.append((status[0], first, second))
     return out
 
 
-def from_git(repo: Path, commits: list[str]) -> tuple[dict[str, str], list[Defect], str]:
+def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
+             ) -> tuple[dict[str, str], list[Defect], str]:
     """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
-    snapshot's commit."""
+    snapshot's commit; the files it leaves out are added to `skipped`."""
     wanted = {_git(repo, "rev-parse", "--verify", f"{c}^{{commit}}").decode().strip()
               for c in commits}
     history = _git(repo, "rev-list", "--topo-order", "--reverse", *wanted).decode().split()
     ordered = [c for c in history if c in wanted]  # oldest first, whatever the dates
     base = _git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
-    snapshot = tree(repo, base)
+    snapshot = tree(repo, base, skipped)
     fixes, renamed = [], []
     for commit in ordered:
         parent = f"{commit}^"
@@ -259,11 +299,11 @@ def from_git(repo: Path, commits: list[str]) -> tuple[dict[str, str], list[Defec
         after: dict[str, str | None] = {}
         for kind, old, new in _changes(repo, parent, commit):
             if kind != "A":
-                text = readable(_git(repo, "show", f"{parent}:{old}"))
+                text = _blob(repo, f"{parent}:{old}")
                 if text is None:
                     continue
                 before[old] = text
-            after[old] = None if kind == "D" else readable(_git(repo, "show", f"{commit}:{new}"))
+            after[old] = None if kind == "D" else _blob(repo, f"{commit}:{new}")
         message = _git(repo, "log", "-1", "--format=%B", commit).decode()
         subject = message.splitlines()[0] if message.strip() else commit[:12]
         fixes.append(Fix(subject, message, before, after))

@@ -149,9 +149,12 @@ async def samples_cmd(args: argparse.Namespace) -> int:
 
 
 async def from_git_cmd(args: argparse.Namespace) -> int:
+    skipped: list[str] = []
     snapshot, found, base = await anyio.to_thread.run_sync(
-        specimens_from_fixes.from_git, args.repo, args.fix)
+        specimens_from_fixes.from_git, args.repo, args.fix, skipped)
     made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
+    for line in skipped:
+        console.print(f"left out of the snapshot: {line}", markup=False)
     return _wrote(args, snapshot, found, made_by)
 
 
