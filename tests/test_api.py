@@ -37,6 +37,7 @@ class Served:
     admin: str
     log: Path
     registry: str | None = None
+    pid: int = 0
 
     def client(self, token: str | None = None) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -64,7 +65,8 @@ async def props_serve(dsn: str, tmp_path: Path, *args: str) -> AsyncIterator[Ser
             text = log.read_text()
         admin = re.search(r"admin token \(shown once, store it now\): (\S+)", text)
         registry = re.search(r"registry proxy on ([0-9a-z.:\[\]]+)", text)
-        yield Served(m[1], admin[1] if admin else "", log, registry[1] if registry else None)
+        yield Served(m[1], admin[1] if admin else "", log, registry[1] if registry else None,
+                     proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         with anyio.move_on_after(30) as waited:
@@ -529,3 +531,132 @@ async def test_input_postgresql_cannot_store_is_refused_not_500(store: EventStor
             # Negative control: the same route takes a good body.
             assert (await api.post("/api/runs/critic", json=_body())).status_code == 202
         assert await store.pool.fetchval(requested) == before + 1  # refusals wrote nothing
+
+
+class _RawRegistry:
+    """A client of the proxy speaking the distribution API by hand (what `docker push` does,
+    without an engine): blobs by monolithic upload, manifests by PUT."""
+
+    def __init__(self, base: str, secret: str) -> None:
+        import base64
+
+        auth = base64.b64encode(f"ci:{secret}".encode()).decode()
+        self.http = httpx.AsyncClient(base_url=f"http://{base}", timeout=60,
+                                      headers={"Authorization": f"Basic {auth}"})
+
+    async def blob(self, repo: str, data: bytes) -> str:
+        import hashlib
+
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        started = await self.http.post(f"/v2/{repo}/blobs/uploads/")
+        assert started.status_code == 202, started.text
+        location = started.headers["location"]  # (its query holds the upload's state)
+        done = await self.http.put(f"{location}{'&' if '?' in location else '?'}"
+                                   f"digest={digest}", content=data)
+        assert done.status_code == 201, done.text
+        return digest
+
+    async def manifest(self, repo: str, ref: str, labels: dict[str, str] | None = None,
+                       *, raw: bytes | None = None) -> httpx.Response:
+        import json
+
+        config = json.dumps({"architecture": "amd64", "os": "linux",
+                             "config": {"Labels": labels or {}},
+                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        digest = await self.blob(repo, config)
+        body = raw if raw is not None else json.dumps({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                       "size": len(config), "digest": digest}, "layers": []}).encode()
+        return await self.http.put(
+            f"/v2/{repo}/manifests/{ref}", content=body,
+            headers={"content-type": "application/vnd.docker.distribution.manifest.v2+json"})
+
+
+def _rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.slow
+async def test_the_registry_proxy_is_a_gate(store: EventStore, dsn: str,
+                                            tmp_path: Path) -> None:
+    """DELETE refused; a recorded name and tag never move to another digest under a push
+    token (README's own `reference@local` included), an admin's move is recorded as one; a
+    manifest holding `config` twice in two cases is refused; a 600 MB manifest is refused from
+    its header and while it streams, the service growing by far less than it; a push token
+    logs in (GET /v2/). Negative controls: a fresh tag is taken, the first manifest stored."""
+    import json
+
+    await definitions.push(store, definitions.reference_local())
+    _, pusher = await tokens.create(store, "gate-pusher", ("push",))
+    _, admin_secret = await tokens.create(store, "gate-admin", ("admin",))
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream) as served:
+        assert served.registry is not None
+        push = _RawRegistry(served.registry, pusher)
+        admin = _RawRegistry(served.registry, admin_secret)
+        assert (await push.http.get("/v2/")).status_code == 200  # docker login
+        first = await push.manifest("critic/gated", "v1")
+        assert first.status_code == 201, first.text
+        digest = first.headers["docker-content-digest"]
+        moved = await push.manifest("critic/gated", "v1", {"props.network": "true"})
+        assert moved.status_code == 409, moved.text
+        takeover = await push.manifest("critic/reference", "local", {"props.network": "true"})
+        assert takeover.status_code == 409, takeover.text
+        assert (await push.http.delete(f"/v2/critic/gated/manifests/{digest}")).status_code \
+            == 405
+        assert (await admin.http.delete(f"/v2/critic/gated/manifests/{digest}")).status_code \
+            == 405
+        by_admin = await admin.manifest("critic/gated", "v1", {"props.cpus": "2"})
+        assert by_admin.status_code == 201, by_admin.text
+
+        config = await push.blob("critic/twice", json.dumps({"config": {}}).encode())
+        twice = ('{"schemaVersion": 2, "mediaType": '
+                 '"application/vnd.docker.distribution.manifest.v2+json", '
+                 f'"config": {{"digest": "{config}", "size": 12, "mediaType": "x"}}, '
+                 f'"Config": {{"digest": "{config}", "size": 13, "mediaType": "x"}}, '
+                 '"layers": []}').encode()
+        refused = await push.manifest("critic/twice", "v1", raw=twice)
+        assert refused.status_code == 400 and "twice" in refused.text
+
+        pid = served.pid
+        before = _rss_kb(pid)
+        def declared_huge() -> int:  # (httpx will not send less than it declares)
+            import socket
+
+            host, port = str(served.registry).rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=30) as s:
+                s.sendall(f"PUT /v2/critic/huge/manifests/v1 HTTP/1.1\r\nHost: x\r\n"
+                          f"Authorization: {push.http.headers['authorization']}\r\n"
+                          f"Content-Length: {600 * 1024 * 1024}\r\n\r\n{{}}".encode())
+                return int(s.makefile("rb").readline().split()[1])
+
+        assert await anyio.to_thread.run_sync(declared_huge) == 413
+
+        async def chunks() -> AsyncIterator[bytes]:
+            block = b" " * (1024 * 1024)
+            for _ in range(600):
+                yield block
+
+        try:
+            streamed = await push.http.put("/v2/critic/huge/manifests/v2", content=chunks())
+            assert streamed.status_code == 413
+        except httpx.TransportError:
+            pass  # the proxy answered and closed before the body was all sent
+        assert _rss_kb(pid) - before < 200 * 1024
+        await push.http.aclose()
+        await admin.http.aclose()
+
+    gated = [d for d in await definitions.all_pushed(store, "critic") if d.name == "gated"]
+    assert [d.digest == digest for d in gated] == [True, False]
+    records = [r for r in await store.read_stream("definition-critic")
+               if getattr(r.event, "name", "") == "gated"]
+    assert records[1].metadata.get("tag_override") is True
+    assert "tag_override" not in records[0].metadata
+    assert await definitions.resolve(store, "critic", "reference", "local") == \
+        definitions.reference_local()
+    assert await definitions.resolve(store, "critic", "huge", "v1") is None

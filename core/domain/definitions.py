@@ -49,14 +49,21 @@ def reference_command(module: str = REFERENCE_MODULE) -> list[str]:
     return [sys.executable, "-m", module]
 
 
-async def push(store: EventStore, definition: catalog.DefinitionPushed) -> bool:
+async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
+               actor: str | None = None, override: bool = False) -> bool:
     """Record `definition` unless the same name, tag and digest are already recorded (its
     event id derives from them, so the store's idempotent append decides). Returns whether
-    it was appended."""
+    it was appended. `override`: an admin moved a recorded tag to this digest (said in the
+    event's metadata, with the `actor`)."""
     event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
                                       f"{definition.tag}:{definition.digest}")
+    metadata: dict[str, object] = {}
+    if actor is not None:
+        metadata["actor"] = actor
+    if override:
+        metadata["tag_override"] = True
     result = await store.append(streams.definition(definition.agent_type),
-                                [NewEvent(definition, event_id)])
+                                [NewEvent(definition, event_id, metadata)])
     return not result.already_stored
 
 

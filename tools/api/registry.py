@@ -1,17 +1,27 @@
 """An OCI distribution (Docker registry v2) proxy in front of an upstream registry.
 
 Every request needs a token: pulls the `read` scope, pushes the `push` scope (`docker login`
-sends it as the password of Basic auth). Requests are forwarded to the upstream as they come,
-streamed both ways. A manifest pushed by tag under `critic[/NAME]` or `grader[/NAME]`
-becomes a `definition.pushed` event with the manifest's digest (what `docker push` prints),
-so the grader supervisor picks up a pushed grader on its own. The image may carry its
-definition in labels (`props.command` a JSON list, `props.config` a JSON object,
-`props.host-python`, `props.network`, `props.memory-mb`, `props.cpus`, `props.max-events`);
-labels that do not parse refuse the push before the upstream stores the manifest.
+sends it as the password of Basic auth; its `GET /v2/` takes either). Requests are forwarded
+to the upstream as they come, streamed both ways. A manifest pushed by tag under
+`critic[/NAME]` or `grader[/NAME]` becomes a `definition.pushed` event with the manifest's
+digest (what `docker push` prints), so the grader supervisor picks up a pushed grader on its
+own. The image may carry its definition in labels (`props.command` a JSON list, `props.config`
+a JSON object, `props.host-python`, `props.network`, `props.memory-mb`, `props.cpus`,
+`props.max-events`); labels that do not parse refuse the push before the upstream stores the
+manifest.
+
+The proxy is a gate, not a pipe. A manifest's size is checked from its header and again while
+it streams (nothing is kept past the limit). DELETE is refused: a recorded definition's image
+stays pullable. A recorded name and tag never change digest under a push token (the push is
+refused: a new image is a new tag); an admin token may move it, and the definition event says
+it was an override and by whom. The manifest and the image config are read as the registry
+and the engine read them (Go's JSON matches keys case-insensitively, the last one winning), so
+a document holding one key twice, in any case, is refused rather than read two ways.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -72,6 +82,47 @@ class ManifestInvalid(Exception):
     pass
 
 
+def _unambiguous(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct even case-insensitively (json's object hook)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key.lower() in seen:
+            raise ManifestInvalid(f"the document holds the key {key[:40]!r} twice (in some "
+                                  f"case): the registry and the engine would read another one")
+        seen.add(key.lower())
+    return dict(pairs)
+
+
+def parse_document(data: bytes, what: str) -> dict[str, Any]:
+    """`data` as a JSON object whose every key is unambiguous (see `_unambiguous`)."""
+    try:
+        doc = json.loads(data, object_pairs_hook=_unambiguous)
+    except (ValueError, RecursionError):
+        raise ManifestInvalid(f"the {what} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ManifestInvalid(f"the {what} is not a JSON object")
+    return doc
+
+
+def _key(doc: dict[str, Any], name: str) -> Any:
+    """The value of `name` as Go reads it: whatever the key's case (one at most, checked)."""
+    return next((v for k, v in doc.items() if k.lower() == name.lower()), None)
+
+
+async def read_bounded(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it is over `limit` (from its header, or as it streams: never
+    more than `limit` bytes held)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 def agent_of(repo: str) -> tuple[catalog.AgentType, str] | None:
     """`critic` -> (critic, critic); `critic/NAME` -> (critic, NAME); others: not agents."""
     first, _, rest = repo.partition("/")
@@ -123,6 +174,10 @@ class RegistryProxy:
         return Starlette(routes=[Route("/v2/{path:path}", self.handle, methods=methods)])
 
     async def handle(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        if request.method == "DELETE":
+            return _error(405, "UNSUPPORTED", "props' registry deletes nothing: a recorded "
+                          "definition's image must stay pullable for its runs")
         scope: vocabulary.Scope = "read" if request.method in ("GET", "HEAD") else "push"
         try:
             token = await authorize(self.store, request.headers.get("authorization"), scope)
@@ -130,53 +185,82 @@ class RegistryProxy:
             if exc.status == 401:
                 return _error(401, "UNAUTHORIZED", exc.message,
                               {"WWW-Authenticate": 'Basic realm="props registry"'})
-            return _error(403, "DENIED", exc.message)
-        path = request.path_params["path"]
+            if path != "" or not await self._may_log_in(request):
+                return _error(403, "DENIED", exc.message)
+            # `docker login` checks GET /v2/ only: a push token logs in to push.
+            return JSONResponse({})
         if (bad := _refused_path(request, path)) is not None:
             return bad
         manifest = _MANIFEST.match(path) if request.method == "PUT" else None
-        agent = agent_of(manifest["repo"]) if manifest else None
-        if manifest is None or agent is None or manifest["ref"].startswith("sha256:"):
+        if manifest is None:
             return await self._forward(request, path, request.stream())
-        body = await request.body()
-        if len(body) > MAX_MANIFEST_BYTES:
-            return _error(400, "SIZE_INVALID", "manifest larger than 4 MiB")
-        repo, tag = manifest["repo"], manifest["ref"]
+        body = await read_bounded(request, MAX_MANIFEST_BYTES)
+        if body is None:
+            return _error(413, "SIZE_INVALID", f"a manifest is at most "
+                          f"{MAX_MANIFEST_BYTES // (1024 * 1024)} MiB: nothing was stored")
+        agent = agent_of(manifest["repo"])
         try:
+            doc = parse_document(body, "manifest")
+            if agent is None or manifest["ref"].startswith("sha256:"):
+                return await self._forward(request, path, body)
+            repo, tag = manifest["repo"], manifest["ref"]
             definition = definition_from_labels(
                 agent[0], agent[1], tag, f"{self.pull_from}/{repo}",
-                await self._labels(repo, body))
+                await self._labels(repo, doc))
         except ManifestInvalid as exc:
             return _error(400, "MANIFEST_INVALID", str(exc))
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()  # what the registry will name
+        override = await self._moves_a_tag(definition, digest)
+        if override and not token.allows("admin"):
+            return _error(409, "DENIED", f"{agent[0]} {agent[1]}:{tag} is recorded with "
+                          f"another digest: push the new image under a new tag (an admin "
+                          f"token may move the tag, recorded as an override)")
         response = await self._forward(request, path, body)
-        digest = response.headers.get("docker-content-digest", "")
-        if response.status_code == 201 and digest:
+        stored = response.headers.get("docker-content-digest", "")
+        if response.status_code == 201 and stored:
             recorded = definition.model_copy(update={
-                "digest": digest, "image": f"{definition.image}@{digest}"})
+                "digest": stored, "image": f"{definition.image}@{stored}"})
             # Recorded after the upstream stored it: if this fails, the push fails and
             # docker retries it; the event id derives from name, tag and digest.
-            await definitions.push(self.store, recorded)
-            log.info("definition pushed: %s %s:%s = %s", agent[0], agent[1], tag, digest,
+            await definitions.push(self.store, recorded, actor=f"token:{token.name}",
+                                   override=override)
+            log.info("definition pushed: %s %s:%s = %s%s", agent[0], agent[1], tag, stored,
+                     " (an admin moved the tag)" if override else "",
                      extra={"token": token.name})
         return response
 
-    async def _labels(self, repo: str, manifest: bytes) -> dict[str, str]:
+    async def _may_log_in(self, request: Request) -> bool:
         try:
-            config = json.loads(manifest).get("config") or {}
-        except (ValueError, AttributeError):
-            raise ManifestInvalid("the manifest is not a JSON object") from None
-        if not config.get("digest"):
+            await authorize(self.store, request.headers.get("authorization"), "push")
+        except Denied:
+            return False
+        return True
+
+    async def _moves_a_tag(self, definition: catalog.DefinitionPushed, digest: str) -> bool:
+        """Whether `definition`'s name and tag are recorded with a digest other than
+        `digest` (whatever runtime recorded them: a local `reference@local` too)."""
+        return any(d.name == definition.name and d.tag == definition.tag
+                   and d.digest != digest
+                   for d in await definitions.all_pushed(self.store, definition.agent_type))
+
+    async def _labels(self, repo: str, manifest: dict[str, Any]) -> dict[str, str]:
+        config = _key(manifest, "config")
+        if not isinstance(config, dict) or not isinstance(_key(config, "digest"), str):
             return {}  # an index (several platforms): no single config to read labels from
-        blob = await self.client.get(f"{self.upstream}/v2/{repo}/blobs/{config['digest']}",
+        digest = _key(config, "digest")
+        blob = await self.client.get(f"{self.upstream}/v2/{repo}/blobs/{digest}",
                                      follow_redirects=True)
         if blob.status_code != 200:
-            raise ManifestInvalid(f"the config blob {config['digest']} is not in the "
-                                  f"registry (upstream said {blob.status_code})")
-        try:
-            labels = (blob.json().get("config") or {}).get("Labels") or {}
-        except (ValueError, AttributeError):
-            raise ManifestInvalid(f"the config blob {config['digest']} is not JSON") from None
-        return {k: v for k, v in labels.items() if k.startswith("props.")}
+            raise ManifestInvalid(f"the config blob {digest} is not in the registry "
+                                  f"(upstream said {blob.status_code})")
+        if len(blob.content) > MAX_MANIFEST_BYTES or not digest.startswith("sha256:") or \
+                hashlib.sha256(blob.content).hexdigest() != digest.removeprefix("sha256:"):
+            raise ManifestInvalid(f"the config blob {digest} is not the one its digest names")
+        image = _key(parse_document(blob.content, "image config"), "config")
+        labels = _key(image, "labels") if isinstance(image, dict) else None
+        if not isinstance(labels, dict):
+            return {}
+        return {k: v for k, v in labels.items() if k.startswith("props.") and isinstance(v, str)}
 
     async def _forward(self, request: Request, path: str, body: Any) -> Response:
         url = f"{self.upstream}/v2/{path}"
