@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, specimens, specimens_from_fixes
+from props.core.domain import catalog, specimens, specimens_from_fixes, vocabulary
 from props.core.scoring import scorers
 
 SLUG = "toy/2026-12-01-00"
@@ -184,7 +184,7 @@ def test_a_large_blob_is_listed_not_loaded(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "repo")
     repo.write("pkg/a.py", lines(5, "a"))
     big = repo.root / "data.bin"
-    big.write_bytes(b"x" * (specimens_from_fixes.vocabulary.MAX_SPECIMEN_FILE_BYTES + 1))
+    big.write_bytes(b"x" * (vocabulary.MAX_SPECIMEN_FILE_BYTES + 1))
     repo.commit("the code")
     skipped: list[str] = []
     files = specimens_from_fixes.tree(repo.root, "HEAD", skipped)

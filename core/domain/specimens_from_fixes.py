@@ -246,12 +246,12 @@ def tree(repo: Path, commit: str, skipped: list[str] | None = None) -> dict[str,
     blobs: list[tuple[str, str]] = []  # (object id, path)
     for entry in filter(None, _git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
         meta, _, name = entry.partition(b"\t")
-        _mode, kind, oid, size = meta.split()
+        _mode, kind, oid, listed = meta.split()
         if kind != b"blob":  # (submodules are commits: not files of this repository)
             continue
         path = checked_path(name.decode("utf-8", "replace"))
-        if int(size) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-            skipped.append(f"{path} ({int(size):,} bytes, over the limit of "
+        if int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+            skipped.append(f"{path} ({int(listed):,} bytes, over the limit of "
                            f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
         else:
             blobs.append((oid.decode(), path))
