@@ -45,6 +45,9 @@ _REPORT_NAMESPACE = uuid.UUID("5d1f0e7a-2b9c-4c61-9a0e-7c4b8e2f3a15")
 # timeouts away; a transaction held open stalls every reader's fence).
 STATEMENT_LIMIT_SECONDS = 5.0
 TRANSACTION_LIMIT_SECONDS = 10.0
+# An analyst's transaction that took a transaction id holds every reader's fence: ended past
+# this (README: an analyst who needs longer works on a copy, e.g. pg_dump of projections).
+ANALYST_FENCE_SECONDS = 30.0
 
 
 def report_id(run_id: uuid.UUID, agent_event_id: uuid.UUID) -> uuid.UUID:
@@ -122,9 +125,10 @@ async def reap(store: EventStore) -> int:
 
 
 async def end_overruns(store: EventStore) -> int:
-    """End agent sessions whose statement or transaction runs past its limit."""
+    """End agent sessions whose statement or transaction runs past its limit, and analyst
+    sessions whose transaction has held the visibility fence past ANALYST_FENCE_SECONDS."""
     ended: int = await store.sql.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
-                                           TRANSACTION_LIMIT_SECONDS)
+                                           TRANSACTION_LIMIT_SECONDS, ANALYST_FENCE_SECONDS)
     return ended
 
 

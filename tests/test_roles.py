@@ -111,8 +111,11 @@ async def test_the_watchdog_ends_a_transaction_held_open(store: EventStore) -> N
     """An agent may SET its timeouts away and keep a transaction (and the fence) open with
     short statements: the watchdog ends its session from outside; an idle session is left."""
     holder_run, idle_run = uuid.uuid4(), uuid.uuid4()
-    _, holder = await connect_agent(store, holder_run)
+    creds, holder = await connect_agent(store, holder_run)
     _, idle = await connect_agent(store, idle_run)
+    # A hardened server gives agents no way to take a transaction id by hand (they take one
+    # inside agent.report): granted back here to hold one for as long as the test likes.
+    await store.pool.execute(f'GRANT EXECUTE ON FUNCTION pg_current_xact_id() TO "{creds.role}"')
     try:
         await holder.execute("SET statement_timeout = 0; "
                              "SET idle_in_transaction_session_timeout = 0")
@@ -255,3 +258,85 @@ async def test_a_session_setting_skips_no_check(store: EventStore) -> None:
                 "schema_version, data) VALUES (gen_random_uuid(), 'run-y', 7, "
                 "'phase.completed', 1, '{}')")
     assert refused.value.sqlstate == "PX409"
+
+
+# -- forged rows, and analysts who would stall everyone -----------------------------------------
+
+@pytest.mark.parametrize("forged", [
+    ("tx_id, ", "'5'::xid8, "),
+    ("recorded_at, ", "'2000-01-01'::timestamptz, "),
+])
+async def test_no_role_gives_a_row_its_transaction_or_time(
+        service: EventStore, forged: tuple[str, str]) -> None:
+    column, value = forged
+    insert = (f"INSERT INTO props.events ({column}event_id, stream_id, stream_version, type, "
+              f"schema_version, data) VALUES ({value}$1, $2, 1, 'phase.completed', 1, "
+              f"'{{}}'::jsonb)")
+    with pytest.raises(asyncpg.PostgresError, match="sets tx_id, recorded_at"):
+        await service.pool.execute(insert, uuid.uuid4(), f"run-{uuid.uuid4()}")
+    # Negative control: the same insert without the forged column is taken.
+    plain = insert.replace(column, "").replace(value, "")
+    assert await service.pool.execute(plain, uuid.uuid4(), f"run-{uuid.uuid4()}") == \
+        "INSERT 0 1"
+
+
+async def test_no_role_gives_a_row_its_position(service: EventStore) -> None:
+    insert = ("INSERT INTO props.events (global_position, event_id, stream_id, stream_version,"
+              " type, schema_version, data) OVERRIDING SYSTEM VALUE VALUES ($3, $1, $2, 1, "
+              "'phase.completed', 1, '{}'::jsonb)")
+    async with service.pool.acquire() as conn:
+        await conn.fetchval("SELECT 1")
+        for position in (1, 10_000_000):  # a hole (or a position past) and one in the future
+            with pytest.raises(asyncpg.PostgresError):
+                await conn.execute(insert, uuid.uuid4(), f"run-{uuid.uuid4()}", position)
+    assert not await service.pool.fetchval(
+        "SELECT count(*) FROM props.events WHERE global_position IN (1, 10000000)")
+
+
+async def test_an_analyst_cannot_hold_the_fence(store: EventStore) -> None:
+    """The analyst is read-only, has no TEMP, cannot take a transaction id; one who SETs the
+    read-only default away still cannot, and the watchdog would end it past its limit."""
+    # A database made from a template has TEMP for everyone again, until the first launch.
+    await store.pool.execute("SELECT props.keep_temp_from_agents()")
+    analyst = await asyncpg.connect(as_role(store.dsn, database.ANALYST_ROLE))
+    try:
+        assert await analyst.fetchval("SHOW default_transaction_read_only") == "on"
+        assert await analyst.fetchval("SHOW idle_in_transaction_session_timeout") == "30s"
+        for sql in ["SELECT pg_current_xact_id()", "SELECT txid_current()",
+                    "CREATE TEMP TABLE t (x int)", "SELECT pg_advisory_lock(1)"]:
+            await analyst.execute("SET default_transaction_read_only = off")
+            with pytest.raises(asyncpg.PostgresError):
+                await analyst.execute(sql)
+                pytest.fail(f"the analyst could: {sql}")
+        assert await analyst.fetchval("SELECT 1") == 1  # (it reads)
+    finally:
+        await analyst.close()
+
+
+async def test_the_watchdog_ends_an_analyst_holding_the_fence(store: EventStore) -> None:
+    """Were an analyst to get a transaction id (a server not hardened: granted back here by
+    the owner), the watchdog ends it; an analyst reading without one is left alone."""
+    await store.pool.execute("GRANT EXECUTE ON FUNCTION pg_current_xact_id() TO props_analyst")
+    holder = await asyncpg.connect(as_role(store.dsn, database.ANALYST_ROLE))
+    reader = await asyncpg.connect(as_role(store.dsn, database.ANALYST_ROLE))
+    try:
+        await holder.execute("SET idle_in_transaction_session_timeout = 0")
+        await holder.execute("BEGIN")
+        await holder.fetchval("SELECT pg_current_xact_id()")
+        await reader.execute("BEGIN")
+        await reader.fetchval("SELECT count(*) FROM pg_stat_activity")
+        pid = holder.get_server_pid()
+        await anyio.sleep(1.2)
+        assert await store.pool.fetchval("SELECT props.end_analyst_fence_holds(1)") == 1
+
+        async def gone() -> bool:
+            return not await store.pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
+
+        await eventually(gone, 10)
+        assert await reader.fetchval("SELECT 1") == 1
+    finally:
+        holder.terminate()
+        await reader.close()
+        await store.pool.execute(
+            "REVOKE EXECUTE ON FUNCTION pg_current_xact_id() FROM props_analyst")

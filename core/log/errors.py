@@ -88,6 +88,12 @@ class AppendOnlyViolation(PropsError):
     exit_code = 77  # EX_NOPERM
 
 
+class PrivilegeRequired(PropsError):
+    """The command needs a privilege the connection's role does not have."""
+
+    exit_code = 77  # EX_NOPERM
+
+
 class Ambiguous(PropsError):
     """A prefix that names more than one thing: the message lists them."""
 

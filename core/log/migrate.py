@@ -18,6 +18,13 @@ from typing import Literal
 import asyncpg
 
 from props.core.log import database, errors, leadership
+from props.schema import queries
+
+_HARDENING = queries.load("hardening")
+# What `props db status` checks, and `props db harden` takes from PUBLIC (with the rest of
+# their families: every lo_* and advisory-lock function).
+GUARDED_FUNCTIONS = ("lo_create(oid)", "pg_advisory_lock(bigint)", "pg_notify(text,text)",
+                     "pg_current_xact_id()", "txid_current()")
 
 _FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -133,9 +140,27 @@ async def migrate(conn: database.Connection) -> list[Migration]:
                     mig.version, mig.name, mig.sha256,
                 )
             done.append(mig)
+        if await conn.fetchval(_HARDENING["is_superuser"]):
+            # Every run, not only one that applied something: a server first migrated by
+            # another owner is hardened by the first superuser who migrates it.
+            await conn.execute(_HARDENING["harden"])
         return done
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", leadership.MIGRATION)
+
+
+async def harden(conn: database.Connection) -> list[str]:
+    """Take from agents and analysts what only a superuser can (schema/sql/hardening.sql),
+    on a schema that is current; returns the guarded functions still granted (none)."""
+    await require_current(conn)
+    if not await conn.fetchval(_HARDENING["is_superuser"]):
+        raise errors.PrivilegeRequired(
+            "`props db harden` revokes privileges on PostgreSQL's built-in functions, which "
+            "only a superuser may change: run it with PROPS_DSN (or --dsn) naming a "
+            "superuser's connection, once per database")
+    await conn.execute(_HARDENING["harden"])
+    rows = await conn.fetch(_HARDENING["still_granted"], list(GUARDED_FUNCTIONS))
+    return [r[0] for r in rows]
 
 
 async def migrate_database(dsn: str) -> list[Migration]:

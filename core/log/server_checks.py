@@ -3,17 +3,17 @@
 props cannot change the rules of a server it was given (`PROPS_DSN`), so it says what it
 finds: `trust` rules in pg_hba.conf (an agent handed the server's socket, or on its network,
 logs in as any role with no password), built-in functions agents may still call (a migration
-run by a role that is not a superuser cannot revoke them), a database that still grants
-TEMP to everyone, and a service that runs as a superuser or as the schema's owner.
+run by a role that is not a superuser cannot revoke them: `props db harden` does), a database
+that still grants TEMP to everyone, and a service that runs as a superuser or as the schema's
+owner.
 """
 
 from __future__ import annotations
 
 import asyncpg
 
-from props.core.log import database
+from props.core.log import database, migrate
 
-_GUARDED_FUNCTIONS = ("lo_create(oid)", "pg_advisory_lock(bigint)", "pg_notify(text,text)")
 
 
 async def trust_rules(conn: database.Connection) -> list[str] | None:
@@ -42,14 +42,15 @@ async def warnings(conn: database.Connection) -> list[str]:
     else:
         out += [f"{rule}: an agent could log in there as any role, the owner included"
                 for rule in rules]
-    for fn in _GUARDED_FUNCTIONS:
+    for fn in migrate.GUARDED_FUNCTIONS:
         if await conn.fetchval("SELECT has_function_privilege('public', $1, 'EXECUTE')", fn):
-            out.append(f"everyone may still call {fn}: run `props db migrate` as a "
-                       f"superuser once to revoke it from agents")
+            out.append(f"everyone may still call {fn}: run `props db harden` as a "
+                       f"superuser once to revoke it from agents and analysts")
     if await conn.fetchval(
-            "SELECT has_database_privilege('public', current_database(), 'TEMPORARY')"):
-        out.append("this database grants TEMP to everyone (revoked at the first launch, "
-                   "or by `props db migrate` as the database's owner)")
+            "SELECT has_database_privilege('public', current_database(), 'TEMPORARY') OR "
+            "has_database_privilege('props_analyst', current_database(), 'TEMPORARY')"):
+        out.append("this database grants TEMP to everyone or to the analyst (revoked at the "
+                   "first launch, or by `props db harden`)")
     return out
 
 

@@ -21,7 +21,7 @@ SELECT b.run_id FROM props.agent_bindings b
                               AND e.type = 'run.finished')
 
 -- end_overruns --
-SELECT props.end_agent_overruns($1, $2)
+SELECT props.end_agent_overruns($1, $2) + props.end_analyst_fence_holds($3)
 
 -- server_socket --
 SELECT directories, port FROM props.server_socket()

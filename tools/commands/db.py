@@ -25,12 +25,22 @@ def add_parser(sub: Any) -> None:
          "server too (it is started if needed)."),
         ("stop", "stop the embedded server",
          "Stop the embedded PostgreSQL cleanly (no effect with PROPS_DSN set)."),
+        ("harden", "revoke what only a superuser can take from agents and analysts",
+         "As a superuser (PROPS_DSN or --dsn), revoke from everyone but props' own roles the "
+         "built-in functions an agent or analyst must not call (large objects, advisory "
+         "locks, NOTIFY, transaction ids), TEMP, and make the analyst read-only with "
+         "timeouts. Idempotent; `props db status` then shows nothing left. `props db "
+         "migrate` run as a superuser does the same."),
         ("schema", "print the schema as the database has it",
          "Print a normalised description of the props schema as this database has it (the "
          "format of schema/declared_schema.txt)."),
     ]:
         sub_parser = cmds.add_parser(name, help=summary, description=description)
         sub_parser.set_defaults(handler=f"props.tools.handlers.db:{name}_cmd")
+        if name == "harden":
+            sub_parser.add_argument("--dsn", metavar="DSN",
+                                    help="a superuser's connection to the props database "
+                                    "(default: PROPS_DSN, or the embedded server's owner)")
         if name == "status":
             arguments.add_format(sub_parser, ("table", "json"))
         if name == "dsn":

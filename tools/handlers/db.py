@@ -27,6 +27,19 @@ async def migrate_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
+async def harden_cmd(args: argparse.Namespace) -> int:
+    dsn = args.dsn or database.resolve_dsn()
+    async with database.session(dsn) as conn:
+        left = await migrate.harden(conn)
+        found = await server_checks.warnings(conn)
+    console.print(f"hardened {database.redact(dsn)}: agents and analysts may no longer call "
+                  f"large-object, advisory-lock, NOTIFY or transaction-id functions, nor "
+                  f"make temp tables; the analyst is read-only with timeouts")
+    for line in [*left, *found]:
+        console.print(f"still: {line}")
+    return 1 if left else 0
+
+
 async def status_cmd(args: argparse.Namespace) -> int:
     dsn = database.resolve_dsn()
     async with database.session(dsn) as conn:
