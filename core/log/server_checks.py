@@ -15,7 +15,6 @@ import asyncpg
 from props.core.log import database, migrate
 
 
-
 async def trust_rules(conn: database.Connection) -> list[str] | None:
     """The pg_hba.conf rules that let a connection in without a password (None: this role
     may not read the rules)."""
