@@ -45,6 +45,8 @@ _REPORT_NAMESPACE = uuid.UUID("5d1f0e7a-2b9c-4c61-9a0e-7c4b8e2f3a15")
 # timeouts away; a transaction held open stalls every reader's fence).
 STATEMENT_LIMIT_SECONDS = 5.0
 TRANSACTION_LIMIT_SECONDS = 10.0
+# Sessions one run's role may open at once (its CONNECTION LIMIT, migration 0007).
+AGENT_CONNECTIONS = 4
 # An analyst's transaction that took a transaction id holds every reader's fence: ended past
 # this (README: an analyst who needs longer works on a copy, e.g. pg_dump of projections).
 ANALYST_FENCE_SECONDS = 30.0
@@ -130,6 +132,21 @@ async def end_overruns(store: EventStore) -> int:
     ended: int = await store.sql.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
                                            TRANSACTION_LIMIT_SECONDS, ANALYST_FENCE_SECONDS)
     return ended
+
+
+@dataclasses.dataclass(frozen=True)
+class ConnectionRoom:
+    room: int  # max_connections less the superusers' reserve
+    in_use: int
+
+
+_ROOM = queries.typed("agents", "connection_room", ConnectionRoom)
+
+
+async def connection_room(store: EventStore) -> ConnectionRoom:
+    found = await store.sql.row(_ROOM)
+    assert found is not None
+    return found
 
 
 @dataclasses.dataclass(frozen=True)

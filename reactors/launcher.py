@@ -122,6 +122,7 @@ class Launcher:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
         self.deployment = await deployment_of(self.store)
+        await self._check_connections()
         await agent_roles.reap(self.store)
         await self._reap_orphans()
         await launchers.announce(self.store, catalog.LauncherStarted(
@@ -134,6 +135,19 @@ class Launcher:
                       self._take_over, name="props-launcher-leases")
         tg.start_soon(_every, WATCHDOG_SECONDS, "agent watchdog", self._watchdog,
                       name="props-launcher-agent-watchdog")
+
+    async def _check_connections(self) -> None:
+        """Say so at start when this launcher's agents at their worst (each run's role may
+        open AGENT_CONNECTIONS sessions) and the service's own pool could use up the server:
+        then the next run, or the service itself, would be refused a connection mid-way."""
+        room = await agent_roles.connection_room(self.store)
+        worst = self.capacity * agent_roles.AGENT_CONNECTIONS + room.in_use
+        if worst > room.room:
+            log.warning(
+                "%d slot(s) x %d agent connections + %d connections in use now = %d, more "
+                "than the server's %d (max_connections less those reserved): lower the "
+                "launcher's capacity or raise max_connections", self.capacity,
+                agent_roles.AGENT_CONNECTIONS, room.in_use, worst, room.room)
 
     async def _resume_unfinished(self) -> None:
         for row in await self.store.sql.fetch(_Q["unfinished_runs"]):

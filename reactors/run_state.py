@@ -71,10 +71,14 @@ def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRe
     code = exited.exit_code
     if exited.killed_for == "cancel":
         return "cancelled", None
+    # A limit that ended the run is a closed fact too: what the status says, with the
+    # container's exit (the logs stay in container.exited either way).
     if exited.killed_for == "timeout":
-        return "timed_out", None
+        return "timed_out", catalog.Failure(phase="run", category="timeout", retryable=True,
+                                            exit_code=code)
     if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
-        return "budget_exceeded", None
+        return "budget_exceeded", catalog.Failure(phase="run", category="budget",
+                                                  retryable=False, exit_code=code)
     if capped:
         return "failed", catalog.Failure(phase="report", category="event_cap",
                                          retryable=False, exit_code=code)

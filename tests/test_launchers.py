@@ -143,6 +143,7 @@ async def test_a_launcher_killed_for_good_has_its_runs_taken_over(
         with logs[name].open("wb") as sink:
             procs[name] = await anyio.open_process(
                 [*CLI, "serve", "--only", "launcher", "--runtime", "local",
+                 "--trust-local-commands",
                  "--launcher-name", name, "--capacity", "4", "--lease-seconds", "2"],
                 env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:

@@ -227,7 +227,8 @@ async def test_reference_critic_run_is_launched_reported_and_graded(served: Even
 
 FAILING_AGENTS = {
     "crash": ("import sys; sys.exit(3)", {}, ("failed", "exit_nonzero", 3)),
-    "slow": ("import time; time.sleep(60)", {}, ("timed_out", None, None)),
+    "slow": ("import time; print('waiting', flush=True); time.sleep(60)", {},
+             ("timed_out", "timeout", None)),
     "hungry": ("b = bytearray(600 * 1024 * 1024)", {"memory_mb": 128},
                ("failed", "out_of_memory", None)),
     "flood": ("from props.reactors.agents.sdk import Agent\n"
@@ -260,6 +261,10 @@ async def test_failing_agents_end_in_the_right_status_with_closed_facts(
         assert "SECRET" not in catalog.REGISTRY.encode(rec.event)  # type: ignore[arg-type]
     if kind == "liar":  # the malformed report never reached the log
         assert "issue.reported" not in [r.type_name for r in records]
+    if kind == "slow":  # a timed-out run keeps what its container printed
+        [exited] = [r.event for r in records if isinstance(r.event, catalog.ContainerExited)]
+        assert exited.logs_sha256 is not None
+        assert b"waiting" in await store.get_blob(exited.logs_sha256)
 
 
 async def test_cancel_stops_a_running_run(served: EventStore) -> None:
@@ -325,7 +330,8 @@ async def test_launcher_killed_at_random_points_runs_each_run_once(
     ids = await request(store, "quick", count=50, timeout_seconds=120)
     env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
     cli = [sys.executable, "-m", "props.tools.cli", "serve", "--only", "launcher",
-           "--only", "grader", "--runtime", "local", "--max-concurrent", "8"]
+           "--only", "grader", "--runtime", "local", "--max-concurrent", "8",
+           "--trust-local-commands"]
     kills = 0
     for _ in range(6):
         proc = await anyio.open_process(cli, env=env, stdout=subprocess.DEVNULL,

@@ -72,3 +72,10 @@ SELECT EXISTS (SELECT 1 FROM pg_locks
                 WHERE locktype = 'advisory' AND objsubid = 1 AND granted
                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                   AND ((classid::bigint << 32) | objid::bigint) = $1::bigint)
+
+-- connection_room --
+-- What the server leaves for non-superusers, and what is connected now.
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int AS room,
+       (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend')
+           AS in_use

@@ -91,6 +91,7 @@ class Chaos:
         try:
             self.services[i] = await anyio.open_process(
                 [sys.executable, "-m", "props.tools.cli", "serve", "--max-concurrent", "6",
+                 "--trust-local-commands",  # (the chaos agent is a command of props' own)
                  "--http", f"127.0.0.1:{self.api_ports[i]}"],
                 env=self.env(), stdout=subprocess.DEVNULL, stderr=log)
         finally:
@@ -102,8 +103,8 @@ class Chaos:
         try:
             self.spare = await anyio.open_process(
                 [sys.executable, "-m", "props.tools.cli", "serve", "--only", "launcher",
-                 "--launcher-name", SPARE, "--capacity", "3", "--lease-seconds",
-                 str(SPARE_LEASE)],
+                 "--trust-local-commands", "--launcher-name", SPARE, "--capacity", "3",
+                 "--lease-seconds", str(SPARE_LEASE)],
                 env={**self.env(), "PROPS_HOME": str(home)}, stdout=subprocess.DEVNULL,
                 stderr=log)
         finally:
