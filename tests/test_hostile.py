@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, definitions
+from props.core.domain import baselines, catalog, definitions, specimen_sync, specimens
 from props.core.log import server_checks
 from props.core.log.store import EventStore
 from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic
-from tests.conftest import docker_or_skip
+from tests.conftest import docker_or_skip, podman_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,
     eventually,
@@ -33,6 +33,26 @@ from tests.reactor_helpers import (
 )
 
 HOSTILE = "from props.tools.hostile_critic import main; main()"
+SHADOWING = "shadow/2026-12-01-00"
+
+
+async def sync_shadowing_specimen(store: EventStore, folder: Path, marker: Path) -> None:
+    """A snapshot whose files would replace each baseline's tool (`ruff/__main__.py`, ...)
+    and hook the interpreter (`sitecustomize.py`, a `.pth`), each writing `marker` if run."""
+    payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    code = folder / SHADOWING / "code"
+    files = {"app.py": "import os\nprint(eval(os.environ.get('X', '1')))\n",
+             "sitecustomize.py": payload, "usercustomize.py": payload,
+             "evil.pth": "import os; " + payload}
+    for tool in ("ruff", "bandit", "pylint"):
+        files[f"{tool}/__init__.py"] = files[f"{tool}/__main__.py"] = payload
+    for rel, text in files.items():
+        (code / rel).parent.mkdir(parents=True, exist_ok=True)
+        (code / rel).write_text(text)
+    (folder / SHADOWING / "ground_truth.toml").write_text(
+        '[[tp]]\nid = "eval-of-input"\nseverity = "high"\nrationale = "eval of the '
+        'environment"\noccurrences = [ { "app.py" = [[2, 2]] } ]\n')
+    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 
 
 async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, object]:
@@ -46,13 +66,32 @@ async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, obje
 
 
 async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
-                            honest: int) -> None:
+                            honest: int, scratch: Path) -> None:
+    """Beside the honest runs: the hostile critic; a definition naming the service's
+    connection string for its key (PROPS_SERVICE_DSN is set here, as `props serve` has it);
+    each baseline on a snapshot that shadows its tool."""
     await sync_samples(store)
+    marker = scratch / "shadowed"
+    await sync_shadowing_specimen(store, scratch / "specimens", marker)
     await push_code(store, "quick", QUICK_AGENT)
+    await push_code(store, "takes-the-dsn", QUICK_AGENT,
+                    config={"api_key_env": "PROPS_SERVICE_DSN"})
     honest_ids = await request(store, "quick", count=honest, timeout_seconds=120)
     hostile_ids = await request(store, "hostile", timeout_seconds=120)
+    [dsn_taker] = await request(store, "takes-the-dsn", timeout_seconds=120)
+    shadowed = []
+    for tool in sorted(baselines.RULES):
+        definition = baselines.local(tool)
+        await definitions.push(store, definition)
+        run_id = uuid.uuid4()
+        await store.append(f"run-{run_id}", [catalog.RunRequested(
+            run_id=run_id, agent_type="critic", definition=definition.name,
+            definition_ref=definition.tag, example=catalog.Example(snapshot=SHADOWING),
+            model=tool, timeout_seconds=120, budget_usd=0)])
+        shadowed.append(run_id)
     async with serving(store, runtimes):  # a reactor that stopped would raise here
-        done = await finished(store, honest_ids + hostile_ids, seconds=240)
+        done = await finished(store, [*honest_ids, *hostile_ids, dsn_taker, *shadowed],
+                              seconds=240)
 
         async def all_graded() -> bool:
             for run_id in honest_ids:
@@ -62,6 +101,14 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
 
         await eventually(all_graded, 120)
     assert {done[r].status for r in honest_ids} == {"completed"}
+    taker = done[dsn_taker].failure
+    assert taker is not None and taker.category == "secret_refused", done[dsn_taker]
+    assert not marker.exists(), marker.read_text()  # no specimen code ran in a baseline
+    assert {done[r].status for r in shadowed} == {"completed"}, [done[r] for r in shadowed]
+    for run_id in shadowed:  # the real tools reviewed the snapshot: app.py's eval is found
+        files = {loc.file for r in await store.read_stream(f"run-{run_id}")
+                 if isinstance(r.event, catalog.IssueReported) for loc in r.event.locations}
+        assert "app.py" in files, run_id
     verdict = done[hostile_ids[0]]
     assert verdict.status == "failed" and verdict.failure is not None
     assert (verdict.failure.phase, verdict.failure.category) == ("report", "malformed_event")
@@ -88,8 +135,10 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
 async def test_a_hostile_local_agent_beside_20_honest_runs(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PROPS_SERVICE_DSN", store.dsn)
     await push_code(store, "hostile", HOSTILE)
-    await run_beside_honest(store, [LocalRuntime(tmp_path / "c", trust_commands=True)], honest=20)
+    await run_beside_honest(store, [LocalRuntime(tmp_path / "c", trust_commands=True)],
+                            honest=20, scratch=tmp_path)
 
 
 @pytest.mark.docker
@@ -97,6 +146,7 @@ async def test_a_hostile_local_agent_beside_20_honest_runs(
 async def test_a_hostile_agent_in_docker_beside_honest_runs(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PROPS_SERVICE_DSN", store.dsn)
     async with docker_or_skip() as docker:
         image = await docker_runtime.build_reference_image(docker)
         hostile = catalog.DefinitionPushed(**{
@@ -104,7 +154,23 @@ async def test_a_hostile_agent_in_docker_beside_honest_runs(
             "command": hostile_critic.command()})
         await definitions.push(store, hostile)
         local = LocalRuntime(tmp_path / "c", trust_commands=True)
-        await run_beside_honest(store, [local, docker], honest=5)
+        await run_beside_honest(store, [local, docker], honest=5, scratch=tmp_path)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_a_hostile_agent_in_podman_beside_honest_runs(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PROPS_SERVICE_DSN", store.dsn)
+    async with podman_or_skip() as podman:
+        image = await docker_runtime.build_reference_image(podman)
+        hostile = catalog.DefinitionPushed(**{
+            **image.model_dump(), "name": "hostile",
+            "command": hostile_critic.command()})
+        await definitions.push(store, hostile)
+        local = LocalRuntime(tmp_path / "c", trust_commands=True)
+        await run_beside_honest(store, [local, podman], honest=5, scratch=tmp_path)
 
 
 async def test_an_error_handling_one_run_fails_that_run_only(

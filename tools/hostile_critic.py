@@ -34,7 +34,11 @@ FORBIDDEN = [
     "SELECT pg_try_advisory_lock(hashtext('x'))", "CREATE TEMP TABLE t (x int)",
     "SELECT pg_notify('props_events', 'x')",
     "UPDATE props.agent_bindings SET max_events = 1000000",
-    "SELECT pg_read_file('/etc/passwd')"]
+    "SELECT pg_read_file('/etc/passwd')", "SELECT pg_current_xact_id()",
+    "SELECT txid_current()"]
+# What the launcher declares for a run; any other PROPS_* or PG* variable (or DATABASE_URL) in
+# its environment would be the service's, handed over: a breach whatever it holds.
+DECLARED = {"PROPS_TASK", "PROPS_AGENT_DSN", "PROPS_EXAMPLE_DIR", "PROPS_GRADING_DIR"}
 
 
 class Attempts:
@@ -69,6 +73,11 @@ def main() -> None:
     run_id = uuid.UUID(json.loads(os.environ["PROPS_TASK"])["run_id"])
     own_password = dsn.partition("://")[2].partition("@")[0].partition(":")[2]
     tries = Attempts(dsn)
+    tries.tried += 1
+    leaked = sorted(k for k in os.environ if k not in DECLARED and (
+        k.startswith(("PROPS_", "PG")) or k == "DATABASE_URL"))
+    if leaked:
+        tries.breaches.append(f"the environment holds {', '.join(leaked)}")
     with psycopg.connect(dsn, autocommit=True) as own:
         others = [r[0] for r in own.execute(
             "SELECT rolname FROM pg_roles WHERE rolname LIKE 'props\\_agent\\_%' "
@@ -89,12 +98,14 @@ def main() -> None:
         own.execute("SELECT agent.report(%s, 'phase.completed', %s::jsonb)",
                     (finished_id, json.dumps(phase)))
     # Hold a transaction (and every reader's fence) open with statements shorter than any
-    # timeout, the timeouts SET away: the launcher's watchdog must end the session.
+    # timeout, the timeouts SET away: the launcher's watchdog must end the session. (The
+    # report takes a transaction id: the only way an agent has.)
     try:
         with psycopg.connect(dsn) as holder:
             holder.execute("SET statement_timeout = 0")
             holder.execute("SET idle_in_transaction_session_timeout = 0")
-            holder.execute("SELECT pg_current_xact_id()")
+            holder.execute("SELECT agent.report(%s, 'phase.completed', %s::jsonb)",
+                           (uuid.uuid4(), json.dumps({**phase, "phase": "hold"})))
             held_since = time.monotonic()
             while time.monotonic() - held_since < 40:
                 holder.execute("SELECT pg_sleep(1)")
