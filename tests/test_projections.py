@@ -326,7 +326,10 @@ async def test_analyst_reads_projections_and_nothing_else(store: EventStore) -> 
                       "props_meta.migrations"):
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.fetchval(f"SELECT count(*) FROM {table}")
-        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        with pytest.raises(asyncpg.ReadOnlySQLTransactionError):  # read-only by default
+            await conn.execute("DELETE FROM projections.agent_runs")
+        await conn.execute("SET default_transaction_read_only = off")
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):  # and without the grant
             await conn.execute("DELETE FROM projections.agent_runs")
     finally:
         await conn.close()

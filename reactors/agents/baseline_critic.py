@@ -12,9 +12,9 @@ crashes, ends the run with exit code 3, a closed failure fact.
 
 The tool never runs the example's code: a snapshot may hold `ruff/__main__.py`,
 `sitecustomize.py` or a `.pth` file. So the tool's interpreter runs isolated (`-I`: neither
-the working directory nor PYTHON* variables reach its import path), in a working directory of
-its own outside the example, given the files by absolute path, with an environment that holds
-nothing but PATH (not the run's database login).
+the working directory nor PYTHON* variables reach its import path), in a working directory
+outside the example (the filesystem's root), given the files by absolute path, with an
+environment that holds nothing but PATH (not the run's database login).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -105,11 +104,12 @@ def review(tool: str, root: Path, files: list[str]) -> tuple[list[Finding], int]
     t = TOOLS[tool]
     root = root.resolve()
     targets = [str(root / f) for f in files]
-    with tempfile.TemporaryDirectory(prefix="props-baseline-") as away:
-        done = subprocess.run(
-            [sys.executable, "-I", *t.arguments(baselines.RULES[tool], targets)], cwd=away,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": away},
-            capture_output=True, text=True, timeout=600, check=False)
+    # The filesystem's root: outside the example, and there in every container (which may
+    # have no writable folder at all; the tools write nothing: no cache, no state).
+    done = subprocess.run(
+        [sys.executable, "-I", *t.arguments(baselines.RULES[tool], targets)], cwd=os.sep,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.sep},
+        capture_output=True, text=True, timeout=600, check=False)
     if done.returncode not in t.ok_exits:
         raise RuntimeError(f"{tool} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     kept, dropped = [], 0

@@ -9,7 +9,15 @@ from typing import Annotated, Any
 
 import pydantic
 
-from props.core.domain.catalog.parts import REGISTRY, Name, ScorerRef, Sha256, _Part
+from props.core.domain.catalog.parts import (
+    MAX_RUN_EVENTS,
+    REGISTRY,
+    Name,
+    ScorerRef,
+    Sha256,
+    Version,
+    _Part,
+)
 from props.core.log.events import Event
 
 # -- grading (stream grading-<run>-<scorer>) ----------------------------------------------------
@@ -28,9 +36,10 @@ class GradeEmitted(Event):
     critique_run_id: uuid.UUID
     critique_issue_id: Name
     tp_id: Name | None = None
-    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)  # which occurrence (#n)
+    # which occurrence (#n)
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1, le=1000)
     fp_id: Name | None = None
-    grade: float = pydantic.Field(ge=0, le=1)
+    grade: float = pydantic.Field(ge=0, le=1, allow_inf_nan=False)
     scorer: ScorerRef
 
     @pydantic.model_validator(mode="after")
@@ -45,9 +54,9 @@ class IssueGrade(_Part):
 
     issue_id: Name
     tp_id: Name | None = None
-    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1, le=1000)
     fp_id: Name | None = None
-    grade: float = pydantic.Field(ge=0, le=1)
+    grade: float = pydantic.Field(ge=0, le=1, allow_inf_nan=False)
 
     @pydantic.model_validator(mode="after")
     def _one_match(self) -> IssueGrade:
@@ -64,7 +73,7 @@ class GradesEmitted(Event):
     type_name = "grades.emitted"
     critique_run_id: uuid.UUID
     scorer: ScorerRef
-    grades: list[IssueGrade] = pydantic.Field(min_length=1)
+    grades: list[IssueGrade] = pydantic.Field(min_length=1, max_length=MAX_RUN_EVENTS)
 
 
 class IssueUnscorable(_Part):
@@ -82,7 +91,7 @@ class GradesUnscorable(Event):
     type_name = "grades.unscorable"
     critique_run_id: uuid.UUID
     scorer: ScorerRef
-    issues: list[IssueUnscorable] = pydantic.Field(min_length=1)
+    issues: list[IssueUnscorable] = pydantic.Field(min_length=1, max_length=MAX_RUN_EVENTS)
 
 
 # -- scorers (stream scorer-<name>) --------------------------------------------------------------
@@ -92,7 +101,7 @@ class GradesUnscorable(Event):
 class ScorerRegistered(Event):
     type_name = "scorer.registered"
     name: Name
-    version: int = pydantic.Field(ge=1)
+    version: Version
     code_hash: Sha256
     settings: dict[str, Any] = pydantic.Field(default_factory=dict)
     deterministic: bool = True
@@ -102,7 +111,7 @@ class ScorerRegistered(Event):
 class ActiveScorerSet(Event):
     type_name = "scorer.activated"
     name: Name
-    version: int = pydantic.Field(ge=1)
+    version: Version
 
 
 # -- people's verdicts (stream review-<run uuid>) -----------------------------------------------
@@ -119,7 +128,7 @@ class GradeReviewed(Event):
     critique_run_id: uuid.UUID
     critique_issue_id: Name
     tp_id: Name | None = None
-    tp_occurrence: int | None = pydantic.Field(default=None, ge=1)
+    tp_occurrence: int | None = pydantic.Field(default=None, ge=1, le=1000)
     fp_id: Name | None = None
     ground_truth_hash: Sha256
     confirms: ScorerRef | None = None

@@ -22,10 +22,10 @@ class EventParked(Event):
     type_name = "event.parked"
     reactor: Name
     event_id: uuid.UUID
-    global_position: int = pydantic.Field(ge=1)
+    global_position: int = pydantic.Field(ge=1, le=2**63 - 1)
     error_type: Name
     error_message: Annotated[str, pydantic.StringConstraints(max_length=4000)]
-    attempts: int = pydantic.Field(ge=1)
+    attempts: int = pydantic.Field(ge=1, le=2**31 - 1)
 
 
 # -- launchers (stream launcher-<name>) ----------------------------------------------------------
@@ -42,7 +42,7 @@ class LauncherStarted(Event):
     capacity: int = pydantic.Field(ge=1, le=100_000)
     runtimes: list[Literal["docker", "local"]]
     engine: Annotated[str, pydantic.StringConstraints(max_length=500)] | None = None
-    lease_seconds: float = pydantic.Field(gt=0, le=86_400)
+    lease_seconds: float = pydantic.Field(gt=0, le=86_400, allow_inf_nan=False)
 
 
 # -- retention (stream retention-<run uuid>) ----------------------------------------------------
@@ -85,5 +85,5 @@ class ArchiveImported(Event):
     signer: Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{16}$")] | None
     events: Count
     imported: Count
-    part: int = pydantic.Field(ge=1)
+    part: int = pydantic.Field(ge=1, le=2**31 - 1)
     runs: list[ImportedRun] = pydantic.Field(max_length=5000)

@@ -20,9 +20,36 @@ LauncherName = Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z
 SnapshotSlug = Annotated[
     str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]*/\d{4}-\d{2}-\d{2}-\d{2}$")
 ]
-NonNegative = Annotated[float, pydantic.Field(ge=0)]
-Count = Annotated[int, pydantic.Field(ge=0)]
 Digest = Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+# -- the catalog's ranges ----------------------------------------------------------------------
+# Every number an event carries has a range, checked where it enters (agent reports, `props
+# events append`, the API, import), so no consumer meets a value it cannot fold: a line
+# number fits PostgreSQL's integer, and a sum a projection keeps fits its column by
+# construction. Per run: at most MAX_RUN_EVENTS events (AgentLimits.max_events), each
+# response at most MAX_CALL_TOKENS tokens and MAX_CALL_USD: a run's total tokens <= 1e6 x 1e9
+# = 1e15 < 2^53 (TokenTotal, and the bigint `add` columns that sum one run's responses), its
+# cost <= 1e6 x 1e6 = 1e12 (UsdTotal). Sums across runs are numeric (PostgreSQL's sum of
+# bigint is). Floats are finite.
+INT32 = 2**31 - 1
+MAX_RUN_EVENTS = 1_000_000
+MAX_CALL_TOKENS = 10**9
+MAX_CALL_USD = 1e6
+MAX_LIST = 10_000  # items of a list an event carries, unless a field says otherwise
+LineNumber = Annotated[int, pydantic.Field(ge=1, le=INT32)]
+Count = Annotated[int, pydantic.Field(ge=0, le=INT32)]
+Version = Annotated[int, pydantic.Field(ge=1, le=INT32)]
+ExitCode = Annotated[int, pydantic.Field(ge=-(2**31), le=INT32)]
+Tokens = Annotated[int, pydantic.Field(ge=0, le=MAX_CALL_TOKENS)]
+TokenTotal = Annotated[int, pydantic.Field(ge=0, le=MAX_RUN_EVENTS * MAX_CALL_TOKENS)]
+Usd = Annotated[float, pydantic.Field(ge=0, le=MAX_CALL_USD, allow_inf_nan=False)]
+UsdTotal = Annotated[float, pydantic.Field(ge=0, le=MAX_RUN_EVENTS * MAX_CALL_USD,
+                                           allow_inf_nan=False)]
+Seconds = Annotated[float, pydantic.Field(ge=0, le=10**7, allow_inf_nan=False)]  # 115 days
+Milliseconds = Annotated[float, pydantic.Field(ge=0, le=10**10, allow_inf_nan=False)]
+FilePath = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
+# (kept for the names callers import: a non-negative finite float, a count)
+NonNegative = Annotated[float, pydantic.Field(ge=0, le=1e15, allow_inf_nan=False)]
 
 
 
@@ -33,8 +60,8 @@ class _Part(pydantic.BaseModel):
 
 
 class LineRange(_Part):
-    start: int = pydantic.Field(ge=1)
-    end: int = pydantic.Field(ge=1)
+    start: LineNumber
+    end: LineNumber
 
     @pydantic.model_validator(mode="after")
     def _ordered(self) -> LineRange:
@@ -44,8 +71,8 @@ class LineRange(_Part):
 
 
 class Location(_Part):
-    file: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
-    ranges: list[LineRange] = pydantic.Field(default_factory=list)
+    file: FilePath
+    ranges: list[LineRange] = pydantic.Field(default_factory=list, max_length=1000)
 
 
 class Example(_Part):
@@ -56,7 +83,7 @@ class Example(_Part):
 
 
 class FileEntry(_Part):
-    path: Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
+    path: FilePath
     sha256: Sha256
     size: Count
 
@@ -67,13 +94,13 @@ class Failure(_Part):
     phase: Name
     category: Name
     retryable: bool
-    exit_code: int | None = None
+    exit_code: ExitCode | None = None
 
 
 class Occurrence(_Part):
     """Where one occurrence of a defect (or decoy) lies: one or more files, as line ranges."""
 
-    locations: list[Location] = pydantic.Field(min_length=1)
+    locations: list[Location] = pydantic.Field(min_length=1, max_length=100)
 
     @property
     def files(self) -> set[str]:
@@ -82,23 +109,23 @@ class Occurrence(_Part):
 
 class TruePositive(_Part):
     id: Name
-    rationale: str
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
     severity: Severity | None = None
-    occurrences: list[Occurrence] = pydantic.Field(min_length=1)
+    occurrences: list[Occurrence] = pydantic.Field(min_length=1, max_length=1000)
 
 
 class FalsePositive(_Part):
     """A known non-defect that looks like one (a decoy): reporting it is a known-false finding."""
 
     id: Name
-    rationale: str
-    relevant_files: list[str]
-    occurrences: list[Occurrence] = pydantic.Field(min_length=1)
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
+    relevant_files: list[FilePath] = pydantic.Field(max_length=MAX_LIST)
+    occurrences: list[Occurrence] = pydantic.Field(min_length=1, max_length=1000)
 
 
 class FileSet(_Part):
     name: Name
-    files: list[str] = pydantic.Field(min_length=1)  # sorted
+    files: list[FilePath] = pydantic.Field(min_length=1, max_length=100_000)  # sorted
     files_hash: Md5  # md5 of the sorted member paths, one per line
 
 
@@ -107,18 +134,19 @@ class Scope(_Part):
     expected to find: recall's denominator. `files_hash` None: the whole snapshot."""
 
     files_hash: Md5 | None
-    occurrences: list[str]
+    occurrences: list[Annotated[str, pydantic.StringConstraints(max_length=300)]] = \
+        pydantic.Field(max_length=100_000)
 
 
 class GroundTruth(_Part):
-    true_positives: list[TruePositive]
-    false_positives: list[FalsePositive]
-    file_sets: list[FileSet]
-    scopes: list[Scope]
+    true_positives: list[TruePositive] = pydantic.Field(max_length=MAX_LIST)
+    false_positives: list[FalsePositive] = pydantic.Field(max_length=MAX_LIST)
+    file_sets: list[FileSet] = pydantic.Field(max_length=MAX_LIST)
+    scopes: list[Scope] = pydantic.Field(max_length=MAX_LIST + 1)
 
 
 class ScorerRef(_Part):
     name: Name
-    version: int = pydantic.Field(ge=1)
+    version: Version
     code_hash: Sha256
     ground_truth_hash: Sha256

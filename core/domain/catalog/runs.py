@@ -12,12 +12,18 @@ from props.core.domain.catalog.parts import (
     Count,
     Digest,
     Example,
+    ExitCode,
     Failure,
     LauncherName,
     Location,
+    Milliseconds,
     Name,
-    NonNegative,
+    Seconds,
     Sha256,
+    Tokens,
+    TokenTotal,
+    Usd,
+    UsdTotal,
 )
 from props.core.domain.vocabulary import AgentType, Severity, TerminalStatus
 from props.core.log.events import Event
@@ -34,8 +40,8 @@ class RunRequested(Event):
     definition_ref: Name = "latest"  # "latest" or a digest; RunStarted records what was used
     example: Example
     model: Name
-    timeout_seconds: float = pydantic.Field(gt=0)
-    budget_usd: NonNegative
+    timeout_seconds: float = pydantic.Field(gt=0, le=7 * 86_400, allow_inf_nan=False)
+    budget_usd: UsdTotal
     requested_by: Name | None = None
 
 
@@ -59,11 +65,11 @@ class ContainerStarted(Event):
 class ContainerExited(Event):
     type_name = "container.exited"
     run_id: uuid.UUID
-    exit_code: int | None  # None: killed before it reported one
+    exit_code: ExitCode | None  # None: killed before it reported one
     oom_killed: bool = False
     killed_for: Literal["timeout", "budget", "cancel"] | None = None
     logs_sha256: Sha256 | None = None
-    duration_seconds: NonNegative
+    duration_seconds: Seconds
 
 
 @REGISTRY.register
@@ -83,7 +89,7 @@ class LlmRequested(Event):
     run_id: uuid.UUID
     request_id: Name
     model: Name
-    message_sha256s: list[Sha256]
+    message_sha256s: list[Sha256] = pydantic.Field(max_length=100_000)
 
 
 @REGISTRY.register
@@ -92,10 +98,10 @@ class LlmResponded(Event):
     run_id: uuid.UUID
     request_id: Name
     response_sha256: Sha256
-    tokens_in: Count
-    tokens_out: Count
-    cost_usd: NonNegative
-    latency_ms: NonNegative
+    tokens_in: Tokens
+    tokens_out: Tokens
+    cost_usd: Usd
+    latency_ms: Milliseconds
 
 
 @REGISTRY.register
@@ -103,7 +109,7 @@ class PhaseCompleted(Event):
     type_name = "phase.completed"
     run_id: uuid.UUID
     phase: Name
-    duration_seconds: NonNegative
+    duration_seconds: Seconds
 
 
 @REGISTRY.register
@@ -112,7 +118,7 @@ class IssueReported(Event):
     run_id: uuid.UUID
     issue_id: Name
     rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
-    locations: list[Location] = pydantic.Field(min_length=1)
+    locations: list[Location] = pydantic.Field(min_length=1, max_length=100)
     severity: Severity | None = None
 
 
@@ -142,9 +148,9 @@ class RunFinished(Event):
     run_id: uuid.UUID
     status: TerminalStatus
     failure: Failure | None = None
-    tokens_in: Count = 0
-    tokens_out: Count = 0
-    cost_usd: NonNegative = 0.0
+    tokens_in: TokenTotal = 0
+    tokens_out: TokenTotal = 0
+    cost_usd: UsdTotal = 0.0
 
     @pydantic.model_validator(mode="after")
     def _failure_matches_status(self) -> RunFinished:

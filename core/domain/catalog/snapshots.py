@@ -3,11 +3,12 @@ agents' definitions (stream definition-<agent type>)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
 from props.core.domain.catalog.parts import (
+    MAX_RUN_EVENTS,
     REGISTRY,
     Digest,
     FileEntry,
@@ -15,6 +16,7 @@ from props.core.domain.catalog.parts import (
     Name,
     Sha256,
     SnapshotSlug,
+    Version,
     _Part,
 )
 from props.core.domain.vocabulary import AgentType
@@ -27,18 +29,19 @@ from props.core.log.events import Event
 class SnapshotSynced(Event):
     type_name = "snapshot.synced"
     slug: SnapshotSlug
-    version: int = pydantic.Field(ge=1)
-    files: list[FileEntry]  # contents in the blob table, by sha256
+    version: Version
+    files: list[FileEntry] = pydantic.Field(max_length=100_000)  # contents: blobs, by sha256
     ground_truth: GroundTruth
     ground_truth_hash: Sha256  # sha256 of the ground truth's canonical JSON
-    source: str  # the specimen directory it was synced from (retirement is per source)
+    # the specimen directory it was synced from (retirement is per source)
+    source: Annotated[str, pydantic.StringConstraints(max_length=4096)]
 
 
 @REGISTRY.register
 class SnapshotRetired(Event):
     type_name = "snapshot.retired"
     slug: SnapshotSlug
-    version: int = pydantic.Field(ge=1)  # the last version, which stays readable
+    version: Version  # the last version, which stays readable
     reason: Name
 
 
@@ -51,10 +54,11 @@ class AgentLimits(_Part):
     """What a run of a definition may use; the launcher enforces each."""
 
     network: bool = False  # no network unless the definition asks
-    cpus: float = pydantic.Field(default=1.0, gt=0)
-    memory_mb: int = pydantic.Field(default=512, ge=16)
-    max_events: int = pydantic.Field(default=2000, ge=1)  # reported by the agent
-    max_bytes: int = pydantic.Field(default=64 * 1024 * 1024, ge=1)  # events + blobs
+    cpus: float = pydantic.Field(default=1.0, gt=0, le=1024, allow_inf_nan=False)
+    memory_mb: int = pydantic.Field(default=512, ge=16, le=1024 * 1024)
+    # reported by the agent; the bound is the catalog's proof that a run's sums fit
+    max_events: int = pydantic.Field(default=2000, ge=1, le=MAX_RUN_EVENTS)
+    max_bytes: int = pydantic.Field(default=64 * 1024 * 1024, ge=1, le=2**40)  # events+blobs
 
 
 @REGISTRY.register
@@ -71,7 +75,8 @@ class DefinitionPushed(Event):
     digest: Digest
     runtime: Literal["docker", "local"] = "docker"
     image: Name | None = None  # the reference it was pushed as
-    command: list[str] = pydantic.Field(default_factory=list)  # empty: the image's own
+    command: list[Annotated[str, pydantic.StringConstraints(max_length=100_000)]] = \
+        pydantic.Field(default_factory=list, max_length=1000)  # empty: the image's own
     config: dict[str, Any] = pydantic.Field(default_factory=dict)  # given to the agent
     limits: AgentLimits = pydantic.Field(default_factory=AgentLimits)
     # Mount the host's Python and props read-only into the container: for the small images
