@@ -14,7 +14,7 @@ import datetime as dt
 from props.core.log import database, errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.store import EventStore
-from props.projections import engine, folding, tables, views
+from props.projections import engine, folding, parking, tables, views
 from props.schema import queries
 
 _Q = queries.load("as_of")
@@ -63,6 +63,7 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
     async with conn.transaction():
         await tables.create(conn, SCHEMA, [t for p in engine.ALL for t in p.tables])
     positions = {p.name: START for p in engine.ALL}
+    skipped = await parking.skips(store, engine.ALL)  # (as parked now)
     after, folded = START, 0
     # The chunks end exactly at `until`: the read order up to it holds `left` events, and no
     # event can come before it any more (it is behind the fence).
@@ -74,7 +75,7 @@ async def build(conn: database.Connection, store: EventStore, until: Checkpoint,
         async with conn.transaction():
             await folding.fold_settings(conn)
             await folding.commit_range(conn, store, SCHEMA, engine.ALL, chunk.python, positions,
-                                       chunk.end, None, derive=False)
+                                       chunk.end, None, derive=False, skips=skipped)
         positions = dict.fromkeys(positions, chunk.end)
         after, left, folded = chunk.end, left - chunk.size, folded + chunk.size
         if progress:

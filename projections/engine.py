@@ -26,7 +26,7 @@ from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.projections import views
+from props.projections import parking, views
 from props.projections.base import Projection
 from props.projections.folding import (
     Chunk,
@@ -82,6 +82,7 @@ def _shadow_name(p: Projection) -> str:
 class RunnerStats:
     batches: int = 0
     events: int = 0
+    parked: int = 0
 
 
 class Runner:
@@ -128,6 +129,7 @@ class Runner:
                 cp = await self.store.load_checkpoint(p.checkpoint_name)
             positions[p.name] = cp
         start = min(positions.values())
+        skipped = await parking.skips(self.store, self.projections)
         async with self.store.subscribe(start, batch_size=self.batch_size,
                                         poll_interval=self.poll_interval,
                                         decode=decode_filter(python_wants(
@@ -135,12 +137,20 @@ class Runner:
             async for batch in sub:
                 last = batch[-1]
                 new = Checkpoint(last.tx_id, last.global_position)
-                with anyio.CancelScope(shield=True):  # a stop lets the batch in hand commit
-                    async with self.store.sql.acquire() as conn, conn.transaction():
-                        await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
-                        await fold_settings(conn)
-                        await commit_range(conn, self.store, LIVE, self.projections, batch,
-                                           positions, new, lambda p: p.checkpoint_name)
+
+                async def commit(batch: Sequence[RecordedEvent] = batch,
+                                 new: Checkpoint = new) -> None:
+                    with anyio.CancelScope(shield=True):  # a stop lets the batch commit
+                        async with self.store.sql.acquire() as conn, conn.transaction():
+                            await leadership.for_transaction(
+                                conn, leadership.PROJECTION_LIVE_WRITE)
+                            await fold_settings(conn)
+                            await commit_range(conn, self.store, LIVE, self.projections,
+                                               batch, positions, new,
+                                               lambda q: q.checkpoint_name, skips=skipped)
+
+                self.stats.parked += await parking.fold_or_park(
+                    self.store, LIVE, self.projections, batch, positions, new, skipped, commit)
                 for p in self.projections:
                     positions[p.name] = max(positions[p.name], new)
                 self.stats.batches += 1
@@ -176,9 +186,10 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         resumed = await _prepare_shadow(store, projections)
         positions = {p.name: await store.load_checkpoint(_shadow_name(p))
                      for p in projections}
+        skipped = await parking.skips(store, projections)
         # The folds read ranges of the log filtered by type: plans need fresh statistics.
         await store.analyze_stale_partitions()
-        events = await _fill_shadow(store, projections, positions, chunk, progress)
+        events = await _fill_shadow(store, projections, positions, skipped, chunk, progress)
         # The derived tables made whole, and every table analyzed (new tables have no
         # statistics: analysts' first queries would be planned blind), on every core.
         derived = {d.table.name for p in projections for d in p.derived}
@@ -187,7 +198,7 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             for table in (t.name for p in projections for t in p.tables):
                 if table not in derived:
                     tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
-        events += await _swap_when_unlocked(store, projections, positions)
+        events += await _swap_when_unlocked(store, projections, positions, skipped)
     return RebuildReport([p.name for p in projections], events,
                          time.perf_counter() - began, resumed)
 
@@ -223,8 +234,8 @@ async def _prepare_shadow(store: EventStore, projections: Sequence[Projection]) 
 
 
 async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
-                       positions: dict[str, Checkpoint], limit: int,
-                       progress: Progress | None) -> int:
+                       positions: dict[str, Checkpoint], skipped: dict[str, frozenset[int]],
+                       limit: int, progress: Progress | None) -> int:
     """Fold the log into the shadow tables, one committed chunk at a time. One task measures
     out the chunks; each projection folds them in order on a connection of its own, at its
     own pace (up to `_AHEAD` chunks ahead of the slowest): the server folds on every core
@@ -251,7 +262,7 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
                        done: anyio.abc.ObjectSendStream[Chunk]) -> None:
         async with chunks, done:
             async for chunk in chunks:
-                await _flush(store, p, chunk, positions)
+                await _flush(store, p, chunk, positions, skipped)
                 await done.send(chunk)
 
     total = 0
@@ -281,16 +292,22 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
 
 
 async def _flush(store: EventStore, p: Projection, chunk: Chunk,
-                 positions: dict[str, Checkpoint]) -> None:
-    async with store.sql.acquire() as conn, conn.transaction():
-        await fold_settings(conn)
-        await commit_range(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
-                           _shadow_name, derive=False)  # made whole once folded: see rebuild
+                 positions: dict[str, Checkpoint], skipped: dict[str, frozenset[int]]) -> None:
+    async def commit() -> None:
+        async with store.sql.acquire() as conn, conn.transaction():
+            await fold_settings(conn)
+            await commit_range(conn, store, SHADOW, [p], chunk.python, positions, chunk.end,
+                               _shadow_name, derive=False,  # made whole once folded
+                               skips=skipped)
+
+    await parking.fold_or_park(store, SHADOW, [p], chunk.python, positions, chunk.end,
+                               skipped, commit, derive=False)
     positions[p.name] = max(positions[p.name], chunk.end)
 
 
 async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projection],
-                              positions: dict[str, Checkpoint]) -> int:
+                              positions: dict[str, Checkpoint],
+                              skipped: dict[str, frozenset[int]]) -> int:
     """The swap must lock several live tables while analysts' queries lock them too, in their
     own order. Waiting on one lock while holding another could deadlock with a reader (and
     the reader is the one PostgreSQL might cancel), so the swap waits briefly for each lock,
@@ -298,7 +315,7 @@ async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projectio
     for attempt in range(1, 200):
         trial = dict(positions)
         try:
-            caught_up = await _swap(store, projections, trial)
+            caught_up = await _swap(store, projections, trial, skipped)
         except asyncpg.LockNotAvailableError:
             await anyio.sleep(min(1.0, 0.01 * attempt))
             continue
@@ -310,7 +327,7 @@ async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projectio
 
 
 async def _swap(store: EventStore, projections: Sequence[Projection],
-                positions: dict[str, Checkpoint]) -> int:
+                positions: dict[str, Checkpoint], skipped: dict[str, frozenset[int]]) -> int:
     """Catch up and swap, in one transaction that holds the live tables exclusively."""
     async with store.sql.acquire() as conn, conn.transaction():
         await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
@@ -323,8 +340,13 @@ async def _swap(store: EventStore, projections: Sequence[Projection],
         caught_up = 0
         while (chunk := await chunk_after(conn, store, projections, min(positions.values()),
                                            REBUILD_CHUNK)) is not None:
-            await commit_range(conn, store, SHADOW, projections, chunk.python, positions, chunk.end,
-                          _shadow_name)
+            async def commit(chunk: Chunk = chunk) -> None:  # (a savepoint: a poison undone)
+                async with conn.transaction():
+                    await commit_range(conn, store, SHADOW, projections, chunk.python,
+                                       positions, chunk.end, _shadow_name, skips=skipped)
+
+            await parking.fold_or_park(store, SHADOW, projections, chunk.python, positions,
+                                       chunk.end, skipped, commit, conn=conn)
             for p in projections:
                 positions[p.name] = max(positions[p.name], chunk.end)
             caught_up += chunk.size

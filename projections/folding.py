@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import orjson
 
@@ -38,12 +38,22 @@ def _after(rec: RecordedEvent, cp: Checkpoint) -> bool:
     return (rec.tx_id, rec.global_position) > (cp.tx_id, cp.position)
 
 
+# Positions each projection skips (it parked the events there), by projection name.
+Skips = Mapping[str, frozenset[int]]
+NO_SKIPS: Skips = {}
+
+
 def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
-         positions: dict[str, Checkpoint], deltas: dict[str, Delta]) -> None:
-    """Fold each event into each Python fold of a projection that has not seen it yet."""
+         positions: dict[str, Checkpoint], deltas: dict[str, Delta],
+         skips: Skips = NO_SKIPS) -> None:
+    """Fold each event into each Python fold of a projection that has not seen it yet (nor
+    parked it)."""
     steps: dict[str, list[tuple[Checkpoint, Delta, Fold]]] = {}
     for p in projections:
+        skipped = skips.get(p.name)
         for type_name, step in p.folds.items():
+            if skipped:
+                step = _skipping(step, skipped)
             steps.setdefault(type_name, []).append((positions[p.name], deltas[p.name], step))
     newest = max(positions.values())
     for rec in batch:
@@ -59,26 +69,37 @@ def fold(projections: Sequence[Projection], batch: Sequence[RecordedEvent],
                     step(delta, rec)
 
 
+def _skipping(step: Fold, skipped: frozenset[int]) -> Fold:
+    def folded(delta: Delta, rec: RecordedEvent) -> None:
+        if rec.global_position not in skipped:
+            step(delta, rec)
+
+    return folded
+
+
 async def commit_range(
     conn: database.Connection, store: EventStore, schema: str,
     projections: Sequence[Projection], events: Sequence[RecordedEvent],
     positions: dict[str, Checkpoint], new: Checkpoint,
     names: Callable[[Projection], str] | None, derive: bool = True,
+    skips: Skips = NO_SKIPS,
 ) -> None:
     """Fold the range (position, new] of each projection and move its checkpoint (named by
     `names`; None: a scratch build, which keeps none), in the caller's transaction; with
     `derive`, refresh the derived tables' rows the range touched (a build that does not
     calls `derive_all` once its folds are done).
     `events`: the range's events that need Python (those of Python folds, and row-mapped ones
-    stored under an older schema version), or all of them."""
+    stored under an older schema version), or all of them. `skips`: the positions each
+    projection parked, which it does not fold."""
     for p in projections:
         if new <= positions[p.name]:
             continue
+        skipped = skips.get(p.name, frozenset())
         if p.folds:
             delta = Delta(p.tables)
-            fold([p], events, positions, {p.name: delta})
+            fold([p], events, positions, {p.name: delta}, skips)
             await write(conn, schema, delta)
-        await _fold_rows(conn, store, schema, p, positions[p.name], new, events)
+        await _fold_rows(conn, store, schema, p, positions[p.name], new, events, skipped)
         for derived in p.derived if derive else ():
             await _refresh(conn, schema, p, derived, positions[p.name], new)
         if names is None or (schema == LIVE and _BROKEN_FOR_TEST):
@@ -88,7 +109,7 @@ async def commit_range(
 
 async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
                      p: Projection, after: Checkpoint, new: Checkpoint,
-                     events: Sequence[RecordedEvent]) -> None:
+                     events: Sequence[RecordedEvent], skipped: frozenset[int]) -> None:
     """Fold the events of `p`'s row maps in (after, new] on the server, in the caller's
     transaction; those stored under an older schema version (among `events`), upcast when
     they were decoded, are staged in their current shape first."""
@@ -106,7 +127,8 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
         maps = p.maps_of(table)
         if maps:
             statement = fold_sql(schema, table, maps, tuple(versions.items()), bool(older))
-            await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position)
+            await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position,
+                               sorted(skipped))
 
 
 async def _refresh(conn: database.Connection, schema: str, p: Projection, derived: Derived,

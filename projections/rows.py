@@ -38,8 +38,10 @@ UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
 UPCAST_COLUMNS = ("tx_id", "global_position", "type", "data", "recorded_at")
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_.]*$")
+# ($5: the positions the projection parked, which it skips: see projections.parking)
 _RANGE = ("(tx_id, global_position) > ($1::xid8, $2::bigint) "
-          "AND (tx_id, global_position) <= ($3::xid8, $4::bigint)")
+          "AND (tx_id, global_position) <= ($3::xid8, $4::bigint) "
+          "AND global_position <> ALL ($5::bigint[])")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +166,8 @@ def _field_sql(model: type[pydantic.BaseModel], path: Sequence[str], *, json: bo
 def fold_sql(schema: str, table: Table, maps: tuple[RowMap, ...],
              versions: tuple[tuple[str, int], ...], upcast: bool) -> str:
     """One statement folding every event of `maps`' types in the range ($1, $2) exclusive to
-    ($3, $4) inclusive (tx_id, position) into `schema.table`, reading the range once.
+    ($3, $4) inclusive (tx_id, position), but those at the positions $5, into
+    `schema.table`, reading the range once.
     `versions`: (type, current schema version) pairs; with `upcast`, older events are read
     from the upcast staging table (UPCAST_TABLE) too."""
     current_version = dict(versions)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -30,19 +29,18 @@ import anyio.abc
 import anyio.lowlevel
 import tenacity
 
-from props.core.domain import catalog, streams
+from props.core.domain import parking, streams
 from props.core.domain.vocabulary import REACTORS
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
-from props.core.log.events import NewEvent, RecordedEvent
+from props.core.log.events import RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.schema import queries
 
 log = logging.getLogger(__name__)
 
-_NAMESPACE = uuid.UUID("8d7f9a52-1b0c-4c55-9f0e-3f4de0a3a0c1")
 PARK_AFTER_ATTEMPTS = 3
 TRANSIENT: tuple[type[BaseException], ...] = (*database.UNAVAILABLE, aiodocker.DockerError)
 
@@ -91,10 +89,6 @@ async def status(store: EventStore, also: Sequence[str] = ()) -> list[ReactorSta
 async def serving(store: EventStore, reactor: str) -> bool:
     """Whether a process serves `reactor` now (it holds the reactor's lock)."""
     return bool(await store.sql.fetchval(_SERVING, leadership.reactor(reactor)))
-
-
-def parked_id(reactor: str, event_id: uuid.UUID) -> uuid.UUID:
-    return uuid.uuid5(_NAMESPACE, f"{reactor}:{event_id}")
 
 
 @dataclasses.dataclass
@@ -175,6 +169,9 @@ class ReactorHost:
                         self.reactor.name, done.global_position, exc)
 
     async def _handle(self, rec: RecordedEvent) -> None:
+        if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
+            await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
+            return
         failures = 0
         transient = 0  # this event's own: earlier events' retries do not lengthen its waits
         while True:
@@ -199,14 +196,10 @@ class ReactorHost:
     async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
         log.error("reactor %s parked event %s (%s): %s", self.reactor.name,
                   rec.global_position, rec.type_name, exc)
-        parked = catalog.EventParked(
-            reactor=self.reactor.name, event_id=rec.event_id,
-            global_position=rec.global_position, error_type=type(exc).__name__,
-            error_message=str(exc)[:4000], attempts=attempts)
         retrying = tenacity.AsyncRetrying(
             retry=tenacity.retry_if_exception_type(TRANSIENT),
             wait=tenacity.wait_exponential(multiplier=0.1, max=5), reraise=True)
-        await retrying(self.store.append, streams.reactor(self.reactor.name),
-                       [NewEvent(parked, parked_id(self.reactor.name, rec.event_id))])
+        await retrying(parking.park, self.store, self.reactor.name, rec.event_id,
+                       rec.global_position, exc, attempts=attempts)
         self.stats.parked += 1
 

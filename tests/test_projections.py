@@ -49,7 +49,8 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
         slug=slug, version=1, reason="test")])
     await store.append("reactor-grader", [catalog.EventParked(
         reactor="grader", event_id=uuid.uuid4(), global_position=1, error_type="ValueError",
-        error_message="bad", attempts=3)])
+        error_message="bad", attempts=3), catalog.ParkedRetried(
+        reactor="grader", event_id=uuid.uuid4(), global_position=1, requested_by="ada")])
     graded = await store.pool.fetchval(
         "SELECT data->>'run_id' FROM props.events WHERE type = 'issue.reported' LIMIT 1")
     scorer = catalog.ScorerRef(name="overlap", version=2, code_hash="0" * 64,

@@ -47,6 +47,33 @@ class UnknownEvent:
     data: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class UnreadableEvent(UnknownEvent):
+    """A stored event of a known type that this props cannot read: it does not match its
+    model (a value past a range the catalog has since bounded, a foreign writer's row) or no
+    upcaster takes it. Reading never fails on it: the reader hands it on as this, and a
+    consumer that wanted the type parks it (`event.parked`), never stops on it."""
+
+    problem: str = ""
+
+
+def unreadable(type_name: str, schema_version: int, data_json: str,
+               exc: Exception) -> UnreadableEvent:
+    try:
+        data = orjson.loads(data_json)
+    except orjson.JSONDecodeError:
+        data = {}
+    problem = (describe_validation_error(type_name, exc)
+               if isinstance(exc, pydantic.ValidationError) else f"{type(exc).__name__}: {exc}")
+    return UnreadableEvent(type_name, schema_version, data if isinstance(data, dict) else {},
+                           problem[:4000])
+
+
+# What reading a stored event may raise, all of it the event's fault, never the reader's.
+UNREADABLE_ERRORS = (pydantic.ValidationError, errors.EventVersionError, ValueError, TypeError,
+                     KeyError, AttributeError)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class NotDecoded:
     """A stored event its reader chose not to decode: it needs only the envelope (position,

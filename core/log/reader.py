@@ -26,12 +26,14 @@ from props.core.log import database, partitions
 from props.core.log.bulk import gc_paused
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import (
+    UNREADABLE_ERRORS,
     DecodeFilter,
     Event,
     EventRegistry,
     NotDecoded,
     RecordedEvent,
     UnknownEvent,
+    unreadable,
 )
 from props.schema import queries
 
@@ -79,13 +81,16 @@ class Reader:
         with gc_paused():
             for gp, tx, eid, sid, sv, typ, schv, data, meta, at in rows:
                 event: Event | UnknownEvent | NotDecoded
-                if wanted is not None and not wanted(typ, schv):
-                    event = NotDecoded(typ, schv)
-                # Hot path: current version of a known type, validated straight from JSON.
-                elif (validate := validators.get((typ, schv))) is not None:
-                    event = validate(data)
-                else:
-                    event = decode(typ, schv, data)
+                try:
+                    if wanted is not None and not wanted(typ, schv):
+                        event = NotDecoded(typ, schv)
+                    # Hot path: current version of a known type, validated from JSON.
+                    elif (validate := validators.get((typ, schv))) is not None:
+                        event = validate(data)
+                    else:
+                        event = decode(typ, schv, data)
+                except UNREADABLE_ERRORS as exc:  # (a try costs nothing until it raises)
+                    event = unreadable(typ, schv, data, exc)
                 append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
         return out
 

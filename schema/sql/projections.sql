@@ -25,3 +25,11 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
    AND type = ANY ($5::text[])
    AND schema_version <> ($6::int[])[array_position($5::text[], type)]
  ORDER BY tx_id, global_position
+
+-- range_envelopes --
+-- The events of a range in read order, envelopes only: where a poisoned fold is bisected.
+SELECT tx_id, global_position, event_id
+  FROM props.events
+ WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
+   AND (tx_id, global_position) <= ($3::xid8, $4::bigint)
+ ORDER BY tx_id, global_position

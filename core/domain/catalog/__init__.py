@@ -26,6 +26,7 @@ from props.core.domain.catalog.operations import (
     EventParked,
     ImportedRun,
     LauncherStarted,
+    ParkedRetried,
     RetentionHeld,
     RetentionReleased,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "Name",
     "NonNegative",
     "Occurrence",
+    "ParkedRetried",
     "PhaseCompleted",
     "PromptComposed",
     "RetentionHeld",

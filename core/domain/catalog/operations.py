@@ -28,6 +28,18 @@ class EventParked(Event):
     attempts: int = pydantic.Field(ge=1, le=2**31 - 1)
 
 
+@REGISTRY.register
+class ParkedRetried(Event):
+    """A person asked the consumer to take a parked event up again (after an upgrade):
+    it is no longer skipped; if it still cannot be handled, it is parked again."""
+
+    type_name = "parked.retried"
+    reactor: Name
+    event_id: uuid.UUID
+    global_position: int = pydantic.Field(ge=1, le=2**63 - 1)
+    requested_by: Name | None = None
+
+
 # -- launchers (stream launcher-<name>) ----------------------------------------------------------
 
 
