@@ -143,10 +143,19 @@ class ConnectionRoom:
 _ROOM = queries.typed("agents", "connection_room", ConnectionRoom)
 
 
-async def connection_room(store: EventStore) -> ConnectionRoom:
-    found = await store.sql.row(_ROOM)
-    assert found is not None
-    return found
+async def connections_short(store: EventStore, capacity: int) -> str | None:
+    """What to say when `capacity` runs' agents at their worst (AGENT_CONNECTIONS sessions
+    each) and the connections in use now could use up the server: then the next run, or the
+    service itself, would be refused a connection mid-way. None when they fit."""
+    room = await store.sql.row(_ROOM)
+    assert room is not None
+    worst = capacity * AGENT_CONNECTIONS + room.in_use
+    if worst <= room.room:
+        return None
+    return (f"{capacity} slot(s) x {AGENT_CONNECTIONS} agent connections + {room.in_use} "
+            f"connections in use now = {worst}, more than the server's {room.room} "
+            f"(max_connections less those reserved): lower the launcher's capacity or raise "
+            f"max_connections")
 
 
 @dataclasses.dataclass(frozen=True)

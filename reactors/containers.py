@@ -15,9 +15,19 @@ import os
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
+from props.core.log import errors
+
 LABEL = "props.run"  # every props container carries it, valued with its run id
 DEPLOYMENT_LABEL = "props.deployment"  # ... and this one, naming its database
 MAX_LOG_BYTES = 1024 * 1024  # the tail kept of a container's output
+
+
+class EngineUnreachable(errors.PropsError):
+    """The container engine does not answer (gone, restarting, or failing on its side).
+    Transient for a while: a run waits for it up to the launcher's `engine_wait`, then fails
+    as engine_unreachable (retryable)."""
+
+    exit_code = 69  # EX_UNAVAILABLE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,14 +8,16 @@ CPU and memory limits (swap included, so the memory limit is real), every contai
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import aiodocker
+import aiohttp
 import anyio
 import orjson
 
@@ -25,6 +27,7 @@ from props.reactors.containers import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,
+    EngineUnreachable,
     Mount,
     Outcome,
     host_capacity,
@@ -89,6 +92,29 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
     }
 
 
+F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _engine_call(fn: F) -> F:
+    """An engine that does not answer (no socket, a connection cut, a 5xx of its own) is
+    said once, here, as EngineUnreachable: the launcher tells it from a refusal and from the
+    database going away."""
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
+            raise EngineUnreachable(f"the container engine does not answer "
+                                    f"({type(exc).__name__})") from exc
+        except aiodocker.DockerError as exc:
+            if exc.status >= 500:
+                raise EngineUnreachable(f"the container engine failed on its side "
+                                        f"({exc.status})") from exc
+            raise
+
+    return cast(F, call)
+
+
 class DockerRuntime:
     kind: Literal["docker", "local"] = "docker"
 
@@ -124,6 +150,7 @@ class DockerRuntime:
                 return None
             raise
 
+    @_engine_call
     async def start(self, spec: ContainerSpec) -> str:
         container = await self._find(spec.name)
         if container is None:
@@ -165,6 +192,7 @@ class DockerRuntime:
         # 137 = SIGKILL (our kill, or the kernel's OOM killer): no exit code of its own.
         return Outcome(exit_code=None if code == 137 else code, oom_killed=oom)
 
+    @_engine_call
     async def wait(self, name: str, within: float | None) -> Outcome | None:
         container = await self._find(name)
         if container is None:
@@ -173,6 +201,7 @@ class DockerRuntime:
             await container.wait()
         return await self._outcome(container)
 
+    @_engine_call
     async def kill(self, name: str) -> None:
         container = await self._find(name)
         if container is None:
@@ -183,6 +212,7 @@ class DockerRuntime:
             if exc.status not in (404, 409):  # gone, or not running
                 raise
 
+    @_engine_call
     async def logs(self, name: str) -> bytes:
         container = await self._find(name)
         if container is None:
@@ -190,6 +220,7 @@ class DockerRuntime:
         lines = await container.log(stdout=True, stderr=True)
         return "".join(lines).encode()[-MAX_LOG_BYTES:]
 
+    @_engine_call
     async def remove(self, name: str) -> None:
         container = await self._find(name)
         if container is None:
@@ -200,6 +231,7 @@ class DockerRuntime:
             if exc.status != 404:
                 raise
 
+    @_engine_call
     async def names(self, label: str = LABEL) -> dict[str, str]:
         found = await self.docker.containers.list(all=True, filters=f'{{"label": ["{label}"]}}')
         out = {}

@@ -36,7 +36,7 @@ from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.database import backoff
 from props.core.log.events import RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
-from props.projections import engine
+from props.projections import status as projection_status
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ async def status(store: EventStore, also: Sequence[str] = ()) -> list[ReactorSta
     states = []
     for name in [*REACTORS, *(n for n in also if n not in REACTORS)]:
         cp = await store.find_checkpoint(checkpoint_name(name))
-        behind = await engine.lag(store, cp or START)
+        behind = await projection_status.lag(store, cp or START)
         parked = await store.sql.fetchval(_PARKED, streams.reactor(name))
         states.append(ReactorState(name, cp, behind.events, behind.seconds, int(parked)))
     return states

@@ -34,13 +34,13 @@ import anyio.abc
 import anyio.to_thread
 
 from props.core.domain import catalog, definitions, streams
-from props.core.log import database, errors
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, grader_runs, launchers
+from props.reactors import agent_roles, grader_runs, launchers, run_attempts
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     ContainerRuntime,
+    EngineUnreachable,
     Outcome,
     holds,
 )
@@ -52,7 +52,6 @@ from props.schema import queries
 log = logging.getLogger(__name__)
 
 _Q = queries.load("agents")
-MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next sweep
 SWEEP_SECONDS = 30.0
 WATCHDOG_SECONDS = 1.0  # how often agent sessions are checked for overrunning their limits
 WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
@@ -99,7 +98,8 @@ class Launcher:
                  name: str = launchers.DEFAULT_NAME, engine: str | None = None,
                  lease_seconds: float = launchers.LEASE_SECONDS,
                  agent_database: AgentDatabase | None = None,
-                 agent_env: AgentEnvironment | None = None) -> None:
+                 agent_env: AgentEnvironment | None = None,
+                 engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS) -> None:
         self.launcher = name
         self.name = launchers.reactor_name(name)  # the reactor: its lock and checkpoint
         self.engine = engine
@@ -115,6 +115,7 @@ class Launcher:
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self.specs = RunSpecs(store, work_dir, agent_database, agent_env)
+        self.engine_wait = engine_wait  # seconds a run waits for an engine that is away
         self.deployment = ""  # which database's containers are ours (start() sets it)
 
     # -- the Reactor protocol ---------------------------------------------------------------
@@ -122,7 +123,8 @@ class Launcher:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
         self.deployment = await deployment_of(self.store)
-        await self._check_connections()
+        if (short := await agent_roles.connections_short(self.store, self.capacity)):
+            log.warning("%s", short)
         await agent_roles.reap(self.store)
         await self._reap_orphans()
         await launchers.announce(self.store, catalog.LauncherStarted(
@@ -135,19 +137,6 @@ class Launcher:
                       self._take_over, name="props-launcher-leases")
         tg.start_soon(_every, WATCHDOG_SECONDS, "agent watchdog", self._watchdog,
                       name="props-launcher-agent-watchdog")
-
-    async def _check_connections(self) -> None:
-        """Say so at start when this launcher's agents at their worst (each run's role may
-        open AGENT_CONNECTIONS sessions) and the service's own pool could use up the server:
-        then the next run, or the service itself, would be refused a connection mid-way."""
-        room = await agent_roles.connection_room(self.store)
-        worst = self.capacity * agent_roles.AGENT_CONNECTIONS + room.in_use
-        if worst > room.room:
-            log.warning(
-                "%d slot(s) x %d agent connections + %d connections in use now = %d, more "
-                "than the server's %d (max_connections less those reserved): lower the "
-                "launcher's capacity or raise max_connections", self.capacity,
-                agent_roles.AGENT_CONNECTIONS, room.in_use, worst, room.room)
 
     async def _resume_unfinished(self) -> None:
         for row in await self.store.sql.fetch(_Q["unfinished_runs"]):
@@ -215,27 +204,13 @@ class Launcher:
                     await rt.remove(name)
 
     async def _run_guarded(self, run_id: uuid.UUID) -> None:
-        """Carry the run out, again and again while trouble is transient: every step of
-        `_run` is idempotent, so a retry picks up where the failed attempt stopped."""
+        """Carry the run out under the launcher's retry policy (run_attempts)."""
+        async def fail(exc: BaseException, category: str | None, retryable: bool) -> None:
+            await self._fail_run(run_id, exc, category=category, retryable=retryable)
+
         try:
-            async with self._slots:
-                for attempt in range(1, MAX_ATTEMPTS + 1):
-                    try:
-                        await self._run(run_id)
-                        return
-                    except errors.PropsError as exc:
-                        if not isinstance(exc, errors.StoreUnavailable):
-                            log.warning("run %s could not be carried out: %s", run_id, exc)
-                            await self._fail_run(run_id, exc)
-                            return
-                        failure: Exception = exc
-                    except Exception as exc:  # the database or the engine went away
-                        failure = exc
-                    log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id,
-                                attempt, type(failure).__name__, failure)
-                    await anyio.sleep(database.backoff(attempt, first=0.2, cap=10.0))
-                log.error("run %s failed %d times in a row; the next sweep takes it up again",
-                          run_id, MAX_ATTEMPTS)
+            await run_attempts.carry_out(run_id, lambda: self._run(run_id), self._slots,
+                                         fail, self.engine_wait)
         finally:
             self._known.discard(run_id)
 
@@ -328,24 +303,29 @@ class Launcher:
     async def _clean_up(self, run_id: uuid.UUID) -> None:
         await agent_roles.drop(self.store, run_id)
         for rt in self.runtimes.values():
-            await rt.remove(container_name(run_id))
+            try:
+                await rt.remove(container_name(run_id))
+            except EngineUnreachable:  # its containers are reaped when it is back
+                log.warning("run %s: the %s engine does not answer; its container (if any) "
+                            "is removed when it is back", run_id, rt.kind)
         await anyio.to_thread.run_sync(
             lambda: shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True))
 
-    async def _fail_run(self, run_id: uuid.UUID, exc: errors.PropsError) -> None:
+    async def _fail_run(self, run_id: uuid.UUID, exc: BaseException, *,
+                        category: str | None = None, retryable: bool = False) -> None:
         """A run that cannot succeed by retrying (no image, no snapshot, a refused append):
-        it fails with the error's class as its category, never its message (it may hold
-        secrets or the agent's words). Whatever goes wrong here stays with this run: the
-        launcher goes on with the others, and the sweep takes this one up again."""
+        it fails with the error's class as its category (or `category`), never its message
+        (it may hold secrets or the agent's words). Whatever goes wrong here stays with this
+        run: the launcher goes on with the others, and the sweep takes this one up again."""
         try:
             state = fold_run(await self.store.read_stream(streams.run(run_id)))
             if state is None or state.finished:
                 return
-            category = "".join(f"_{c.lower()}" if c.isupper() else c
-                               for c in type(exc).__name__).lstrip("_")
+            category = category or "".join(f"_{c.lower()}" if c.isupper() else c
+                                           for c in type(exc).__name__).lstrip("_")
             phase = "report" if state.container_started else "launch"
             await self._finish(state, "failed", catalog.Failure(
-                phase=phase, category=category, retryable=False))
+                phase=phase, category=category, retryable=retryable))
             await self._clean_up(run_id)  # a container may exist already
         except Exception as second:
             log.error("run %s: could not record its failure (%s: %s); the sweep tries again",

@@ -22,7 +22,7 @@ from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import docker_runtime, launchers
+from props.reactors import docker_runtime, launchers, run_attempts
 from props.reactors.containers import ContainerRuntime
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
@@ -73,6 +73,7 @@ class Service:
     launcher_name: str = launchers.DEFAULT_NAME
     engine_url: str | None = None  # the launcher's engine, as recorded (never secrets)
     lease_seconds: float = launchers.LEASE_SECONDS
+    engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS
     agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
     agent_env: AgentEnvironment | None = None  # what of this environment runs may be given
     poll_interval: float = 1.0
@@ -91,7 +92,8 @@ class Service:
                                      name=self.launcher_name, engine=self.engine_url,
                                      lease_seconds=self.lease_seconds,
                                      agent_database=self.agent_database,
-                                     agent_env=self.agent_env))
+                                     agent_env=self.agent_env,
+                                     engine_wait=self.engine_wait))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:

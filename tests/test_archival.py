@@ -17,6 +17,7 @@ from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
 from props.projections import engine
+from props.projections import status as projection_status
 from props.tools.workload import Workload
 
 SIZE = 100
@@ -63,7 +64,7 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     await store.append(f"retention-{held}", [catalog.RetentionHeld(
         run_id=uuid.UUID(held), reason="under review")])
     await engine.rebuild(store)
-    projected = await engine.snapshot_rows(store)
+    projected = await projection_status.snapshot_rows(store)
     before = await rows(store)
     assert len(before) > 6 * SIZE
 
@@ -83,7 +84,7 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     archived_count = sum(d.events for d in report.archived)
     assert len(hot) == len(before) - archived_count
     assert set(hot) <= set(before)
-    assert await engine.snapshot_rows(store) == projected  # analysts keep their rows
+    assert await projection_status.snapshot_rows(store) == projected  # analysts keep their rows
     status = {p["name"]: p for p in await archival.partitions(store)}
     assert {n for n, p in status.items() if p["state"] == "archived"} == archived
 
@@ -99,7 +100,7 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     again = await imports.import_archive(store, report.archived[0].file)
     assert again.restored is None and again.imported == 0  # restored once, not twice
     await engine.rebuild(store)
-    assert await engine.snapshot_rows(store) == projected
+    assert await projection_status.snapshot_rows(store) == projected
 
     # Released, the held run's partition can go too.
     await store.append(f"retention-{held}", [catalog.RetentionReleased(run_id=uuid.UUID(held))])

@@ -200,9 +200,14 @@ async def test_a_backdated_snapshot_version_is_refused(
     with pytest.raises(exports.ArchiveError, match="recorded before the version it follows"):
         await imports.import_archive(target, old)
     assert await count(target) == before
+    # A version recorded in the future is refused too: no log takes a time it has not seen.
+    future = crafted(intact, tmp_path / "future.jsonl.zst",
+                     next_version(datetime.now(UTC) + timedelta(hours=1)))
+    with pytest.raises(exports.ArchiveError, match="in the future"):
+        await imports.import_archive(target, future)
+    assert await count(target) == before
     # Negative control: the same version recorded after the one it follows is taken.
-    later = crafted(intact, tmp_path / "later.jsonl.zst",
-                    next_version(datetime.now(UTC) + timedelta(hours=1)))
+    later = crafted(intact, tmp_path / "later.jsonl.zst", next_version(datetime.now(UTC)))
     assert (await imports.import_archive(target, later)).imported == 1
 
 

@@ -70,7 +70,7 @@ async def test_negative_control_without_parking_the_runner_stops(
     await every_kind_of_event(store, runs=5)
     await _overflowing_usage(store)
     monkeypatch.setattr(projection_parking, "poisoned", lambda exc: False)
-    with pytest.raises(BaseException) as stopped:  # noqa: PT011 (raised inside a group)
+    with pytest.raises(BaseException) as stopped:
         with anyio.fail_after(60):
             await engine.Runner(store, batch_size=53, poll_interval=0.05).run()
 

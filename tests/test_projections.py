@@ -24,6 +24,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import scorers
 from props.projections import engine
 from props.projections import runs as runs_projection
+from props.projections import status as projection_status
 from props.tools.workload import Workload
 from tests.conftest import as_role
 
@@ -31,12 +32,12 @@ Dump = dict[str, list[tuple[Any, ...]]]
 
 
 async def dump(store: EventStore) -> Dump:
-    return await engine.snapshot_rows(store)
+    return await projection_status.snapshot_rows(store)
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:
     with anyio.fail_after(seconds):
-        while any(s.lag_events for s in await engine.status(store)):  # noqa: ASYNC110
+        while any(s.lag_events for s in await projection_status.of(store)):  # noqa: ASYNC110
             await anyio.sleep(0.05)
 
 

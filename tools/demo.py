@@ -32,7 +32,8 @@ from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring, scorers
-from props.projections import engine, figures
+from props.projections import figures
+from props.projections import status as projection_status
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import (
     DockerRuntime,
@@ -185,7 +186,7 @@ async def _settled(store: EventStore, run_ids: list[uuid.UUID],
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
         while True:
-            statuses = await engine.status(store)
+            statuses = await projection_status.of(store)
             built = all(s.checkpoint is not None for s in statuses)
             done = await store.sql.fetchval(_FINISHED, run_ids) if built else 0
             show(done)

@@ -32,6 +32,9 @@ class ServiceConfig(pydantic.BaseModel):
     launcher_name: str = pydantic.Field("launcher", pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")
     engine: str | None = pydantic.Field(None, pattern=r"^(unix|tcp|http|https)://[^\s@]+$")
     lease_seconds: float = pydantic.Field(30.0, ge=1, le=86_400)
+    # How long a run waits for a container engine that does not answer before it fails as
+    # engine_unreachable (retryable), giving back its slot meanwhile.
+    engine_wait: float = pydantic.Field(120.0, ge=1, le=86_400)
     # Agents over TCP, for a launcher not on the database's host: HOST:PORT they connect
     # to, the TLS they require, the engine network their containers join.
     agent_database: str | None = None

@@ -108,6 +108,11 @@ async def import_archive(store: EventStore, path: Path,
                     f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
                     f"is recorded before the version it follows: a backdated ground truth; "
                     f"nothing was written")
+            future = await conn.fetchrow(_Q["future_events"])
+            if future is not None:
+                raise ArchiveError(
+                    f"{path}: {future['stream_id']} version {future['stream_version']} is "
+                    f"recorded in the future ({future['recorded_at']}); nothing was written")
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
                 async with conn.transaction():
@@ -116,6 +121,7 @@ async def import_archive(store: EventStore, path: Path,
                     origin = {"archive": str(verified.manifest.get("archive_id")
                                              or verified.manifest["sha256"]),
                               "signer": report.signer or "unsigned"}
+                    await conn.execute(_Q["mark_import"])
                     inserted = await conn.fetchval(_Q["insert_staged_events"],
                                                    orjson.dumps(origin).decode())
                     if inserted:

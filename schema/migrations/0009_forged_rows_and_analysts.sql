@@ -6,21 +6,38 @@
 --    `recorded_at` (a run "requested" in 2000) or, with OVERRIDING SYSTEM VALUE, its own
 --    position. A row whose values are not the log's own is refused, unless the owner's
 --    restore path (props.restore_partition, marked in props.restoring) puts archived rows
---    back as they were. The check refuses, it never rewrites: the position is the partition
---    key, which a BEFORE trigger may not change.
+--    back as they were. An import keeps each event's original time (never a later one
+--    than now), in a transaction it marks as one (props.mark_import); its transaction and
+--    positions are this log's. The check refuses, it never rewrites: the position is the
+--    partition key, which a BEFORE trigger may not change.
 -- 2. Analysts read, and cannot stall anyone: read-only by default, statement and idle
 --    timeouts, no temp tables (a temp table takes a transaction id, which holds every
 --    reader's visibility fence), and a watchdog (props.end_analyst_fence_holds) ends an
 --    analyst transaction that holds an id for longer than the service allows.
 
+CREATE TABLE props.importing (tx_id xid8 PRIMARY KEY);  -- (xid8 never repeats)
+REVOKE ALL ON props.importing FROM PUBLIC;
+
+CREATE FUNCTION props.mark_import() RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
+    INSERT INTO props.importing VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING
+$$;
+REVOKE ALL ON FUNCTION props.mark_import() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION props.mark_import() TO props_service;
+
 CREATE FUNCTION props.before_append() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
 BEGIN
-    IF NEW.tx_id = pg_current_xact_id() AND NEW.recorded_at = now() THEN
-        -- currval is this session's last draw of the identity: the row's own, unless the
-        -- insert gave its position itself (in a session that never drew, currval raises:
-        -- refused too). No EXCEPTION block: it would cost a subtransaction per row.
-        IF NEW.global_position = currval('props.events_global_position_seq') THEN
+    -- currval is this session's last draw of the identity: the row's own, unless the
+    -- insert gave its position itself (in a session that never drew, currval raises:
+    -- refused too). No EXCEPTION block: it would cost a subtransaction per row.
+    IF NEW.tx_id = pg_current_xact_id()
+       AND NEW.global_position = currval('props.events_global_position_seq') THEN
+        IF NEW.recorded_at = now() THEN
+            RETURN NEW;
+        END IF;
+        IF NEW.recorded_at <= now()
+           AND EXISTS (SELECT 1 FROM props.importing WHERE tx_id = pg_current_xact_id()) THEN
             RETURN NEW;
         END IF;
     END IF;

@@ -63,7 +63,9 @@ SELECT s.stream_id, s.stream_version FROM import_events s
 -- insert_staged_events --
 -- The verified events the database does not have yet, in their original order, with their
 -- origin kept in metadata: the position there, and the archive and its signer ($1). Returns
--- how many were appended.
+-- how many were appended. Their times are the origin's, in a transaction marked as an import
+-- (mark_import, first in the same transaction; migration 0009): the log takes no other row's
+-- time but its own.
 WITH ins AS (
     INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data,
                               metadata, recorded_at)
@@ -76,3 +78,11 @@ WITH ins AS (
     RETURNING 1
 )
 SELECT count(*)::integer FROM ins
+
+-- mark_import --
+SELECT props.mark_import()
+
+-- future_events --
+-- A staged event recorded later than now: no log takes a time it has not reached.
+SELECT stream_id, stream_version, recorded_at FROM import_events
+ WHERE recorded_at > now() ORDER BY position LIMIT 1

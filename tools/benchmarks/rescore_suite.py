@@ -30,6 +30,7 @@ from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures, names
+from props.projections import status as projection_status
 from props.tools.benchmarks.report import Check, Report
 from props.tools.render import Console
 from props.tools.workload import Workload
@@ -162,7 +163,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                                              rescoring.Selection(everything=True))
             graded_at = time.perf_counter() - t0
             with anyio.fail_after(600):
-                while any(s.lag_events for s in await engine.status(store)):  # noqa: ASYNC110
+                while any(s.lag_events for s in await projection_status.of(store)):  # noqa: ASYNC110
                     await anyio.sleep(0.05)
             seconds = time.perf_counter() - t0
         finally:

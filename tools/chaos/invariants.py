@@ -11,6 +11,7 @@ import anyio.abc
 
 from props.core.domain import catalog, streams
 from props.projections import engine
+from props.projections import status as projection_status
 from props.reactors import docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
@@ -44,7 +45,7 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
             pending = await retry(lambda: store.sql.fetchval(
                 "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
                 "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
-            status = await retry(lambda: engine.status(store))
+            status = await retry(lambda: projection_status.of(store))
             if finished == len(chaos.requested) and pending == 0 \
                     and not any(s.lag_events for s in status):
                 return True
@@ -100,9 +101,9 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("every finished run fully graded by the active scorer",
                          ungraded == 0 and issues > 0,
                          f"{issues} issues, {ungraded} without a grade"))
-    before = await engine.snapshot_rows(store)
+    before = await projection_status.snapshot_rows(store)
     await engine.rebuild(store)
-    after = await engine.snapshot_rows(store)
+    after = await projection_status.snapshot_rows(store)
     differ = [t for t in before if before[t] != after[t]]
     out.append(Invariant("projections equal a clean rebuild", not differ,
                          f"{sum(len(v) for v in after.values())} rows; differing: "

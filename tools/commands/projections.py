@@ -21,8 +21,9 @@ def add_parser(sub: Any) -> None:
                         "database; a second one waits to take over.")
     p.set_defaults(handler="props.tools.handlers.projections:run_cmd", connections=4)
     p = cmds.add_parser("status", help="checkpoints, lag, and what holds the fence",
-                        description="Each projection's checkpoint and lag (events and seconds "
-                        "behind the log), and any long transaction holding the fence back.")
+                        description="Each projection's checkpoint, lag (events and seconds "
+                        "behind the log) and the events it parked (could not fold, and skips), "
+                        "and any long transaction holding the fence back.")
     arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.projections:status_cmd", connections=2)
     p = cmds.add_parser("rebuild", help="rebuild projections from the log, then swap",
@@ -33,3 +34,13 @@ def add_parser(sub: Any) -> None:
                    help=f"projections to rebuild ({', '.join(names.NAMES)})")
     p.add_argument("--all", action="store_true", help="rebuild every projection")
     p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd", connections=4)
+    p = cmds.add_parser("retry-parked", help="take parked events up again (after an upgrade)",
+                        description="A projection that could not fold an event parked it "
+                        "(`props projections status` counts them) and folded the rest. After "
+                        "an upgrade that can fold them, this records that they are no longer "
+                        "skipped and rebuilds the projection(s): what still cannot be folded "
+                        "is parked again.")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"projections whose parked events to retry ({', '.join(names.NAMES)})")
+    p.add_argument("--all", action="store_true", help="every projection's")
+    p.set_defaults(handler="props.tools.handlers.projections:retry_parked_cmd", connections=4)

@@ -38,28 +38,10 @@ def add_parsers(sub: Any) -> None:
                    help="the Docker-compatible engine of this launcher, e.g. "
                    "unix:///run/podman/podman.sock (default: DOCKER_HOST, else "
                    "/var/run/docker.sock)")
-    p.add_argument("--agent-database", metavar="HOST:PORT",
-                   help="agents reach the database over TCP here (a launcher not on the "
-                   "database's host); default: through its Unix socket, without network")
-    p.add_argument("--agent-sslmode",
-                   choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
-                   help="the TLS agents ask for over TCP (default require: an agent's "
-                   "password never crosses the network in the clear)")
-    p.add_argument("--agent-network", metavar="NAME",
-                   help="the engine network agent containers join over TCP (default bridge): "
-                   "one whose egress reaches only the database (README, Agents over TCP); "
-                   "host is refused without --unsafe-agent-network")
-    p.add_argument("--unsafe-agent-network", action="store_true", default=None,
-                   help="allow --agent-network host: every agent then reaches every "
-                   "loopback service of this host")
-    p.add_argument("--trust-local-commands", action="store_true", default=None,
-                   help="run local definitions whose command is not one of props' own "
-                   "agents (they run as this service's user, on this host: only for commands "
-                   "you wrote); default: such runs fail as untrusted_local_command")
-    p.add_argument("--agent-env", action="append", metavar="NAME",
-                   help="a variable of this environment that a definition may name for its "
-                   "runs (api_key_env), e.g. OPENAI_API_KEY; repeat for more. Nothing else "
-                   "of this environment reaches a run; PROPS_* and PG* never can")
+    _agent_flags(p)
+    p.add_argument("--engine-wait", type=float, metavar="S",
+                   help="how long a run waits for a container engine that does not answer "
+                   "before it fails as engine_unreachable (default 120)")
     p.add_argument("--lease-seconds", type=float, metavar="S",
                    help="how long a launcher may be gone (its lock free) before the others "
                    "take over its runs (default 30)")
@@ -93,3 +75,29 @@ def add_parsers(sub: Any) -> None:
                         "and finished.")
     arguments.add_format(s)
     s.set_defaults(handler="props.tools.handlers.service:status_cmd", connections=2)
+
+
+def _agent_flags(p: Any) -> None:
+    """What runs are given: the database over TCP, the environment, trusted commands."""
+    p.add_argument("--agent-database", metavar="HOST:PORT",
+                   help="agents reach the database over TCP here (a launcher not on the "
+                   "database's host); default: through its Unix socket, without network")
+    p.add_argument("--agent-sslmode",
+                   choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+                   help="the TLS agents ask for over TCP (default require: an agent's "
+                   "password never crosses the network in the clear)")
+    p.add_argument("--agent-network", metavar="NAME",
+                   help="the engine network agent containers join over TCP (default bridge): "
+                   "one whose egress reaches only the database (README, Agents over TCP); "
+                   "host is refused without --unsafe-agent-network")
+    p.add_argument("--unsafe-agent-network", action="store_true", default=None,
+                   help="allow --agent-network host: every agent then reaches every "
+                   "loopback service of this host")
+    p.add_argument("--trust-local-commands", action="store_true", default=None,
+                   help="run local definitions whose command is not one of props' own "
+                   "agents (they run as this service's user, on this host: only for commands "
+                   "you wrote); default: such runs fail as untrusted_local_command")
+    p.add_argument("--agent-env", action="append", metavar="NAME",
+                   help="a variable of this environment that a definition may name for its "
+                   "runs (api_key_env), e.g. OPENAI_API_KEY; repeat for more. Nothing else "
+                   "of this environment reaches a run; PROPS_* and PG* never can")

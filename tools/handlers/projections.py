@@ -8,8 +8,11 @@ import argparse
 import anyio
 import anyio.abc
 
+from props.core.domain import parking as core_parking
 from props.core.log.store import EventStore
-from props.projections import engine
+from props.projections import engine, parking
+from props.projections import status as projection_status
+from props.projections.base import Projection
 from props.reactors.service import cancel_on_signal
 from props.tools import progress, render
 from props.tools.render import Console
@@ -29,15 +32,16 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    states = await engine.status(store)
+    states = await projection_status.of(store)
     fence = await store.fence_status()
     rows = [{"projection": s.name, "version": s.version,
              "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
-             "lag_events": s.lag_events, "lag_seconds": s.lag_seconds} for s in states]
+             "lag_events": s.lag_events, "lag_seconds": s.lag_seconds, "parked": s.parked}
+            for s in states]
     render.emit(args.format, rows, [("projection", "projection"), ("version", "version"),
                                     ("checkpoint", "checkpoint"),
                                     ("lag_events", "lag (events)"),
-                                    ("lag_seconds", "lag (seconds)")],
+                                    ("lag_seconds", "lag (seconds)"), ("parked", "parked")],
                 empty="no projections", cells={
                     "checkpoint": lambda c: c or "never built",
                     "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
@@ -46,10 +50,29 @@ async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
+def _chosen(args: argparse.Namespace, command: str) -> tuple[Projection, ...]:
     if args.all == bool(args.names):
-        raise SystemExit("props projections rebuild: name projections, or give --all")
-    chosen = engine.ALL if args.all else engine.by_name(args.names)
+        raise SystemExit(f"props projections {command}: name projections, or give --all")
+    return engine.ALL if args.all else engine.by_name(args.names)
+
+
+async def retry_parked_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    chosen = _chosen(args, "retry-parked")
+    retried = {p.name: await core_parking.retry_all(store, parking.consumer(p), "cli")
+               for p in chosen}
+    again = [p for p in chosen if retried[p.name]]
+    if again:
+        await engine.rebuild(store, again)
+    console = Console(highlight=False)
+    for p in chosen:
+        left = len(await core_parking.parked(store, parking.consumer(p)))
+        console.print(f"{p.name}: {retried[p.name]} parked event(s) taken up again, "
+                      f"{left} parked still")
+    return 0
+
+
+async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    chosen = _chosen(args, "rebuild")
     total = await store.sql.fetchval("SELECT count(*) FROM props.events")
     with progress.counting_events("rebuilding", total) as advance:
         report = await engine.rebuild(store, chosen, progress=advance)

@@ -17,7 +17,8 @@ from props.core.domain import baselines, catalog, definitions, run_requests
 from props.core.log import errors
 from props.core.log.events import RecordedEvent, describe_validation_error, details
 from props.core.log.store import EventStore
-from props.projections import engine, run_pages
+from props.projections import run_pages
+from props.projections import status as projection_status
 from props.projections.runs import RUNS
 from props.tools import arguments, render
 from props.tools.render import Console
@@ -149,7 +150,7 @@ RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definiti
 async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
     found = await run_pages.page(
         store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
-    [behind] = await engine.status(store, [RUNS])  # the table this lists
+    [behind] = await projection_status.of(store, [RUNS])  # the table this lists
     rows = [{key: r[key] for key, _header in RUN_COLUMNS} for r in found.rows]
     render.emit(args.format, rows, RUN_COLUMNS,
                 empty="no runs" + (f" in status {args.status}" if args.status else ""),

@@ -57,6 +57,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             service = Service(store, runtimes, only=only, max_concurrent=config.max_concurrent,
                               launcher_name=config.launcher_name, engine_url=config.engine,
                               lease_seconds=config.lease_seconds,
+                              engine_wait=config.engine_wait,
                               agent_database=_agent_database(config),
                               agent_env=AgentEnvironment(tuple(config.agent_env)))
             kinds = " and ".join(rt.kind for rt in runtimes)

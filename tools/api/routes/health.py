@@ -9,7 +9,7 @@ import pydantic
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from props.projections import engine
+from props.projections import status as projection_status
 from props.reactors import host
 from props.tools.api.dependencies import Read, Store
 
@@ -47,7 +47,7 @@ async def health(store: Store) -> Health:
                  "lag_seconds": r.lag_seconds, "parked": r.parked}
                 for r in await host.status(store)]
     projections = [{"name": s.name, "lag_events": s.lag_events,
-                    "lag_seconds": s.lag_seconds} for s in await engine.status(store)]
+                    "lag_seconds": s.lag_seconds} for s in await projection_status.of(store)]
     stuck = any(r["parked"] for r in reactors)
     return Health(status="degraded" if stuck else "ok", database="ok",
                   reactors=reactors, projections=projections)

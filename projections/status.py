@@ -1,0 +1,66 @@
+"""Where each projection stands: its checkpoint, how far it is behind the log, what it
+parked; and every live table's rows, to compare two states of the tables."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from props.core.domain import parking as core_parking
+from props.core.log.checkpoints import START, Checkpoint
+from props.core.log.store import EventStore
+from props.projections import parking
+from props.projections.base import Projection
+from props.projections.engine import ALL
+from props.projections.names import LIVE
+from props.schema import queries
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    version: int
+    checkpoint: Checkpoint | None
+    lag_events: int
+    lag_seconds: float | None
+    parked: int = 0  # events it could not fold, and skips
+
+
+@dataclasses.dataclass(frozen=True)
+class Lag:
+    """How far a consumer at a checkpoint is behind the log: events after it (behind the
+    fence or not yet) and the age of the oldest of them."""
+
+    events: int
+    seconds: float | None
+
+
+_LAG = queries.typed("projections", "lag", Lag)
+
+
+async def lag(store: EventStore, at: Checkpoint) -> Lag:
+    found = await store.sql.row(_LAG, at.tx_id, at.position)
+    assert found is not None  # an aggregate: one row
+    return found
+
+
+async def of(store: EventStore,
+             projections: Sequence[Projection] = ALL) -> list[ProjectionStatus]:
+    out = []
+    for p in projections:
+        cp = await store.find_checkpoint(p.checkpoint_name)
+        behind = await lag(store, cp or START)
+        parked = await core_parking.parked(store, parking.consumer(p))
+        out.append(ProjectionStatus(p.name, p.version, cp, behind.events, behind.seconds,
+                                    len(parked)))
+    return out
+
+
+async def snapshot_rows(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
+    """Every live projection table's rows, sorted: to compare two states of the tables."""
+    out: dict[str, list[tuple[object, ...]]] = {}
+    for p in ALL:
+        for t in p.tables:
+            rows = await store.sql.fetch(f"SELECT {', '.join(t.names)} FROM {LIVE}.{t.name}")
+            out[t.name] = sorted(tuple(r) for r in rows)
+    return out
