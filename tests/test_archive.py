@@ -206,3 +206,42 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
     async with open_store(other) as target:
         report = await imports.import_archive(target, crafted)
         assert report.imported == report.events > 0
+
+
+def _bomb(path: Path, line_bytes: int) -> None:
+    """A zstd file of a few hundred KB that decompresses to one line of `line_bytes`."""
+    import zstandard
+
+    block = b"a" * (1024 * 1024)
+    with path.open("wb") as raw, zstandard.ZstdCompressor(level=1).stream_writer(raw) as sink:
+        sink.write(b'{"kind": "header", "format": "props-export", "version": 1}\n')
+        for _ in range(line_bytes // len(block)):
+            sink.write(block)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["verify", "import"])
+def test_a_decompression_bomb_is_refused_in_bounded_memory(
+        tmp_path: Path, dsn: str, command: str) -> None:
+    """One 1 GiB line from a ~100 KB file: refused with exit 65 naming the limit, the
+    command's peak memory far below the line (before: read whole, 12 GB, MemoryError)."""
+    import os
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "bomb.jsonl.zst"
+    _bomb(bomb, 1024**3)
+    assert bomb.stat().st_size < 1024 * 1024
+    # A parent of its own, whose only child is the command: its children's peak is the
+    # command's (kB).
+    measure = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:])"
+               ".returncode; print('peak', resource.getrusage(resource.RUSAGE_CHILDREN)"
+               ".ru_maxrss, file=sys.stderr); sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", measure, sys.executable, "-m",
+                           "props.tools.cli", command, str(bomb)],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PROPS_DSN": dsn})
+    assert done.returncode == 65, done.stderr
+    assert "longer than 67,108,864 bytes" in done.stderr and "Traceback" not in done.stderr
+    peak_kb = int(done.stderr.rsplit("peak ", 1)[1].split()[0])
+    assert peak_kb < 512 * 1024, peak_kb

@@ -160,6 +160,10 @@ async def export(store: EventStore, selection: Selection, out: Path,
             for sha, payload in sorted(found.items()):
                 lines.append(_line({"kind": "blob", "sha256": sha, "size": len(payload),
                                     "base64": base64.b64encode(payload).decode()}))
+                if len(lines[-1]) > MAX_LINE_BYTES:  # no reader would take the file
+                    raise ArchiveError(f"blob {sha} is {len(payload):,} bytes: past what "
+                                       f"one line of an export may hold ({MAX_LINE_BYTES:,} "
+                                       f"bytes once encoded); nothing was exported")
                 report.blobs += 1
             for r in page:
                 event = {"kind": "event", "position": r.global_position,
@@ -188,7 +192,12 @@ async def export(store: EventStore, selection: Selection, out: Path,
         if sign_with is not None:
             manifest["signature"] = signing.sign(manifest, sign_with)
         await emit([_line(manifest)], hashed=False)
-    finally:
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(sink.close)
+            await anyio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
+        raise
+    else:
         await anyio.to_thread.run_sync(sink.close)  # also closes the file
     await anyio.to_thread.run_sync(tmp.replace, out)
     report.bytes_out = (await anyio.to_thread.run_sync(out.stat)).st_size
@@ -238,11 +247,29 @@ class Verified:
     manifest: dict[str, Any]
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+# What a reader holds at once, and reads in all: zstd turns 128 KB into one 4 GiB line, so
+# every line and the whole stream are bounded while they stream (an export never writes a
+# line past the first bound: see `export`).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_TOTAL_BYTES = 256 * 1024**3
+
+
+def _lines(path: Path, max_line: int = MAX_LINE_BYTES,
+           max_total: int = MAX_TOTAL_BYTES) -> Iterator[tuple[int, bytes]]:
     try:
         with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as src:
             text: IO[bytes] = io.BufferedReader(src)
-            yield from enumerate(text, start=1)
+            total, number = 0, 0
+            while line := text.readline(max_line + 1):
+                number += 1
+                total += len(line)
+                if len(line) > max_line:
+                    raise ArchiveError(f"{path}:{number}: a line longer than {max_line:,} "
+                                       f"bytes (the limit of a line); nothing was written")
+                if total > max_total:
+                    raise ArchiveError(f"{path}: decompresses to more than {max_total:,} "
+                                       f"bytes (the limit of a file); nothing was written")
+                yield number, line
     except zstandard.ZstdError as exc:
         raise ArchiveError(f"{path}: not a readable zstd stream ({exc}): corrupt or "
                            f"truncated; nothing was written") from exc
