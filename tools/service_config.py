@@ -108,7 +108,7 @@ def load(args: argparse.Namespace) -> ServiceConfig:
         except OSError as exc:
             raise errors.ConfigurationError(f"cannot read the config file {path}: {exc}") \
                 from exc
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
             raise errors.ConfigurationError(f"the config file {path} is not TOML: {exc}") \
                 from exc
     for field in ServiceConfig.model_fields:

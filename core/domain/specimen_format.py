@@ -178,6 +178,8 @@ def parse(path: Path, text: str, root: Path, slug: str, code: dict[str, bytes]
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return None, [_toml_problem(path, exc)]
+    except RecursionError:  # (tomllib recurses: arrays nested some thousands deep)
+        return None, [Problem(path, None, "invalid TOML: nested too deeply")]
     check = _Check(root, slug, code)
     gt = _ground_truth(doc, check, _Lines(text))
     if check.problems:

@@ -105,6 +105,8 @@ def load(folder: Path) -> list[Case]:
             doc = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise CaseError(f"{path}: {exc}") from None
+        except RecursionError:
+            raise CaseError(f"{path}: invalid TOML: nested too deeply") from None
         cases += [_case(raw, str(path)) for raw in doc.get("case", [])]
     ids = Counter(c.id for c in cases)
     if dupes := sorted(i for i, n in ids.items() if n > 1):

@@ -321,7 +321,7 @@ def configured() -> dict[str, Judge]:
         tables = tomllib.loads(path.read_text())
     except FileNotFoundError:
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, RecursionError) as exc:
         raise errors.ConfigurationError(f"cannot read the scorers file {path}: {exc}") \
             from exc
     judges: dict[str, LlmJudge] = {}

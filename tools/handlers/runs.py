@@ -35,7 +35,7 @@ def _config(path: Path | None) -> dict[str, Any]:
     try:
         text = path.read_text()
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise errors.ConfigurationError(f"cannot read the config {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise errors.ConfigurationError(f"the config {path} must be an object")
