@@ -320,3 +320,30 @@ async def test_scorer_activation_is_idempotent_on_every_path(store: EventStore) 
             tg.start_soon(registration.activate, store, *streams.parse_ref(default))
     assert await activations() == [default, "overlap@2", default]
     assert await registration.active_scorer(store) == default
+
+
+async def test_an_issue_past_every_line_is_unscorable_and_the_rest_rescored(
+        store: EventStore) -> None:
+    """An issue at lines 1..3,000,000,000 (stored before the catalog bounded line numbers:
+    built here without validation): its run is unscorable with a named reason, on the server
+    and in Python alike, and every other run is re-scored (before, the statement's int cast
+    failed and no run was)."""
+    w = await history(store, runs=10)
+    snapshot = w.found[1]
+    far = uuid.uuid4()
+    await store.append(f"run-{far}", [
+        catalog.RunRequested(run_id=far, agent_type="critic", definition="reviewer",
+                             example=catalog.Example(snapshot=snapshot.slug), model="m",
+                             timeout_seconds=60, budget_usd=1),
+        catalog.IssueReported.model_construct(
+            run_id=far, issue_id="i1", rationale="r", severity=None, locations=[
+                catalog.Location.model_construct(file=sorted(snapshot.files)[0], ranges=[
+                    catalog.LineRange.model_construct(start=1, end=3_000_000_000)])]),
+        catalog.RunFinished(run_id=far, status="completed")])
+    await engine.rebuild(store)
+    report = await rescoring.rescore(store, V2, ALL)
+    assert report.selected == 11 and report.accounted
+    assert report.unscorable == {"malformed issue": 1}
+    assert report.graded_runs == 10
+    python = await rescoring.rescore(store, V1, ALL)  # and under another version
+    assert python.unscorable == {"malformed issue": 1} and python.graded_runs == 10

@@ -75,12 +75,21 @@ async def grade(store: EventStore, s: scorers.Scorer,
     """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
     transaction; append the grades unless `dry_run`."""
     assert isinstance(s, scorers.OverlapScorer)
+    out_of_range = {row["run_id"]: f"malformed issue: {row['issue_id']}: a line range "
+                                   f"outside 1..2^31-1"
+                    for row in await store.sql.fetch(_STATEMENTS["out_of_range"],
+                                                     [run for run, _ in runs])}
+    runs = [(run, snap) for run, snap in runs if run not in out_of_range]
+    if not runs:
+        return Graded(out_of_range)
     ranges, files = _truth([snap for _, snap in runs])
     # The statement is all or nothing: after a race with a concurrent writer of the same
     # grades or grading stream, the next attempt skips what that writer stored.
-    return await retries.appending(
+    graded = await retries.appending(
         lambda: _grade_once(store, s, runs, ranges, files, dry_run),
         lambda: store.ensure_partitions(ROOM_PER_RUN * len(runs)))
+    graded.malformed.update(out_of_range)
+    return graded
 
 
 async def _grade_once(store: EventStore, s: scorers.OverlapScorer,

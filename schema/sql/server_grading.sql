@@ -65,3 +65,17 @@ SELECT (SELECT coalesce(sum(grades), 0) FROM g)::bigint AS graded,
        (SELECT coalesce(sum(grades), 0) FROM inserted)::bigint AS appended,
        (SELECT jsonb_agg(jsonb_build_array(run_id, issue_id, problem)) FROM problems)
            AS problems
+
+-- out_of_range --
+-- The runs of $1 with an issue whose line range the scorer's SQL cannot hold (stored before
+-- the catalog bounded line numbers to 1..2^31-1), each with its first such issue: told
+-- apart before the statement, which would fail for every run of its chunk.
+SELECT DISTINCT ON (i.run_id) i.run_id, i.issue_id
+  FROM projections.reported_issues i
+ CROSS JOIN LATERAL jsonb_array_elements(i.locations) loc
+ CROSS JOIN LATERAL jsonb_array_elements(loc->'ranges') rg
+ WHERE i.run_id = ANY ($1::uuid[])
+   AND (jsonb_typeof(rg->'start') <> 'number' OR jsonb_typeof(rg->'end') <> 'number'
+        OR (rg->>'start')::numeric NOT BETWEEN 1 AND 2147483647
+        OR (rg->>'end')::numeric NOT BETWEEN 1 AND 2147483647)
+ ORDER BY i.run_id, i.issue_id COLLATE "C"
