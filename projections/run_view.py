@@ -200,6 +200,9 @@ class _Code:
         lines = self.lines.get(file)
         if lines is None:
             return Excerpt(file, label, [], missing=True)
+        # Clamped to the file: an issue may name lines 1..3,000,000,000 (stored before the
+        # catalog bounded them), and a page's work is bounded by the file, not by the claim.
+        spans = [(max(1, a), min(len(lines), b)) for a, b in spans if a <= len(lines)]
         marked = {n for a, b in spans for n in range(a, b + 1)}
         shown = sorted({n for a, b in spans
                         for n in range(max(1, a - CONTEXT_LINES),

@@ -230,3 +230,25 @@ async def test_every_page_wants_a_session(store: EventStore, path: str) -> None:
     async with browser(store) as client:
         response = await client.get(path)
     assert response.status_code == 303 and response.headers["location"].startswith("/login")
+
+
+async def test_a_range_past_the_file_is_clamped_to_it(store: EventStore) -> None:
+    """An issue at lines 1..3,000,000,000 (stored before line numbers were bounded): its
+    run page shows the file's 100 lines marked (before: a set of three billion lines, 25 s
+    of a blocked event loop, then MemoryError)."""
+    from props.core.domain import catalog
+    from props.projections import engine
+
+    viewed = await viewed_run(store)
+    await store.append(f"run-{viewed.run_id}", [catalog.IssueReported.model_construct(
+        run_id=viewed.run_id, issue_id="huge", rationale="everything", severity=None,
+        locations=[catalog.Location.model_construct(file="app.py", ranges=[
+            catalog.LineRange.model_construct(start=1, end=3_000_000_000)])])])
+    await engine.rebuild(store)
+    _, secret = await tokens.create(store, "ada", ("read",))
+    async with browser(store, secret) as client:
+        page = await client.get(f"/runs/{viewed.run_id}")
+    assert page.status_code == 200, page.text[:500]
+    huge = page.text[page.text.index('id="issue-huge"'):]
+    assert '<span class="line marked" data-line="100">' in huge
+    assert 'data-line="101"' not in huge
