@@ -57,7 +57,16 @@ SELECT count(*) FILTER (WHERE s.started IS NULL AND NOT s.finished) AS queued,
          GROUP BY stream_id) s
 
 -- parked --
-SELECT count(*) FROM props.events WHERE stream_id = $1 AND type = 'event.parked'
+-- What one consumer skips now: its parks less those taken up again (parked.retried).
+SELECT count(*) FILTER (WHERE type = 'event.parked')
+       - count(*) FILTER (WHERE type = 'parked.retried')
+  FROM props.events WHERE stream_id = $1 AND type IN ('event.parked', 'parked.retried')
+
+-- parked_now --
+-- ... and every consumer's.
+SELECT count(*) FILTER (WHERE type = 'event.parked')
+       - count(*) FILTER (WHERE type = 'parked.retried')
+  FROM props.events WHERE category = 'reactor' AND type IN ('event.parked', 'parked.retried')
 
 -- stored_ids --
 SELECT event_id FROM props.event_ids WHERE event_id = ANY ($1::uuid[])

@@ -11,10 +11,11 @@ from rich.text import Text
 
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, migrate, server_checks
-from props.schema import catalog_dump
+from props.schema import catalog_dump, queries
 from props.tools.render import Console, Table
 
 console = Console()
+_AGENTS = queries.load("agents")
 
 
 async def migrate_cmd(args: argparse.Namespace) -> int:
@@ -46,11 +47,12 @@ async def status_cmd(args: argparse.Namespace) -> int:
         states = await migrate.status(conn)
         found = await server_checks.warnings(conn)
     current = all(s.state == "applied" for s in states)
-    count, fence = None, None
+    count, fence, parked = None, None, None
     if current:
         async with open_store(dsn, max_connections=2) as store:
             count = await store.sql.fetchval("SELECT count(*) FROM props.events")
             fence = await store.fence_status()
+            parked = await store.sql.fetchval(_AGENTS["parked_now"])
         async with database.session(database.resolve_service_dsn()) as conn:
             found += await server_checks.service_warnings(conn)
     if args.format == "json":
@@ -58,7 +60,8 @@ async def status_cmd(args: argparse.Namespace) -> int:
             "database": database.redact(dsn),
             "migrations": [{"name": s.name, "state": s.state, "applied_at": s.applied_at}
                            for s in states],
-            "events": count, "held_back": fence.held_back if fence else None,
+            "events": count, "parked": parked,
+            "held_back": fence.held_back if fence else None,
             "last_readable": str(fence.last_visible) if fence and fence.last_visible else None,
             "warnings": found}).decode())
         return 0 if current else 1
@@ -71,7 +74,9 @@ async def status_cmd(args: argparse.Namespace) -> int:
         console.print("run `props db migrate` to bring the schema up to date")
         return 1
     assert count is not None and fence is not None
-    console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}")
+    console.print(f"events: {count:,}; last readable: {fence.last_visible or '-'}; parked "
+                  f"(skipped by a consumer): {parked or 0}" + (
+                      " (props projections status, props reactors status)" if parked else ""))
     console.print(fence.describe())
     for line in found:
         console.print(Text(f"warning: {line}", style="yellow"))
