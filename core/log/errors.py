@@ -140,6 +140,7 @@ class CheckpointConflict(PropsError):
 APPEND_ONLY = "PX001"  # a row of the log (or of a side table) was to be changed or removed
 STREAM_MOVED = "PX409"  # the dense-version trigger: the stream is not at the version assumed
 CHECK_VIOLATION = "23514"
+NUMERIC_OUT_OF_RANGE = "22003"  # a value past its column's type (int4, bigint)
 
 # SQLSTATE -> the class a caller catches. Only states that mean the same everywhere.
 _BY_SQLSTATE: dict[str, type[PropsError]] = {APPEND_ONLY: AppendOnlyViolation}

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from props.core.domain import catalog
-from props.core.log import bulk, retries
+from props.core.log import bulk, errors, retries
 from props.core.log.database import BULK_SETTINGS
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -75,21 +75,34 @@ async def grade(store: EventStore, s: scorers.Scorer,
     """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
     transaction; append the grades unless `dry_run`."""
     assert isinstance(s, scorers.OverlapScorer)
+    ranges, files = _truth([snap for _, snap in runs])
+    try:
+        return await _grade_all(store, s, runs, ranges, files, dry_run)
+    except Exception as exc:
+        if errors.sqlstate(exc) != errors.NUMERIC_OUT_OF_RANGE:
+            raise
+    # A line range the scorer's SQL cannot hold (stored before the catalog bounded line
+    # numbers): those runs are told apart, the others graded. Looked for only now: it costs
+    # a scan of the chunk's issues that no chunk of bounded issues needs.
     out_of_range = {row["run_id"]: f"malformed issue: {row['issue_id']}: a line range "
                                    f"outside 1..2^31-1"
                     for row in await store.sql.fetch(_STATEMENTS["out_of_range"],
                                                      [run for run, _ in runs])}
-    runs = [(run, snap) for run, snap in runs if run not in out_of_range]
-    if not runs:
-        return Graded(out_of_range)
-    ranges, files = _truth([snap for _, snap in runs])
-    # The statement is all or nothing: after a race with a concurrent writer of the same
-    # grades or grading stream, the next attempt skips what that writer stored.
-    graded = await retries.appending(
-        lambda: _grade_once(store, s, runs, ranges, files, dry_run),
-        lambda: store.ensure_partitions(ROOM_PER_RUN * len(runs)))
+    rest = [(run, snap) for run, snap in runs if run not in out_of_range]
+    graded = (await _grade_all(store, s, rest, *_truth([snap for _, snap in rest]), dry_run)
+              if rest else Graded({}))
     graded.malformed.update(out_of_range)
     return graded
+
+
+async def _grade_all(store: EventStore, s: scorers.OverlapScorer,
+                     runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
+                     ranges: str, files: str, dry_run: bool) -> Graded:
+    # The statement is all or nothing: after a race with a concurrent writer of the same
+    # grades or grading stream, the next attempt skips what that writer stored.
+    return await retries.appending(
+        lambda: _grade_once(store, s, runs, ranges, files, dry_run),
+        lambda: store.ensure_partitions(ROOM_PER_RUN * len(runs)))
 
 
 async def _grade_once(store: EventStore, s: scorers.OverlapScorer,

@@ -69,7 +69,7 @@ SELECT (SELECT coalesce(sum(grades), 0) FROM g)::bigint AS graded,
 -- out_of_range --
 -- The runs of $1 with an issue whose line range the scorer's SQL cannot hold (stored before
 -- the catalog bounded line numbers to 1..2^31-1), each with its first such issue: told
--- apart before the statement, which would fail for every run of its chunk.
+-- apart once the statement failed on them (it fails for every run of its chunk).
 SELECT DISTINCT ON (i.run_id) i.run_id, i.issue_id
   FROM projections.reported_issues i
  CROSS JOIN LATERAL jsonb_array_elements(i.locations) loc
