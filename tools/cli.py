@@ -35,7 +35,7 @@ COMMANDS: dict[str, str] = {
     "reactors": "commands.service", "view": "commands.view", "definitions": "commands.runs",
     "runs": "commands.runs",
     "tokens": "commands.tokens", "keys": "commands.keys", "demo": "commands.demo",
-    "bench": "commands.bench", "chaos": "commands.chaos",
+    "bench": "commands.bench", "chaos": "commands.chaos", "eval": "commands.evaluations",
 }
 
 # A command that reads or writes the log declares so in its parser (`connections=N`, and

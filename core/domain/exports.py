@@ -36,21 +36,21 @@ import base64
 import binascii
 import dataclasses
 import hashlib
-import io
 import re
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import orjson
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import catalog, signing
+from props.core.domain import catalog, export_lines, signing
+from props.core.domain.export_lines import MAX_LINE_BYTES
 from props.core.log import errors
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
@@ -65,13 +65,10 @@ _IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
 _STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-.")
 T = TypeVar("T")
 U = TypeVar("U")
+# (the reading side, bounded, is its module's; named here as every caller knows them)
+ArchiveError = export_lines.ArchiveError
+_lines, _parse = export_lines.read_lines, export_lines.parse_line
 
-
-class ArchiveError(errors.PropsError):
-    """The archive is corrupt, truncated, tampered with or not a props export; nothing was
-    written."""
-
-    exit_code = 65
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,47 +242,6 @@ class Verified:
     blobs: int
     counts: dict[str, int]
     manifest: dict[str, Any]
-
-
-# What a reader holds at once, and reads in all: zstd turns 128 KB into one 4 GiB line, so
-# every line and the whole stream are bounded while they stream (an export never writes a
-# line past the first bound: see `export`).
-MAX_LINE_BYTES = 64 * 1024 * 1024
-MAX_TOTAL_BYTES = 256 * 1024**3
-
-
-def _lines(path: Path, max_line: int = MAX_LINE_BYTES,
-           max_total: int = MAX_TOTAL_BYTES) -> Iterator[tuple[int, bytes]]:
-    try:
-        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as src:
-            text: IO[bytes] = io.BufferedReader(src)
-            total, number = 0, 0
-            while line := text.readline(max_line + 1):
-                number += 1
-                total += len(line)
-                if len(line) > max_line:
-                    raise ArchiveError(f"{path}:{number}: a line longer than {max_line:,} "
-                                       f"bytes (the limit of a line); nothing was written")
-                if total > max_total:
-                    raise ArchiveError(f"{path}: decompresses to more than {max_total:,} "
-                                       f"bytes (the limit of a file); nothing was written")
-                yield number, line
-    except zstandard.ZstdError as exc:
-        raise ArchiveError(f"{path}: not a readable zstd stream ({exc}): corrupt or "
-                           f"truncated; nothing was written") from exc
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot read: {exc}") from exc
-
-
-def _parse(path: Path, number: int, line: bytes) -> dict[str, Any]:
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        raise ArchiveError(f"{path}:{number}: not a JSON line ({exc}); nothing was written"
-                           ) from None
-    if not isinstance(obj, dict) or "kind" not in obj:
-        raise ArchiveError(f"{path}:{number}: not an archive line; nothing was written")
-    return obj
 
 
 def verify(path: Path, registry: EventRegistry = catalog.REGISTRY,

@@ -56,6 +56,11 @@ def launcher(name: str) -> str:
     return f"launcher-{name}"
 
 
+def evaluation(name: str) -> str:
+    """An evaluation's plans (each version), and how each run of it ended."""
+    return f"evaluation-{name}"
+
+
 def retention(run_id: RunId) -> str:
     return f"retention-{run_id}"
 

@@ -23,6 +23,10 @@ from props.core.domain.catalog.grading import (
 )
 from props.core.domain.catalog.operations import (
     ArchiveImported,
+    EvaluationEnded,
+    EvaluationName,
+    EvaluationOutcome,
+    EvaluationStarted,
     EventParked,
     ImportedRun,
     LauncherStarted,
@@ -86,6 +90,10 @@ __all__ = [
     "Count",
     "DefinitionPushed",
     "Digest",
+    "EvaluationEnded",
+    "EvaluationName",
+    "EvaluationOutcome",
+    "EvaluationStarted",
     "EventParked",
     "Example",
     "Failure",

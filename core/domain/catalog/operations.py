@@ -5,7 +5,7 @@ start (launcher-<name>), retention holds
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
@@ -99,3 +99,39 @@ class ArchiveImported(Event):
     imported: Count
     part: int = pydantic.Field(ge=1, le=2**31 - 1)
     runs: list[ImportedRun] = pydantic.Field(max_length=5000)
+
+
+# -- evaluations (stream evaluation-<name>) ------------------------------------------------------
+
+EvaluationName = Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
+EvaluationOutcome = Literal["complete", "incomplete", "budget_exhausted", "stopped_on_errors"]
+
+
+@REGISTRY.register
+class EvaluationStarted(Event):
+    """An evaluation's plan, as given, and its cases as they were resolved then (each
+    critic's digest, each snapshot's version): a blob of JSON, by its sha256. A changed plan
+    under the same name is a new version, recorded beside the old."""
+
+    type_name = "evaluation.started"
+    name: EvaluationName
+    version: int = pydantic.Field(ge=1, le=2**31 - 1)
+    plan: dict[str, Any]
+    plan_sha256: Sha256  # of the plan and its resolved cases: what "the same plan" means
+    cases_sha256: Sha256
+    cases: Count
+
+
+@REGISTRY.register
+class EvaluationEnded(Event):
+    """How a run of `props eval run` left the evaluation: every case in exactly one state."""
+
+    type_name = "evaluation.ended"
+    name: EvaluationName
+    version: int = pydantic.Field(ge=1, le=2**31 - 1)
+    outcome: EvaluationOutcome
+    scored: Count
+    failed: Count
+    excluded: Count
+    missing: Count
+    cost_usd: float = pydantic.Field(ge=0, le=1e12, allow_inf_nan=False)

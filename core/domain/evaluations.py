@@ -1,0 +1,279 @@
+"""Evaluations: a recorded plan (critics x examples x epochs, ceilings, budget) whose cases
+each end in exactly one state.
+
+A plan is a TOML file (see `Plan`). Its cases are the product critics x examples x epochs,
+resolved when the evaluation starts: each critic's definition to the digest it names now,
+each example to the snapshot version in force now. The plan, the resolved cases (a blob) and
+their hash are recorded as `evaluation.started`. Each case has a stable key, and each attempt
+of it a run id derived from (evaluation, version, key, attempt): requesting a case is an
+idempotent append, so a command killed at any point and started again requests nothing
+twice, and running the same plan again requests only what has no result.
+
+A case is, as the log says: waiting (no run yet), running, scored (its run completed and is
+graded under the active scorer, or reported nothing), failed (its run's closed failure fact),
+excluded (`run.excluded`, with the reason) or, once the evaluation stopped without it,
+missing: broken, never dropped. The evaluation is complete only when every case is scored or
+excluded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import hashlib
+import tomllib
+import uuid
+from pathlib import Path
+from typing import Annotated, Literal
+
+import orjson
+import pydantic
+
+from props.core.domain import catalog, definitions, specimen_sync, streams
+from props.core.log import errors
+from props.core.log.events import NewEvent, validation_problems
+from props.core.log.store import EventStore
+
+_NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
+Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
+
+
+class PlanError(errors.PropsError):
+    """The evaluation's plan cannot be read, names what the log does not hold, or changed
+    under a name already recorded."""
+
+    exit_code = 65
+
+
+class Critic(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    definition: Name
+    model: Name | None = None  # default: the definition's name (a baseline's tool is one)
+    ref: Name = "latest"
+
+
+class Plan(pydantic.BaseModel):
+    """`name`, `examples` (snapshot slugs, globs allowed; `SLUG:FILESET` for a file set),
+    `epochs`, `max_concurrency`, `budget_usd`, `timeout_seconds` and `[[critic]]` tables."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    name: catalog.EvaluationName
+    examples: list[Annotated[str, pydantic.StringConstraints(min_length=1, max_length=300)]] = \
+        pydantic.Field(min_length=1, max_length=1000)
+    epochs: int = pydantic.Field(1, ge=1, le=100)
+    max_concurrency: int = pydantic.Field(4, ge=1, le=1000)
+    budget_usd: float | None = pydantic.Field(None, ge=0, le=1e6, allow_inf_nan=False)
+    timeout_seconds: float = pydantic.Field(600, gt=0, le=7 * 86_400, allow_inf_nan=False)
+    run_budget_usd: float = pydantic.Field(1.0, ge=0, le=1e6, allow_inf_nan=False)
+    critic: list[Critic] = pydantic.Field(min_length=1, max_length=100)
+
+
+def load_plan(path: Path) -> Plan:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PlanError(f"cannot read the plan {path}: {exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise PlanError(f"{path} is not a TOML plan: {exc}") from exc
+    try:
+        return Plan.model_validate(doc)
+    except pydantic.ValidationError as exc:
+        raise PlanError(f"{path}: {validation_problems(exc)}") from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    definition: str
+    digest: str
+    model: str
+    snapshot: str
+    snapshot_version: int
+    files_hash: str | None
+    file_set: str | None
+    epoch: int
+
+    @property
+    def key(self) -> str:
+        """Stable across runs of the same plan: what `requested only once` is keyed by."""
+        return (f"{self.definition}@{self.digest}|{self.model}|{self.snapshot}"
+                f"@{self.snapshot_version}|{self.files_hash or '*'}|{self.epoch}")
+
+
+async def resolve(store: EventStore, plan: Plan) -> list[Case]:
+    """The plan's cases as the log has its critics and snapshots now."""
+    known = {slug: h for slug, h in (await specimen_sync.history(store)).items()
+             if not h.retired}
+    examples: list[tuple[specimen_sync.SnapshotHistory, str | None]] = []
+    for pattern in plan.examples:
+        slug_pattern, _, named_set = pattern.partition(":")
+        matched = sorted(s for s in known if fnmatch.fnmatchcase(s, slug_pattern))
+        if not matched:
+            raise PlanError(f"example {pattern!r} names no snapshot in the log (props "
+                            f"specimens sync first; known: {', '.join(sorted(known)) or 'none'})")
+        examples += [(known[s], named_set or None) for s in matched]
+    cases = []
+    for critic in plan.critic:
+        found = await definitions.resolve(store, "critic", critic.definition, critic.ref)
+        if found is None:
+            raise PlanError(str(definitions.missing_definition("critic", critic.definition,
+                                                               critic.ref)))
+        for snapshot_history, file_set in examples:
+            snap = snapshot_history.latest
+            files_hash = None
+            if file_set is not None:
+                sets = [fs for fs in snap.ground_truth.file_sets if fs.name == file_set]
+                if not sets:
+                    raise PlanError(f"{snap.slug} has no file set {file_set!r}")
+                files_hash = sets[0].files_hash
+            for epoch in range(1, plan.epochs + 1):
+                cases.append(Case(critic.definition, found.digest,
+                                  critic.model or critic.definition, snap.slug, snap.version,
+                                  files_hash, file_set, epoch))
+    return cases
+
+
+def _canonical(plan: Plan, cases: list[Case]) -> bytes:
+    return orjson.dumps({"plan": plan.model_dump(mode="json"),
+                         "cases": [dataclasses.asdict(c) for c in cases]},
+                        option=orjson.OPT_SORT_KEYS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    name: str
+    version: int
+    plan: Plan
+    cases: list[Case]
+
+    def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
+        return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+
+
+async def start(store: EventStore, plan: Plan, cases: list[Case], *,
+                new_version: bool = False) -> tuple[Evaluation, bool]:
+    """The evaluation of `plan` as recorded (and whether it was recorded before): the same
+    plan and cases resume it; a changed one is refused unless `new_version`."""
+    canonical = _canonical(plan, cases)
+    digest = hashlib.sha256(canonical).hexdigest()
+    recorded = await history(store, plan.name)
+    if recorded and recorded[-1].plan_sha256 == digest:
+        return Evaluation(plan.name, recorded[-1].version, plan, cases), True
+    if recorded and not new_version:
+        raise PlanError(f"evaluation {plan.name} is recorded with another plan (or its "
+                        f"critics' digests or snapshots changed since): give it another name, "
+                        f"or --new-version to record this one beside it")
+    version = recorded[-1].version + 1 if recorded else 1
+    blob = await store.put_blob(canonical)
+    event = catalog.EvaluationStarted(name=plan.name, version=version,
+                                      plan=plan.model_dump(mode="json"), plan_sha256=digest,
+                                      cases_sha256=blob, cases=len(cases))
+    await store.append(streams.evaluation(plan.name), [NewEvent(
+        event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"))])
+    return Evaluation(plan.name, version, plan, cases), False
+
+
+async def history(store: EventStore, name: str) -> list[catalog.EvaluationStarted]:
+    return [r.event for r in await store.read_stream(streams.evaluation(name))
+            if isinstance(r.event, catalog.EvaluationStarted)]
+
+
+async def recorded(store: EventStore, name: str) -> Evaluation:
+    """The evaluation's latest version as recorded (its cases as resolved then)."""
+    versions = await history(store, name)
+    if not versions:
+        raise errors.NotFound(f"no evaluation named {name} (props eval list)")
+    last = versions[-1]
+    doc = orjson.loads(await store.get_blob(last.cases_sha256))
+    return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
+                      [Case(**c) for c in doc["cases"]])
+
+
+async def names(store: EventStore) -> list[str]:
+    rows = await store.sql.fetch(
+        "SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' "
+        "ORDER BY 1")
+    return [r[0] for r in rows]
+
+
+# -- where each case stands --------------------------------------------------------------------
+
+State = Literal["waiting", "running", "scored", "failed", "excluded", "missing"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseState:
+    case: Case
+    state: State
+    run_id: uuid.UUID | None  # its latest attempt's run
+    attempts: int
+    cost_usd: float
+    failure: catalog.Failure | None = None
+    status: str | None = None  # the run's terminal status
+    reason: str | None = None  # why excluded
+
+
+async def state_of(store: EventStore, ev: Evaluation, case: Case, scorer: str | None,
+                   stopped: bool = False) -> CaseState:
+    """Where `case` stands, from its runs' streams (`stopped`: the evaluation ended, so a
+    case with no result is missing)."""
+    attempt, records = 0, None
+    while True:
+        found = await store.read_stream(streams.run(ev.run_id(case, attempt)))
+        if not found:
+            break
+        records, attempt = found, attempt + 1
+    if records is None:
+        return CaseState(case, "missing" if stopped else "waiting", None, 0, 0.0)
+    run_id = ev.run_id(case, attempt - 1)
+    events = [r.event for r in records]
+    finished = next((e for e in events if isinstance(e, catalog.RunFinished)), None)
+    excluded = next((e for e in events if isinstance(e, catalog.RunExcluded)), None)
+    cost = finished.cost_usd if finished else sum(
+        e.cost_usd for e in events if isinstance(e, catalog.LlmResponded))
+    if excluded is not None:
+        return CaseState(case, "excluded", run_id, attempt, cost, reason=excluded.reason)
+    if finished is None:
+        return CaseState(case, "missing" if stopped else "running", run_id, attempt, cost)
+    if finished.status != "completed":
+        failure = finished.failure or catalog.Failure(
+            phase="run", category=finished.status, retryable=finished.status != "cancelled")
+        return CaseState(case, "failed", run_id, attempt, cost, failure, finished.status)
+    issues = any(isinstance(e, catalog.IssueReported) for e in events)
+    graded = not issues or (scorer is not None and bool(
+        await store.read_stream(streams.grading(run_id, scorer), limit=1)))
+    state: State = "scored" if graded else ("missing" if stopped else "running")
+    return CaseState(case, state, run_id, attempt, cost, status=finished.status)
+
+
+async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -> uuid.UUID:
+    """Request attempt `attempt` of `case` (idempotent: its run id is the case's)."""
+    run_id = ev.run_id(case, attempt)
+    event = catalog.RunRequested(
+        run_id=run_id, agent_type="critic", definition=case.definition,
+        definition_ref=case.digest,
+        example=catalog.Example(snapshot=case.snapshot, files_hash=case.files_hash),
+        model=case.model, timeout_seconds=ev.plan.timeout_seconds,
+        budget_usd=ev.plan.run_budget_usd, requested_by=f"eval:{ev.name}@{ev.version}")
+    await store.append(streams.run(run_id), [NewEvent(
+        event, uuid.uuid5(run_id, "run.requested"), {"evaluation": ev.name,
+                                                      "evaluation_version": ev.version,
+                                                      "case": case.key, "attempt": attempt})])
+    return run_id
+
+
+async def end(store: EventStore, ev: Evaluation, outcome: catalog.EvaluationOutcome,
+              states: list[CaseState]) -> None:
+    count = {s: sum(1 for c in states if c.state == s) for s in ("scored", "failed",
+                                                                 "excluded", "missing")}
+    await store.append(streams.evaluation(ev.name), [catalog.EvaluationEnded(
+        name=ev.name, version=ev.version, outcome=outcome, scored=count["scored"],
+        failed=count["failed"], excluded=count["excluded"], missing=count["missing"],
+        cost_usd=sum(c.cost_usd for c in states))])
+
+
+def max_connections(definition: catalog.DefinitionPushed) -> int | None:
+    """A model's own ceiling, from its definition's config (`max_connections`)."""
+    value = definition.config.get("max_connections")
+    return value if isinstance(value, int) and value >= 1 else None

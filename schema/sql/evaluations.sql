@@ -1,0 +1,7 @@
+-- An evaluation's scores (props.tools.handlers.evaluations), read from the analysts' tables.
+
+-- case_scores --
+-- The scored runs $1 under the scorer $2@$3: what recall and precision sum.
+SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded
+  FROM projections.run_scores
+ WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3

@@ -1,0 +1,60 @@
+"""`props eval run|show|list`: evaluations as the unit of work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from props.tools import arguments
+
+EXIT_INCOMPLETE = 3  # an evaluation with a case that is neither scored nor excluded
+
+
+def add_parser(sub: Any) -> None:
+    ev = sub.add_parser(
+        "eval", help="evaluations: run a plan of critics x examples x epochs, show, list",
+        description="An evaluation is a recorded plan (a TOML file: name, examples, epochs, "
+        "max_concurrency, budget_usd, timeout_seconds, [[critic]] definition and model) "
+        "whose cases each end in one state: scored, failed (with its closed failure fact), "
+        "excluded, or missing (broken). Running the same plan again requests only what has "
+        f"no result. Exit 0 when every case is scored or excluded, {EXIT_INCOMPLETE} when one "
+        "is not (the table says which and why).")
+    cmds = ev.add_subparsers(dest="eval_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("run", help="record the plan, run every case without a result, report",
+                        description="Record PLAN (or resume it: the same plan under its name "
+                        "requests only what has no result), request its cases within the "
+                        "ceiling in force (the plan's max_concurrency, the launcher's "
+                        "capacity, each model's max_connections), serve the reactors in this "
+                        "process until every case is done, and print the evaluation's "
+                        "report. A plan changed under a recorded name is refused (65) unless "
+                        "--new-version.")
+    p.add_argument("plan", type=Path, metavar="PLAN.toml", help="the evaluation's plan")
+    p.add_argument("--detach", action="store_true",
+                   help="record and request only: `props serve` does the work and `props "
+                   "eval show NAME` follows it")
+    p.add_argument("--new-version", action="store_true",
+                   help="record a changed plan as the evaluation's next version")
+    p.add_argument("--fail-on-error", type=float, metavar="N|FRACTION",
+                   help="stop starting runs past this many failed cases (or this fraction "
+                   "of the cases, below 1)")
+    p.add_argument("--retry-failed", type=int, default=0, metavar="N",
+                   help="request a failed case again, up to N times (a new run of the same "
+                   "case; its earlier runs stay in the record)")
+    p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
+                   help="where the runs' containers run when served here (default auto)")
+    p.add_argument("--wait", type=float, default=3600, metavar="SECONDS",
+                   help="give up waiting for the cases after this long (default 3600): "
+                   "those not done are reported missing")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="props.tools.handlers.evaluations:run_cmd", connections=8)
+    p = cmds.add_parser("show", help="every case of an evaluation and its state",
+                        description="The evaluation's latest version: each case's state "
+                        "(scored, running, waiting, failed with its fact, excluded, missing), "
+                        "spend, and recall and precision per critic under the active scorer. "
+                        f"Exit 0 when complete, {EXIT_INCOMPLETE} otherwise.")
+    p.add_argument("name", help="the evaluation's name")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="props.tools.handlers.evaluations:show_cmd", connections=4)
+    p = cmds.add_parser("list", help="every evaluation: versions, cases and where they stand")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="props.tools.handlers.evaluations:list_cmd", connections=4)
