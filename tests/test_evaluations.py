@@ -1,0 +1,193 @@
+"""Evaluations on the real database, through `props eval run` as a user runs it (its reactors
+in its own process, local runs): complete with exit 0 and the right runs, a rerun requests
+nothing, kill -9 then a rerun requests every case exactly once, a failing critic makes it
+non-zero with the facts listed, the ceiling in force holds, the budget stops it, a changed
+plan is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from props.core.domain import baselines, catalog, definitions, evaluations
+from props.core.log.store import EventStore
+from tests.fake_openai import chat_server
+from tests.reactor_helpers import eventually, sync_samples
+
+CLI = [sys.executable, "-m", "props.tools.cli"]
+LITE = {"checks": ["open-without-with", "swallowed-exception"]}
+
+
+def _plan(path: Path, name: str, critics: list[dict[str, Any]], **settings: Any) -> Path:
+    lines = [f'name = "{name}"', 'examples = ["csvtool/*", "logparse/*"]']
+    lines += [f"{k} = {json.dumps(v)}" for k, v in settings.items()]
+    for c in critics:
+        lines += ["[[critic]]", *(f"{k} = {json.dumps(v)}" for k, v in c.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _props(dsn: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "PROPS_DSN": dsn,
+                                            "PROPS_HOME": str(home), "COLUMNS": "200"})
+
+
+async def _ready(store: EventStore) -> None:
+    await sync_samples(store)
+    await definitions.push(store, definitions.reference_local())
+    lite = definitions.reference_local(config=LITE)
+    await definitions.push(store, lite.model_copy(update={"name": "reference-lite"}))
+
+
+async def _requests(store: EventStore) -> Counter[str]:
+    """run.requested events of evaluations, by case key (from their metadata)."""
+    rows = await store.pool.fetch("SELECT metadata->>'case' FROM props.events "
+                                  "WHERE type = 'run.requested' AND metadata ? 'case'")
+    return Counter(r[0] for r in rows)
+
+
+async def _most_at_once(store: EventStore) -> int:
+    """The most runs that held a container at once, from the log's own times."""
+    rows = await store.pool.fetch(
+        "SELECT type, recorded_at FROM props.events WHERE type IN ('container.started', "
+        "'run.finished') ORDER BY recorded_at, global_position")
+    at_once = most = 0
+    for row in rows:
+        at_once += 1 if row["type"] == "container.started" else -1
+        most = max(most, at_once)
+    return most
+
+
+REFERENCES = [{"definition": "reference", "ref": "local"},
+              {"definition": "reference-lite", "ref": "local"}]
+
+
+@pytest.mark.slow
+async def test_a_plan_ends_complete_and_a_rerun_requests_nothing(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await _ready(store)
+    plan = _plan(tmp_path / "plan.toml", "two-by-two", REFERENCES, epochs=2,
+                 max_concurrency=2)
+    done = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--runtime", "local")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "at most 2 run(s) at once: the plan's max_concurrency" in done.stdout
+    assert "two-by-two: complete: 8 scored" in done.stdout
+    requested = await _requests(store)
+    assert len(requested) == 8 and set(requested.values()) == {1}  # 2 critics x 2 x 2
+    assert await _most_at_once(store) <= 2  # the ceiling in force held
+    again = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--runtime", "local")
+    assert again.returncode == 0 and "resumed" in again.stdout, again.stdout + again.stderr
+    assert await _requests(store) == requested  # nothing requested twice
+    shown = _props(dsn, tmp_path / "home", "eval", "show", "two-by-two", "--json")
+    doc = json.loads(shown.stdout)
+    assert shown.returncode == 0 and doc["complete"] and doc["counts"] == {"scored": 8}
+    assert {c["definition"] for c in doc["critics"]} == {"reference", "reference-lite"}
+    changed = _plan(tmp_path / "changed.toml", "two-by-two", REFERENCES, epochs=3)
+    refused = _props(dsn, tmp_path / "home", "eval", "run", str(changed))
+    assert refused.returncode == 65 and "--new-version" in refused.stderr
+
+
+@pytest.mark.slow
+async def test_kill_9_then_rerun_runs_every_case_exactly_once(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await _ready(store)
+    plan = _plan(tmp_path / "plan.toml", "killed", REFERENCES, epochs=3, max_concurrency=1)
+    env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
+    proc = await anyio.open_process([*CLI, "eval", "run", str(plan), "--runtime", "local"],
+                                    env=env, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+
+    async def some_finished() -> bool:
+        return int(await store.pool.fetchval(
+            "SELECT count(*) FROM props.events WHERE type = 'run.finished'")) >= 3
+
+    try:
+        await eventually(some_finished, 120)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+    assert len(await _requests(store)) < 12  # it was stopped part way
+    done = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--runtime", "local")
+    assert done.returncode == 0, done.stdout + done.stderr
+    requested = await _requests(store)
+    assert len(requested) == 12 and set(requested.values()) == {1}
+
+
+async def test_negative_control_without_the_case_key_a_rerun_duplicates(
+        store: EventStore) -> None:
+    """The count above can fail: with a run id drawn afresh (not from the case's key), asking
+    for the same case twice makes two runs of it."""
+    await _ready(store)
+    plan = evaluations.Plan.model_validate({"name": "control", "examples": ["csvtool/*"],
+                                            "critic": [REFERENCES[0]]})
+    ev, _ = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+
+    class Forgetful(evaluations.Evaluation):
+        def run_id(self, case: evaluations.Case, attempt: int = 0) -> uuid.UUID:
+            return uuid.uuid4()
+
+    forgetful = Forgetful(ev.name, ev.version, ev.plan, ev.cases)
+    for _ in range(2):
+        await evaluations.request(store, ev, ev.cases[0], 0)
+    assert set((await _requests(store)).values()) == {1}
+    for _ in range(2):
+        await evaluations.request(store, forgetful, ev.cases[0], 0)
+    assert set((await _requests(store)).values()) == {3}
+
+
+@pytest.mark.slow
+async def test_a_critic_that_always_fails_makes_it_incomplete_with_the_facts(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await _ready(store)
+    command = baselines.command()  # props' own, so the local runtime runs it: it exits 3
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="broken", tag="local", runtime="local",
+        image="local:broken", command=command, config={"tool": "nope"},
+        digest=definitions.local_digest(command, {"tool": "nope"})))
+    plan = _plan(tmp_path / "plan.toml", "with-broken",
+                 [REFERENCES[0], {"definition": "broken", "ref": "local"}])
+    done = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--runtime", "local",
+                  "--retry-failed", "1")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "run: exit_nonzero, exit 3" in done.stdout
+    requested = await _requests(store)
+    broken = {k: n for k, n in requested.items() if k.startswith("broken@")}
+    assert len(broken) == 2 and set(broken.values()) == {2}  # each tried again, once
+    assert "with-broken: incomplete" in done.stdout and "2 failed" in done.stdout
+
+
+@pytest.mark.slow
+async def test_the_budget_stops_new_runs(store: EventStore, dsn: str, tmp_path: Path) -> None:
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": "[]"}}],
+                "usage": {"prompt_tokens": 1000, "completion_tokens": 10}}
+
+    await _ready(store)
+    command = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
+    with chat_server(answer) as (url, _seen):
+        config = {"base_url": url, "price_in_per_mtok": 100.0}
+        await definitions.push(store, catalog.DefinitionPushed(
+            agent_type="critic", name="pricey", tag="local", runtime="local",
+            image="local:llm", command=command, config=config,
+            digest=definitions.local_digest(command, config),
+            limits=catalog.AgentLimits(network=True)))
+        plan = _plan(tmp_path / "plan.toml", "on-a-budget", [
+            {"definition": "pricey", "ref": "local", "model": "m"}], epochs=4,
+            max_concurrency=1, budget_usd=0.1)
+        done = await anyio.to_thread.run_sync(
+            lambda: _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--runtime",
+                           "local"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "on-a-budget: budget exhausted" in done.stdout
+    assert len(await _requests(store)) < 8  # no new run once the spend reached the budget
