@@ -184,8 +184,7 @@ def _pct(value: float | None) -> str:
 async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
                   outcome: str, fmt: str) -> int:
     scorer = await registration.active_scorer(store)
-    await _caught_up(store)
-    scores = await _scores(store, states, scorer)
+    scores = await _scores(store, states, scorer)  # (as the analysts' tables hold them)
     complete = all(s.state in DONE for s in states)
     open_cases = [s for s in states if s.state not in DONE]
     if fmt == "json":
