@@ -61,11 +61,13 @@ def _event(type_name: str, data: dict[str, Any]) -> tuple[Event, bool]:
         return catalog.REGISTRY.parse(type_name, data), True
     except errors.InvalidEvent:
         cls = catalog.REGISTRY.require(type_name)
+        data = {**data, "run_id": uuid.UUID(data["run_id"])}
         if type_name == "issue.reported":
             data = {**data, "locations": [catalog.Location.model_construct(
                 file=loc["file"], ranges=[catalog.LineRange.model_construct(**r)
                                           for r in loc["ranges"]]) for loc in data["locations"]]}
-        return cls.model_construct(**data), False
+        return cls.model_construct(**({"severity": None} if type_name == "issue.reported"
+                                      else {}), **data), False
 
 
 @st.composite
