@@ -81,6 +81,10 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
         catalog.RunClaimed(run_id=uuid.UUID(excluded), launcher="b", takes_over="a"),
         catalog.RunExcluded(run_id=uuid.UUID(excluded), reason="a broken image",
                             excluded_by="ada")])
+    await store.append("evaluation-e", [catalog.EvaluationStarted(
+        name="e", version=1, plan={"name": "e"}, plan_sha256="3" * 64, cases_sha256="4" * 64,
+        cases=2), catalog.EvaluationEnded(name="e", version=1, outcome="incomplete", scored=1,
+                                          failed=0, excluded=0, missing=1, cost_usd=0.0)])
     await store.append("launcher-b", [catalog.LauncherStarted(
         name="b", capacity=8, runtimes=["local"], engine=None, lease_seconds=30)])
     await store.append("import-a1", [catalog.ArchiveImported(
