@@ -143,34 +143,21 @@ async def test_a_hostile_local_agent_beside_20_honest_runs(
 
 @pytest.mark.docker
 @pytest.mark.slow
-async def test_a_hostile_agent_in_docker_beside_honest_runs(
-        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+async def test_a_hostile_agent_in_a_container_beside_honest_runs(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        engine: str) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PROPS_SERVICE_DSN", store.dsn)
-    async with docker_or_skip() as docker:
-        image = await docker_runtime.build_reference_image(docker)
+    reach = docker_or_skip if engine == "docker" else podman_or_skip
+    async with reach() as runtime:
+        image = await docker_runtime.build_reference_image(runtime)
         hostile = catalog.DefinitionPushed(**{
             **image.model_dump(), "name": "hostile",
             "command": hostile_critic.command()})
         await definitions.push(store, hostile)
         local = LocalRuntime(tmp_path / "c", trust_commands=True)
-        await run_beside_honest(store, [local, docker], honest=5, scratch=tmp_path)
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-async def test_a_hostile_agent_in_podman_beside_honest_runs(
-        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PROPS_SERVICE_DSN", store.dsn)
-    async with podman_or_skip() as podman:
-        image = await docker_runtime.build_reference_image(podman)
-        hostile = catalog.DefinitionPushed(**{
-            **image.model_dump(), "name": "hostile",
-            "command": hostile_critic.command()})
-        await definitions.push(store, hostile)
-        local = LocalRuntime(tmp_path / "c", trust_commands=True)
-        await run_beside_honest(store, [local, podman], honest=5, scratch=tmp_path)
+        await run_beside_honest(store, [local, runtime], honest=5, scratch=tmp_path)
 
 
 async def test_an_error_handling_one_run_fails_that_run_only(

@@ -114,9 +114,19 @@ def main() -> None:
         pass
     print(REPORT_PREFIX + json.dumps({"breaches": tries.breaches, "tried": tries.tried}),
           flush=True)
+    # Then values no consumer could hold (a token count of 2^63 - 1, a line past any file),
+    # and a shape the catalog does not know: the first refused fails the run.
+    extremes = [("llm.responded", {"run_id": str(run_id), "request_id": "r",
+                                   "response_sha256": "0" * 64, "tokens_in": 2**63 - 1,
+                                   "tokens_out": 0, "cost_usd": 0.0, "latency_ms": 1.0}),
+                ("issue.reported", {"run_id": str(run_id), "issue_id": "far", "rationale": "",
+                                    "locations": [{"file": "a.py", "ranges": [
+                                        {"start": 1, "end": 3_000_000_000}]}]}),
+                ("issue.reported", {"evil": True})]
     with psycopg.connect(dsn, autocommit=True) as own:
-        own.execute("SELECT agent.report(%s, 'issue.reported', %s::jsonb)",
-                    (uuid.uuid4(), json.dumps({"evil": True})))
+        for type_name, data in extremes:
+            own.execute("SELECT agent.report(%s, %s, %s::jsonb)",
+                        (uuid.uuid4(), type_name, json.dumps(data)))
 
 
 def command() -> list[str]:
