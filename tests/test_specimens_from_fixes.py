@@ -190,3 +190,73 @@ def test_a_large_blob_is_listed_not_loaded(tmp_path: Path) -> None:
     files = specimens_from_fixes.tree(repo.root, "HEAD", skipped)
     assert set(files) == {"pkg/a.py"}
     assert len(skipped) == 1 and skipped[0].startswith("data.bin (")
+
+
+def _fix_with_a_test(tmp_path: Path) -> tuple[Repo, str]:
+    repo = Repo(tmp_path / "repo")
+    repo.write("src/pkg/calc.py", lines(8, "c"))
+    repo.write("tests/test_calc.py", lines(4, "t"))
+    repo.commit("the code")
+    fixed = lines(8, "c")
+    fixed[3] = "c_4 = 0  # fixed"
+    repo.write("src/pkg/calc.py", fixed)
+    repo.write("tests/test_calc.py", [*lines(4, "t"), "def test_rounding():", "    assert 1"])
+    return repo, repo.commit(
+        "Fix rounding that reaches 1000 before 999\n\nIt rounded twice.\n\n"
+        "Co-authored-by: A <a@example.org>\nSigned-off-by: B <b@example.org>")
+
+
+def _key(repo: Repo, fix: str, out: Path, *extra: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "from-git",
+                           str(repo.root), "--fix", fix, "--slug", SLUG, "-o", str(out),
+                           *extra], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return (out / SLUG / "ground_truth.toml").read_text()
+
+
+def test_a_fix_that_adds_a_test_is_a_defect_in_its_source_only(tmp_path: Path) -> None:
+    repo, fix = _fix_with_a_test(tmp_path)
+    key = _key(repo, fix, tmp_path / "out")
+    occurrences = [line for line in key.splitlines() if line.startswith("  {")]
+    assert occurrences == ['  { "src/pkg/calc.py" = [[4, 4]] },']
+    assert "# note: the fix also changes tests/test_calc.py" in key
+    assert 'id = "fix-rounding-that-reaches-1000-before-999"' in key  # whole words
+    assert "Co-authored-by" not in key and "Signed-off-by" not in key
+    # Negative control: with every path a defect path, the test's lines come back.
+    every = _key(repo, fix, tmp_path / "every", "--defect-paths", "**")
+    assert "tests/test_calc.py" in "".join(
+        line for line in every.splitlines() if line.startswith("  {"))
+
+
+def test_an_id_is_cut_between_words_never_inside_one() -> None:
+    ident = specimens_from_fixes._ident("x" * 3 + " " + "1000" * 20, [])
+    assert ident == "xxx"  # the number does not fit whole: left out, not cut
+    assert specimens_from_fixes._ident("Fix the rounding that reaches 1000 in the report "
+                                       "totals of long runs", []) == \
+        "fix-the-rounding-that-reaches-1000-in-the-report-totals-of"
+
+
+def test_a_fix_only_in_tests_is_listed_not_written(tmp_path: Path) -> None:
+    repo = Repo(tmp_path / "repo")
+    repo.write("src/a.py", lines(4, "a"))
+    repo.write("tests/test_a.py", lines(4, "t"))
+    repo.commit("the code")
+    repo.write("tests/test_a.py", lines(5, "t"))
+    fix = repo.commit("Fix the flaky test")
+    key = _key(repo, fix, tmp_path / "out")
+    assert "[[tp]]" not in key and "not written as a true positive" in key
+
+
+def test_validate_refuses_a_todo_unless_told(tmp_path: Path) -> None:
+    repo, fix = _fix_with_a_test(tmp_path)
+    out = tmp_path / "out"
+    _key(repo, fix, out)
+
+    def validate(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens",
+                               "validate", str(out), *extra], capture_output=True, text=True,
+                              check=False)
+
+    refused = validate()
+    assert refused.returncode == 65 and "a TODO is left" in refused.stderr
+    assert validate("--allow-todo").returncode == 0

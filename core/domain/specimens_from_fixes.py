@@ -15,15 +15,49 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import fnmatch
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from props.core.domain import specimen_format, specimens, vocabulary
 from props.core.log import errors
 
 Range = tuple[int, int]  # 1-based, inclusive
+
+# Where a fix's hunks are not the defect by default: the test it adds, its docs, CI. They are
+# kept as notes in the key (a person may still point at them), never as occurrences: a critic
+# commenting on the new test's lines would be counted as finding the bug.
+NOT_DEFECTS = ("tests/**", "test/**", "**/tests/**", "**/test/**", "**/test_*.py",
+               "**/*_test.py", "**/conftest.py", "docs/**", "doc/**", "**/*.md", "**/*.rst",
+               "**/*.txt", ".github/**", ".gitlab-ci.yml", ".circleci/**", "CHANGELOG*",
+               "NEWS*")
+# Trailers git and review tools add to a commit message: not what the defect is.
+_TRAILER = re.compile(r"^[A-Za-z][A-Za-z-]*-by:\s|^(Change-Id|Fixes|Closes|Refs):\s")
+
+
+def _glob(path: str, pattern: str) -> bool:
+    """`fnmatch` where `**/` may match no folder at all (`**/test_*.py` matches `test_a.py`)."""
+    return fnmatch.fnmatchcase(path, pattern) or (
+        pattern.startswith("**/") and fnmatch.fnmatchcase(path, pattern[3:]))
+
+
+def defect_filter(defect_paths: list[str] | None) -> Callable[[str], bool]:
+    """Whether a path's hunks may be defect locations: those `defect_paths` match, or by
+    default every path NOT_DEFECTS does not."""
+    if defect_paths:
+        return lambda path: any(_glob(path, g) for g in defect_paths)
+    return lambda path: not any(_glob(path, g) for g in NOT_DEFECTS)
+
+
+def without_trailers(message: str) -> str:
+    """The message without its trailing `Co-authored-by:`, `Signed-off-by:`, ... lines."""
+    lines = message.rstrip().splitlines()
+    while lines and (_TRAILER.match(lines[-1]) or not lines[-1].strip()):
+        lines.pop()
+    return "\n".join(lines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +77,7 @@ class Defect:
     message: str
     ranges: dict[str, list[Range]]  # snapshot path -> its lines
     todo: list[str]
+    notes: dict[str, list[Range]] = dataclasses.field(default_factory=dict)  # not defects
 
 
 def changed_lines(before: str, after: str) -> tuple[list[Range], bool]:
@@ -84,13 +119,17 @@ def carried_back(ranges: list[Range], later: str, snapshot: str) -> tuple[list[R
 
 
 def defects(snapshot: dict[str, str], fixes: list[Fix],
-            renamed: list[dict[str, str]] | None = None) -> list[Defect]:
+            renamed: list[dict[str, str]] | None = None,
+            is_defect: Callable[[str], bool] | None = None) -> list[Defect]:
     """Each fix's defect on `snapshot`'s files; `renamed[i]` maps the paths fix i found back
-    to the snapshot's (files renamed in between)."""
+    to the snapshot's (files renamed in between). Hunks in paths `is_defect` refuses (by
+    default: tests, docs, CI) are notes, not occurrences."""
+    is_defect = is_defect or defect_filter(None)
     found: list[Defect] = []
     for i, fix in enumerate(fixes):
         back = renamed[i] if renamed else {}
-        d = Defect(_ident(fix.name, [f.name for f in found]), fix.message, {}, [])
+        d = Defect(_ident(fix.name, [f.name for f in found]), without_trailers(fix.message),
+                   {}, [])
         for path in sorted(set(fix.before) | set(fix.after)):
             if path not in fix.before:
                 d.todo.append(f"the fix adds {path}: no line of the snapshot shows it")
@@ -112,17 +151,27 @@ def defects(snapshot: dict[str, str], fixes: list[Fix],
             if guessed:
                 d.todo.append(f"{home}: the fix inserts lines; the lines around the "
                               "insertion are marked")
-            if ranges:
+            if ranges and not is_defect(home):
+                d.notes[home] = ranges
+            elif ranges:
                 d.ranges[home] = ranges
         if not d.ranges:
-            d.todo.append("no line of the snapshot shows this fix: give the occurrence "
-                          "yourself, or leave the fix out")
+            d.todo.append("no source line of the snapshot shows this fix (only tests, docs "
+                          "or CI, or lines that came after it): not written as a true "
+                          "positive; give the occurrence yourself, or leave the fix out")
         found.append(d)
     return found
 
 
-def _ident(name: str, taken: list[str]) -> str:
-    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "fix"
+def _ident(name: str, taken: list[str], most: int = 60) -> str:
+    """A readable id of whole words (never cut inside a word or number), unique in `taken`."""
+    words = [w for w in re.split(r"[^a-z0-9]+", name.lower()) if w]
+    kept: list[str] = []
+    for word in words:
+        if kept and len("-".join([*kept, word])) > most:
+            break
+        kept.append(word)
+    base = "-".join(kept)[:most] if kept else "fix"
     ident, n = base, 1
     while ident in taken:
         n += 1
@@ -142,6 +191,9 @@ def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
     sets: dict[str, list[str]] = {}
     for d in found:
         out += [f"# TODO: {t}" for t in d.todo]
+        out += [f"# note: the fix also changes {path} at {[list(r) for r in ranges]} (tests, "
+                f"docs or CI: not a defect location unless --defect-paths says so)"
+                for path, ranges in sorted(d.notes.items())]
         if not d.ranges:
             out += [f"# (fix {d.name} left out: no line to point at)", ""]
             continue
@@ -283,6 +335,7 @@ def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
 
 
 def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
+             is_defect: Callable[[str], bool] | None = None,
              ) -> tuple[dict[str, str], list[Defect], str]:
     """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
     snapshot's commit; the files it leaves out are added to `skipped`."""
@@ -309,7 +362,7 @@ def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
         fixes.append(Fix(subject, message, before, after))
         renamed.append({new: old for kind, old, new in _changes(repo, base, parent)
                         if kind == "R"})
-    return snapshot, defects(snapshot, fixes, renamed), base
+    return snapshot, defects(snapshot, fixes, renamed, is_defect), base
 
 
 def read_folder(root: Path) -> dict[str, str]:
@@ -322,11 +375,12 @@ def read_folder(root: Path) -> dict[str, str]:
             if ".git" not in Path(path).parts and (text := readable(data)) is not None}
 
 
-def from_folders(buggy: Path, fixed: Path, name: str, message: str
+def from_folders(buggy: Path, fixed: Path, name: str, message: str,
+                 is_defect: Callable[[str], bool] | None = None,
                  ) -> tuple[dict[str, str], list[Defect]]:
     """The snapshot `buggy` and the defect that turning it into `fixed` fixes."""
     snapshot, after = read_folder(buggy), read_folder(fixed)
     changed = {p for p in snapshot.keys() | after.keys() if snapshot.get(p) != after.get(p)}
     fix = Fix(name, message, {p: snapshot[p] for p in changed if p in snapshot},
               {p: after.get(p) for p in changed})
-    return snapshot, defects(snapshot, [fix])
+    return snapshot, defects(snapshot, [fix], None, is_defect)

@@ -28,6 +28,10 @@ def add_parser(sub: Any) -> None:
                         formatter_class=raw)
     p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     _max_file_bytes(p)
+    p.add_argument("--allow-todo", action="store_true",
+                   help="accept a ground truth that still has TODO comments (a draft, e.g. "
+                   "from from-git); by default each is a problem, so an unchecked key never "
+                   "reaches sync by accident")
     p.set_defaults(handler="props.tools.handlers.specimens:validate_cmd")
     p = cmds.add_parser("sync", help="record a specimen directory in the log",
                         description="Validate DIR, then record each snapshot as a version: "
@@ -62,12 +66,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("repo", type=Path, help="a local git repository")
     p.add_argument("--fix", action="append", required=True, metavar="COMMIT",
                    help="a commit that fixes a defect (repeatable)")
+    _defect_paths(p)
     _output(p)
     p.set_defaults(handler="props.tools.handlers.specimens:from_git_cmd")
     p = cmds.add_parser("from-diff", help="a snapshot from a buggy and a fixed folder",
                         description="As from-git, for one fix given as two folders: BUGGY "
                         "becomes the snapshot, and what turns it into FIXED the defect.")
     p.add_argument("buggy", type=Path, help="the code with the defect")
+    _defect_paths(p)
     p.add_argument("fixed", type=Path, help="the same code, fixed")
     p.add_argument("--id", default="fix", help="the true positive's id (default: fix)")
     p.add_argument("--rationale", default="", help="what the defect is")
@@ -77,6 +83,15 @@ def add_parser(sub: Any) -> None:
                         description="Print the folder holding the sample specimens shipped "
                         "with props, e.g. `props specimens sync \"$(props specimens samples)\"`.")
     p.set_defaults(handler="props.tools.handlers.specimens:samples_cmd")
+
+
+def _defect_paths(p: argparse.ArgumentParser) -> None:
+    from props.core.domain import specimens_from_fixes
+
+    p.add_argument("--defect-paths", action="append", metavar="GLOB",
+                   help="the paths whose hunks may be defect locations (repeatable; default: "
+                   "every path but tests, docs and CI configuration: "
+                   f"{' '.join(specimens_from_fixes.NOT_DEFECTS)}); '**' for every path")
 
 
 def _output(p: argparse.ArgumentParser) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import anyio.to_thread
 import orjson
 from rich.progress import Progress
 
-from props.core.domain import specimen_sync, specimens, specimens_from_fixes
+from props.core.domain import specimen_format, specimen_sync, specimens, specimens_from_fixes
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.tools import samples
@@ -34,8 +35,26 @@ def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
         raise
 
 
+def todo_problems(directory: Path) -> list[str]:
+    """Each TODO comment left in a ground truth under `directory`: a key nobody checked."""
+    out = []
+    for path in sorted(directory.rglob(specimen_format.GROUND_TRUTH_FILE)):
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
+                                 .splitlines(), 1):
+            if re.search(r"#\s*TODO\b", line):
+                out.append(f"{path}:{n}: a TODO is left: check it and remove the comment "
+                           f"(--allow-todo accepts a draft)")
+    return out
+
+
 async def validate_cmd(args: argparse.Namespace) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
+    todos = [] if args.allow_todo else todo_problems(args.dir)
+    for line in todos:
+        print(line, file=sys.stderr)
+    if todos:
+        raise errors.InvalidEvent(f"{len(todos)} TODO(s) left in {args.dir}: a person checks "
+                                  f"the key first (or --allow-todo for a draft)")
     for s in found:
         c = s.counts
         console.print(f"{s.slug}: ok ({c['files']} files, {c['tps']} TPs with "
@@ -151,7 +170,8 @@ async def samples_cmd(args: argparse.Namespace) -> int:
 async def from_git_cmd(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     snapshot, found, base = await anyio.to_thread.run_sync(
-        specimens_from_fixes.from_git, args.repo, args.fix, skipped)
+        specimens_from_fixes.from_git, args.repo, args.fix, skipped,
+        specimens_from_fixes.defect_filter(args.defect_paths))
     made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
     for line in skipped:
         console.print(f"left out of the snapshot: {line}", markup=False)
@@ -159,8 +179,9 @@ async def from_git_cmd(args: argparse.Namespace) -> int:
 
 
 async def from_diff_cmd(args: argparse.Namespace) -> int:
-    snapshot, found = specimens_from_fixes.from_folders(args.buggy, args.fixed, args.id,
-                                                        args.rationale)
+    snapshot, found = specimens_from_fixes.from_folders(
+        args.buggy, args.fixed, args.id, args.rationale,
+        specimens_from_fixes.defect_filter(args.defect_paths))
     return _wrote(args, snapshot, found, "props specimens from-diff")
 
 
