@@ -86,12 +86,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _defect_paths(p: argparse.ArgumentParser) -> None:
-    from props.core.domain import specimens_from_fixes
-
     p.add_argument("--defect-paths", action="append", metavar="GLOB",
                    help="the paths whose hunks may be defect locations (repeatable; default: "
-                   "every path but tests, docs and CI configuration: "
-                   f"{' '.join(specimens_from_fixes.NOT_DEFECTS)}); '**' for every path")
+                   "every path but tests, docs and CI configuration, e.g. tests/**, "
+                   "**/test_*.py, docs/**, *.md, .github/**); '**' for every path")
 
 
 def _output(p: argparse.ArgumentParser) -> None:
