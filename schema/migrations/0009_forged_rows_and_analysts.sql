@@ -52,10 +52,13 @@ $$;
 CREATE TRIGGER events_before_append BEFORE INSERT ON props.events
     FOR EACH ROW EXECUTE FUNCTION props.before_append();
 
--- TEMP is the service's alone (0007 gave it to the analyst too).
+-- TEMP is the service's alone (0007 gave it to the analyst too). Launches call this at once
+-- from many sessions: two REVOKEs of the same database's ACL collide ("tuple concurrently
+-- updated"), so they take turns, and the second finds nothing left to do.
 CREATE OR REPLACE FUNCTION props.keep_temp_from_agents() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('props.keep_temp_from_agents'));
     IF has_database_privilege('public', current_database(), 'TEMPORARY')
        OR has_database_privilege('props_analyst', current_database(), 'TEMPORARY') THEN
         EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC, props_analyst',
