@@ -50,9 +50,8 @@ async def of(store: EventStore,
     for p in projections:
         cp = await store.find_checkpoint(p.checkpoint_name)
         behind = await lag(store, cp or START)
-        parked = await core_parking.parked(store, parking.consumer(p))
         out.append(ProjectionStatus(p.name, p.version, cp, behind.events, behind.seconds,
-                                    len(parked)))
+                                    await core_parking.count(store, parking.consumer(p))))
     return out
 
 

@@ -29,7 +29,7 @@ import anyio.abc
 import anyio.lowlevel
 import tenacity
 
-from props.core.domain import parking, streams
+from props.core.domain import parking
 from props.core.domain.vocabulary import REACTORS
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint
@@ -61,7 +61,6 @@ def checkpoint_name(reactor: str) -> str:
     return f"reactor:{reactor}"
 
 
-_PARKED = queries.load("agents")["parked"]
 _SERVING = queries.load("agents")["reactor_serving"]
 
 
@@ -81,8 +80,8 @@ async def status(store: EventStore, also: Sequence[str] = ()) -> list[ReactorSta
     for name in [*REACTORS, *(n for n in also if n not in REACTORS)]:
         cp = await store.find_checkpoint(checkpoint_name(name))
         behind = await projection_status.lag(store, cp or START)
-        parked = await store.sql.fetchval(_PARKED, streams.reactor(name))
-        states.append(ReactorState(name, cp, behind.events, behind.seconds, int(parked)))
+        states.append(ReactorState(name, cp, behind.events, behind.seconds,
+                                   await parking.count(store, name)))
     return states
 
 

@@ -33,8 +33,13 @@ from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import NewEvent, validation_problems
 from props.core.log.store import EventStore
+from props.schema import queries
 
 _NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
+# The cases one evaluation may hold: each is looked at while it runs, and all of them are one
+# blob (globs x critics x epochs could otherwise name millions).
+MAX_CASES = 10_000
+_Q = queries.load("evaluations")
 Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
 
 
@@ -131,6 +136,9 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
                 cases.append(Case(critic.definition, found.digest,
                                   critic.model or critic.definition, snap.slug, snap.version,
                                   files_hash, file_set, epoch))
+                if len(cases) > MAX_CASES:
+                    raise PlanError(f"{plan.name}: more than {MAX_CASES:,} cases (critics x "
+                                    f"examples x epochs): split it into several evaluations")
     return cases
 
 
@@ -191,10 +199,7 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
 
 
 async def names(store: EventStore) -> list[str]:
-    rows = await store.sql.fetch(
-        "SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' "
-        "ORDER BY 1")
-    return [r[0] for r in rows]
+    return [r[0] for r in await store.sql.fetch(_Q["names"])]
 
 
 # -- where each case stands --------------------------------------------------------------------
@@ -210,7 +215,6 @@ class CaseState:
     attempts: int
     cost_usd: float
     failure: catalog.Failure | None = None
-    status: str | None = None  # the run's terminal status
     reason: str | None = None  # why excluded
 
 
@@ -239,12 +243,12 @@ async def state_of(store: EventStore, ev: Evaluation, case: Case, scorer: str | 
     if finished.status != "completed":
         failure = finished.failure or catalog.Failure(
             phase="run", category=finished.status, retryable=finished.status != "cancelled")
-        return CaseState(case, "failed", run_id, attempt, cost, failure, finished.status)
+        return CaseState(case, "failed", run_id, attempt, cost, failure)
     issues = any(isinstance(e, catalog.IssueReported) for e in events)
     graded = not issues or (scorer is not None and bool(
         await store.read_stream(streams.grading(run_id, scorer), limit=1)))
     state: State = "scored" if graded else ("missing" if stopped else "running")
-    return CaseState(case, state, run_id, attempt, cost, status=finished.status)
+    return CaseState(case, state, run_id, attempt, cost)
 
 
 async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -> uuid.UUID:

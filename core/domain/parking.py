@@ -16,8 +16,10 @@ import uuid
 from props.core.domain import catalog, streams
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
+from props.schema import queries
 
 _NAMESPACE = uuid.UUID("8d7f9a52-1b0c-4c55-9f0e-3f4de0a3a0c1")  # (reactors' since turn 1)
+_PARKED = queries.load("agents")["parked"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +29,11 @@ class Parked:
     error_type: str
     error_message: str
     tries: int  # how many times it was taken up again (parked.retried) before this park
+
+
+async def count(store: EventStore, consumer: str) -> int:
+    """How many events `consumer` skips now, counted on the server (what status shows)."""
+    return int(await store.sql.fetchval(_PARKED, streams.reactor(consumer)))
 
 
 async def parked(store: EventStore, consumer: str) -> dict[uuid.UUID, Parked]:

@@ -5,3 +5,7 @@
 SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded
   FROM projections.run_scores
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
+
+-- names --
+-- Every evaluation recorded, by name.
+SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' ORDER BY 1

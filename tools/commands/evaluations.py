@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
 from props.tools import arguments
 
 EXIT_INCOMPLETE = 3  # an evaluation with a case that is neither scored nor excluded
+
+
+def _at_least_zero(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"{text} is not a number from 0 to 1,000,000")
+    return value
+
+
+def _retries(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a count from 0 to 100")
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -34,15 +49,15 @@ def add_parser(sub: Any) -> None:
                    "eval show NAME` follows it")
     p.add_argument("--new-version", action="store_true",
                    help="record a changed plan as the evaluation's next version")
-    p.add_argument("--fail-on-error", type=float, metavar="N|FRACTION",
+    p.add_argument("--fail-on-error", type=_at_least_zero, metavar="N|FRACTION",
                    help="stop starting runs past this many failed cases (or this fraction "
                    "of the cases, below 1)")
-    p.add_argument("--retry-failed", type=int, default=0, metavar="N",
+    p.add_argument("--retry-failed", type=_retries, default=0, metavar="N",
                    help="request a failed case again, up to N times (a new run of the same "
                    "case; its earlier runs stay in the record)")
     p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
                    help="where the runs' containers run when served here (default auto)")
-    p.add_argument("--wait", type=float, default=3600, metavar="SECONDS",
+    p.add_argument("--wait", type=_at_least_zero, default=3600, metavar="SECONDS",
                    help="give up waiting for the cases after this long (default 3600): "
                    "those not done are reported missing")
     arguments.add_format(p, ("table", "json"))

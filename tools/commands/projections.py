@@ -30,9 +30,7 @@ def add_parser(sub: Any) -> None:
                         description="Build the projection(s) again from the whole log beside "
                         "the live tables, catch up, and swap atomically: readers see the old "
                         "rows until the swap. An interrupted rebuild resumes where it stopped.")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"projections to rebuild ({', '.join(names.NAMES)})")
-    p.add_argument("--all", action="store_true", help="rebuild every projection")
+    _chosen(p, "projections to rebuild", "rebuild every projection")
     p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd", connections=4)
     p = cmds.add_parser("retry-parked", help="take parked events up again (after an upgrade)",
                         description="A projection that could not fold an event parked it "
@@ -40,7 +38,12 @@ def add_parser(sub: Any) -> None:
                         "an upgrade that can fold them, this records that they are no longer "
                         "skipped and rebuilds the projection(s): what still cannot be folded "
                         "is parked again.")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"projections whose parked events to retry ({', '.join(names.NAMES)})")
-    p.add_argument("--all", action="store_true", help="every projection's")
+    _chosen(p, "projections whose parked events to retry", "every projection's")
     p.set_defaults(handler="props.tools.handlers.projections:retry_parked_cmd", connections=4)
+
+
+def _chosen(p: Any, what: str, every: str) -> None:
+    """NAME... or --all (the handler refuses neither and both)."""
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"{what} ({', '.join(names.NAMES)})")
+    p.add_argument("--all", action="store_true", help=every)

@@ -58,8 +58,15 @@ async def _ceiling(store: EventStore, ev: Evaluation, capacity: int | None) -> C
 
 
 async def _states(store: EventStore, ev: Evaluation, scorer: str | None,
-                  stopped: bool = False) -> list[CaseState]:
-    return [await evaluations.state_of(store, ev, c, scorer, stopped) for c in ev.cases]
+                  stopped: bool = False, settled: dict[str, CaseState] | None = None,
+                  ) -> list[CaseState]:
+    """Each case's state; `settled`: those already known to be final (read once, not at
+    every look), filled in as cases settle."""
+    out = []
+    for c in ev.cases:
+        known = settled.get(c.key) if settled is not None else None
+        out.append(known or await evaluations.state_of(store, ev, c, scorer, stopped))
+    return out
 
 
 def _failure_limit(args: argparse.Namespace, cases: int) -> float:
@@ -89,9 +96,13 @@ async def _drive(store: EventStore, ev: Evaluation, args: argparse.Namespace,
     began, deadline, shown = time.monotonic(), time.monotonic() + args.wait, ""
     limit = _failure_limit(args, len(ev.cases))
     outcome: catalog.EvaluationOutcome = "complete"
+    settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
     while True:
         # (read each time: a new log's grader activates the default scorer as it starts)
-        states = await _states(store, ev, await registration.active_scorer(store))
+        states = await _states(store, ev, await registration.active_scorer(store),
+                               settled=settled)
+        settled.update((s.case.key, s) for s in states if s.state in DONE or (
+            s.state == "failed" and s.attempts > args.retry_failed))
         line = _line(ev, states, began)
         if line != shown:
             console.print(line, markup=False)
@@ -107,8 +118,8 @@ async def _drive(store: EventStore, ev: Evaluation, args: argparse.Namespace,
         if outcome == "complete":
             await _request_within(store, ev, ceiling, flying,
                                   [s for s in states if s.state == "waiting"] + retryable)
-        settled = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
-        if settled or (outcome != "complete" and not flying) or time.monotonic() > deadline:
+        ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
+        if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
             return outcome
         await anyio.sleep(TICK)
 
