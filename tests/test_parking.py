@@ -14,8 +14,9 @@ import pytest
 
 from props.core.domain import catalog, parking
 from props.core.log.store import EventStore
-from props.projections import engine
+from props.projections import engine, figures
 from props.projections import parking as projection_parking
+from tests import test_strict_recall
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
 from tests.test_projections import caught_up, dump, every_kind_of_event
 
@@ -112,3 +113,23 @@ async def test_a_reactor_parks_an_event_it_cannot_read(served: EventStore) -> No
     parked = await parking.parked(store, "launcher")
     assert [p.error_type for p in parked.values()] == ["InvalidEvent"]
     assert "timeout_seconds" in next(iter(parked.values())).error_message
+
+
+async def test_the_report_counts_a_run_touched_by_a_parked_event_apart(
+        store: EventStore) -> None:
+    """A run one of whose events a projection skips has figures that may be partial: the
+    report puts it in a state of its own, never silently among the scored, and gives it
+    back to them once the park is taken up again."""
+    run = await test_strict_recall.graded_run(store)
+    _records, before = await figures.load(store, "tiered", 2)
+    assert (before["scored"], before["parked"]) == (1, 0)  # the control: nothing parked yet
+    await store.append(f"run-{run}", [catalog.LlmResponded.model_construct(
+        run_id=run, request_id=f"r{i}", response_sha256="0" * 64, tokens_in=HUGE,
+        tokens_out=0, cost_usd=0.0, latency_ms=1.0) for i in range(2)])
+    await engine.rebuild(store)
+    _records, notes = await figures.load(store, "tiered", 2)
+    assert (notes["scored"], notes["parked"], notes["critic_runs"]) == (0, 1, 1)
+    usage = projection_parking.consumer(engine.by_name(["usage"])[0])
+    assert await parking.retry_all(store, usage, "ada") == 1
+    _records, retried = await figures.load(store, "tiered", 2)
+    assert (retried["scored"], retried["parked"]) == (1, 0)

@@ -106,7 +106,7 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
     assert (row["recall"], row["recall_graded"], row["precision"]) == (0.5, 0.8, 0.25)
     assert row["partial"] == 1 and row["known_fp"] == 1
     assert notes["states_scorer"] == "tiered@2" and notes["scored"] == 1
-    states = ("excluded", "unfinished", "not_completed", "no_issues", "ungraded",
+    states = ("excluded", "parked", "unfinished", "not_completed", "no_issues", "ungraded",
               "unscorable", "scored")
     assert sum(notes[k] for k in states) == notes["critic_runs"] == 1
     with pytest.raises(errors.UnknownScorer, match="known: overlap@1, overlap@2, tiered@1, "

@@ -65,7 +65,9 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
         f"completed with no issue reported (in the figures, found nothing): "
         f"{notes['no_issues']}; with "
         f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
-        f"that is not recorded (unscorable): {notes['unscorable']}"))
+        f"that is not recorded (unscorable): {notes['unscorable']}; touched by an event some "
+        f"consumer parked (its figures may be partial; `props projections status` and "
+        f"`props reactors status` name it): {notes['parked']}"))
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))

@@ -37,9 +37,11 @@ SELECT coalesce($1::text, a.name) AS name,
 -- evidence_gaps --
 -- Every critic run in exactly one state under the report's scorer ($1 name, NULL for none;
 -- $2 version or any: see report_scorer), so that the counts add up to critic_runs: excluded
--- (`run.excluded`), no finish event yet, finished but not completed, completed with no
--- issue reported (nothing to grade), an issue the scorer has not graded, an issue it could
--- not grade or a grade against a ground truth that is not recorded (unscorable), or scored.
+-- (`run.excluded`), touched by a parked event (one of its own or of its grades that some
+-- consumer skips now: its figures may be partial, so it is never silently counted), no
+-- finish event yet, finished but not completed, completed with no issue reported (nothing
+-- to grade), an issue the scorer has not graded, an issue it could not grade or a grade
+-- against a ground truth that is not recorded (unscorable), or scored.
 -- Runs with no issue reported are in the figures (they found nothing) and counted apart
 -- here. Set-based: each kind of run found in one pass, then every run looked up (a test per
 -- run and issue took 22 s over a million issues); the unscorable from the grades' counts.
@@ -60,9 +62,21 @@ WITH with_issues AS (
             OR NOT EXISTS (SELECT 1 FROM {schema}.snapshots sv
                             WHERE sv.slug = r.snapshot
                               AND sv.ground_truth_hash = o.ground_truth_hash))
+), parked AS (  -- read from the log itself: a park is the consumers' record, not a fold
+    SELECT DISTINCT substring(x.stream_id FROM '^(?:run|grading|judge)-([0-9a-f-]{36})')::uuid
+           AS run_id
+      FROM props.events p
+      JOIN props.events x ON x.global_position = (p.data->>'global_position')::bigint
+     WHERE p.category = 'reactor' AND p.type = 'event.parked'
+       AND x.category IN ('run', 'grading', 'judge')
+       AND NOT EXISTS (SELECT 1 FROM props.events q  -- taken up again since
+                        WHERE q.stream_id = p.stream_id AND q.type = 'parked.retried'
+                          AND q.data->>'event_id' = p.data->>'event_id'
+                          AND q.global_position > p.global_position)
 ), states AS (
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'
+        WHEN pk.run_id IS NOT NULL THEN 'parked'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
         WHEN i.run_id IS NULL THEN 'no_issues'
@@ -74,10 +88,12 @@ WITH with_issues AS (
       LEFT JOIN with_issues i ON i.run_id = r.run_id
       LEFT JOIN ungraded u ON u.run_id = r.run_id
       LEFT JOIN unscorable s ON s.run_id = r.run_id
+      LEFT JOIN parked pk ON pk.run_id = r.run_id
      WHERE r.agent_type = 'critic'
 )
 SELECT count(*) AS critic_runs,
        count(*) FILTER (WHERE state = 'excluded') AS excluded,
+       count(*) FILTER (WHERE state = 'parked') AS parked,
        count(*) FILTER (WHERE state = 'unfinished') AS unfinished,
        count(*) FILTER (WHERE state = 'not_completed') AS not_completed,
        count(*) FILTER (WHERE state = 'no_issues') AS no_issues,

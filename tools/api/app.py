@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import asyncpg
+import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -33,10 +34,10 @@ from props.tools.viewer import app as viewer
 log = logging.getLogger("props.http")
 
 
-def _field_error(where: str, field: str, message: str) -> JSONResponse:
+def _field_error(where: str, field: str, message: str, status: int) -> JSONResponse:
     # The shape FastAPI gives its own validation errors, so clients parse one format.
     return JSONResponse({"detail": [{"loc": [where, field], "msg": message,
-                                     "type": "value_error"}]}, status_code=422)
+                                     "type": "value_error"}]}, status_code=status)
 
 
 class AccessLog:
@@ -70,9 +71,35 @@ class AccessLog:
                 "token": scope.get("state", {}).get("token_name")})
 
 
+class Problem(pydantic.BaseModel):
+    """Every refusal's body: a sentence, or FastAPI's list of fields with what is wrong."""
+
+    detail: str | list[dict[str, Any]]
+
+
+def _declared(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": Problem, "description": ANSWERS[status]} for status in statuses}
+
+
+# Every status a route can answer besides its success, declared once so the OpenAPI
+# document is the truth (schemathesis checks it against the running server in CI).
+ANSWERS = {
+    400: "the request cannot be carried out as asked (the sentence says why)",
+    401: "no token, or a token that is unknown or revoked",
+    403: "the token lacks the route's scope",
+    404: "something the request names is not here (a run, a definition, a snapshot, a "
+         "scorer, a page cursor)",
+    413: "the body is over the limit",
+    422: "a field is not valid (its location and the reason)",
+    503: "the database is unavailable or the projections are not built yet; retry "
+         "(Retry-After)",
+}
+EVERY_ROUTE = _declared(400, 401, 403, 404, 413, 422, 503)
+
+
 def create_app(store: EventStore) -> FastAPI:
     app = FastAPI(title="props", version="1", openapi_url=None, docs_url=None,
-                  redoc_url=None, description=__doc__)
+                  redoc_url=None, description=__doc__, responses=EVERY_ROUTE)
 
     app.state.store = store
 
@@ -94,8 +121,9 @@ def create_app(store: EventStore) -> FastAPI:
 
     @app.exception_handler(run_requests.InvalidRequest)
     async def invalid(request: Request, exc: run_requests.InvalidRequest) -> JSONResponse:
+        # A name the request gives that is not here: 404, with the field it came in.
         where = "query" if exc.field in ("cursor", "scorer") else "body"
-        return _field_error(where, exc.field, str(exc))
+        return _field_error(where, exc.field, str(exc), status=404)
 
     @app.exception_handler(errors.PropsError)
     async def props_error(request: Request, exc: errors.PropsError) -> Response:
@@ -104,7 +132,8 @@ def create_app(store: EventStore) -> FastAPI:
         if isinstance(exc, errors.StoreUnavailable | errors.SchemaError):
             return JSONResponse({"detail": str(exc)}, status_code=503,
                                 headers={"Retry-After": "1"})
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        named_nothing = isinstance(exc, errors.NotFound | errors.UnknownScorer)
+        return JSONResponse({"detail": str(exc)}, status_code=404 if named_nothing else 400)
 
     @app.exception_handler(asyncpg.UndefinedTableError)
     async def not_built(request: Request, exc: Exception) -> JSONResponse:

@@ -19,6 +19,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_BODY_BYTES = 1024 * 1024
 EXCERPT = 80  # characters of the input an error body quotes, at most
 _INT64 = 2**63
+# The schema's word for what check_text enforces, on every string a route declares: a
+# client reading the OpenAPI document knows a NUL is refused before it sends one.
+STORABLE_TEXT = r"^[^\x00]*$"
 
 
 class Refused(ValueError):

@@ -9,14 +9,17 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 from fastapi import APIRouter, Header, HTTPException, Query, Response
+from fastapi.responses import JSONResponse
 
 from props.core.domain import catalog, run_requests
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages
 from props.tools.api.dependencies import Read, RequestToken, Store
+from props.tools.api.limits import STORABLE_TEXT
 
 router = APIRouter()
+Name = Annotated[str | None, Query(max_length=200, pattern=STORABLE_TEXT)]
 RunStatus = catalog.RunStatus
 
 
@@ -24,16 +27,17 @@ class CriticRunBody(pydantic.BaseModel):
     """Critic runs of one definition on one example with one model."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
-    definition: str = pydantic.Field(min_length=1, max_length=200,
+    definition: str = pydantic.Field(min_length=1, max_length=200, pattern=STORABLE_TEXT,
                                      description="the critic definition's name")
     ref: str = pydantic.Field("latest", min_length=1, max_length=200,
+                              pattern=STORABLE_TEXT,
                               description="`latest`, a tag, or a digest `sha256:...`; "
                               "resolved to a digest now, at request time")
-    snapshot: str = pydantic.Field(min_length=1, max_length=200,
+    snapshot: str = pydantic.Field(min_length=1, max_length=200, pattern=STORABLE_TEXT,
                                    description="snapshot slug, e.g. csvtool/2025-09-03-00")
-    file_set: str | None = pydantic.Field(None, max_length=200,
+    file_set: str | None = pydantic.Field(None, max_length=200, pattern=STORABLE_TEXT,
                                           description="review only this file set")
-    model: str = pydantic.Field(min_length=1, max_length=200)
+    model: str = pydantic.Field(min_length=1, max_length=200, pattern=STORABLE_TEXT)
     timeout_seconds: float = pydantic.Field(600, gt=0, le=86_400)
     budget_usd: float = pydantic.Field(1.0, ge=0, le=10_000)
     count: int = pydantic.Field(1, ge=1, le=100, description="how many runs")
@@ -88,7 +92,8 @@ async def request_critic(
     store: Store, body: CriticRunBody, response: Response,
     token: RequestToken,
     idempotency_key: Annotated[str | None, Header(
-        max_length=200, description="retrying with the same key returns the same runs"
+        max_length=200, pattern=STORABLE_TEXT,
+        description="retrying with the same key returns the same runs"
     )] = None,
 ) -> Requested:
     done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
@@ -99,6 +104,13 @@ async def request_critic(
         response.headers["Location"] = f"/api/runs/{done.run_ids[0]}"
     return Requested(run_ids=done.run_ids, digest=done.digest,
                      already_requested=done.already_requested)
+
+
+@router.get("/api/runs/critic", include_in_schema=False)
+async def critic_runs_are_posted() -> JSONResponse:
+    # Without it a GET here would be read as a run id ("critic") and answer 422.
+    return JSONResponse({"detail": "critic runs are requested with POST"}, status_code=405,
+                        headers={"Allow": "POST"})
 
 
 @router.get("/api/runs/{run_id}", response_model=Run, dependencies=Read,
@@ -119,10 +131,10 @@ async def get_run(store: Store, run_id: uuid.UUID,
             summary="runs, newest first, filtered and paginated")
 async def list_runs(
     store: Store,
-    status: RunStatus | None = None, model: str | None = None,
-    definition: str | None = None, snapshot: str | None = None,
-    agent_type: Literal["critic", "grader"] = "critic",
-    limit: int = Query(50, ge=1, le=500), cursor: str | None = None,
+    status: RunStatus | None = None, model: Name = None, definition: Name = None,
+    snapshot: Name = None, agent_type: Literal["critic", "grader"] = "critic",
+    limit: int = Query(50, ge=1, le=500),
+    cursor: Annotated[str | None, Query(max_length=400, pattern=STORABLE_TEXT)] = None,
 ) -> RunPage:
     found = await run_pages.page(
         store, run_pages.RunFilter(agent_type, status, model, definition, snapshot), limit,

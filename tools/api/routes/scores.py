@@ -6,13 +6,16 @@ from typing import Any
 
 import pydantic
 from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
 
-from props.core.domain import run_requests
 from props.core.log import errors
 from props.projections import figures
 from props.tools.api.dependencies import Read, Store
 
 router = APIRouter()
+# NAME or NAME@VERSION, a version from 1 to 999,999,999 (the log's bound is 2^31-1): what
+# the pattern admits, the route takes; an unknown name is a 404.
+SCORER = r"^[^@\x00]+(@[1-9][0-9]{0,8})?$"
 
 
 class Scores(pydantic.BaseModel):
@@ -27,10 +30,11 @@ class Scores(pydantic.BaseModel):
 @router.get("/api/scores", response_model=Scores, dependencies=Read,
             summary="recall and precision per model, definition and scorer")
 async def scores(store: Store, scorer: str | None = Query(
-        None, description="NAME or NAME@VERSION")) -> Scores:
+        None, max_length=200, pattern=SCORER, description="NAME or NAME@VERSION")) -> Scores:
     try:
         name, version = figures.scorer_filter(scorer)
     except errors.PropsError as exc:
-        raise run_requests.InvalidRequest("scorer", str(exc)) from None
+        raise RequestValidationError([{"loc": ("query", "scorer"), "msg": str(exc),
+                                       "type": "value_error"}]) from None
     records, evidence = await figures.load(store, name, version)
     return Scores(scores=records, evidence=evidence)
