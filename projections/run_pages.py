@@ -96,11 +96,26 @@ async def scores_of(store: EventStore, run_ids: list[uuid.UUID], scorer: tuple[s
     return {r["run_id"]: dict(r) for r in rows}
 
 
+async def parked_counts(store: EventStore, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """How many events of each of these runs some consumer skips now (runs with none left
+    out): a run a park touches may show partial figures, and the page must say so."""
+    rows = await store.sql.fetch(_Q["parked_counts"], run_ids)
+    return {r["run_id"]: int(r["parked"]) for r in rows}
+
+
+async def parked_overall(store: EventStore) -> dict[str, int]:
+    """Every park now: `events`, of how many `runs`, by how many `consumers`."""
+    row = await store.sql.fetchrow(_Q["parked_overall"])
+    assert row is not None
+    return {k: int(row[k]) for k in ("events", "runs", "consumers")}
+
+
 @dataclasses.dataclass(frozen=True)
 class RunDetail:
     run_id: uuid.UUID
     events: list[RecordedEvent]
     row: dict[str, Any] | None  # None while the projections have not caught up
+    parked: list[dict[str, Any]]  # this run's events some consumer skips now, and why
 
     @property
     def status(self) -> str:
@@ -114,4 +129,5 @@ async def detail(store: EventStore, run_id: uuid.UUID) -> RunDetail:
         row = await store.sql.fetchrow(_Q["row"], run_id)
     except asyncpg.UndefinedTableError:  # not built yet: the log has the run already
         row = None
-    return RunDetail(run_id, events, dict(row) if row is not None else None)
+    parked = [dict(r) for r in await store.sql.fetch(_Q["parked_of_run"], run_id)]
+    return RunDetail(run_id, events, dict(row) if row is not None else None, parked)

@@ -252,3 +252,31 @@ async def test_a_range_past_the_file_is_clamped_to_it(store: EventStore) -> None
     huge = page.text[page.text.index('id="issue-huge"'):]
     assert '<span class="line marked" data-line="100">' in huge
     assert 'data-line="101"' not in huge
+
+
+async def test_a_parked_event_is_shown_on_the_runs_and_on_its_run(store: EventStore) -> None:
+    """A run one of whose events a projection skips says so where people look: a banner
+    and a mark in the runs table, and on its page which consumer skipped what, and why."""
+    from props.core.domain import catalog
+    from props.projections import engine
+
+    viewed = await viewed_run(store)
+    _, secret = await tokens.create(store, "ada", ("read",))
+    async with browser(store, secret) as client:
+        # The control: nothing parked, nothing said.
+        assert "Parked:" not in (await client.get("/runs")).text
+        assert "Parked:" not in (await client.get(f"/runs/{viewed.run_id}")).text
+        await store.append(f"run-{viewed.run_id}", [catalog.LlmResponded.model_construct(
+            run_id=viewed.run_id, request_id=f"huge{i}", response_sha256="0" * 64,
+            tokens_in=2**63 - 1, tokens_out=0, cost_usd=0.0, latency_ms=1.0)
+            for i in range(2)])
+        await engine.rebuild(store)
+        runs = (await client.get("/runs")).text
+        # (the run's own usage and each huge count overflow the sum: both are parked)
+        assert "<strong>Parked:</strong> 2 event(s) of 1 run(s)" in runs
+        assert 'class="parked-mark" title="2 of its events' in runs
+        page = (await client.get(f"/runs/{viewed.run_id}")).text
+        assert "<strong>Parked:</strong> 2 event(s) of this run" in page
+        parked = page[page.index('class="parked"'):page.index('class="tabs"')]
+        assert "projection.usage" in parked and "llm.responded" in parked
+        assert "NumericValueOutOfRangeError" in parked

@@ -63,16 +63,7 @@ WITH with_issues AS (
                             WHERE sv.slug = r.snapshot
                               AND sv.ground_truth_hash = o.ground_truth_hash))
 ), parked AS (  -- read from the log itself: a park is the consumers' record, not a fold
-    SELECT DISTINCT substring(x.stream_id FROM '^(?:run|grading|judge)-([0-9a-f-]{36})')::uuid
-           AS run_id
-      FROM props.events p
-      JOIN props.events x ON x.global_position = (p.data->>'global_position')::bigint
-     WHERE p.category = 'reactor' AND p.type = 'event.parked'
-       AND x.category IN ('run', 'grading', 'judge')
-       AND NOT EXISTS (SELECT 1 FROM props.events q  -- taken up again since
-                        WHERE q.stream_id = p.stream_id AND q.type = 'parked.retried'
-                          AND q.data->>'event_id' = p.data->>'event_id'
-                          AND q.global_position > p.global_position)
+    SELECT DISTINCT run_id FROM props.parked_now WHERE run_id IS NOT NULL
 ), states AS (
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'

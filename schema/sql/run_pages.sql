@@ -32,3 +32,18 @@ SELECT * FROM projections.agent_runs r
 SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, finds
   FROM projections.run_scores
  WHERE run_id = ANY($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
+
+-- parked_counts --
+-- How many events of each of these runs (their own, their grades', their judges') some
+-- consumer skips now.
+SELECT run_id, count(*) AS parked FROM props.parked_now
+ WHERE run_id = ANY($1::uuid[]) GROUP BY run_id
+
+-- parked_overall --
+-- Every park now: how many events, of how many runs, by how many consumers.
+SELECT count(*) AS events, count(DISTINCT run_id) AS runs, count(DISTINCT consumer) AS consumers
+  FROM props.parked_now
+
+-- parked_of_run --
+SELECT consumer, global_position, stream_id, type, error_type, error_message, parked_at
+  FROM props.parked_now WHERE run_id = $1 ORDER BY global_position, consumer

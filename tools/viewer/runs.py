@@ -63,8 +63,10 @@ async def runs_page(
                                        (page_number - 1) * PER_PAGE)
     scores = await run_pages.scores_of(store, [r["run_id"] for r in rows],
                                        shown_scorer) if rows and shown_scorer else {}
+    parked = await run_pages.parked_counts(store, [r["run_id"] for r in rows]) if rows else {}
     query = {k: v for k, v in request.query_params.items() if k != "page"}
-    return page(request, "runs.html", rows=rows, scores=scores, more=more,
+    return page(request, "runs.html", rows=rows, scores=scores, more=more, parked=parked,
+                parked_overall=await run_pages.parked_overall(store),
                 page_number=page_number, options=options, query=query,
                 shown_scorer=choices.ref(shown_scorer), sort=sort,
                 filters={"model": model, "definition": definition, "snapshot": snapshot,
@@ -83,6 +85,7 @@ def _header(run: run_pages.RunDetail) -> dict[str, Any]:
     started, finished = row.get("started_at"), row.get("finished_at")
     row["duration"] = (finished - started).total_seconds() if started and finished else None
     row["status"] = run.status
+    row["parked"] = run.parked
     return row
 
 
