@@ -144,10 +144,13 @@ class Launcher:
 
     async def _sweep(self) -> None:
         """Take up again every unfinished run not in hand (a run let go after repeated
-        transient failures, an engine away for minutes, is not left behind), and drop the
-        roles of finished runs whose clean-up a lost connection cut short."""
+        transient failures, an engine away for minutes, is not left behind), drop the
+        roles of finished runs whose clean-up a lost connection cut short, and remove the
+        containers of finished runs from this launcher's engines (another launcher's run
+        that failed because that launcher lost its way to the same engine leaves one)."""
         await self._resume_unfinished()
         await agent_roles.reap(self.store)
+        await self._reap_orphans()
 
     async def _take_over(self) -> None:
         """Queue the runs of launchers whose lease ran out: each is claimed from them (by

@@ -10,6 +10,7 @@ it, or they prove nothing.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -17,8 +18,8 @@ import pytest
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
-# A fault of each kind: the seven, and in CI the engine's restart.
-SHORT = ["--seed", "2026", "--seconds", "20", "--runs", "60", "--faults", "8"]
+# A fault of each kind: the eight, and in CI the engine's restart.
+SHORT = ["--seed", "2026", "--seconds", "20", "--runs", "60", "--faults", "9"]
 # In CI the engine is ours (started by .ci/run): the run restarts it too.
 DOCKER = ["--restart-docker"] if os.environ.get("PROPS_REQUIRE_DOCKER") == "1" else []
 
@@ -35,9 +36,13 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "every invariant held" in out.stdout
     for fault in ("kill-service", "kill-all-services", "terminate-listeners",
-                  "kill-container", "idle-transaction", "restart-postgres", "kill-launcher"):
+                  "kill-container", "idle-transaction", "restart-postgres", "kill-launcher",
+                  "engine-gone"):
         assert fault in out.stdout  # each kind was injected
     assert "a dead launcher's runs taken" in out.stdout
+    if DOCKER:  # an engine of the run's own in front of the machine's, taken away
+        assert "engine gone for good: its runs fail" in out.stdout
+        assert re.search(r"an engine gone for good fails its runs only\s*│\s*HELD", out.stdout)
     assert "PostgreSQL stopped and started" in out.stdout
     assert "every API request is one run" in out.stdout  # half the load came over HTTP
     if DOCKER:

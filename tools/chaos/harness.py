@@ -4,6 +4,7 @@ the faults injected at random times drawn from a fixed seed."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import os
 import random
@@ -29,6 +30,7 @@ from props.reactors import docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
+from props.tools.chaos.engine_endpoint import EngineEndpoint
 from props.tools.render import Console
 
 console = Console(highlight=False, stderr=True)
@@ -58,6 +60,9 @@ with Agent.from_environment() as a:
 """
 HOSTILE_EVERY = 10  # every tenth requested run is the hostile critic
 SPARE, SPARE_LEASE = "spare", 3.0  # the third launcher, and how long it may be gone
+# The fourth launcher, whose engine (an endpoint of the run's own) the fault engine-gone
+# takes away for good, and how long its runs wait for it before failing.
+DOOMED, DOOMED_ENGINE_WAIT = "doomed", 8.0
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
 
@@ -71,6 +76,11 @@ class Chaos:
     # A third process: a launcher of its own name and engine (a local one, under its own
     # home; Docker shared), sharing the queue, until a fault kills it for good.
     spare: anyio.abc.Process | None = None
+    # A fourth: a launcher whose Docker engine is an endpoint of this run's (forwarding to
+    # the machine's), until the fault engine-gone takes it away; `gone_at` in the log's time.
+    doomed: anyio.abc.Process | None = None
+    endpoint: EngineEndpoint | None = None
+    gone_at: dt.datetime | None = None
     faults: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
     prefixes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
     seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
@@ -97,18 +107,33 @@ class Chaos:
         finally:
             log.close()
 
-    async def start_spare(self) -> None:
-        home = self.home / SPARE
-        log = await anyio.to_thread.run_sync(lambda: open(self.home / "spare.log", "ab"))
+    async def _start_launcher(self, name: str, *flags: str) -> anyio.abc.Process:
+        """A `props serve` of one launcher, under a home of its own (its local runtime)."""
+        log = await anyio.to_thread.run_sync(lambda: open(self.home / f"{name}.log", "ab"))
         try:
-            self.spare = await anyio.open_process(
+            return await anyio.open_process(
                 [sys.executable, "-m", "props.tools.cli", "serve", "--only", "launcher",
-                 "--trust-local-commands", "--launcher-name", SPARE, "--capacity", "3",
-                 "--lease-seconds", str(SPARE_LEASE)],
-                env={**self.env(), "PROPS_HOME": str(home)}, stdout=subprocess.DEVNULL,
-                stderr=log)
+                 "--trust-local-commands", "--launcher-name", name, *flags],
+                env={**self.env(), "PROPS_HOME": str(self.home / name)},
+                stdout=subprocess.DEVNULL, stderr=log)
         finally:
             log.close()
+
+    async def start_spare(self) -> None:
+        self.spare = await self._start_launcher(
+            SPARE, "--capacity", "3", "--lease-seconds", str(SPARE_LEASE))
+
+    async def start_doomed(self, tg: anyio.abc.TaskGroup) -> None:
+        """The doomed launcher and its engine endpoint (Docker reachable through a Unix
+        socket only: else there is no engine to forward to, and the fault is NORUN)."""
+        if not docker_runtime.engine_url().startswith("unix://") \
+                or not await docker_runtime.reachable():
+            return
+        self.endpoint = EngineEndpoint(self.home / "doomed-engine.sock")
+        await tg.start(self.endpoint.serve)
+        self.doomed = await self._start_launcher(
+            DOOMED, "--capacity", "2", "--engine", self.endpoint.url,
+            "--engine-wait", str(DOOMED_ENGINE_WAIT))
 
     async def kill(self, i: int) -> None:
         """SIGKILL replica `i`; a replica that had died on its own is recorded as such."""
@@ -134,13 +159,14 @@ class Chaos:
                     proc.kill()
                     await proc.wait()
             self.services[i] = None  # stopped: a second stop finds nothing to do
-        if self.spare is not None and self.spare.returncode is None:
-            self.spare.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(30):
-                await self.spare.wait()
-            if self.spare.returncode is None:
-                self.spare.kill()
-                await self.spare.wait()
+        for launcher in (self.spare, self.doomed):
+            if launcher is not None and launcher.returncode is None:
+                launcher.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(30):
+                    await launcher.wait()
+                if launcher.returncode is None:
+                    launcher.kill()
+                    await launcher.wait()
 
     async def request_over_http(self, client: httpx.AsyncClient, n: int,
                                 body: dict[str, Any]) -> uuid.UUID:
@@ -214,6 +240,15 @@ class Chaos:
             return f"a transaction held open for {seconds:.0f} s"
         if kind == "restart-docker":
             return await self._restart_docker()
+        if kind == "engine-gone":
+            if self.endpoint is None:
+                return "NORUN: no Docker engine on a Unix socket to stand in front of"
+            if self.endpoint.gone:
+                return "NORUN: the doomed launcher's engine is gone already"
+            self.gone_at = await retry(lambda: self.store.sql.fetchval("SELECT now()"))
+            self.endpoint.take_away()
+            return (f"launcher {DOOMED}'s engine gone for good: its runs fail as "
+                    f"engine_unreachable after {DOOMED_ENGINE_WAIT:.0f} s")
         if kind == "restart-postgres":
             if self.server_home is None:
                 return "NORUN: not the embedded server this command started"

@@ -17,7 +17,7 @@ from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools import hostile_critic
-from props.tools.chaos.harness import NOT_INJECTED, SPARE, Chaos, log_prefix, retry
+from props.tools.chaos.harness import DOOMED, NOT_INJECTED, SPARE, Chaos, log_prefix, retry
 from props.tools.render import Console, Table
 
 console = Console(highlight=False, stderr=True)
@@ -47,8 +47,10 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
                 "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
             status = await retry(lambda: projection_status.of(store))
             if finished == len(chaos.requested) and pending == 0 \
-                    and not any(s.lag_events for s in status):
-                return True
+                    and not any(s.lag_events for s in status) \
+                    and await _left_behind(chaos) == ([], 0):
+                return True  # (a container left by a launcher that lost its engine: the
+                # others' sweep removes it, so the drain waits for that too)
             await anyio.sleep(0.5)
     return False
 
@@ -121,6 +123,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
                          f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
                          f"{len(lost)} differ"))
     out.append(await _taken_over(chaos))
+    out.append(await _engine_gone(chaos))
     out.append(await _hostile(chaos))
     out.append(await _orphans(chaos))
     out.append(Invariant("no service process died on its own", not chaos.crashes,
@@ -157,6 +160,37 @@ async def _taken_over(chaos: Chaos) -> Invariant:
                      f"{len(left)} left unfinished")
 
 
+async def _engine_gone(chaos: Chaos) -> Invariant:
+    """The doomed launcher's Docker runs that had not exited when its engine went away all
+    fail as engine_unreachable; no other run does (local runs on that launcher included)."""
+    name = "an engine gone for good fails its runs only"
+    if chaos.gone_at is None:
+        return Invariant(name, None, "not injected: no engine-gone fault in this run "
+                                     "(or no Docker engine on a Unix socket)")
+    theirs, wrong = 0, []
+    for run_id in chaos.requested:
+        records = await chaos.store.read_stream(streams.run(run_id))
+        events = [r.event for r in records]
+        claims = [e for e in events if isinstance(e, catalog.RunClaimed)]
+        exited_before = any(isinstance(r.event, catalog.ContainerExited)
+                            and r.recorded_at < chaos.gone_at for r in records)
+        finish = next((e for e in events if isinstance(e, catalog.RunFinished)), None)
+        unreachable = finish is not None and finish.failure is not None \
+            and finish.failure.category == "engine_unreachable"
+        on_it = bool(claims) and claims[-1].launcher == DOOMED and not exited_before \
+            and isinstance(events[0], catalog.RunRequested) \
+            and events[0].definition == "chaos-docker"
+        theirs += on_it
+        if on_it != unreachable:
+            ended = "unfinished" if finish is None else \
+                finish.failure.category if finish.failure else finish.status
+            wrong.append(f"{str(run_id)[:8]} ({'on it' if on_it else 'elsewhere'}: {ended})")
+    return Invariant(name, not wrong,
+                     f"{theirs} Docker run(s) of launcher {DOOMED} in flight or claimed after "
+                     f"its engine went, each failed as engine_unreachable; wrong: "
+                     f"{', '.join(wrong[:5]) or 'none'}")
+
+
 async def _hostile(chaos: Chaos) -> Invariant:
     """Each hostile run ended failed (never completed), and what it reported of its tries
     (when it got that far: a fault may have killed it first) shows no breach."""
@@ -184,16 +218,22 @@ async def _hostile(chaos: Chaos) -> Invariant:
                      f"{', '.join(sorted(set(breaches))) or 'none'}")
 
 
-async def _orphans(chaos: Chaos) -> Invariant:
+async def _left_behind(chaos: Chaos) -> tuple[list[str], int]:
+    """The containers (local and Docker) and agent roles of this run's runs that exist."""
     ours = {str(r) for r in chaos.requested}
     local = LocalRuntime(chaos.home / "runs" / "local-containers", trust_commands=True)
     left = [n for n, v in (await local.names(LABEL)).items() if v in ours]
     if await docker_runtime.reachable():
         async with DockerRuntime.connect() as docker:
             left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
-    roles = await chaos.store.sql.fetchval(
+    roles = await retry(lambda: chaos.store.sql.fetchval(
         "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
-        " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested))
+        " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested)))
+    return left, int(roles)
+
+
+async def _orphans(chaos: Chaos) -> Invariant:
+    left, roles = await _left_behind(chaos)
     detail = f"{len(left)} container(s), {roles} role(s) left behind"
     for name in left[:3]:  # what their runs' logs say, for whoever reads the table
         types = [r.type_name for r in await chaos.store.read_stream(

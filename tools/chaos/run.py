@@ -95,11 +95,13 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     chosen = FAULTS + (("restart-docker",) if args.restart_docker else ())
     kinds = [chosen[i % len(chosen)] for i in range(args.faults)]
     chaos.rng.shuffle(kinds)
-    console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
-                  f"(seed {args.seed}), two `props serve` replicas and a spare launcher; critics: "
-                  f"{', '.join(critics)}")
     async with anyio.create_task_group() as tg:
         tg.start_soon(chaos.watch)
+        await chaos.start_doomed(tg)
+        console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
+                      f"(seed {args.seed}), two `props serve` replicas, a spare launcher"
+                      f"{' and a doomed one' if chaos.doomed else ''}; critics: "
+                      f"{', '.join(critics)}")
 
         async def load() -> None:
             async with httpx.AsyncClient(timeout=10) as client:

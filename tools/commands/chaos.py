@@ -7,7 +7,7 @@ from typing import Any
 import props.tools.chaos as chaos_package  # its docstring says what chaos does
 
 FAULTS = ("kill-service", "kill-all-services", "terminate-listeners", "kill-container",
-          "idle-transaction", "restart-postgres", "kill-launcher")
+          "idle-transaction", "restart-postgres", "kill-launcher", "engine-gone")
 
 
 def add_parser(sub: Any) -> None:
