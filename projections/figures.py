@@ -9,6 +9,7 @@ them: one definition of each number.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 from props.core.domain import streams
@@ -60,6 +61,23 @@ class _Score:
 
 
 @dataclasses.dataclass(frozen=True)
+class Scope:
+    """Which critic runs a report covers (each None for any): one model, definition,
+    snapshot, and the runs one evaluation requested (every version and attempt)."""
+
+    model: str | None = None
+    definition: str | None = None
+    snapshot: str | None = None
+    evaluation: str | None = None
+
+    def named(self) -> dict[str, str]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+EVERYTHING = Scope()
+
+
+@dataclasses.dataclass(frozen=True)
 class _Chosen:
     name: str | None
     version: int | None
@@ -87,14 +105,15 @@ def scorer_filter(text: str | None) -> tuple[str | None, int | None]:
 async def load(store: EventStore, name: str | None = None, version: int | None = None,
                exclude_imported: bool = False, adjudicated: bool = False,
                as_of: str | None = None, advance: engine.Progress | None = None,
-               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               scope: Scope = EVERYTHING) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The score rows, and every critic run in exactly one state under the report's scorer
     (`states_scorer`; the counts add up to `critic_runs`), and the scored runs that came
     from imported files (`imported_runs`, `imported_by_<signer>`; left out of the rows with
     `exclude_imported`). An unknown scorer is an error naming the known ones. `as_of`
     (TX:POSITION, a global position or a time): from the events up to that point only, the
     projections folded again for this report; `notes["as_of"]` names the point either way,
-    so a quoted figure can be reproduced."""
+    so a quoted figure can be reproduced. `scope` narrows every figure and count to some
+    runs (`notes["scope"]` names it); an evaluation that is not recorded is NotFound."""
     point: Checkpoint | None = None
     async with store.sql.acquire() as conn:
         if await conn.fetchval("SELECT to_regclass('projections.model_scores')") is None:
@@ -111,7 +130,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
             # meanwhile cannot put two points of the log into one report.
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 records, notes = await _load(conn, schema, name, version, exclude_imported,
-                                             adjudicated)
+                                             adjudicated, scope)
                 if point is None:
                     found = await conn.fetch(_Q["live_points"],
                                              [p.checkpoint_name for p in engine.ALL])
@@ -126,10 +145,18 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
 
 async def _load(conn: database.Connection, schema: str, name: str | None,
                 version: int | None, exclude_imported: bool, adjudicated: bool,
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                scope: Scope) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The report's queries on the projections in `schema`, in the caller's transaction."""
     def q(sql: str) -> str:
         return sql.replace("{schema}", schema)
+
+    runs: list[uuid.UUID] | None = None
+    if scope.evaluation is not None:
+        runs = [r[0] for r in await conn.fetch(_Q["evaluation_runs"], scope.evaluation)]
+        if not runs:
+            raise errors.NotFound(f"no evaluation named {scope.evaluation} has requested a "
+                                  f"run (props eval list)")
+    scoped = (scope.model, scope.definition, scope.snapshot, runs)
 
     if name is not None:
         known = sorted({(r["name"], r["version"]) for r in await conn.fetch(q(_Q["known_scorers"]))}
@@ -143,19 +170,19 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 "props.adjudicated": "on" if adjudicated else "off"}
     await conn.execute("SELECT set_config(name, value, true) FROM unnest($1::text[], $2::text[]) "
                        "AS s(name, value)", list(settings), list(settings.values()))
-    found = shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version))
+    found = shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version, *scoped))
     rows = [r for r in found if r.whole]
     points = [r for r in found if not r.whole]
     # With the setting off no grade is replaced: no need to read them all to count none.
     overridden = await conn.fetchval(q(_Q["adjudicated_issues"]), name, version) \
         if adjudicated else 0
     chosen = shaped(_REPORT_SCORER, await conn.fetch(q(_REPORT_SCORER.text), name, version))[0]
-    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen.name, chosen.version)
+    gaps = await conn.fetchrow(q(_Q["evidence_gaps"]), chosen.name, chosen.version, *scoped)
     assert gaps is not None
     if sum(gaps[k] for k in gaps.keys() if k != "critic_runs") != gaps["critic_runs"]:
         raise AssertionError(f"run states do not add up: {dict(gaps)}")  # the CASE: never
     imported = {r["signer"]: int(r["runs"])
-                for r in await conn.fetch(q(_Q["imported_runs"]), name, version)} \
+                for r in await conn.fetch(q(_Q["imported_runs"]), name, version, *scoped)} \
         if await conn.fetchval(q(_Q["any_imported"])) else {}
     examples = _by_group(points)
     records = []
@@ -178,6 +205,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["states_scorer"] = None if chosen.name is None else \
         chosen.name + ("" if chosen.version is None else f"@{chosen.version}")
     notes["interval_method"] = intervals.METHOD
+    notes["scope"] = scope.named()
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
     notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())

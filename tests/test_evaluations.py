@@ -191,3 +191,37 @@ async def test_the_budget_stops_new_runs(store: EventStore, dsn: str, tmp_path: 
     assert done.returncode == 3, done.stdout + done.stderr
     assert "on-a-budget: budget exhausted" in done.stdout
     assert len(await _requests(store)) < 8  # no new run once the spend reached the budget
+
+
+@pytest.mark.slow
+async def test_report_eval_counts_only_its_runs(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    await _ready(store)
+    home = tmp_path / "home"
+    first = _plan(tmp_path / "first.toml", "first", REFERENCES, epochs=1)
+    second = _plan(tmp_path / "second.toml", "second", REFERENCES[:1], epochs=1)
+    for plan in (first, second):
+        done = _props(dsn, home, "eval", "run", str(plan), "--runtime", "local")
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def report(*scope: str) -> dict[str, Any]:
+        out = _props(dsn, home, "report", "--format", "json", *scope)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return dict(json.loads(out.stdout))
+
+    everything = report()
+    assert everything["evidence"]["critic_runs"] == 6  # the control: both evaluations
+    only = report("--eval", "first")
+    assert only["evidence"]["critic_runs"] == 4 and only["evidence"]["scope"] == {
+        "evaluation": "first"}
+    assert {(r["definition"], r["runs"]) for r in only["scores"]} == {
+        ("reference", 2), ("reference-lite", 2)}
+    lite = report("--eval", "first", "--definition", "reference-lite")
+    assert [r["definition"] for r in lite["scores"]] == ["reference-lite"]
+    assert lite["evidence"]["critic_runs"] == 2
+    on_one = report("--snapshot", "csvtool/2025-09-03-00")
+    assert {r["runs"] for r in on_one["scores"]} == {1, 2}  # (lite once, reference twice)
+    table = _props(dsn, home, "report", "--eval", "second")
+    assert "only the runs of evaluation second" in " ".join(table.stdout.split())
+    unknown = _props(dsn, home, "report", "--eval", "nope")
+    assert unknown.returncode == 66 and "no evaluation named nope" in unknown.stderr

@@ -25,6 +25,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def name(text: str) -> str:
+    """A model's, definition's, snapshot's or evaluation's name as a filter: 1 to 200
+    characters (the catalog's bound), no control characters."""
+    if not 1 <= len(text) <= 200 or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a name (1 to 200 printable "
+                                         f"characters)")
+    return text
+
+
 _RUN_REF = re.compile(r"^[0-9a-f-]{4,36}$")
 SHORT = 8  # hex digits of a run id shown in tables
 

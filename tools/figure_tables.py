@@ -50,6 +50,9 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
     if left := [header for header, _cell, always in _COLUMNS if not (every or always)]:
         console.print(Text(f"not shown at {console.width} columns: {', '.join(left)} "
                            f"(--wide, --format csv or json)"))
+    if scope := notes.get("scope"):
+        console.print(Text("only the runs of " + ", ".join(
+            f"{k} {v}" for k, v in scope.items())))
     console.print(Text(f"intervals: {notes['interval_method']}"))
     console.print(Text(
         f"as of log point {notes['as_of']} (`props report --as-of {notes['as_of']}` gives "

@@ -4,7 +4,9 @@
 -- run_scores evaluated once for both levels the report shows: per (model, definition,
 -- scorer), the pooled figures (`whole`: the same as the model_scores view, without Wilson
 -- intervals: the report shows the cluster bootstrap), and per example (snapshot and file
--- set) within it, the sums the bootstrap resamples. $1 scorer name or any, $2 version or any.
+-- set) within it, the sums the bootstrap resamples. $1 scorer name or any, $2 version or any;
+-- the report's scope (each NULL for any): $3 model, $4 definition, $5 snapshot, $6 run ids
+-- (an evaluation's).
 -- Sums of fractions in numeric: exact, so the figures do not change in the last digit with
 -- the order parallel workers happen to add rows in (`--as-of` promises the same bytes).
 SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
@@ -20,6 +22,8 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
        stddev_samp(recalled::numeric / nullif(expected, 0))::float8 AS stddev_run_recall
   FROM {schema}.run_scores s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
+   AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR definition = $4)
+   AND ($5::text IS NULL OR snapshot = $5) AND ($6::uuid[] IS NULL OR run_id = ANY ($6))
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
  GROUP BY GROUPING SETS ((model, definition, scorer_name, scorer_version),
@@ -35,8 +39,8 @@ SELECT coalesce($1::text, a.name) AS name,
   FROM (SELECT 1) one LEFT JOIN {schema}.active_scorer a ON true
 
 -- evidence_gaps --
--- Every critic run in exactly one state under the report's scorer ($1 name, NULL for none;
--- $2 version or any: see report_scorer), so that the counts add up to critic_runs: excluded
+-- Every critic run in the report's scope ($3..$6, as in `scores`) in exactly one state under
+-- the report's scorer ($1 name, NULL for none; $2 version or any: see report_scorer), so that the counts add up to critic_runs: excluded
 -- (`run.excluded`), touched by a parked event (one of its own or of its grades that some
 -- consumer skips now: its figures may be partial, so it is never silently counted), no
 -- finish event yet, finished but not completed, completed with no issue reported (nothing
@@ -81,6 +85,8 @@ WITH with_issues AS (
       LEFT JOIN unscorable s ON s.run_id = r.run_id
       LEFT JOIN parked pk ON pk.run_id = r.run_id
      WHERE r.agent_type = 'critic'
+       AND ($3::text IS NULL OR r.model = $3) AND ($4::text IS NULL OR r.definition = $4)
+       AND ($5::text IS NULL OR r.snapshot = $5) AND ($6::uuid[] IS NULL OR r.run_id = ANY ($6))
 )
 SELECT count(*) AS critic_runs,
        count(*) FILTER (WHERE state = 'excluded') AS excluded,
@@ -101,10 +107,12 @@ SELECT EXISTS (SELECT 1 FROM {schema}.imported_runs)
 
 -- imported_runs --
 -- The scored runs that came in from export files, by the key that signed the file (asked
--- only when some came in: it evaluates run_scores again).
+-- only when some came in: it evaluates run_scores again). The scope: $3..$6 of `scores`.
 SELECT i.signer, count(DISTINCT s.run_id) AS runs
   FROM {schema}.run_scores s JOIN {schema}.imported_runs i ON i.run_id = s.run_id
  WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
+   AND ($3::text IS NULL OR s.model = $3) AND ($4::text IS NULL OR s.definition = $4)
+   AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
  GROUP BY i.signer ORDER BY i.signer
 
 -- adjudicated_issues --
@@ -117,3 +125,8 @@ SELECT count(*) FROM {schema}.scored_edges
 -- Where the live projections ($1: their checkpoints' names) stand: one row when they all
 -- stand at one point, read in the report's own snapshot.
 SELECT DISTINCT tx_id, position FROM props.checkpoints WHERE name = ANY ($1::text[])
+
+-- evaluation_runs --
+-- Every run an evaluation requested ($1 its name), each version and attempt.
+SELECT (data->>'run_id')::uuid FROM props.events
+ WHERE category = 'run' AND type = 'run.requested' AND metadata->>'evaluation' = $1

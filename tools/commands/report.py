@@ -27,7 +27,7 @@ def add_parser(sub: Any) -> None:
         "report", help="recall and precision per model, definition and scorer",
         description="Recall (TP occurrences found over those in scope) and precision (issues "
         "matching a TP over graded issues) per model, critic definition and scorer, with "
-        "95%% intervals, from the projections (run `props projections run` or "
+        "95% intervals, from the projections (run `props projections run` or "
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
         "counted and reported, never silently left out, and so are runs that came in from "
         "imported export files (by the key that signed them, or 'unsigned').\n\n"
@@ -36,6 +36,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="a table for people (default), or CSV or JSON for programs")
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
+    scope = p.add_argument_group(
+        "scope", "only some runs (each figure, count and interval over those alone)")
+    scope.add_argument("--eval", dest="evaluation", metavar="NAME", type=arguments.name,
+                       help="the runs this evaluation requested (every version and retry)")
+    scope.add_argument("--model", type=arguments.name, help="the runs of this model")
+    scope.add_argument("--definition", type=arguments.name,
+                       help="the runs of this critic definition")
+    scope.add_argument("--snapshot", type=arguments.name, help="the runs on this snapshot")
     p.add_argument("--exclude-imported", action="store_true",
                    help="leave out the runs that came in from imported export files")
     p.add_argument("--adjudicated", action="store_true",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import orjson
 
 from props.core.log.store import EventStore
-from props.projections.figures import COLUMNS, load, scorer_filter
+from props.projections.figures import COLUMNS, Scope, load, scorer_filter
 from props.tools import figure_tables, progress
 
 
@@ -24,7 +24,9 @@ async def report_cmd(args: argparse.Namespace, store: EventStore) -> int:
         else contextlib.nullcontext()
     with folding as advance:
         records, notes = await load(store, name, version, args.exclude_imported,
-                                    args.adjudicated, args.as_of, advance)
+                                    args.adjudicated, args.as_of, advance, Scope(
+                                        args.model, args.definition, args.snapshot,
+                                        args.evaluation))
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
