@@ -131,10 +131,12 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
         assert "3 new version(s) recorded" in out.stdout
         # Two variants of the reference critic and the ruff baseline, twice on each snapshot.
         assert "as critic baseline-ruff (new)" in out.stdout
-        assert "18 requested across 3 snapshots (18 new, 0 reused)" in out.stdout
-        assert "18 run(s) finished and graded under tiered@2, none pending" in out.stdout
         flat = " ".join(out.stdout.split())  # as printed, whatever the terminal's width
+        assert "evaluation demo v1 (demo.toml): 18 cases, 3 critics x 3 snapshots x 2 " \
+               "epochs (recorded)" in flat
+        assert "18 run(s) finished and graded under tiered@2, none pending" in out.stdout
         assert "baseline-ruff" in flat  # in the report, beside the variants
+        assert "only the runs of evaluation demo" in flat
         assert ("critic runs: 18, each in one state under tiered@2: scored: 18; excluded "
                 "(run.excluded): 0; without a finish event (missing evidence): 0; finished "
                 "but not completed: 0") in flat
@@ -144,7 +146,9 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
         again = subprocess.run([*CLI, "demo"], capture_output=True, text=True, env=env,
                                timeout=300, check=False)
         assert again.returncode == 0, again.stderr
-        assert "(0 new, 18 reused)" in again.stdout and "(reused)" in again.stdout
+        flat = " ".join(again.stdout.split())
+        assert "evaluation demo v1 (demo.toml): 18 cases" in flat
+        assert "epochs (resumed)" in flat and "(reused)" in flat
         assert f"export: {first} events" in again.stdout  # duplicates nothing
     finally:
         subprocess.run([*CLI, "db", "stop"], env=env, capture_output=True, timeout=60,

@@ -1,11 +1,12 @@
 """`props demo`: from nothing to a scored, re-scored and exported evaluation, on the log.
 
 Migrate; sync the bundled specimens; push the reference critic in two variants (all checks,
-and a "lite" one with fewer: two "models"); request a dozen runs across the samples; serve
-the reactors and the projection runner in this process until every run is finished and
-graded (on Docker when an engine answers, else as local processes); print the report;
-re-score under overlap@2 and print the comparison; export the log and verify the file.
-Run ids derive from what they run, so running the demo again reuses everything.
+and a "lite" one with fewer: two "models") and the ruff baseline; run the bundled plan
+(tools/plans/demo.toml) as an evaluation, as `props eval run` does: the reactors and the
+projection runner serve in this process until every case is scored (on Docker when an engine
+answers, else as local processes); print the evaluation's report; re-score under overlap@2
+and print the comparison; export the log and verify the file. A case's run id derives from
+the evaluation and the case, so running the demo again reuses everything.
 """
 
 from __future__ import annotations
@@ -13,20 +14,21 @@ from __future__ import annotations
 import argparse
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
+from rich.markup import escape
 from rich.progress import Progress
 
 from props.core.domain import (
     baselines,
-    catalog,
     definitions,
+    evaluations,
     exports,
     specimen_sync,
     specimens,
-    streams,
 )
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
@@ -41,11 +43,11 @@ from props.reactors.docker_runtime import (
     build_reference_image,
 )
 from props.reactors.service import Service, container_runtimes
+from props.tools import evaluation_driver as driver
 from props.tools import figure_tables, samples
 from props.tools.render import Console
 
 console = Console(highlight=False)
-_NAMESPACE = uuid.UUID("9e3c2f7a-52d1-4b8e-a6c4-0d1e2f3a4b5c")
 
 # The reference critic twice: every check, and a "lite" variant with a few. Their names
 # double as the "models" of the report.
@@ -54,7 +56,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "reference-lite": {"checks": ["open-without-with", "swallowed-exception",
                                   "mutable-default"]},
 }
-REPEATS = 2  # runs per variant and snapshot: the report's spread across repeated runs
+PLAN = Path(__file__).parent / "plans" / "demo.toml"
 BASELINE = "ruff"  # the static analyzer the report compares the variants with
 SCORER, RESCORER = scorers.DEFAULT_SCORER, "overlap@2"  # the default grader, then a re-score
 WAIT_SECONDS = 150
@@ -75,11 +77,17 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         console.print(f"specimens: {len(found)} sample snapshots, {synced.appended} new "
                       f"version(s) recorded" + ("" if synced.appended else " (reused)"))
         runtime, critics = await _push_critics(store, runtimes)
-        slugs = sorted(s.slug for s in found)
-        run_ids, new = await _request_runs(store, slugs, critics)
-        console.print(f"critic runs: {len(run_ids)} requested across {len(slugs)} snapshots "
-                      f"({new} new, {len(run_ids) - new} reused); runtime: {runtime}")
-        compared = await _serve_and_score(store, runtimes, run_ids)
+        plan = evaluations.load_plan(PLAN)
+        plan = plan.model_copy(update={"critic": [c for c in plan.critic
+                                                  if c.definition in critics]})
+        cases = await evaluations.resolve(store, plan)
+        # The plan follows what this machine has (Docker or not, the baseline or not): a
+        # changed one is the evaluation's next version, never a refusal.
+        ev, resumed = await evaluations.start(store, plan, cases, new_version=True)
+        console.print(f"evaluation {ev.name} v{ev.version} ({PLAN.name}): {len(cases)} cases, "
+                      f"{len(plan.critic)} critics x {len(found)} snapshots x {plan.epochs} "
+                      f"epochs ({'resumed' if resumed else 'recorded'}); runtime: {runtime}")
+        compared = await _serve_and_score(store, runtimes, ev)
         out = embedded.default_home() / "demo-export.jsonl.zst"
         out.parent.mkdir(parents=True, exist_ok=True)
         total = await store.sql.fetchval("SELECT count(*) FROM props.events")
@@ -93,7 +101,8 @@ async def demo_cmd(args: argparse.Namespace) -> int:
                       f"events, chain and manifest intact")
     console.print(
         f"done in {time.perf_counter() - began:.1f}s\n"
-        "explore: `props report`, `props runs list`, `props runs show RUN_ID`, "
+        f"explore: `props eval show {ev.name}`, `props report --eval {ev.name}`, "
+        "`props runs list`, `props runs show RUN_ID`, "
         f"`props compare {SCORER} {RESCORER} --all`, `props events tail --from start "
         '--no-follow`, `psql "$(props db dsn --analyst)"` (the analyst role reads '
         "projections only), `props serve` to keep the reactors running")
@@ -103,9 +112,9 @@ async def demo_cmd(args: argparse.Namespace) -> int:
 
 
 async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
-                        ) -> tuple[str, list[tuple[str, str]]]:
+                        ) -> tuple[str, list[str]]:
     """The two variants and the ruff baseline, as Docker images when an engine is there,
-    else local commands; the runtime and (definition, ref) of each critic to run."""
+    else local commands; the runtime and the definitions pushed."""
     docker = next((rt for rt in runtimes if isinstance(rt, DockerRuntime)), None)
     base = (await build_reference_image(docker) if docker
             else definitions.reference_local())
@@ -118,7 +127,7 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
         pushed += await definitions.push(store, variant)
     console.print(f"definitions: {len(VARIANTS)} critic variants "
                   + (f"({pushed} new)" if pushed else "(reused)"))
-    critics = [(name, "demo") for name in VARIANTS]
+    critics = list(VARIANTS)
     try:
         baseline = (await build_baseline_image(docker, BASELINE) if docker
                     else baselines.local(BASELINE))
@@ -128,40 +137,29 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
     new = await definitions.push(store, baseline)
     console.print(f"baseline: {BASELINE} {baseline.config['version']} as critic "
                   f"{baseline.name} ({'new' if new else 'reused'})")
-    return base.runtime, [*critics, (baseline.name, baseline.tag)]
-
-
-async def _request_runs(store: EventStore, slugs: list[str], critics: list[tuple[str, str]]
-                        ) -> tuple[list[uuid.UUID], int]:
-    ids, new = [], 0
-    for name, ref in critics:
-        for slug in slugs:
-            for i in range(REPEATS):
-                run_id = uuid.uuid5(_NAMESPACE, f"{name}:{slug}:{i}")
-                ids.append(run_id)
-                if await store.stream_version(streams.run(run_id)):
-                    continue
-                await store.append(streams.run(run_id), [catalog.RunRequested(
-                    run_id=run_id, agent_type="critic", definition=name,
-                    definition_ref=ref, example=catalog.Example(snapshot=slug),
-                    model=name, timeout_seconds=60, budget_usd=0.0,
-                    requested_by="props demo")], expected_version=0)
-                new += 1
-    return ids, new
+    return base.runtime, [*critics, baseline.name]
 
 
 async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
-                           run_ids: list[uuid.UUID]) -> comparison.Comparison:
-    service = Service(store, runtimes, poll_interval=0.2)
+                           ev: evaluations.Evaluation) -> comparison.Comparison:
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("critics running, grading", total=None)
+        driven = await driver.serve_until_done(
+            store, ev, runtimes, driver.Stops(wait=WAIT_SECONDS),
+            lambda line: progress.update(task, description=escape(line)))
+    left = [s for s in driven.states if s.state not in driver.DONE]
+    if left:
+        raise errors.PropsError(
+            f"evaluation {ev.name}: {len(left)} of {len(driven.states)} case(s) not scored "
+            f"({driven.outcome}); `props eval show {ev.name}` says which and why")
+    run_ids = [s.run_id for s in driven.states if s.run_id is not None]
+    console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
+                  f"{SCORER}, none pending")
+    records, notes = await figures.load(store, scope=figures.Scope(evaluation=ev.name))
+    figure_tables.print_report(records, notes)
+    service = Service(store, runtimes, poll_interval=0.2)  # (the re-score's grades fold)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("critics running, grading", total=len(run_ids))
-            await _settled(store, run_ids, lambda n: progress.update(task, completed=n))
-        console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
-                      f"{SCORER}, none pending")
-        records, notes = await figures.load(store)
-        figure_tables.print_report(records, notes)
         console.print(f"re-scoring every run with {RESCORER} (3 lines of tolerance) ...")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"re-scoring with {RESCORER}", total=None)
@@ -171,7 +169,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
                 progress=lambda n: progress.advance(task, n))
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
                       + ("" if report.appended else " (reused)"))
-        await _settled(store, run_ids, lambda n: None)
+        await _settled(store, run_ids)
         compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
         figure_tables.print_comparison(compared)
         tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
@@ -181,15 +179,13 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
 _EVERY_RUN = rescoring.Selection(everything=True)
 
 
-async def _settled(store: EventStore, run_ids: list[uuid.UUID],
-                   show: Callable[[int], None]) -> None:
+async def _settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
         while True:
             statuses = await projection_status.of(store)
             built = all(s.checkpoint is not None for s in statuses)
             done = await store.sql.fetchval(_FINISHED, run_ids) if built else 0
-            show(done)
             if done == len(run_ids) and not any(s.lag_events for s in statuses) \
                     and not await store.sql.fetchval(_PENDING):
                 return

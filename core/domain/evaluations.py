@@ -269,12 +269,17 @@ async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -
 
 async def end(store: EventStore, ev: Evaluation, outcome: catalog.EvaluationOutcome,
               states: list[CaseState]) -> None:
+    """Record how this drive left the evaluation. The same ending again (a rerun of a
+    complete evaluation, which requests nothing) is the same fact: it appends nothing."""
     count = {s: sum(1 for c in states if c.state == s) for s in ("scored", "failed",
                                                                  "excluded", "missing")}
-    await store.append(streams.evaluation(ev.name), [catalog.EvaluationEnded(
+    event = catalog.EvaluationEnded(
         name=ev.name, version=ev.version, outcome=outcome, scored=count["scored"],
         failed=count["failed"], excluded=count["excluded"], missing=count["missing"],
-        cost_usd=sum(c.cost_usd for c in states))])
+        cost_usd=sum(c.cost_usd for c in states))
+    runs = ",".join(sorted(str(c.run_id) for c in states if c.run_id is not None))
+    await store.append(streams.evaluation(ev.name), [NewEvent(event, uuid.uuid5(
+        _NAMESPACE, f"ended:{event.model_dump_json()}:{runs}"))])
 
 
 def max_connections(definition: catalog.DefinitionPushed) -> int | None:

@@ -1,152 +1,32 @@
 """What `props eval` does: the handlers that the parsers of `props.tools.commands.evaluations`
-name. `run` drives an evaluation to its end: it requests cases within the ceiling in force,
-serves the reactors in this process, says how the cases stand as they move, and ends with the
-evaluation's report."""
+name. `run` drives an evaluation to its end (props.tools.evaluation_driver), printing a line
+as the cases move, and ends with the evaluation's report, which `show` prints again."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import orjson
 
-from props.core.domain import catalog, definitions, evaluations, streams
+from props.core.domain import catalog, evaluations, streams
 from props.core.domain.evaluations import CaseState, Evaluation
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
-from props.projections import status as projection_status
-from props.reactors.launcher import Launcher
-from props.reactors.service import Service, container_runtimes
+from props.reactors.service import container_runtimes
 from props.schema import queries
+from props.tools import evaluation_driver as driver
 from props.tools.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
 _Q = queries.load("evaluations")
-TICK = 0.5  # seconds between looks at the cases
-DONE: frozenset[str] = frozenset({"scored", "excluded"})
-
-
-@dataclasses.dataclass(frozen=True)
-class Ceiling:
-    """How many of the evaluation's runs may be in flight at once, and which ceiling that is;
-    per critic, its model's own (`max_connections`)."""
-
-    runs: int
-    why: str
-    per_definition: dict[str, int]
-
-
-async def _ceiling(store: EventStore, ev: Evaluation, capacity: int | None) -> Ceiling:
-    found = {"the plan's max_concurrency": ev.plan.max_concurrency}
-    if capacity is not None:
-        found["the launcher's capacity"] = capacity
-    per_definition: dict[str, int] = {}
-    for critic in ev.plan.critic:
-        d = await definitions.resolve(store, "critic", critic.definition, critic.ref)
-        if d is not None and (limit := evaluations.max_connections(d)) is not None:
-            per_definition[critic.definition] = limit
-            found[f"{critic.definition}'s max_connections"] = limit
-    why = min(found, key=lambda k: found[k])
-    return Ceiling(found[why], why, per_definition)
-
-
-async def _states(store: EventStore, ev: Evaluation, scorer: str | None,
-                  stopped: bool = False, settled: dict[str, CaseState] | None = None,
-                  ) -> list[CaseState]:
-    """Each case's state; `settled`: those already known to be final (read once, not at
-    every look), filled in as cases settle."""
-    out = []
-    for c in ev.cases:
-        known = settled.get(c.key) if settled is not None else None
-        out.append(known or await evaluations.state_of(store, ev, c, scorer, stopped))
-    return out
-
-
-def _failure_limit(args: argparse.Namespace, cases: int) -> float:
-    given: float | None = args.fail_on_error
-    if given is None:
-        return math.inf
-    return given * cases if 0 < given < 1 else given
-
-
-def _line(ev: Evaluation, states: Sequence[CaseState], began: float) -> str:
-    n = Counter(s.state for s in states)
-    done = n["scored"] + n["excluded"] + n["failed"]
-    spent = sum(s.cost_usd for s in states)
-    budget = f" of ${ev.plan.budget_usd:.2f}" if ev.plan.budget_usd is not None else ""
-    elapsed = time.monotonic() - began
-    left = len(states) - done
-    eta = f"; about {elapsed / done * left:.0f} s left" if done and left else ""
-    return (f"{ev.name}: {done}/{len(states)} done ({n['scored']} scored, {n['failed']} "
-            f"failed, {n['excluded']} excluded), {n['running']} running, {n['waiting']} "
-            f"waiting; spent ${spent:.2f}{budget}{eta}")
-
-
-async def _drive(store: EventStore, ev: Evaluation, args: argparse.Namespace,
-                 ceiling: Ceiling) -> catalog.EvaluationOutcome:
-    """Request what has no result within the ceiling until every case is done (or a stop
-    applies); returns how it ended."""
-    began, deadline, shown = time.monotonic(), time.monotonic() + args.wait, ""
-    limit = _failure_limit(args, len(ev.cases))
-    outcome: catalog.EvaluationOutcome = "complete"
-    settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
-    while True:
-        # (read each time: a new log's grader activates the default scorer as it starts)
-        states = await _states(store, ev, await registration.active_scorer(store),
-                               settled=settled)
-        settled.update((s.case.key, s) for s in states if s.state in DONE or (
-            s.state == "failed" and s.attempts > args.retry_failed))
-        line = _line(ev, states, began)
-        if line != shown:
-            console.print(line, markup=False)
-            shown = line
-        retryable = [s for s in states if s.state == "failed" and s.attempts <= args.retry_failed]
-        failed = sum(1 for s in states if s.state == "failed") - len(retryable)
-        spent = sum(s.cost_usd for s in states)
-        if ev.plan.budget_usd is not None and spent >= ev.plan.budget_usd:
-            outcome = "budget_exhausted"
-        elif failed > limit:
-            outcome = "stopped_on_errors"
-        flying = [s for s in states if s.state == "running"]
-        if outcome == "complete":
-            await _request_within(store, ev, ceiling, flying,
-                                  [s for s in states if s.state == "waiting"] + retryable)
-        ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
-        if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
-            return outcome
-        await anyio.sleep(TICK)
-
-
-async def _request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
-                          flying: list[CaseState], todo: list[CaseState]) -> None:
-    per_definition = Counter(s.case.definition for s in flying)
-    room = ceiling.runs - len(flying)
-    for s in todo:
-        if room <= 0:
-            return
-        limit = ceiling.per_definition.get(s.case.definition)
-        if limit is not None and per_definition[s.case.definition] >= limit:
-            continue
-        await evaluations.request(store, ev, s.case, s.attempts)
-        per_definition[s.case.definition] += 1
-        room -= 1
 
 
 # -- the report ---------------------------------------------------------------------------------
-
-
-async def _caught_up(store: EventStore, seconds: float = 60) -> None:
-    """The analysts' tables hold what the log says (the scores are read from them)."""
-    with anyio.move_on_after(seconds):
-        while any(s.lag_events for s in await projection_status.of(store)):  # noqa: ASYNC110
-            await anyio.sleep(0.1)
 
 
 async def _scores(store: EventStore, states: Sequence[CaseState],
@@ -196,8 +76,8 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
                   outcome: str, fmt: str) -> int:
     scorer = await registration.active_scorer(store)
     scores = await _scores(store, states, scorer)  # (as the analysts' tables hold them)
-    complete = all(s.state in DONE for s in states)
-    open_cases = [s for s in states if s.state not in DONE]
+    complete = all(s.state in driver.DONE for s in states)
+    open_cases = [s for s in states if s.state not in driver.DONE]
     if fmt == "json":
         print(orjson.dumps({
             "name": ev.name, "version": ev.version, "outcome": outcome, "complete": complete,
@@ -258,37 +138,27 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})",
                   markup=False)
     if args.detach:
-        ceiling = await _ceiling(store, ev, None)
-        states = await _states(store, ev, await registration.active_scorer(store))
-        await _request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)), [],
-                              [s for s in states if s.state == "waiting"])
+        ceiling = await driver.ceiling_of(store, ev, None)
+        states = await driver.case_states(store, ev, await registration.active_scorer(store))
+        await driver.request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
+                                    [], [s for s in states if s.state == "waiting"])
         console.print(f"requested; `props serve` runs them, `props eval show {ev.name}` "
                       f"says where they stand", markup=False)
         return 0
+    stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     async with container_runtimes(args.runtime) as runtimes:
-        service = Service(store, runtimes, poll_interval=0.2)
-        capacity = next((h.reactor.capacity for h in service.hosts
-                         if isinstance(h.reactor, Launcher)), None)
-        ceiling = await _ceiling(store, ev, capacity)
-        console.print(f"at most {ceiling.runs} run(s) at once: {ceiling.why}", markup=False)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(service.run, name="props-eval-service")
-            outcome = await _drive(store, ev, args, ceiling)
-            await _caught_up(store)
-            tg.cancel_scope.cancel()
-    states = await _states(store, ev, await registration.active_scorer(store), stopped=True)
-    if outcome == "complete" and not all(s.state in DONE for s in states):
-        outcome = "incomplete"
-    await evaluations.end(store, ev, outcome, states)
-    return await _report(store, ev, states, outcome, args.format)
+        driven = await driver.serve_until_done(
+            store, ev, runtimes, stops, lambda line: console.print(line, markup=False))
+    return await _report(store, ev, driven.states, driven.outcome, args.format)
 
 
 async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     ev = await evaluations.recorded(store, args.name)
     ended = any(isinstance(r.event, catalog.EvaluationEnded) and r.event.version == ev.version
                 for r in await store.read_stream(streams.evaluation(ev.name)))
-    states = await _states(store, ev, await registration.active_scorer(store), stopped=ended)
-    outcome = "complete" if all(s.state in DONE for s in states) else "incomplete"
+    states = await driver.case_states(store, ev, await registration.active_scorer(store),
+                                      stopped=ended)
+    outcome = "complete" if all(s.state in driver.DONE for s in states) else "incomplete"
     return await _report(store, ev, states, outcome, args.format)
 
 
@@ -297,7 +167,7 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     rows = []
     for name in await evaluations.names(store):
         ev = await evaluations.recorded(store, name)
-        n = Counter(s.state for s in await _states(store, ev, scorer))
+        n = Counter(s.state for s in await driver.case_states(store, ev, scorer))
         rows.append({"name": name, "version": ev.version, "cases": len(ev.cases),
                      "scored": n["scored"], "failed": n["failed"],
                      "open": len(ev.cases) - n["scored"] - n["failed"] - n["excluded"]})
