@@ -194,7 +194,7 @@ async def test_the_budget_stops_new_runs(store: EventStore, dsn: str, tmp_path: 
 
 
 @pytest.mark.slow
-async def test_report_eval_counts_only_its_runs(
+async def test_report_eval_counts_only_its_runs_and_compare_pairs_examples(
         store: EventStore, dsn: str, tmp_path: Path) -> None:
     await _ready(store)
     home = tmp_path / "home"
@@ -225,3 +225,19 @@ async def test_report_eval_counts_only_its_runs(
     assert "only the runs of evaluation second" in " ".join(table.stdout.split())
     unknown = _props(dsn, home, "report", "--eval", "nope")
     assert unknown.returncode == 66 and "no evaluation named nope" in unknown.stderr
+    # Two critics of one evaluation, paired on the examples both scored:
+    inside = json.loads(_props(dsn, home, "eval", "compare", "first:reference",
+                               "first:reference-lite", "--json").stdout)
+    [pair] = inside["pairs"]
+    assert pair["examples"] == 2 and (pair["only_a"], pair["only_b"]) == (0, 0)
+    assert pair["recall_delta"] == pytest.approx(pair["recall_b"] - pair["recall_a"])
+    # Two evaluations: the critic they share (the reference critic is deterministic: the
+    # same findings, a delta of 0 whose interval is [0, 0]).
+    across = json.loads(_props(dsn, home, "eval", "compare", "first", "second",
+                               "--json").stdout)
+    [same] = across["pairs"]
+    assert same["a"]["definition"] == same["b"]["definition"] == "reference"
+    assert (same["recall_delta"], same["recall_delta_low"], same["recall_delta_high"]) == (
+        0, 0, 0) and same["recall_significant"] is False
+    one_sided = _props(dsn, home, "eval", "compare", "first:reference", "second")
+    assert one_sided.returncode != 0 and "on both sides" in one_sided.stderr

@@ -70,6 +70,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("name", help="the evaluation's name")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.evaluations:show_cmd", connections=4)
+    p = cmds.add_parser(
+        "compare", help="two critics, of one evaluation or of two, on the examples both scored",
+        description="B against A under the active scorer: recall and precision of each over "
+        "the examples (snapshot and file set) both scored, and B minus A with a paired "
+        "cluster bootstrap over those examples (the interval every props figure has). "
+        "EVAL compares each critic two evaluations share; EVAL:DEFINITION names one critic "
+        "(both sides then). Examples only one side scored are counted, never paired.")
+    p.add_argument("a", metavar="A", help="EVAL or EVAL:DEFINITION")
+    p.add_argument("b", metavar="B", help="EVAL or EVAL:DEFINITION")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="props.tools.handlers.evaluations:compare_cmd", connections=4)
     p = cmds.add_parser("list", help="every evaluation: versions, cases and where they stand")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.evaluations:list_cmd", connections=4)

@@ -7,75 +7,40 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from props.core.domain import catalog, evaluations, streams
 from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
+from props.projections import evaluation_scores
 from props.reactors.service import container_runtimes
-from props.schema import queries
 from props.tools import evaluation_driver as driver
 from props.tools.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
-_Q = queries.load("evaluations")
 
 
 # -- the report ---------------------------------------------------------------------------------
-
-
-async def _scores(store: EventStore, states: Sequence[CaseState],
-                  scorer: str | None) -> list[dict[str, Any]]:
-    """Recall and precision per critic (definition and model) under `scorer`, over its
-    scored cases, each with the one interval method props reports (intervals.METHOD)."""
-    if scorer is None:
-        return []
-    name, version = streams.parse_ref(scorer)
-    scored = [s.run_id for s in states if s.state == "scored" and s.run_id is not None]
-    rows = await store.sql.fetch(_Q["case_scores"], scored, name, version)
-    by_run = {r["run_id"]: r for r in rows}
-    out = []
-    critics = sorted({(s.case.definition, s.case.model) for s in states})
-    for definition, model in critics:
-        mine = [s for s in states if (s.case.definition, s.case.model) == (definition, model)]
-        recall: dict[tuple[str, str | None], list[float]] = {}
-        precision: dict[tuple[str, str | None], list[float]] = {}
-        for s in mine:
-            if (r := by_run.get(s.run_id)) is None:
-                continue
-            key = (s.case.snapshot, s.case.files_hash)
-            recall.setdefault(key, [0.0, 0.0])
-            precision.setdefault(key, [0.0, 0.0])
-            recall[key][0] += r["recalled"]
-            recall[key][1] += r["expected"]
-            precision[key][0] += r["finds"]
-            precision[key][1] += r["graded"]
-        out.append({"definition": definition, "model": model, "cases": len(mine),
-                    "scored": sum(1 for s in mine if s.state == "scored"),
-                    **_ratio("recall", recall), **_ratio("precision", precision)})
-    return out
-
-
-def _ratio(name: str, clusters: dict[Any, list[float]]) -> dict[str, Any]:
-    k = sum(c[0] for c in clusters.values())
-    n = sum(c[1] for c in clusters.values())
-    low, high = intervals.ratio_interval([(c[0], c[1]) for c in clusters.values()])
-    return {name: k / n if n else None, f"{name}_low": low, f"{name}_high": high}
 
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _with_interval(value: float | None, low: float | None, high: float | None) -> str:
+    return f"{_pct(value)} [{_pct(low)}, {_pct(high)}]"
+
+
 async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
                   outcome: str, fmt: str) -> int:
     scorer = await registration.active_scorer(store)
-    scores = await _scores(store, states, scorer)  # (as the analysts' tables hold them)
+    scores = evaluation_scores.critic_rows(  # (as the analysts' tables hold them)
+        await evaluation_scores.scored(store, states, scorer))
     complete = all(s.state in driver.DONE for s in states)
     open_cases = [s for s in states if s.state not in driver.DONE]
     if fmt == "json":
@@ -89,10 +54,8 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
     table = Table("definition", "model", "cases", "scored", "recall", "precision")
     for r in scores:
         table.add_row(r["definition"], r["model"], str(r["cases"]), str(r["scored"]),
-                      f"{_pct(r['recall'])} [{_pct(r['recall_low'])}, "
-                      f"{_pct(r['recall_high'])}]",
-                      f"{_pct(r['precision'])} [{_pct(r['precision_low'])}, "
-                      f"{_pct(r['precision_high'])}]")
+                      *(_with_interval(r[m], r[f"{m}_low"], r[f"{m}_high"])
+                        for m in ("recall", "precision")))
     console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:",
                   markup=False)
     if scores:
@@ -182,4 +145,72 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
         table.add_row(r["name"], str(r["version"]), str(r["cases"]), str(r["scored"]),
                       str(r["failed"]), str(r["open"]))
     console.print(table)
+    return 0
+
+
+# -- comparing two critics ------------------------------------------------------------------
+
+
+async def _side(store: EventStore, spec: str, scorer: str | None,
+                ) -> tuple[str, evaluation_scores.Scored, str | None]:
+    """EVAL or EVAL:DEFINITION: the evaluation's scored sums, and the definition named."""
+    name, _, definition = spec.partition(":")
+    ev = await evaluations.recorded(store, name)
+    found = await evaluation_scores.scored(store, await driver.case_states(store, ev, scorer),
+                                           scorer)
+    if definition and not any(d == definition for d, _m in found.sums):
+        raise errors.NotFound(f"evaluation {name} has no critic {definition}; its critics: "
+                              + ", ".join(sorted({d for d, _m in found.sums})))
+    return name, found, definition or None
+
+
+def _pairs(a: evaluation_scores.Scored, a_def: str | None, b: evaluation_scores.Scored,
+           b_def: str | None) -> list[tuple[evaluation_scores.Critic, evaluation_scores.Critic]]:
+    """Which critic of A meets which of B: the two named, else each critic both have."""
+    if (a_def is None) != (b_def is None):
+        raise errors.PropsError("name a critic on both sides (EVAL:DEFINITION) or on neither")
+    if a_def is None:
+        return [(c, c) for c in sorted(set(a.sums) & set(b.sums))]
+    a_critics = [c for c in a.sums if c[0] == a_def]
+    b_critics = [c for c in b.sums if c[0] == b_def]
+    if len(a_critics) != 1 or len(b_critics) != 1:
+        raise errors.PropsError(f"{a_def} or {b_def} is several critics (one per model): "
+                                f"compare the evaluations whole")
+    return [(a_critics[0], b_critics[0])]
+
+
+async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    scorer = await registration.active_scorer(store)
+    a_name, a, a_def = await _side(store, args.a, scorer)
+    b_name, b, b_def = await _side(store, args.b, scorer)
+    rows = []
+    for ca, cb in _pairs(a, a_def, b, b_def):
+        rows.append({"a": {"evaluation": a_name, "definition": ca[0], "model": ca[1]},
+                     "b": {"evaluation": b_name, "definition": cb[0], "model": cb[1]},
+                     **evaluation_scores.paired(a.sums[ca], b.sums[cb])})
+    if args.format == "json":
+        print(orjson.dumps({"a": args.a, "b": args.b, "scorer": scorer,
+                            "interval": intervals.METHOD, "pairs": rows}).decode())
+        return 0 if rows else 1
+    if not rows:
+        console.print(f"{args.a} and {args.b} share no critic: name one on each side "
+                      f"(EVAL:DEFINITION)", markup=False)
+        return 1
+    table = Table("A", "B", "examples", "recall A", "recall B", "B - A",
+                  "precision A", "precision B", "B - A")
+    for r in rows:
+        table.add_row(
+            f"{r['a']['evaluation']}:{r['a']['definition']}",
+            f"{r['b']['evaluation']}:{r['b']['definition']}",
+            f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
+                                  if r["only_a"] or r["only_b"] else ""),
+            *(cell for m in ("recall", "precision") for cell in (
+                _pct(r[f"{m}_a"]), _pct(r[f"{m}_b"]),
+                _with_interval(r[f"{m}_delta"], r[f"{m}_delta_low"], r[f"{m}_delta_high"])
+                + ("*" if r[f"{m}_significant"] else ""))))
+    console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:",
+                  markup=False)
+    console.print(table)
+    console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
+                  "examples only one side scored are counted, not paired", markup=False)
     return 0

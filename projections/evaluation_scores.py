@@ -1,0 +1,96 @@
+"""An evaluation's figures, read from the analysts' tables: recall and precision per critic
+over its scored cases, and the paired comparison of two critics (of one evaluation or of
+two) over the examples both scored. One interval method, the report's (intervals.METHOD).
+
+A critic is a (definition, model); an example a (snapshot, file set). Both figures sum each
+example's counts first, so the bootstrap resamples examples, never single runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from props.core.domain import streams
+from props.core.domain.evaluations import CaseState
+from props.core.log.store import EventStore
+from props.core.scoring import intervals
+from props.schema import queries
+
+_Q = queries.load("evaluations")
+Critic = tuple[str, str]  # (definition, model)
+Example = tuple[str, str | None]  # (snapshot, files_hash)
+# What one example's scored runs sum to: recalled, expected, finds, graded.
+MEASURES = (("recall", 0, 1), ("precision", 2, 3))
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """Each critic's per-example sums over its scored cases, and how many cases it had."""
+
+    sums: dict[Critic, dict[Example, list[float]]]
+    cases: dict[Critic, int]
+    scored: dict[Critic, int]
+
+
+async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
+    """The sums under `scorer` (none without one: nothing is scored then)."""
+    cases: dict[Critic, int] = {}
+    counted: dict[Critic, int] = {}
+    for s in states:
+        critic = (s.case.definition, s.case.model)
+        cases[critic] = cases.get(critic, 0) + 1
+        counted[critic] = counted.get(critic, 0) + (s.state == "scored")
+    sums: dict[Critic, dict[Example, list[float]]] = {c: {} for c in cases}
+    if scorer is None:
+        return Scored(sums, cases, counted)
+    name, version = streams.parse_ref(scorer)
+    runs: list[uuid.UUID] = [s.run_id for s in states if s.state == "scored" and s.run_id]
+    by_run = {r["run_id"]: r for r in await store.sql.fetch(_Q["case_scores"], runs, name,
+                                                             version)}
+    for s in states:
+        if s.run_id is None or (r := by_run.get(s.run_id)) is None or s.state != "scored":
+            continue
+        example = sums[(s.case.definition, s.case.model)].setdefault(
+            (s.case.snapshot, s.case.files_hash), [0.0, 0.0, 0.0, 0.0])
+        for i, column in enumerate(("recalled", "expected", "finds", "graded")):
+            example[i] += r[column]
+    return Scored(sums, cases, counted)
+
+
+def critic_rows(found: Scored) -> list[dict[str, Any]]:
+    """Recall and precision per critic, each with its interval."""
+    out = []
+    for (definition, model), examples in sorted(found.sums.items()):
+        row: dict[str, Any] = {"definition": definition, "model": model,
+                               "cases": found.cases[(definition, model)],
+                               "scored": found.scored[(definition, model)]}
+        for measure, k, n in MEASURES:
+            clusters = [(e[k], e[n]) for e in examples.values()]
+            total_n = sum(c[1] for c in clusters)
+            row[measure] = sum(c[0] for c in clusters) / total_n if total_n else None
+            row[f"{measure}_low"], row[f"{measure}_high"] = intervals.ratio_interval(clusters)
+        out.append(row)
+    return out
+
+
+def paired(a: dict[Example, list[float]], b: dict[Example, list[float]]) -> dict[str, Any]:
+    """B against A over the examples both scored: each side's recall and precision there,
+    B minus A with a paired bootstrap interval, and the examples only one side has (left
+    out of the pairing, and counted so)."""
+    shared = sorted(set(a) & set(b))
+    row: dict[str, Any] = {"examples": len(shared), "only_a": len(set(a) - set(b)),
+                           "only_b": len(set(b) - set(a))}
+    for measure, k, n in MEASURES:
+        diff = intervals.paired_difference(
+            [((a[e][k], a[e][n]), (b[e][k], b[e][n])) for e in shared])
+        for side, examples in (("a", a), ("b", b)):
+            total_n = sum(examples[e][n] for e in shared)
+            row[f"{measure}_{side}"] = sum(examples[e][k] for e in shared) / total_n \
+                if total_n else None
+        row[f"{measure}_delta"] = diff.delta
+        row[f"{measure}_delta_low"], row[f"{measure}_delta_high"] = diff.low, diff.high
+        row[f"{measure}_significant"] = diff.significant
+    return row
