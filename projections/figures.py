@@ -23,6 +23,7 @@ from props.projections import engine, names
 from props.schema import queries
 
 _Q = queries.load("report")
+_EVALUATIONS = queries.load("evaluations")
 COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
            "recall_graded", "precision", "precision_low", "precision_high", "partial",
            "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall", "examples"]
@@ -152,7 +153,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
 
     runs: list[uuid.UUID] | None = None
     if scope.evaluation is not None:
-        runs = [r[0] for r in await conn.fetch(_Q["evaluation_runs"], scope.evaluation)]
+        runs = [r[0] for r in await conn.fetch(_EVALUATIONS["runs"], scope.evaluation)]
         if not runs:
             raise errors.NotFound(f"no evaluation named {scope.evaluation} has requested a "
                                   f"run (props eval list)")

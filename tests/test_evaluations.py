@@ -18,9 +18,11 @@ from typing import Any
 
 import anyio
 import pytest
+import zstandard
 
 from props.core.domain import baselines, catalog, definitions, evaluations
 from props.core.log.store import EventStore
+from tests.conftest import SESSION, create_database, drop_database
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, sync_samples
 
@@ -241,3 +243,44 @@ async def test_report_eval_counts_only_its_runs_and_compare_pairs_examples(
         0, 0, 0) and same["recall_significant"] is False
     one_sided = _props(dsn, home, "eval", "compare", "first:reference", "second")
     assert one_sided.returncode != 0 and "on both sides" in one_sided.stderr
+
+
+@pytest.mark.slow
+async def test_export_eval_is_one_evaluation_that_reads_alone(
+        store: EventStore, dsn: str, server_dsn: str, template_db: str,
+        tmp_path: Path) -> None:
+    """`props export --eval NAME`: its runs and nothing of another evaluation's, with what
+    they need (snapshots, definitions, scorers, grades), so that the file imported into a
+    new database shows the same evaluation, complete."""
+    await _ready(store)
+    home = tmp_path / "home"
+    for plan in (_plan(tmp_path / "mine.toml", "mine", REFERENCES, epochs=1),
+                 _plan(tmp_path / "theirs.toml", "theirs", REFERENCES[:1], epochs=1)):
+        assert _props(dsn, home, "eval", "run", str(plan), "--runtime", "local").returncode == 0
+    out = tmp_path / "mine.jsonl.zst"
+    exported = _props(dsn, home, "export", "--eval", "mine", "-o", str(out))
+    assert exported.returncode == 0, exported.stderr
+    mine = {str(r) for r in await evaluations.runs_of(store, "mine")}
+    theirs = {str(r) for r in await evaluations.runs_of(store, "theirs")}
+    runs_in_file = {line["stream_id"].removeprefix("run-") for line in _lines(out)
+                    if line.get("kind") == "event" and line["stream_id"].startswith("run-")}
+    assert runs_in_file == mine and not runs_in_file & theirs and len(mine) == 4
+    fresh_name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
+    fresh = create_database(server_dsn, fresh_name, template_db)
+    try:
+        imported = _props(fresh, home, "import", str(out))
+        assert imported.returncode == 0, imported.stderr
+        assert _props(fresh, home, "projections", "rebuild", "--all").returncode == 0
+        shown = _props(fresh, home, "eval", "show", "mine", "--json")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert json.loads(shown.stdout)["counts"] == {"scored": 4}
+        missing = _props(fresh, home, "eval", "show", "theirs")
+        assert missing.returncode == 66  # the other evaluation did not come along
+    finally:
+        drop_database(server_dsn, fresh_name)
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as raw:
+        text = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
+    return [json.loads(line) for line in text.splitlines()]

@@ -198,6 +198,28 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
                       [Case(**c) for c in doc["cases"]])
 
 
+async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:
+    """Every run the evaluation requested (each version and attempt)."""
+    return [r[0] for r in await store.sql.fetch(_Q["runs"], name)]
+
+
+async def export_streams(store: EventStore, name: str) -> tuple[tuple[str, ...],
+                                                               tuple[str, ...]]:
+    """The streams an export of the evaluation holds so that the file reads alone, and the
+    prefixes of those that are many: its own, its runs' (their grades' and judges'), the
+    snapshots they ran on, the definitions and the scorers."""
+    if not await history(store, name):
+        raise errors.NotFound(f"no evaluation named {name} (props eval list)")
+    runs = await runs_of(store, name)
+    run_streams = [streams.run(r) for r in runs]
+    slugs = [r[0] for r in await store.sql.fetch(_Q["snapshots"], run_streams)]
+    ids = (streams.evaluation(name), *run_streams, *(streams.snapshot(s) for s in slugs),
+           streams.definition("critic"), streams.definition("grader"))
+    prefixes = (*(streams.grading(r, "") for r in runs), *(streams.judge(r, "") for r in runs),
+                streams.scorer(""))
+    return ids, prefixes
+
+
 async def names(store: EventStore) -> list[str]:
     return [r[0] for r in await store.sql.fetch(_Q["names"])]
 

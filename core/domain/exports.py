@@ -79,10 +79,16 @@ class Selection:
     until: datetime | None = None
     categories: tuple[str, ...] | None = None
     exclude_categories: tuple[str, ...] | None = None
+    # Only these streams, and the streams that start so (an evaluation's: `evaluation`
+    # names it in the file, the streams themselves are the file's content).
+    evaluation: str | None = None
+    stream_ids: tuple[str, ...] | None = None
+    stream_prefixes: tuple[str, ...] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {k: (v.isoformat() if isinstance(v, datetime) else v)
-                for k, v in dataclasses.asdict(self).items() if v not in (None, 0)}
+                for k, v in dataclasses.asdict(self).items()
+                if v not in (None, 0) and k not in ("stream_ids", "stream_prefixes")}
 
 
 @dataclasses.dataclass
@@ -220,13 +226,20 @@ class _Stored:
 _EXPORT_PAGE = queries.typed("exports", "export_page", _Stored)
 
 
+def _like(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[_Stored]]:
     after = s.after_position
     while True:
         page = await store.sql.rows(
             _EXPORT_PAGE, after, s.to_position, s.since, s.until,
             list(s.categories) if s.categories else None,
-            list(s.exclude_categories) if s.exclude_categories else None, 1000)
+            list(s.exclude_categories) if s.exclude_categories else None,
+            None if s.stream_ids is None else list(s.stream_ids),
+            None if s.stream_prefixes is None else [_like(p) for p in s.stream_prefixes],
+            1000)
         if not page:
             return
         yield page

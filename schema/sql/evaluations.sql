@@ -9,3 +9,13 @@ SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded
 -- names --
 -- Every evaluation recorded, by name.
 SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' ORDER BY 1
+
+-- runs --
+-- Every run an evaluation requested ($1 its name), each version and attempt.
+SELECT (data->>'run_id')::uuid FROM props.events
+ WHERE category = 'run' AND type = 'run.requested' AND metadata->>'evaluation' = $1
+
+-- snapshots --
+-- The snapshots its runs ($1) were requested on.
+SELECT DISTINCT data->'example'->>'snapshot' FROM props.events
+ WHERE category = 'run' AND type = 'run.requested' AND stream_id = ANY ($1::text[])

@@ -1,7 +1,8 @@
 -- Queries of export files and of their import (core.domain.exports, core.domain.imports).
 
 -- export_page --
--- Committed events (behind the fence) of a position/time/category selection, in position order.
+-- Committed events (behind the fence) of a position/time/category selection, in position order;
+-- $7/$8: only these streams and those LIKE these patterns (an evaluation's), when given.
 SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
        data, metadata, recorded_at
   FROM props.events
@@ -11,9 +12,10 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
    AND ($4::timestamptz IS NULL OR recorded_at < $4)
    AND ($5::text[] IS NULL OR category = ANY ($5::text[]))
    AND ($6::text[] IS NULL OR category <> ALL ($6::text[]))
+   AND ($7::text[] IS NULL OR stream_id = ANY ($7::text[]) OR stream_id LIKE ANY ($8::text[]))
    AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
  ORDER BY global_position
- LIMIT $7
+ LIMIT $9
 
 -- stage_tables --
 -- Per-session staging for an import: verified rows wait here; nothing of the log changes.

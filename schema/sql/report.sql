@@ -125,8 +125,3 @@ SELECT count(*) FROM {schema}.scored_edges
 -- Where the live projections ($1: their checkpoints' names) stand: one row when they all
 -- stand at one point, read in the report's own snapshot.
 SELECT DISTINCT tx_id, position FROM props.checkpoints WHERE name = ANY ($1::text[])
-
--- evaluation_runs --
--- Every run an evaluation requested ($1 its name), each version and attempt.
-SELECT (data->>'run_id')::uuid FROM props.events
- WHERE category = 'run' AND type = 'run.requested' AND metadata->>'evaluation' = $1

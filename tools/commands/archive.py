@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from props.tools import arguments
+
 FORMAT_HELP = """\
 The file is zstd-compressed JSON lines (a header, the referenced blobs, the events, and a
 manifest with counts, the first and last event, a sha256 of the content and the head of a
@@ -29,6 +31,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--since", type=datetime.fromisoformat, help="recorded at or after (ISO)")
     p.add_argument("--until", type=datetime.fromisoformat, help="recorded before (ISO)")
     p.add_argument("--category", action="append", help="only these stream categories")
+    p.add_argument("--eval", dest="evaluation", metavar="NAME", type=arguments.name,
+                   help="only what this evaluation needs to be read alone: its plans and "
+                   "endings, its runs with their grades, the snapshots they ran on, the "
+                   "definitions and scorers")
     p.add_argument("--exclude-category", action="append",
                    help="leave these out (e.g. snapshot, to leave ground truth out)")
     p.add_argument("--sign", metavar="KEY",

@@ -10,7 +10,7 @@ from typing import Any
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
-from props.core.domain import archival, exports, imports, signing
+from props.core.domain import archival, evaluations, exports, imports, signing
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.tools import progress
@@ -23,18 +23,24 @@ console = Console(highlight=False)
 
 
 async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    ids = prefixes = None
+    if args.evaluation is not None:
+        ids, prefixes = await evaluations.export_streams(store, args.evaluation)
     selection = exports.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
         since=args.since, until=args.until,
         categories=tuple(args.category) if args.category else None,
-        exclude_categories=tuple(args.exclude_category) if args.exclude_category else None)
+        exclude_categories=tuple(args.exclude_category) if args.exclude_category else None,
+        evaluation=args.evaluation, stream_ids=ids, stream_prefixes=prefixes)
     key = None if args.sign is None else signing.load_private(
         args.sign, key_handlers.keys_dir(None))
     if not args.output.parent.is_dir():
         raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
                                         f"{args.output.parent}")
-    total = await store.sql.fetchval("SELECT count(*) FROM props.events "
-                                      "WHERE global_position > $1", selection.after_position)
+    # (an evaluation's streams are a part of the log nobody counted: a count, not a bar)
+    total = None if ids is not None else await store.sql.fetchval(
+        "SELECT count(*) FROM props.events WHERE global_position > $1",
+        selection.after_position)
     with progress.counting_events("exporting", total) as advance:
         report = await exports.export(store, selection, args.output, progress=advance,
                                       sign_with=key)
