@@ -70,12 +70,13 @@ SORTS = {
 @dataclasses.dataclass(frozen=True)
 class TableFilter(RunFilter):
     """The viewer's filters: RunFilter's, and a file set (by name), the runs a scorer
-    graded, and a window of request times [since, until)."""
+    graded, a window of request times [since, until), and some runs (an evaluation's)."""
 
     file_set: str | None = None
     scorer: tuple[str, int] | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
+    run_ids: list[uuid.UUID] | None = None  # an evaluation's
 
 
 async def table(store: EventStore, where: TableFilter, sort: str, limit: int,
@@ -85,7 +86,7 @@ async def table(store: EventStore, where: TableFilter, sort: str, limit: int,
     rows = await store.sql.fetch(
         _Q["table"].format(order=SORTS[sort]), where.agent_type, where.status, where.model,
         where.definition, where.snapshot, where.file_set, name, version, where.since,
-        where.until, limit + 1, offset)
+        where.until, limit + 1, offset, where.run_ids)
     return [dict(r) for r in rows[:limit]], len(rows) > limit
 
 

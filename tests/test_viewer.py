@@ -280,3 +280,39 @@ async def test_a_parked_event_is_shown_on_the_runs_and_on_its_run(store: EventSt
         parked = page[page.index('class="parked"'):page.index('class="tabs"')]
         assert "projection.usage" in parked and "llm.responded" in parked
         assert "NumericValueOutOfRangeError" in parked
+
+
+async def test_evaluations_have_pages_and_filter_runs_and_scores(store: EventStore) -> None:
+    """An evaluation's page: its progress and the cases not done, and why; the runs and
+    scores pages narrow to its runs; an evaluation that is not recorded is a 404 page."""
+    from props.core.domain import definitions, evaluations
+    from props.projections import engine
+    from tests.reactor_helpers import sync_samples
+
+    viewed = await viewed_run(store)  # a run of no evaluation's
+    await sync_samples(store)
+    await definitions.push(store, definitions.reference_local())
+    plan = evaluations.Plan(name="nightly", examples=["csvtool/*", "logparse/*"],
+                            critic=[evaluations.Critic(definition="reference", ref="local")])
+    ev, _resumed = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    asked = await evaluations.request(store, ev, ev.cases[0], 0)  # one of its two cases
+    await engine.rebuild(store)
+    _, secret = await tokens.create(store, "ada", ("read",))
+    async with browser(store, secret) as client:
+        listed = (await client.get("/evaluations")).text
+        assert '<a href="/evaluations/nightly">nightly</a>' in listed
+        shown = await client.get("/evaluations/nightly")
+        assert shown.status_code == 200, shown.text[:300]
+        assert "not complete" in shown.text and "not requested yet" in shown.text
+        assert f'href="/runs/{asked}"' in shown.text and "in flight" in shown.text
+        runs = (await client.get("/runs", params={"evaluation": "nightly"})).text
+        assert str(asked)[:8] in runs and str(viewed.run_id)[:8] not in runs
+        every = (await client.get("/runs")).text  # the control: both without the filter
+        assert str(asked)[:8] in every and str(viewed.run_id)[:8] in every
+        scores = await client.get("/scores", params={"evaluation": "nightly"})
+        # (its one run has not finished: nothing of it is scored; every run's scores are)
+        assert "has scored no run of evaluation nightly yet" in scores.text
+        assert "has scored no run" not in (await client.get("/scores")).text
+        gone = await client.get("/evaluations/nope")
+        assert gone.status_code == 404 and "no evaluation named nope" in gone.text
+        assert (await client.get("/runs", params={"evaluation": "nope"})).status_code == 404

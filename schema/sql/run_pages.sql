@@ -14,7 +14,8 @@ SELECT * FROM projections.agent_runs WHERE run_id = $1
 
 -- table --
 -- The viewer's runs table: the filters of `page`, a file set by name ($6), the runs scorer
--- ($7, $8) graded, requested in [$9, $10); ordered by one of run_pages.SORTS, $11 from $12.
+-- ($7, $8) graded, requested in [$9, $10), only the runs $13 (an evaluation's) when given;
+-- ordered by one of run_pages.SORTS, $11 from $12.
 SELECT * FROM projections.agent_runs r
  WHERE ($1::text IS NULL OR agent_type = $1) AND ($2::text IS NULL OR status = $2)
    AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR definition = $4)
@@ -26,6 +27,7 @@ SELECT * FROM projections.agent_runs r
                                        AND e.scorer_name = $7 AND e.scorer_version = $8))
    AND ($9::timestamptz IS NULL OR requested_at >= $9)
    AND ($10::timestamptz IS NULL OR requested_at < $10)
+   AND ($13::uuid[] IS NULL OR run_id = ANY ($13))
  ORDER BY {order} LIMIT $11 OFFSET $12
 
 -- scores_of --

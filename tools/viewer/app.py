@@ -15,11 +15,12 @@ from fastapi.staticfiles import StaticFiles
 from props.core.domain import tokens
 from props.core.log import errors
 from props.tools.api.dependencies import Store
-from props.tools.viewer import forms, review, runs, scores, session
+from props.tools.viewer import evaluations, forms, review, runs, scores, session
 from props.tools.viewer.templating import page
 
 STATIC = Path(__file__).parent / "static"
-PAGES = ("/runs", "/scores", "/compare", "/review", "/login", "/logout", "/static")
+PAGES = ("/runs", "/evaluations", "/scores", "/compare", "/review", "/login", "/logout",
+         "/static")
 router = APIRouter()
 
 
@@ -81,7 +82,7 @@ def _error(request: Request, status: int, message: str) -> Response:
 def install(app: FastAPI) -> None:
     """Add the viewer's pages, assets and error pages to the API's app."""
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for area in (router, runs.router, scores.router, review.router):
+    for area in (router, runs.router, evaluations.router, scores.router, review.router):
         app.include_router(area)
 
     @app.exception_handler(session.SignInNeeded)

@@ -19,6 +19,7 @@ class Options:
     file_sets: list[str]
     scorers: list[str]  # NAME@VERSION, registered
     active: str | None
+    evaluations: list[str]
 
 
 _CHOICES = queries.typed("viewer", "choices", Options)
@@ -51,3 +52,13 @@ def scorer(options: Options, text: str | None) -> tuple[str, int] | None:
                                        f"{', '.join(options.scorers) or 'none'})")
         return parse(text)
     return parse(options.active) if options.active else None
+
+
+def evaluation(options: Options, name: str | None) -> str | None:
+    """The evaluation a filter names (one recorded: NotFound otherwise), or none."""
+    if not name:
+        return None
+    if name not in options.evaluations:
+        raise errors.NotFound(f"no evaluation named {name[:60]!r} (known: "
+                              f"{', '.join(options.evaluations[:20]) or 'none yet'})")
+    return name

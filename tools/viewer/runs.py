@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from props.core.domain import catalog
+from props.core.domain import catalog, evaluations
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages, run_view
@@ -48,17 +48,19 @@ async def runs_page(
     request: Request, store: Store, viewer: Reader,
     model: Text = None, definition: Text = None, snapshot: Text = None,
     file_set: Text = None, status: catalog.RunStatus | Literal[""] = "",
-    scorer: Text = None, since: Text = None, until: Text = None,
+    scorer: Text = None, since: Text = None, until: Text = None, evaluation: Text = None,
     sort: Literal["newest", "oldest", "cost", "duration", "tokens"] = "newest",
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
     options = await choices.load(store)
     shown_scorer = choices.scorer(options, scorer)
     start, end = _day(since, "since"), _day(until, "until")
+    chosen = choices.evaluation(options, evaluation)
     where = run_pages.TableFilter(
         "critic", status or None, model or None, definition or None, snapshot or None,
         file_set=file_set or None, scorer=shown_scorer if scorer else None,
-        since=start, until=end + dt.timedelta(days=1) if end else None)
+        since=start, until=end + dt.timedelta(days=1) if end else None,
+        run_ids=await evaluations.runs_of(store, chosen) if chosen else None)
     rows, more = await run_pages.table(store, where, sort, PER_PAGE,
                                        (page_number - 1) * PER_PAGE)
     scores = await run_pages.scores_of(store, [r["run_id"] for r in rows],
@@ -71,7 +73,7 @@ async def runs_page(
                 shown_scorer=choices.ref(shown_scorer), sort=sort,
                 filters={"model": model, "definition": definition, "snapshot": snapshot,
                          "file_set": file_set, "status": status, "scorer": scorer,
-                         "since": since, "until": until})
+                         "since": since, "until": until, "evaluation": evaluation})
 
 
 def _header(run: run_pages.RunDetail) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
+from props.core.domain import evaluations
 from props.core.scoring import comparison, rescoring
 from props.projections import figures
 from props.schema import queries
@@ -32,16 +33,20 @@ def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @router.get("/scores", response_class=HTMLResponse, include_in_schema=False)
 async def scores_page(request: Request, store: Store, viewer: Reader,
-                      scorer: Text = None) -> HTMLResponse:
+                      scorer: Text = None, evaluation: Text = None) -> HTMLResponse:
     options = await choices.load(store)
     chosen = choices.scorer(options, scorer)
+    of = choices.evaluation(options, evaluation)
     if chosen is None:
         return page(request, "scores.html", options=options, chosen=None, rows=[],
-                    notes={}, per_snapshot=[], recall_series=[], precision_series=[])
-    rows, notes = await figures.load(store, *chosen)
-    per_snapshot = [dict(r) for r in await store.sql.fetch(_Q["per_snapshot"], *chosen)]
-    by_day = [dict(r) for r in await store.sql.fetch(_Q["by_day"], *chosen)]
+                    notes={}, per_snapshot=[], recall_series=[], precision_series=[],
+                    evaluation=of)
+    rows, notes = await figures.load(store, *chosen, scope=figures.Scope(evaluation=of))
+    runs = await evaluations.runs_of(store, of) if of else None
+    per_snapshot = [dict(r) for r in await store.sql.fetch(_Q["per_snapshot"], *chosen, runs)]
+    by_day = [dict(r) for r in await store.sql.fetch(_Q["by_day"], *chosen, runs)]
     return page(request, "scores.html", options=options, chosen=choices.ref(chosen),
+                evaluation=of,
                 rows=_plotted(rows), notes=notes, per_snapshot=per_snapshot,
                 recall_series=plots.over_time(by_day, "group", "recall"),
                 precision_series=plots.over_time(by_day, "group", "precision"),
