@@ -126,3 +126,21 @@ def test_quick_viewer_bench_reports_its_three_checks(server_dsn: str) -> None:
     assert figures["runs"] == 100_000 and figures["big_run_issues"] == 2_000
     assert figures["runs_raw_p50_ms"] > 0 and figures["run_raw_p50_ms"] > 0  # both sides ran
     assert all(c["verdict"] in ("PASS", "FAIL") for c in got.values())  # none NORUN
+
+
+@pytest.mark.bench
+@pytest.mark.docker
+@once_per_ci
+def test_quick_eval_bench_runs_both_sides(server_dsn: str) -> None:
+    import anyio
+
+    from props.reactors import docker_runtime
+    from tests.conftest import docker_required
+
+    if not anyio.run(docker_runtime.reachable) and not docker_required():
+        pytest.skip("no Docker engine: eval_vs_docker_run would say NORUN")
+    got, summary, _code = run_bench("eval", server_dsn)
+    assert set(got) == {"eval_vs_docker_run"}
+    figures = summary["figures"]
+    assert figures["cases"] == 60 and figures["concurrency"] == 8  # every case scored
+    assert figures["docker_run_loop_s"] > 0 and figures["eval_s"] > 0  # both sides ran

@@ -15,13 +15,14 @@ import anyio
 from props.core.domain import catalog, definitions, evaluations
 from props.core.domain.evaluations import CaseState, Evaluation
 from props.core.log.store import EventStore
+from props.core.log.subscription import Wakeups
 from props.core.scoring import registration
 from props.projections import status as projection_status
 from props.reactors.containers import ContainerRuntime
 from props.reactors.launcher import Launcher
 from props.reactors.service import Service
 
-TICK = 0.5  # seconds between looks at the cases
+TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
 DONE: frozenset[str] = frozenset({"scored", "excluded"})
 
 
@@ -64,11 +65,10 @@ async def case_states(store: EventStore, ev: Evaluation, scorer: str | None,
                       ) -> list[CaseState]:
     """Each case's state; `settled`: those already known to be final (read once, not at
     every look), filled in as cases settle."""
-    out = []
-    for c in ev.cases:
-        known = settled.get(c.key) if settled is not None else None
-        out.append(known or await evaluations.state_of(store, ev, c, scorer, stopped))
-    return out
+    known = settled or {}
+    looked = iter(await evaluations.states_of(
+        store, ev, [c for c in ev.cases if c.key not in known], scorer, stopped))
+    return [known[c.key] if c.key in known else next(looked) for c in ev.cases]
 
 
 def _failure_limit(stops: Stops, cases: int) -> float:
@@ -99,32 +99,33 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
     limit = _failure_limit(stops, len(ev.cases))
     outcome: catalog.EvaluationOutcome = "complete"
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
-    while True:
-        # (read each time: a new log's grader activates the default scorer as it starts)
-        states = await case_states(store, ev, await registration.active_scorer(store),
-                                   settled=settled)
-        settled.update((s.case.key, s) for s in states if s.state in DONE or (
-            s.state == "failed" and s.attempts > stops.retry_failed))
-        now = progress_line(ev, states, began)
-        if now != shown:
-            show(now)
-            shown = now
-        retryable = [s for s in states
-                     if s.state == "failed" and s.attempts <= stops.retry_failed]
-        failed = sum(1 for s in states if s.state == "failed") - len(retryable)
-        spent = sum(s.cost_usd for s in states)
-        if ev.plan.budget_usd is not None and spent >= ev.plan.budget_usd:
-            outcome = "budget_exhausted"
-        elif failed > limit:
-            outcome = "stopped_on_errors"
-        flying = [s for s in states if s.state == "running"]
-        if outcome == "complete":
-            await request_within(store, ev, ceiling, flying,
-                                 [s for s in states if s.state == "waiting"] + retryable)
-        ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
-        if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
-            return outcome
-        await anyio.sleep(TICK)
+    async with Wakeups(store) as log_moved:
+        while True:
+            # (read each time: a new log's grader activates the default scorer as it starts)
+            states = await case_states(store, ev, await registration.active_scorer(store),
+                                       settled=settled)
+            settled.update((s.case.key, s) for s in states if s.state in DONE or (
+                s.state == "failed" and s.attempts > stops.retry_failed))
+            now = progress_line(ev, states, began)
+            if now != shown:
+                show(now)
+                shown = now
+            retryable = [s for s in states
+                         if s.state == "failed" and s.attempts <= stops.retry_failed]
+            failed = sum(1 for s in states if s.state == "failed") - len(retryable)
+            spent = sum(s.cost_usd for s in states)
+            if ev.plan.budget_usd is not None and spent >= ev.plan.budget_usd:
+                outcome = "budget_exhausted"
+            elif failed > limit:
+                outcome = "stopped_on_errors"
+            flying = [s for s in states if s.state == "running"]
+            if outcome == "complete":
+                await request_within(store, ev, ceiling, flying,
+                                     [s for s in states if s.state == "waiting"] + retryable)
+            ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
+            if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
+                return outcome
+            await log_moved.wait(TICK)  # a case moves with an append: look again then
 
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,

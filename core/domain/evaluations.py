@@ -23,6 +23,7 @@ import fnmatch
 import hashlib
 import tomllib
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -31,7 +32,7 @@ import pydantic
 
 from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
-from props.core.log.events import NewEvent, validation_problems
+from props.core.log.events import NewEvent, RecordedEvent, validation_problems
 from props.core.log.store import EventStore
 from props.schema import queries
 
@@ -240,37 +241,55 @@ class CaseState:
     reason: str | None = None  # why excluded
 
 
-async def state_of(store: EventStore, ev: Evaluation, case: Case, scorer: str | None,
-                   stopped: bool = False) -> CaseState:
-    """Where `case` stands, from its runs' streams (`stopped`: the evaluation ended, so a
-    case with no result is missing)."""
-    attempt, records = 0, None
-    while True:
-        found = await store.read_stream(streams.run(ev.run_id(case, attempt)))
-        if not found:
-            break
-        records, attempt = found, attempt + 1
-    if records is None:
-        return CaseState(case, "missing" if stopped else "waiting", None, 0, 0.0)
-    run_id = ev.run_id(case, attempt - 1)
-    events = [r.event for r in records]
+async def states_of(store: EventStore, ev: Evaluation, cases: Sequence[Case],
+                    scorer: str | None, stopped: bool = False) -> list[CaseState]:
+    """Where each of `cases` stands, from its runs' streams (`stopped`: the evaluation ended,
+    so a case with no result is missing). A few queries for all of them, not a few each:
+    every case's next attempt is looked for at once, until no case has one more."""
+    latest: dict[str, tuple[int, list[RecordedEvent]]] = {}
+    looking, attempt = list(cases), 0
+    while looking:
+        ids = {streams.run(ev.run_id(c, attempt)): c for c in looking}
+        found = await store.read_streams(list(ids))
+        looking = [c for sid, c in ids.items() if sid in found]
+        latest.update((ids[sid].key, (attempt + 1, records)) for sid, records in found.items())
+        attempt += 1
+    graded: set[str] = set()
+    if scorer is not None:
+        wanting = [streams.grading(ev.run_id(c, latest[c.key][0] - 1), scorer)
+                   for c in cases if c.key in latest]
+        graded = await store.existing_streams(wanting) if wanting else set()
+    out = []
+    for c in cases:
+        if c.key not in latest:
+            out.append(CaseState(c, "missing" if stopped else "waiting", None, 0, 0.0))
+            continue
+        attempts, records = latest[c.key]
+        run_id = ev.run_id(c, attempts - 1)
+        done = scorer is not None and streams.grading(run_id, scorer) in graded
+        out.append(_state(c, run_id, attempts, [r.event for r in records], done, stopped))
+    return out
+
+
+def _state(case: Case, run_id: uuid.UUID, attempts: int, events: Sequence[object],
+           graded: bool, stopped: bool) -> CaseState:
+    """A case's state from its latest run's events (`graded`: its grading stream under the
+    scorer exists)."""
     finished = next((e for e in events if isinstance(e, catalog.RunFinished)), None)
     excluded = next((e for e in events if isinstance(e, catalog.RunExcluded)), None)
     cost = finished.cost_usd if finished else sum(
         e.cost_usd for e in events if isinstance(e, catalog.LlmResponded))
     if excluded is not None:
-        return CaseState(case, "excluded", run_id, attempt, cost, reason=excluded.reason)
+        return CaseState(case, "excluded", run_id, attempts, cost, reason=excluded.reason)
     if finished is None:
-        return CaseState(case, "missing" if stopped else "running", run_id, attempt, cost)
+        return CaseState(case, "missing" if stopped else "running", run_id, attempts, cost)
     if finished.status != "completed":
         failure = finished.failure or catalog.Failure(
             phase="run", category=finished.status, retryable=finished.status != "cancelled")
-        return CaseState(case, "failed", run_id, attempt, cost, failure)
+        return CaseState(case, "failed", run_id, attempts, cost, failure)
     issues = any(isinstance(e, catalog.IssueReported) for e in events)
-    graded = not issues or (scorer is not None and bool(
-        await store.read_stream(streams.grading(run_id, scorer), limit=1)))
-    state: State = "scored" if graded else ("missing" if stopped else "running")
-    return CaseState(case, state, run_id, attempt, cost)
+    state: State = "scored" if graded or not issues else ("missing" if stopped else "running")
+    return CaseState(case, state, run_id, attempts, cost)
 
 
 async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -> uuid.UUID:

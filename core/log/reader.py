@@ -63,6 +63,14 @@ class _ReadAhead:
                                            types=self.types)
 
 
+def _retrying_reads() -> tenacity.AsyncRetrying:
+    """A read cut by a lost connection, again on another (reads are idempotent)."""
+    return tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
+        wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
+        stop=tenacity.stop_after_attempt(5), reraise=True)
+
+
 class Reader:
     """The log's read side on one pool, decoding with one registry: `store.reader`."""
 
@@ -99,13 +107,18 @@ class Reader:
     ) -> list[RecordedEvent]:
         """Events of one stream in version order (streams are read directly, no fence).
         A read cut by a lost connection is retried on another (a read is idempotent)."""
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
-            wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
-            stop=tenacity.stop_after_attempt(5), reraise=True)
-        rows: list[asyncpg.Record] = await retrying(
+        rows: list[asyncpg.Record] = await _retrying_reads()(
             self.pool.fetch, _Q["read_stream"], stream_id, from_version, limit)
         return self.decode(rows)
+
+    async def read_streams(self, stream_ids: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several whole streams in one query, by id (a stream with no event is absent)."""
+        rows: list[asyncpg.Record] = await _retrying_reads()(
+            self.pool.fetch, _Q["read_streams"], list(stream_ids))
+        out: dict[str, list[RecordedEvent]] = {}
+        for rec in self.decode(rows):
+            out.setdefault(rec.stream_id, []).append(rec)
+        return out
 
     async def page(
         self,

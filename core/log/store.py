@@ -329,6 +329,14 @@ class EventStore:
         """Events of one stream in version order (see `Reader.read_stream`)."""
         return await self.reader.read_stream(stream_id, from_version=from_version, limit=limit)
 
+    async def read_streams(self, stream_ids: Sequence[str]) -> dict[str, list[RecordedEvent]]:
+        """Several whole streams at once (see `Reader.read_streams`)."""
+        return await self.reader.read_streams(stream_ids)
+
+    async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:
+        """Which of these streams have an event."""
+        return {r[0] for r in await self.pool.fetch(_Q["stream_versions"], list(stream_ids))}
+
     async def read_all(self, after: Checkpoint = START, *, category: str | None = None,
                        limit: int = 1000) -> list[RecordedEvent]:
         """Up to `limit` events after `after`, behind the fence (see `Reader.read_all`)."""

@@ -219,3 +219,37 @@ class Subscription(anyio.AsyncContextManagerMixin):
             # Woken, yet the last read found nothing: a transaction older than the new rows
             # may still hold the fence. Re-read soon, backing off to the poll interval.
             quick = min(quick + 1, 16) if (woken and not batch) or quick else 0
+
+
+class Wakeups(anyio.AsyncContextManagerMixin):
+    """A hint that the log moved, for a client that reads what it needs itself (an
+    evaluation's driver): `async with Wakeups(store) as w: await w.wait(0.5)` returns soon after the
+    next append's NOTIFY, or after 0.5 s. Without a listener (the database briefly
+    away) it is a timer: the caller's reads stay the guarantee, as a subscription's do."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._wake = anyio.Event()
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncGenerator[Wakeups]:
+        conn: asyncpg.Connection | None = None
+        try:
+            conn = await database.connect(self.store.dsn)
+            await conn.add_listener(CHANNEL, _setter(self._wake))
+        except database.UNAVAILABLE as exc:
+            log.warning("no listener for wake-ups (%s): polling", exc)
+        try:
+            yield self
+        finally:
+            if conn is not None and not conn.is_closed():
+                with anyio.CancelScope(shield=True):
+                    await conn.close(timeout=5)
+
+    async def wait(self, at_most: float, coalesce: float = 0.02) -> None:
+        """Until the log moves (then `coalesce` seconds more, so a burst of appends is one
+        wake-up), or `at_most` seconds."""
+        with anyio.move_on_after(at_most):
+            await self._wake.wait()
+            await anyio.sleep(coalesce)
+        self._wake = anyio.Event()

@@ -60,6 +60,14 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
  ORDER BY stream_version
  LIMIT $3
 
+-- read_streams --
+-- Several whole streams at once ($1), each in version order.
+SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema_version,
+       data, metadata, recorded_at
+  FROM props.events
+ WHERE stream_id = ANY ($1::text[])
+ ORDER BY stream_id, stream_version
+
 -- read_all --
 -- The visibility fence: only rows of transactions older than every transaction still in
 -- progress, so no row can later appear before the returned ones.

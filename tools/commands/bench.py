@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 # The suites `props.tools.handlers.bench` runs (a test checks the two agree).
-SUITE_NAMES = ("cli", "export", "log", "projections", "reactors", "rescore", "viewer")
+SUITE_NAMES = ("cli", "eval", "export", "log", "projections", "reactors", "rescore", "viewer")
 
 
 def add_parser(sub: Any) -> None:

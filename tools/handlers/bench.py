@@ -10,6 +10,7 @@ from props.core.log import database
 from props.tools import scratch
 from props.tools.benchmarks import (
     cli_suite,
+    eval_suite,
     export_suite,
     log_suite,
     projections_suite,
@@ -22,6 +23,7 @@ from props.tools.render import Console, Table
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "cli": cli_suite.run,
+    "eval": eval_suite.run,
     "log": log_suite.run,
     "projections": projections_suite.run,
     "rescore": rescore_suite.run,
