@@ -284,3 +284,25 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     with path.open("rb") as raw:
         text = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
     return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.slow
+async def test_detach_then_serve_and_watch(store: EventStore, dsn: str, tmp_path: Path) -> None:
+    """`--detach` only requests; nothing runs until a service does (watching then ends
+    incomplete: the control); `props eval watch` follows `props serve` to the end."""
+    from tests.test_api import props_serve
+
+    await _ready(store)
+    home = tmp_path / "home"
+    plan = _plan(tmp_path / "plan.toml", "detached", REFERENCES[:1], epochs=1)
+    detached = _props(dsn, home, "eval", "run", str(plan), "--detach")
+    assert detached.returncode == 0 and "props eval watch detached" in detached.stdout
+    alone = _props(dsn, home, "eval", "watch", "detached", "--wait", "2")
+    assert alone.returncode == 3 and "running" in alone.stdout, alone.stdout
+    async with props_serve(dsn, tmp_path, "--runtime", "local"):
+        watched = await anyio.to_thread.run_sync(
+            lambda: _props(dsn, home, "eval", "watch", "detached", "--wait", "120"))
+    assert watched.returncode == 0, watched.stdout + watched.stderr
+    assert "detached: 2/2 done (2 scored" in watched.stdout
+    assert "detached: complete: 2 scored" in watched.stdout
+    assert len(await _requests(store)) == 2  # watching requested nothing more

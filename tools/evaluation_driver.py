@@ -128,6 +128,27 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
             await log_moved.wait(TICK)  # a case moves with an append: look again then
 
 
+async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
+                wait: float) -> list[CaseState]:
+    """Follow an evaluation another process drives (`props serve` after `--detach`) until
+    every case is done or `wait` seconds pass, calling `show` as the cases move; requests
+    nothing."""
+    began, deadline, shown = time.monotonic(), time.monotonic() + wait, ""
+    settled: dict[str, CaseState] = {}
+    async with Wakeups(store) as log_moved:
+        while True:
+            states = await case_states(store, ev, await registration.active_scorer(store),
+                                       settled=settled)
+            settled.update((s.case.key, s) for s in states if s.state in DONE)
+            if (now := progress_line(ev, states, began)) != shown:
+                show(now)
+                shown = now
+            if all(s.state in DONE or s.state == "failed" for s in states) \
+                    or time.monotonic() > deadline:
+                return states
+            await log_moved.wait(TICK)
+
+
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
                          flying: list[CaseState], todo: list[CaseState]) -> None:
     per_definition = Counter(s.case.definition for s in flying)

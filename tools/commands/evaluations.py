@@ -81,6 +81,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("b", metavar="B", help="EVAL or EVAL:DEFINITION")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.evaluations:compare_cmd", connections=4)
+    p = cmds.add_parser("watch", help="follow an evaluation another process runs, to its end",
+                        description="After `props eval run --detach`, while `props serve` does "
+                        "the work: print a line as the cases move until every one is done "
+                        "(or --wait runs out), then the evaluation's report, as `show` prints "
+                        f"it. Requests nothing. Exit 0 when complete, {EXIT_INCOMPLETE} "
+                        "otherwise.")
+    p.add_argument("name", help="the evaluation's name")
+    p.add_argument("--wait", type=_at_least_zero, default=3600, metavar="SECONDS",
+                   help="stop following after this long (default 3600)")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="props.tools.handlers.evaluations:watch_cmd", connections=4)
     p = cmds.add_parser("list", help="every evaluation: versions, cases and where they stand")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.evaluations:list_cmd", connections=4)

@@ -105,8 +105,9 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
         states = await driver.case_states(store, ev, await registration.active_scorer(store))
         await driver.request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
                                     [], [s for s in states if s.state == "waiting"])
-        console.print(f"requested; `props serve` runs them, `props eval show {ev.name}` "
-                      f"says where they stand", markup=False)
+        console.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
+                      f"follows them (`props eval show {ev.name}`: where they stand now)",
+                      markup=False)
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     async with container_runtimes(args.runtime) as runtimes:
@@ -123,6 +124,12 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
                                       stopped=ended)
     outcome = "complete" if all(s.state in driver.DONE for s in states) else "incomplete"
     return await _report(store, ev, states, outcome, args.format)
+
+
+async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    ev = await evaluations.recorded(store, args.name)
+    await driver.watch(store, ev, lambda line: console.print(line, markup=False), args.wait)
+    return await show_cmd(args, store)
 
 
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
