@@ -660,3 +660,41 @@ async def test_the_registry_proxy_is_a_gate(store: EventStore, dsn: str,
     assert await definitions.resolve(store, "critic", "reference", "local") == \
         definitions.reference_local()
     assert await definitions.resolve(store, "critic", "huge", "v1") is None
+
+
+@pytest.mark.slow
+async def test_an_evaluation_through_the_api(store: EventStore, dsn: str,
+                                             tmp_path: Path) -> None:
+    """POST a plan: recorded and its cases requested (the service runs them); the same plan
+    again requests nothing; a changed one under the name is 409; GET follows it to the end."""
+    await _ready(store)
+    plan = {"name": "over-http", "examples": ["csvtool/*", "logparse/*"], "epochs": 1,
+            "critic": [{"definition": "reference", "ref": "local"}]}
+    async with props_serve(dsn, tmp_path, "--runtime", "local") as served, \
+            served.client(served.admin) as api:
+        first = await api.post("/api/evaluations", json=plan)
+        assert first.status_code == 202, first.text
+        assert first.json() == {"name": "over-http", "version": 1, "cases": 2,
+                                     "resumed": False, "requested": 2}
+
+        async def complete() -> bool:
+            shown = await api.get("/api/evaluations/over-http")
+            return bool(shown.status_code == 200 and shown.json()["complete"])
+
+        await eventually(complete, 120)
+        doc = (await api.get("/api/evaluations/over-http")).json()
+        assert doc["counts"] == {"scored": 2} and [c["definition"] for c in doc["critics"]] \
+            == ["reference"] and len(doc["cases"]) == 2
+        again = (await api.post("/api/evaluations", json=plan)).json()
+        assert again["resumed"] and again["requested"] == 0  # nothing twice
+        changed = await api.post("/api/evaluations", json=plan | {"epochs": 2})
+        assert changed.status_code == 409 and "recorded with another plan" in changed.text
+        assert (await api.post("/api/evaluations", params={"new_version": "true"},
+                               json=plan | {"epochs": 2})).json()["version"] == 2
+        assert (await api.get("/api/evaluations/nope")).status_code == 404
+        assert _loc(await api.post("/api/evaluations", json=plan | {"epochs": 0})) == [
+            ["body", "epochs"]]
+        _, reading = await tokens.create(store, "reader", ("read",))
+        async with served.client(reading) as reader:
+            assert (await reader.post("/api/evaluations", json=plan)).status_code == 403
+            assert (await reader.get("/api/evaluations/over-http")).status_code == 200

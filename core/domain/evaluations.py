@@ -41,7 +41,9 @@ _NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
 # blob (globs x critics x epochs could otherwise name millions).
 MAX_CASES = 10_000
 _Q = queries.load("evaluations")
-Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
+# (no NUL: PostgreSQL cannot store one, and the API's schema says so)
+Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200,
+                                                 pattern=r"^[^\x00]*$")]
 
 
 class PlanError(errors.PropsError):
@@ -49,6 +51,15 @@ class PlanError(errors.PropsError):
     under a name already recorded."""
 
     exit_code = 65
+
+
+class PlanNamesNothing(PlanError):
+    """The plan names a snapshot, file set or critic definition the log does not hold."""
+
+
+class PlanChanged(PlanError):
+    """A different plan (or the same one resolving to other digests or snapshot versions)
+    under a name already recorded, without asking for a new version."""
 
 
 class Critic(pydantic.BaseModel):
@@ -66,7 +77,8 @@ class Plan(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     name: catalog.EvaluationName
-    examples: list[Annotated[str, pydantic.StringConstraints(min_length=1, max_length=300)]] = \
+    examples: list[Annotated[str, pydantic.StringConstraints(
+        min_length=1, max_length=300, pattern=r"^[^\x00]*$")]] = \
         pydantic.Field(min_length=1, max_length=1000)
     epochs: int = pydantic.Field(1, ge=1, le=100)
     max_concurrency: int = pydantic.Field(4, ge=1, le=1000)
@@ -116,22 +128,22 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
         slug_pattern, _, named_set = pattern.partition(":")
         matched = sorted(s for s in known if fnmatch.fnmatchcase(s, slug_pattern))
         if not matched:
-            raise PlanError(f"example {pattern!r} names no snapshot in the log (props "
+            raise PlanNamesNothing(f"example {pattern!r} names no snapshot in the log (props "
                             f"specimens sync first; known: {', '.join(sorted(known)) or 'none'})")
         examples += [(known[s], named_set or None) for s in matched]
     cases = []
     for critic in plan.critic:
         found = await definitions.resolve(store, "critic", critic.definition, critic.ref)
         if found is None:
-            raise PlanError(str(definitions.missing_definition("critic", critic.definition,
-                                                               critic.ref)))
+            raise PlanNamesNothing(str(definitions.missing_definition(
+                "critic", critic.definition, critic.ref)))
         for snapshot_history, file_set in examples:
             snap = snapshot_history.latest
             files_hash = None
             if file_set is not None:
                 sets = [fs for fs in snap.ground_truth.file_sets if fs.name == file_set]
                 if not sets:
-                    raise PlanError(f"{snap.slug} has no file set {file_set!r}")
+                    raise PlanNamesNothing(f"{snap.slug} has no file set {file_set!r}")
                 files_hash = sets[0].files_hash
             for epoch in range(1, plan.epochs + 1):
                 cases.append(Case(critic.definition, found.digest,
@@ -170,7 +182,7 @@ async def start(store: EventStore, plan: Plan, cases: list[Case], *,
     if recorded and recorded[-1].plan_sha256 == digest:
         return Evaluation(plan.name, recorded[-1].version, plan, cases), True
     if recorded and not new_version:
-        raise PlanError(f"evaluation {plan.name} is recorded with another plan (or its "
+        raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
                         f"critics' digests or snapshots changed since): give it another name, "
                         f"or --new-version to record this one beside it")
     version = recorded[-1].version + 1 if recorded else 1
@@ -290,6 +302,15 @@ def _state(case: Case, run_id: uuid.UUID, attempts: int, events: Sequence[object
     issues = any(isinstance(e, catalog.IssueReported) for e in events)
     state: State = "scored" if graded or not issues else ("missing" if stopped else "running")
     return CaseState(case, state, run_id, attempts, cost)
+
+
+def case_json(s: CaseState) -> dict[str, object]:
+    """A case and where it stands, as `props eval show --json` and the API give it."""
+    return {"key": s.case.key, "definition": s.case.definition, "model": s.case.model,
+            "snapshot": s.case.snapshot, "file_set": s.case.file_set, "epoch": s.case.epoch,
+            "state": s.state, "run_id": str(s.run_id) if s.run_id else None,
+            "attempts": s.attempts, "cost_usd": s.cost_usd,
+            "failure": s.failure.model_dump() if s.failure else None, "reason": s.reason}
 
 
 async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -> uuid.UUID:

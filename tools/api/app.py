@@ -28,7 +28,7 @@ from props.core.log.store import EventStore
 from props.tools.api import limits
 from props.tools.api.auth import Denied
 from props.tools.api.dependencies import Read
-from props.tools.api.routes import health, runs, scores
+from props.tools.api.routes import evaluations, health, runs, scores
 from props.tools.viewer import app as viewer
 
 log = logging.getLogger("props.http")
@@ -160,7 +160,7 @@ def create_app(store: EventStore) -> FastAPI:
     async def openapi() -> dict[str, Any]:
         return app.openapi()
 
-    for area in (health, runs, scores):
+    for area in (health, runs, evaluations, scores):
         app.include_router(area.router)
     viewer.install(app)
     return app

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections import Counter
-from typing import Any
 
 import orjson
 
@@ -49,7 +48,7 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             "scorer": scorer, "interval": intervals.METHOD,
             "counts": dict(Counter(s.state for s in states)),
             "cost_usd": sum(s.cost_usd for s in states), "critics": scores,
-            "cases": [_case_json(s) for s in states]}).decode())
+            "cases": [evaluations.case_json(s) for s in states]}).decode())
         return 0 if complete else EXIT_INCOMPLETE
     table = Table("definition", "model", "cases", "scored", "recall", "precision")
     for r in scores:
@@ -80,14 +79,6 @@ def _why(s: CaseState) -> str:
         return f"{s.failure.phase}: {s.failure.category}{code}"
     return {"missing": "no result: broken, never dropped", "waiting": "not requested yet",
             "running": "in flight"}.get(s.state, s.reason or "")
-
-
-def _case_json(s: CaseState) -> dict[str, Any]:
-    return {"key": s.case.key, "definition": s.case.definition, "model": s.case.model,
-            "snapshot": s.case.snapshot, "file_set": s.case.file_set, "epoch": s.case.epoch,
-            "state": s.state, "run_id": str(s.run_id) if s.run_id else None,
-            "attempts": s.attempts, "cost_usd": s.cost_usd,
-            "failure": s.failure.model_dump() if s.failure else None, "reason": s.reason}
 
 
 # -- the commands -------------------------------------------------------------------------------
