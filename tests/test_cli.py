@@ -349,6 +349,16 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
     status = cli("reactors", "status")
     assert status.returncode == 0 and "2 queued, 0 running, 0 finished" in status.stdout
     assert cli("runs", "show", str(uuid.uuid4())).returncode == 66  # not in the log
+    # No --model: the definition's name is the model (a baseline's tool is its model).
+    unnamed = cli("runs", "request", "--definition", "reference@local", "--snapshot",
+                  "csvtool/2025-09-03-00")
+    assert unnamed.returncode == 0, unnamed.stderr
+    new_id = unnamed.stdout.split("requested run ")[1].split()[0]
+    def model_of(run: str) -> str:
+        timeline = orjson.loads(cli("runs", "show", run, "--json").stdout)
+        return str(timeline[0]["data"]["model"])  # (its run.requested)
+
+    assert model_of(new_id) == "reference" and model_of(run_id) == "m"
 
 
 def _samples() -> Path:

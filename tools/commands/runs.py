@@ -77,7 +77,9 @@ def _runs_parser(sub: Any) -> None:
                    help="definition name, optionally @tag or @sha256:... (default @latest)")
     p.add_argument("--snapshot", required=True, help="snapshot slug, e.g. csvtool/2025-09-03-00")
     p.add_argument("--file-set", metavar="NAME", help="review only this file set")
-    p.add_argument("--model", required=True, help="the model the critic uses")
+    p.add_argument("--model", type=arguments.name,
+                   help="the model the critic uses (default: the definition's name: a "
+                   "baseline's tool and version are its model, as in an evaluation's plan)")
     p.add_argument("--timeout", type=float, default=600, help="seconds (default 600)")
     p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
     p.add_argument("--count", type=arguments.positive_int, default=1,

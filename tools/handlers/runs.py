@@ -129,7 +129,7 @@ async def request_cmd(args: argparse.Namespace, store: EventStore) -> int:
     name, _, ref = args.definition.partition("@")
     done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
         definition=name, ref=ref or "latest", snapshot=args.snapshot,
-        file_set=args.file_set, model=args.model, timeout_seconds=args.timeout,
+        file_set=args.file_set, model=args.model or name, timeout_seconds=args.timeout,
         budget_usd=args.budget, count=args.count, requested_by="props runs request"))
     from props.reactors import host  # (it imports the Docker client: 0.15 s)
 
