@@ -260,3 +260,28 @@ def test_validate_refuses_a_todo_unless_told(tmp_path: Path) -> None:
     refused = validate()
     assert refused.returncode == 65 and "a TODO is left" in refused.stderr
     assert validate("--allow-todo").returncode == 0
+
+
+def test_the_snapshot_leaves_out_ci_binaries_and_what_is_excluded(tmp_path: Path) -> None:
+    """CI configuration and binary files never reach a snapshot; --include and --exclude
+    choose among the rest (tests stay in as context)."""
+    repo = Repo(tmp_path / "repo")
+    repo.write("pkg/calc.py", lines(5, "x"))
+    repo.write("tests/test_calc.py", ["def test_x():", "    assert 1"])
+    repo.write(".github/workflows/ci.yml", ["on: push"])
+    repo.write("vendor/big.py", lines(3, "v"))
+    (repo.root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (repo.root / "nul.txt").write_bytes(b"text\x00with a NUL")
+    base = repo.commit("the code")
+    skipped: list[str] = []
+    every = specimens_from_fixes.tree(repo.root, base, skipped)
+    assert sorted(every) == ["pkg/calc.py", "tests/test_calc.py", "vendor/big.py"]
+    assert any("logo.png (binary" in s for s in skipped)
+    assert any("nul.txt (binary" in s for s in skipped)
+    assert any("1 file(s) the path filters leave out" in s for s in skipped)
+    chosen = specimens_from_fixes.tree(repo.root, base, [], specimens_from_fixes.snapshot_filter(
+        include=["pkg/**", "tests/**", "vendor/**"], exclude=["vendor/**"]))
+    assert sorted(chosen) == ["pkg/calc.py", "tests/test_calc.py"]
+    # The control: with no filter at all, the CI file would have come in.
+    assert ".github/workflows/ci.yml" in specimens_from_fixes.tree(
+        repo.root, base, [], lambda path: True)

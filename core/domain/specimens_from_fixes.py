@@ -34,6 +34,12 @@ NOT_DEFECTS = ("tests/**", "test/**", "**/tests/**", "**/test/**", "**/test_*.py
                "**/*_test.py", "**/conftest.py", "docs/**", "doc/**", "**/*.md", "**/*.rst",
                "**/*.txt", ".github/**", ".gitlab-ci.yml", ".circleci/**", "CHANGELOG*",
                "NEWS*")
+# What a snapshot never holds by default: CI configuration (what runs the project, not the
+# project; a critic reviewing it is reviewing someone's pipeline). `.git` is never a file of
+# a tree, binaries and files past the size limit are left out as they are read.
+NOT_SNAPSHOT = (".github/**", ".gitlab-ci.yml", ".gitlab/**", ".circleci/**", ".travis.yml",
+                ".azure-pipelines/**", "azure-pipelines.yml", ".buildkite/**", "Jenkinsfile",
+                ".woodpecker/**", ".drone.yml", "appveyor.yml")
 # Trailers git and review tools add to a commit message: not what the defect is.
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z-]*-by:\s|^(Change-Id|Fixes|Closes|Refs):\s")
 
@@ -50,6 +56,15 @@ def defect_filter(defect_paths: list[str] | None) -> Callable[[str], bool]:
     if defect_paths:
         return lambda path: any(_glob(path, g) for g in defect_paths)
     return lambda path: not any(_glob(path, g) for g in NOT_DEFECTS)
+
+
+def snapshot_filter(include: list[str] | None = None, exclude: list[str] | None = None,
+                    ) -> Callable[[str], bool]:
+    """Whether a file of the repository goes into the snapshot: one of `include` matches it
+    (when given), and neither `exclude` nor NOT_SNAPSHOT does."""
+    left_out = (*NOT_SNAPSHOT, *(exclude or ()))
+    return lambda path: (not include or any(_glob(path, g) for g in include)) \
+        and not any(_glob(path, g) for g in left_out)
 
 
 def without_trailers(message: str) -> str:
@@ -251,9 +266,10 @@ def readable(data: bytes) -> str | None:
     if len(data) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
         return None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    return None if "\x00" in text else text  # (a NUL: a binary file that happens to decode)
 
 
 # -- git ----------------------------------------------------------------------------------------
@@ -290,11 +306,15 @@ def _blob(repo: Path, revision_path: str) -> str | None:
     return readable(_git(repo, "cat-file", "blob", revision_path))
 
 
-def tree(repo: Path, commit: str, skipped: list[str] | None = None) -> dict[str, str]:
-    """Every file of `commit` that can be a snapshot file, by path: the listing with sizes,
-    then every blob within the size limit through one `git cat-file --batch` (not a process
-    per file; a large blob is never read). The paths left out are added to `skipped`."""
+def tree(repo: Path, commit: str, skipped: list[str] | None = None,
+         keep: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """Every file of `commit` that can be a snapshot file and `keep` (snapshot_filter's
+    default) takes, by path: the listing with sizes, then every blob within the size limit
+    through one `git cat-file --batch` (not a process per file; a large blob is never read).
+    The paths left out are added to `skipped`."""
     skipped = [] if skipped is None else skipped
+    keep = keep or snapshot_filter()
+    filtered = 0
     blobs: list[tuple[str, str]] = []  # (object id, path)
     for entry in filter(None, _git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
         meta, _, name = entry.partition(b"\t")
@@ -302,7 +322,9 @@ def tree(repo: Path, commit: str, skipped: list[str] | None = None) -> dict[str,
         if kind != b"blob":  # (submodules are commits: not files of this repository)
             continue
         path = checked_path(name.decode("utf-8", "replace"))
-        if int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+        if not keep(path):
+            filtered += 1
+        elif int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
             skipped.append(f"{path} ({int(listed):,} bytes, over the limit of "
                            f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
         else:
@@ -317,7 +339,10 @@ def tree(repo: Path, commit: str, skipped: list[str] | None = None) -> dict[str,
         if text is not None:
             out[path] = text
         else:
-            skipped.append(f"{path} (not UTF-8 text)")
+            skipped.append(f"{path} (binary, or not UTF-8 text)")
+    if filtered:
+        skipped.append(f"{filtered} file(s) the path filters leave out (CI configuration, "
+                       f"--include, --exclude)")
     return out
 
 
@@ -336,6 +361,7 @@ def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
 
 def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
              is_defect: Callable[[str], bool] | None = None,
+             keep: Callable[[str], bool] | None = None,
              ) -> tuple[dict[str, str], list[Defect], str]:
     """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
     snapshot's commit; the files it leaves out are added to `skipped`."""
@@ -344,7 +370,7 @@ def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
     history = _git(repo, "rev-list", "--topo-order", "--reverse", *wanted).decode().split()
     ordered = [c for c in history if c in wanted]  # oldest first, whatever the dates
     base = _git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
-    snapshot = tree(repo, base, skipped)
+    snapshot = tree(repo, base, skipped, keep)
     fixes, renamed = [], []
     for commit in ordered:
         parent = f"{commit}^"
@@ -365,21 +391,24 @@ def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
     return snapshot, defects(snapshot, fixes, renamed, is_defect), base
 
 
-def read_folder(root: Path) -> dict[str, str]:
-    """Every file under `root` that can be a snapshot file, by path relative to it: read by
-    the snapshots' own rules (no symlink, device or oversized file is read), git's folder
-    left out."""
+def read_folder(root: Path, keep: Callable[[str], bool] | None = None) -> dict[str, str]:
+    """Every file under `root` that can be a snapshot file and `keep` takes, by path relative
+    to it: read by the snapshots' own rules (no symlink, device or oversized file is read),
+    git's folder left out."""
+    keep = keep or snapshot_filter()
     refused: list[specimen_format.Problem] = []  # what cannot be in a snapshot stays out of it
     found = specimens.read_code(root, vocabulary.MAX_SPECIMEN_FILE_BYTES, refused)
     return {path: text for path, data in found.items()
-            if ".git" not in Path(path).parts and (text := readable(data)) is not None}
+            if ".git" not in Path(path).parts and keep(path)
+            and (text := readable(data)) is not None}
 
 
 def from_folders(buggy: Path, fixed: Path, name: str, message: str,
                  is_defect: Callable[[str], bool] | None = None,
+                 keep: Callable[[str], bool] | None = None,
                  ) -> tuple[dict[str, str], list[Defect]]:
     """The snapshot `buggy` and the defect that turning it into `fixed` fixes."""
-    snapshot, after = read_folder(buggy), read_folder(fixed)
+    snapshot, after = read_folder(buggy, keep), read_folder(fixed, keep)
     changed = {p for p in snapshot.keys() | after.keys() if snapshot.get(p) != after.get(p)}
     fix = Fix(name, message, {p: snapshot[p] for p in changed if p in snapshot},
               {p: after.get(p) for p in changed})

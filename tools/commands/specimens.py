@@ -90,6 +90,12 @@ def _defect_paths(p: argparse.ArgumentParser) -> None:
                    help="the paths whose hunks may be defect locations (repeatable; default: "
                    "every path but tests, docs and CI configuration, e.g. tests/**, "
                    "**/test_*.py, docs/**, *.md, .github/**); '**' for every path")
+    p.add_argument("--include", action="append", metavar="GLOB",
+                   help="only these files go into the snapshot (repeatable; default: every "
+                   "text file within the size limit, tests included as context)")
+    p.add_argument("--exclude", action="append", metavar="GLOB",
+                   help="leave these files out of the snapshot (repeatable; CI configuration "
+                   "such as .github/**, .gitlab-ci.yml and .circleci/** always is)")
 
 
 def _output(p: argparse.ArgumentParser) -> None:

@@ -171,7 +171,8 @@ async def from_git_cmd(args: argparse.Namespace) -> int:
     skipped: list[str] = []
     snapshot, found, base = await anyio.to_thread.run_sync(
         specimens_from_fixes.from_git, args.repo, args.fix, skipped,
-        specimens_from_fixes.defect_filter(args.defect_paths))
+        specimens_from_fixes.defect_filter(args.defect_paths),
+        specimens_from_fixes.snapshot_filter(args.include, args.exclude))
     made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
     for line in skipped:
         console.print(f"left out of the snapshot: {line}", markup=False)
@@ -181,7 +182,8 @@ async def from_git_cmd(args: argparse.Namespace) -> int:
 async def from_diff_cmd(args: argparse.Namespace) -> int:
     snapshot, found = specimens_from_fixes.from_folders(
         args.buggy, args.fixed, args.id, args.rationale,
-        specimens_from_fixes.defect_filter(args.defect_paths))
+        specimens_from_fixes.defect_filter(args.defect_paths),
+        specimens_from_fixes.snapshot_filter(args.include, args.exclude))
     return _wrote(args, snapshot, found, "props specimens from-diff")
 
 
