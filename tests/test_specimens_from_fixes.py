@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, specimens, specimens_from_fixes, vocabulary
+from props.core.domain import catalog, git_trees, specimens, specimens_from_fixes, vocabulary
 from props.core.scoring import scorers
 
 SLUG = "toy/2026-12-01-00"
@@ -187,7 +187,7 @@ def test_a_large_blob_is_listed_not_loaded(tmp_path: Path) -> None:
     big.write_bytes(b"x" * (vocabulary.MAX_SPECIMEN_FILE_BYTES + 1))
     repo.commit("the code")
     skipped: list[str] = []
-    files = specimens_from_fixes.tree(repo.root, "HEAD", skipped)
+    files = git_trees.tree(repo.root, "HEAD", skipped)
     assert set(files) == {"pkg/a.py"}
     assert len(skipped) == 1 and skipped[0].startswith("data.bin (")
 
@@ -274,14 +274,14 @@ def test_the_snapshot_leaves_out_ci_binaries_and_what_is_excluded(tmp_path: Path
     (repo.root / "nul.txt").write_bytes(b"text\x00with a NUL")
     base = repo.commit("the code")
     skipped: list[str] = []
-    every = specimens_from_fixes.tree(repo.root, base, skipped)
+    every = git_trees.tree(repo.root, base, skipped)
     assert sorted(every) == ["pkg/calc.py", "tests/test_calc.py", "vendor/big.py"]
     assert any("logo.png (binary" in s for s in skipped)
     assert any("nul.txt (binary" in s for s in skipped)
     assert any("1 file(s) the path filters leave out" in s for s in skipped)
-    chosen = specimens_from_fixes.tree(repo.root, base, [], specimens_from_fixes.snapshot_filter(
+    chosen = git_trees.tree(repo.root, base, [], git_trees.snapshot_filter(
         include=["pkg/**", "tests/**", "vendor/**"], exclude=["vendor/**"]))
     assert sorted(chosen) == ["pkg/calc.py", "tests/test_calc.py"]
     # The control: with no filter at all, the CI file would have come in.
-    assert ".github/workflows/ci.yml" in specimens_from_fixes.tree(
+    assert ".github/workflows/ci.yml" in git_trees.tree(
         repo.root, base, [], lambda path: True)

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import fnmatch
 import json
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from props.core.domain import specimen_format, specimens, vocabulary
+from props.core.domain import git_trees, specimen_format, specimens, vocabulary
 from props.core.log import errors
 
 Range = tuple[int, int]  # 1-based, inclusive
@@ -34,37 +32,16 @@ NOT_DEFECTS = ("tests/**", "test/**", "**/tests/**", "**/test/**", "**/test_*.py
                "**/*_test.py", "**/conftest.py", "docs/**", "doc/**", "**/*.md", "**/*.rst",
                "**/*.txt", ".github/**", ".gitlab-ci.yml", ".circleci/**", "CHANGELOG*",
                "NEWS*")
-# What a snapshot never holds by default: CI configuration (what runs the project, not the
-# project; a critic reviewing it is reviewing someone's pipeline). `.git` is never a file of
-# a tree, binaries and files past the size limit are left out as they are read.
-NOT_SNAPSHOT = (".github/**", ".gitlab-ci.yml", ".gitlab/**", ".circleci/**", ".travis.yml",
-                ".azure-pipelines/**", "azure-pipelines.yml", ".buildkite/**", "Jenkinsfile",
-                ".woodpecker/**", ".drone.yml", "appveyor.yml")
 # Trailers git and review tools add to a commit message: not what the defect is.
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z-]*-by:\s|^(Change-Id|Fixes|Closes|Refs):\s")
-
-
-def _glob(path: str, pattern: str) -> bool:
-    """`fnmatch` where `**/` may match no folder at all (`**/test_*.py` matches `test_a.py`)."""
-    return fnmatch.fnmatchcase(path, pattern) or (
-        pattern.startswith("**/") and fnmatch.fnmatchcase(path, pattern[3:]))
 
 
 def defect_filter(defect_paths: list[str] | None) -> Callable[[str], bool]:
     """Whether a path's hunks may be defect locations: those `defect_paths` match, or by
     default every path NOT_DEFECTS does not."""
     if defect_paths:
-        return lambda path: any(_glob(path, g) for g in defect_paths)
-    return lambda path: not any(_glob(path, g) for g in NOT_DEFECTS)
-
-
-def snapshot_filter(include: list[str] | None = None, exclude: list[str] | None = None,
-                    ) -> Callable[[str], bool]:
-    """Whether a file of the repository goes into the snapshot: one of `include` matches it
-    (when given), and neither `exclude` nor NOT_SNAPSHOT does."""
-    left_out = (*NOT_SNAPSHOT, *(exclude or ()))
-    return lambda path: (not include or any(_glob(path, g) for g in include)) \
-        and not any(_glob(path, g) for g in left_out)
+        return lambda path: any(git_trees.glob(path, g) for g in defect_paths)
+    return lambda path: not any(git_trees.glob(path, g) for g in NOT_DEFECTS)
 
 
 def without_trailers(message: str) -> str:
@@ -248,7 +225,7 @@ def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
     code = (root / specimen_format.CODE_DIR).resolve()
     targets = []
     for path, text in snapshot.items():
-        target = (code / checked_path(path)).resolve()
+        target = (code / git_trees.checked_path(path)).resolve()
         if not target.is_relative_to(code):  # (a symlinked folder under -o, say)
             raise errors.InvalidEvent(f"{path!r} would be written outside {code}: nothing "
                                       f"was written")
@@ -261,102 +238,7 @@ def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
     return root
 
 
-def readable(data: bytes) -> str | None:
-    """A file's text, if it can be a snapshot file (UTF-8, within the size limit)."""
-    if len(data) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-        return None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return None if "\x00" in text else text  # (a NUL: a binary file that happens to decode)
-
-
 # -- git ----------------------------------------------------------------------------------------
-
-
-def _git(repo: Path, *args: str, given: bytes | None = None) -> bytes:
-    done = subprocess.run(["git", "-C", str(repo), *args], input=given, capture_output=True,
-                          check=False, timeout=120)
-    if done.returncode != 0:
-        raise errors.InvalidEvent(f"git {' '.join(args)} in {repo}: "
-                                  f"{done.stderr.decode(errors='replace').strip()}")
-    return done.stdout
-
-
-def checked_path(path: str) -> str:
-    """`path` if a snapshot may hold it (a repository chooses its tree's names, and git
-    accepts `..` as one): relative, no empty, `.`, `..` or `.git` part, no backslash or NUL.
-    Anything else refuses the whole repository before a file is written."""
-    parts = path.split("/")
-    if (not path or path.startswith("/") or "\\" in path or "\0" in path
-            or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts)):
-        raise errors.InvalidEvent(f"the repository holds a path props never writes: {path!r} "
-                                  f"(an absolute path, an empty, '.', '..' or '.git' part); "
-                                  f"nothing was written")
-    return path
-
-
-def _blob(repo: Path, revision_path: str) -> str | None:
-    """A file's text at `REV:PATH`, its size read before its content (a file past the limit
-    is never loaded)."""
-    size = int(_git(repo, "cat-file", "-s", revision_path))
-    if size > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-        return None
-    return readable(_git(repo, "cat-file", "blob", revision_path))
-
-
-def tree(repo: Path, commit: str, skipped: list[str] | None = None,
-         keep: Callable[[str], bool] | None = None) -> dict[str, str]:
-    """Every file of `commit` that can be a snapshot file and `keep` (snapshot_filter's
-    default) takes, by path: the listing with sizes, then every blob within the size limit
-    through one `git cat-file --batch` (not a process per file; a large blob is never read).
-    The paths left out are added to `skipped`."""
-    skipped = [] if skipped is None else skipped
-    keep = keep or snapshot_filter()
-    filtered = 0
-    blobs: list[tuple[str, str]] = []  # (object id, path)
-    for entry in filter(None, _git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
-        meta, _, name = entry.partition(b"\t")
-        _mode, kind, oid, listed = meta.split()
-        if kind != b"blob":  # (submodules are commits: not files of this repository)
-            continue
-        path = checked_path(name.decode("utf-8", "replace"))
-        if not keep(path):
-            filtered += 1
-        elif int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-            skipped.append(f"{path} ({int(listed):,} bytes, over the limit of "
-                           f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
-        else:
-            blobs.append((oid.decode(), path))
-    raw = _git(repo, "cat-file", "--batch", given="".join(f"{o}\n" for o, _ in blobs).encode())
-    out, at = {}, 0
-    for _oid, path in blobs:
-        header_end = raw.index(b"\n", at)
-        size = int(raw[at:header_end].split()[2])
-        text = readable(raw[header_end + 1:header_end + 1 + size])
-        at = header_end + 1 + size + 1  # the content, then a newline
-        if text is not None:
-            out[path] = text
-        else:
-            skipped.append(f"{path} (binary, or not UTF-8 text)")
-    if filtered:
-        skipped.append(f"{filtered} file(s) the path filters leave out (CI configuration, "
-                       f"--include, --exclude)")
-    return out
-
-
-def _changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
-    """(kind, path in `old`, path in `new`) of each file that differs: A, M, D, R (renamed,
-    maybe changed too), C, T; git's own rename detection."""
-    tokens = iter(t.decode() for t in _git(repo, "diff", "-M", "--name-status", "-z", old,
-                                          new).split(b"\0") if t)
-    out = []
-    for status in tokens:
-        first = checked_path(next(tokens))
-        second = checked_path(next(tokens)) if status[0] in "RC" else first
-        out.append((status[0], first, second))
-    return out
 
 
 def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
@@ -365,42 +247,47 @@ def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
              ) -> tuple[dict[str, str], list[Defect], str]:
     """The snapshot before the oldest of `commits` (fixes), their defects on it, and the
     snapshot's commit; the files it leaves out are added to `skipped`."""
-    wanted = {_git(repo, "rev-parse", "--verify", f"{c}^{{commit}}").decode().strip()
+    wanted = {git_trees.git(repo, "rev-parse", "--verify", f"{c}^{{commit}}").decode().strip()
               for c in commits}
-    history = _git(repo, "rev-list", "--topo-order", "--reverse", *wanted).decode().split()
+    history = git_trees.git(repo, "rev-list", "--topo-order", "--reverse", *wanted).decode().split()
     ordered = [c for c in history if c in wanted]  # oldest first, whatever the dates
-    base = _git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
-    snapshot = tree(repo, base, skipped, keep)
+    base = git_trees.git(repo, "rev-parse", f"{ordered[0]}^").decode().strip()
+    snapshot = git_trees.tree(repo, base, skipped, keep)
     fixes, renamed = [], []
     for commit in ordered:
-        parent = f"{commit}^"
-        before: dict[str, str] = {}
-        after: dict[str, str | None] = {}
-        for kind, old, new in _changes(repo, parent, commit):
-            if kind != "A":
-                text = _blob(repo, f"{parent}:{old}")
-                if text is None:
-                    continue
-                before[old] = text
-            after[old] = None if kind == "D" else _blob(repo, f"{commit}:{new}")
-        message = _git(repo, "log", "-1", "--format=%B", commit).decode()
+        message = git_trees.git(repo, "log", "-1", "--format=%B", commit).decode()
         subject = message.splitlines()[0] if message.strip() else commit[:12]
-        fixes.append(Fix(subject, message, before, after))
-        renamed.append({new: old for kind, old, new in _changes(repo, base, parent)
+        fixes.append(fix_between(repo, f"{commit}^", commit, subject, message))
+        renamed.append({new: old for kind, old, new in git_trees.changes(repo, base, f"{commit}^")
                         if kind == "R"})
     return snapshot, defects(snapshot, fixes, renamed, is_defect), base
+
+
+def fix_between(repo: Path, old_tree: str, new_tree: str, name: str, message: str) -> Fix:
+    """The fix that turns `old_tree` into `new_tree` (commits or trees of `repo`)."""
+    before: dict[str, str] = {}
+    after: dict[str, str | None] = {}
+    for kind, old, new in git_trees.changes(repo, old_tree, new_tree):
+        if kind != "A":
+            text = git_trees.blob(repo, f"{old_tree}:{old}")
+            if text is None:
+                continue
+            before[old] = text
+        after[old] = None if kind == "D" else git_trees.blob(repo, f"{new_tree}:{new}")
+    return Fix(name, message, before, after)
+
 
 
 def read_folder(root: Path, keep: Callable[[str], bool] | None = None) -> dict[str, str]:
     """Every file under `root` that can be a snapshot file and `keep` takes, by path relative
     to it: read by the snapshots' own rules (no symlink, device or oversized file is read),
     git's folder left out."""
-    keep = keep or snapshot_filter()
+    keep = keep or git_trees.snapshot_filter()
     refused: list[specimen_format.Problem] = []  # what cannot be in a snapshot stays out of it
     found = specimens.read_code(root, vocabulary.MAX_SPECIMEN_FILE_BYTES, refused)
     return {path: text for path, data in found.items()
             if ".git" not in Path(path).parts and keep(path)
-            and (text := readable(data)) is not None}
+            and (text := git_trees.readable(data)) is not None}
 
 
 def from_folders(buggy: Path, fixed: Path, name: str, message: str,

@@ -13,7 +13,13 @@ import anyio.to_thread
 import orjson
 from rich.progress import Progress
 
-from props.core.domain import specimen_format, specimen_sync, specimens, specimens_from_fixes
+from props.core.domain import (
+    git_trees,
+    specimen_format,
+    specimen_sync,
+    specimens,
+    specimens_from_fixes,
+)
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.tools import samples
@@ -172,7 +178,7 @@ async def from_git_cmd(args: argparse.Namespace) -> int:
     snapshot, found, base = await anyio.to_thread.run_sync(
         specimens_from_fixes.from_git, args.repo, args.fix, skipped,
         specimens_from_fixes.defect_filter(args.defect_paths),
-        specimens_from_fixes.snapshot_filter(args.include, args.exclude))
+        git_trees.snapshot_filter(args.include, args.exclude))
     made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
     for line in skipped:
         console.print(f"left out of the snapshot: {line}", markup=False)
@@ -183,7 +189,7 @@ async def from_diff_cmd(args: argparse.Namespace) -> int:
     snapshot, found = specimens_from_fixes.from_folders(
         args.buggy, args.fixed, args.id, args.rationale,
         specimens_from_fixes.defect_filter(args.defect_paths),
-        specimens_from_fixes.snapshot_filter(args.include, args.exclude))
+        git_trees.snapshot_filter(args.include, args.exclude))
     return _wrote(args, snapshot, found, "props specimens from-diff")
 
 
