@@ -11,14 +11,15 @@ from props.tools.render import Console, safe
 
 
 @contextlib.contextmanager
-def counting_events(label: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-    """A bar counting events (of `total`, if known), gone once the work is done; yields the
-    callback that advances it by n."""
+def counting_events(label: str, total: int | None = None, unit: str = "events",
+                    ) -> Iterator[Callable[[int], None]]:
+    """A bar counting events (or `unit`s; of `total`, if known), gone once the work is done;
+    yields the callback that advances it by n."""
     # The label may quote the user (`--as-of ...`): text, and no format fields of its own.
     shown = safe(label).replace("{", "{{").replace("}", "}}")
     err = Console(stderr=True)
     with Progress(TextColumn(shown, markup=False), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("events"), TimeRemainingColumn(), console=err, transient=True,
+                  TextColumn(unit), TimeRemainingColumn(), console=err, transient=True,
                   disable=not err.is_terminal) as bar:  # a bar is for people, not logs
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)

@@ -175,8 +175,8 @@ def _toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
 
 
-def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
-    """The ground_truth.toml of `found` on a snapshot of `files`."""
+def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) -> str:
+    """The ground_truth.toml of `found` on `snapshot` (its files' text, by path)."""
     out = [f"# Made by {made_by}: each fix's hunks on the code before it.",
            "# Check every TODO before `props specimens sync`: a person decides what the "
            "defect is.", ""]
@@ -196,9 +196,10 @@ def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
                 f"rationale = {_toml_string(d.message.strip() or d.name)}  "
                 "# TODO: say what the defect is, not how it was fixed",
                 "occurrences = [", f"  {{ {locations} }},", "]", ""]
-        sets[d.name] = _neighbourhood(sorted(d.ranges), files)
+        sets[d.name] = _neighbourhood(sorted(d.ranges), snapshot)
     if sets:
-        out += ["[file_sets]  # each fix's files and their neighbours (one set of each)"]
+        out += ["[file_sets]  # each fix's files, the others of their package, and the "
+                "tests that import them"]
         seen: dict[tuple[str, ...], str] = {}
         for name, members in sets.items():
             first = seen.setdefault(tuple(members), name)
@@ -207,10 +208,35 @@ def ground_truth(found: list[Defect], files: list[str], made_by: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _neighbourhood(touched: list[str], files: list[str]) -> list[str]:
-    """The touched files and the others in their folders."""
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+\(?([\w, ]+)|import\s+([\w.]+))",
+                     re.MULTILINE)
+
+
+def _imported(text: str) -> set[str]:
+    """The modules a Python file imports (`from a import b` may be a.b: both counted)."""
+    found: set[str] = set()
+    for m in _IMPORT.finditer(text):
+        base = m[1] or m[3]
+        found.add(base)
+        found |= {f"{base}.{n.strip()}" for n in (m[2] or "").split(",") if n.strip()}
+    return found
+
+
+def _neighbourhood(touched: list[str], snapshot: dict[str, str]) -> list[str]:
+    """The touched files, the others in their folders (their package), and the test files
+    that import a touched Python module: what a reviewer of the fix would open, not a whole
+    folder of tests."""
     folders = {str(Path(p).parent) for p in touched}
-    return sorted(p for p in files if str(Path(p).parent) in folders)
+    modules = {".".join(Path(p).with_suffix("").parts).removesuffix(".__init__")
+               for p in touched if p.endswith(".py")}
+    is_source = defect_filter(None)
+
+    def tests_it(path: str, text: str) -> bool:
+        return not is_source(path) and path.endswith(".py") and any(
+            m == i or m.endswith(f".{i}") for i in _imported(text) for m in modules)
+
+    return sorted(p for p, text in snapshot.items()
+                  if str(Path(p).parent) in folders or tests_it(p, text))
 
 
 def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
@@ -234,7 +260,7 @@ def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     (root / specimen_format.GROUND_TRUTH_FILE).write_text(
-        ground_truth(found, sorted(snapshot), made_by), encoding="utf-8")
+        ground_truth(found, snapshot, made_by), encoding="utf-8")
     return root
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from props.core.domain import vocabulary
+from props.tools import arguments
 
 FORMAT_HELP = """\
 DIR holds one folder per snapshot, PROJECT/YYYY-MM-DD-NN/, each with a code/ folder (the
@@ -79,6 +80,32 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rationale", default="", help="what the defect is")
     _output(p)
     p.set_defaults(handler="props.tools.handlers.specimens:from_diff_cmd")
+    p = cmds.add_parser(
+        "from-dataset", help="snapshots from a bug dataset: BugsInPy, or SWE-bench JSONL",
+        description="One snapshot per bug, as from-git makes one: the code at the buggy "
+        "commit (BugsInPy's buggy_commit_id, SWE-bench's base_commit) and one true positive, "
+        "the fix's hunks in source files (BugsInPy: the diff to fixed_commit_id; SWE-bench: "
+        "its patch; a test_patch is never ground truth), the problem statement or the fix's "
+        "message as rationale, marked for review. A bug whose repository or commit is "
+        "missing, or whose fix touches no source line, is listed and skipped, never "
+        "half-written; a bug written before is not written again. Exit 0 when every "
+        "selected bug was written, 3 when some were skipped.")
+    p.add_argument("kind", choices=("bugsinpy", "swebench"), help="the dataset's format")
+    p.add_argument("source", type=Path, metavar="SOURCE",
+                   help="bugsinpy: the BugsInPy checkout (projects/NAME/bugs/N/bug.info); "
+                   "swebench: the JSONL file (instance_id, repo, base_commit, patch, "
+                   "problem_statement)")
+    p.add_argument("--repos", type=Path, required=True, metavar="DIR",
+                   help="local clones named as the dataset names them: DIR/PROJECT for "
+                   "BugsInPy; DIR/OWNER/NAME, DIR/OWNER__NAME or DIR/NAME for SWE-bench")
+    p.add_argument("-o", "--out", type=Path, required=True, metavar="DIR",
+                   help="the specimens folder to write the snapshots into")
+    p.add_argument("--limit", type=arguments.positive_int, metavar="N",
+                   help="at most N bugs (after --only)")
+    p.add_argument("--only", action="append", metavar="ID",
+                   help="only this bug (repeatable): BugsInPy PROJECT-N, SWE-bench instance_id")
+    _defect_paths(p)
+    p.set_defaults(handler="props.tools.handlers.specimens:from_dataset_cmd")
     p = cmds.add_parser("samples", help="print the folder of the bundled sample specimens",
                         description="Print the folder holding the sample specimens shipped "
                         "with props, e.g. `props specimens sync \"$(props specimens samples)\"`.")

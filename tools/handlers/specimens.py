@@ -15,6 +15,7 @@ from rich.progress import Progress
 
 from props.core.domain import (
     git_trees,
+    specimen_datasets,
     specimen_format,
     specimen_sync,
     specimens,
@@ -22,7 +23,7 @@ from props.core.domain import (
 )
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.tools import samples
+from props.tools import progress, samples
 from props.tools.render import Console, Table
 
 console = Console(highlight=False)
@@ -202,3 +203,29 @@ def _wrote(args: argparse.Namespace, snapshot: dict[str, str],
                   f"true positive(s) from {len(found)} fix(es), {todo} TODO(s) to check in "
                   f"ground_truth.toml; then `props specimens sync {args.out}`")
     return 0
+
+
+async def from_dataset_cmd(args: argparse.Namespace) -> int:
+    read = specimen_datasets.bugsinpy if args.kind == "bugsinpy" else specimen_datasets.swebench
+    bugs = [b for b in read(args.source, args.repos) if not args.only or b.id in args.only]
+    bugs = bugs[:args.limit] if args.limit else bugs
+    made = specimen_datasets.Made()
+    is_defect = specimens_from_fixes.defect_filter(args.defect_paths)
+    keep = git_trees.snapshot_filter(args.include, args.exclude)
+    with progress.counting_events("making snapshots", len(bugs), unit="bugs") as advance:
+        for bug in bugs:
+            await anyio.to_thread.run_sync(specimen_datasets.make, args.kind, bug, args.out,
+                                           is_defect, keep, made)
+            advance(1)
+    table = Table("bug", "written", "true positives / why not", title=f"{args.kind}: "
+                  f"{len(made.written)} written, {len(made.skipped)} skipped")
+    for bug_id, root, tps in made.written:
+        table.add_row(bug_id, str(root.relative_to(args.out)), str(tps))
+    for bug_id, why in made.skipped:
+        table.add_row(bug_id, "-", why)
+    console.print(table)
+    if made.written:
+        load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
+        console.print(f"then: review each ground_truth.toml (its TODOs), `props specimens "
+                      f"validate {args.out}`, `props specimens sync {args.out}`", markup=False)
+    return 3 if made.skipped else 0

@@ -1,0 +1,160 @@
+"""Answer keys from the bug datasets people already have: BugsInPy and SWE-bench-style JSONL.
+
+Each bug becomes one snapshot, made as `props specimens from-git` makes one: the code at the
+buggy commit (BugsInPy's `buggy_commit_id`, SWE-bench's `base_commit`), and one true
+positive, the fix's hunks on that code in source files only (BugsInPy: the diff to
+`fixed_commit_id`; SWE-bench: its `patch` applied onto the base; a `test_patch` is never
+ground truth). The problem statement (or the fix commit's message) is the rationale, with a
+TODO asking a person to review it, so `validate` refuses the key until one has. A bug whose
+repository or commit is not here, or whose fix touches no source line of the snapshot, is
+listed with the reason and nothing of it is written.
+
+REPOS is a folder of local clones named as the dataset names them: BugsInPy's project
+(`REPOS/youtube-dl`), SWE-bench's `owner/name` (`REPOS/owner/name`, `REPOS/owner__name` or
+`REPOS/name`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from props.core.domain import git_trees, specimens_from_fixes
+from props.core.log import errors
+
+_FIELD = re.compile(r'^\s*([a-z_]+)\s*=\s*"?(.*?)"?\s*$')
+MAX_LINE_BYTES = 64 * 2**20  # one SWE-bench instance (its patches and statement) at most
+
+
+@dataclasses.dataclass(frozen=True)
+class Bug:
+    id: str
+    project: str  # the snapshot's project name (its slug's first part)
+    repo: Path | None  # None: no clone of it under REPOS
+    base: str  # the buggy commit
+    fixed: str | None  # the fixed commit (BugsInPy)
+    patch: str | None  # the fix as a patch onto base (SWE-bench)
+    rationale: str
+
+
+@dataclasses.dataclass
+class Made:
+    written: list[tuple[str, Path, int]] = dataclasses.field(default_factory=list)
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+def _project(name: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "project"
+
+
+def bugsinpy(folder: Path, repos: Path) -> Iterator[Bug]:
+    """Every bug of a BugsInPy checkout (`projects/NAME/bugs/N/bug.info`), in order."""
+    infos = sorted(folder.glob("projects/*/bugs/*/bug.info"),
+                   key=lambda p: (p.parents[2].name, int(p.parent.name)
+                                  if p.parent.name.isdigit() else 0, p.parent.name))
+    if not infos:
+        raise errors.ConfigurationError(f"{folder} holds no projects/NAME/bugs/N/bug.info: "
+                                        f"not a BugsInPy checkout")
+    for info in infos:
+        name = info.parents[2].name
+        fields = {m[1]: m[2] for line in info.read_text(errors="replace").splitlines()
+                  if (m := _FIELD.match(line))}
+        clone = repos / name
+        yield Bug(f"{name}-{info.parent.name}", _project(name),
+                  clone if clone.is_dir() else None, fields.get("buggy_commit_id", ""),
+                  fields.get("fixed_commit_id", ""), None,
+                  f"BugsInPy {name} bug {info.parent.name}")
+
+
+def swebench(file: Path, repos: Path) -> Iterator[Bug]:
+    """Every instance of a SWE-bench-style JSONL file, in its order."""
+    with file.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise errors.InvalidEvent(f"{file}:{number}: a line over {MAX_LINE_BYTES:,} "
+                                          f"bytes")
+            if not raw.strip():
+                continue
+            try:
+                doc = json.loads(raw)
+                owner_name = str(doc["repo"])
+                bug = (str(doc["instance_id"]), str(doc["base_commit"]), str(doc["patch"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise errors.InvalidEvent(f"{file}:{number}: not a SWE-bench instance "
+                                          f"(instance_id, repo, base_commit, patch): {exc}"
+                                          ) from None
+            owner, _, name = owner_name.partition("/")
+            found = next((c for c in (repos / owner_name, repos / f"{owner}__{name}",
+                                      repos / name) if name and c.is_dir()), None)
+            yield Bug(bug[0], _project(name or owner), found, bug[1], None, bug[2],
+                      str(doc.get("problem_statement") or bug[0]))
+
+
+def _applied(repo: Path, base: str, patch: str) -> str:
+    """The tree `patch` makes of `base` (in a temporary index: the clone's checkout and
+    branches are not touched; the tree's objects are written to its object store)."""
+    with tempfile.TemporaryDirectory(prefix="props-dataset-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git_trees.git(repo, "read-tree", base, env=env)
+        git_trees.git(repo, "apply", "--cached", "-", given=patch.encode(), env=env)
+        return git_trees.git(repo, "write-tree", env=env).decode().strip()
+
+
+def _slug(out: Path, bug: Bug, repo: Path) -> tuple[str, bool]:
+    """PROJECT/DAY-NN for the bug (DAY: its base commit's), and whether `out` holds it
+    already (a second run writes nothing twice)."""
+    day = git_trees.git(repo, "log", "-1", "--format=%cs", bug.base).decode().strip()
+    for n in range(100):
+        slug = f"{bug.project}/{day}-{n:02d}"
+        key = out / slug / "ground_truth.toml"
+        if not key.exists():
+            return slug, False
+        if f" {bug.id} at " in key.read_text(errors="replace"):
+            return slug, True
+    raise errors.InvalidEvent(f"{bug.project} has 100 snapshots of {day} in {out} already")
+
+
+def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
+         keep: Callable[[str], bool], made: Made) -> None:
+    """Write the bug's snapshot into `out`, or say in `made.skipped` why not."""
+    if bug.repo is None:
+        made.skipped.append((bug.id, "no clone of its repository under --repos"))
+        return
+    for commit in filter(None, (bug.base, bug.fixed)):
+        try:
+            git_trees.git(bug.repo, "cat-file", "-e", f"{commit}^{{commit}}")
+        except errors.InvalidEvent:
+            made.skipped.append((bug.id, f"commit {commit[:12]} is not in {bug.repo}"))
+            return
+    if not bug.base or not (bug.fixed or bug.patch):
+        made.skipped.append((bug.id, "no buggy commit, or no fix, in the dataset"))
+        return
+    slug, there = _slug(out, bug, bug.repo)
+    if there:
+        made.skipped.append((bug.id, f"written before, as {slug}"))
+        return
+    try:
+        fixed = bug.fixed or _applied(bug.repo, bug.base, bug.patch or "")
+    except errors.InvalidEvent as exc:
+        made.skipped.append((bug.id, f"its patch does not apply on {bug.base[:12]}: {exc}"))
+        return
+    snapshot = git_trees.tree(bug.repo, bug.base, [], keep)
+    message = git_trees.git(bug.repo, "log", "-1", "--format=%B", fixed).decode() \
+        if bug.fixed else bug.rationale
+    fix = specimens_from_fixes.fix_between(bug.repo, bug.base, fixed, bug.id, message)
+    found = specimens_from_fixes.defects(snapshot, [fix], None, is_defect)
+    if not any(d.ranges for d in found):
+        made.skipped.append((bug.id, "its fix touches no source line of the snapshot "
+                                     "(only tests, docs or CI)"))
+        return
+    for d in found:
+        d.todo.append("the rationale is the dataset's (a problem statement or a commit "
+                      "message): review it, and the lines, before sync")
+    root = specimens_from_fixes.write(out, slug, snapshot, found,
+                                      f"props specimens from-dataset {kind} {bug.id} at "
+                                      f"{bug.base[:12]}")
+    made.written.append((bug.id, root, sum(1 for d in found if d.ranges)))
