@@ -27,6 +27,7 @@ DOCKER = ["--restart-docker"] if os.environ.get("PROPS_REQUIRE_DOCKER") == "1" e
 def chaos(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in ("PROPS_DSN", "PROPS_HOME")}
     full.update(env or {})
+    full["COLUMNS"] = "250"  # the tables unwrapped: a cell's words stay on one line
     return subprocess.run([sys.executable, "-m", "props.tools.cli", "chaos", *args],
                           capture_output=True, text=True, env=full, timeout=900, check=False)
 

@@ -108,7 +108,7 @@ async def _raw_runs(store: EventStore, where: run_pages.TableFilter, sort: str,
     return await store.pool.fetch(
         _RUN_PAGES["table"].format(order=run_pages.SORTS[sort]), where.agent_type,
         where.status, where.model, where.definition, where.snapshot, None, None, None, None,
-        None, 51, offset)
+        None, 51, offset, None)
 
 
 async def _timed(call: Callable[[], Awaitable[Any]]) -> float:

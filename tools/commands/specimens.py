@@ -56,6 +56,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--version", type=int, help="a version number (default: the latest)")
     p.add_argument("--json", action="store_true", help="the snapshot.synced event as JSON")
     p.set_defaults(handler="props.tools.handlers.specimens:show_cmd", connections=2)
+    _from_fixes(cmds)
+    p = cmds.add_parser("samples", help="print the folder of the bundled sample specimens",
+                        description="Print the folder holding the sample specimens shipped "
+                        "with props, e.g. `props specimens sync \"$(props specimens samples)\"`.")
+    p.set_defaults(handler="props.tools.handlers.specimens:samples_cmd")
+
+
+def _from_fixes(cmds: Any) -> None:
+    """The commands that make a snapshot and its answer key from fixes: from-git, from-diff,
+    from-dataset."""
     p = cmds.add_parser("from-git", help="a snapshot from bug-fix commits of a git repository",
                         description="Write OUT/SLUG/: the code before the fixes (the parent of "
                         "the oldest --fix) and a ground_truth.toml whose true positives are "
@@ -106,10 +116,6 @@ def add_parser(sub: Any) -> None:
                    help="only this bug (repeatable): BugsInPy PROJECT-N, SWE-bench instance_id")
     _defect_paths(p)
     p.set_defaults(handler="props.tools.handlers.specimens:from_dataset_cmd")
-    p = cmds.add_parser("samples", help="print the folder of the bundled sample specimens",
-                        description="Print the folder holding the sample specimens shipped "
-                        "with props, e.g. `props specimens sync \"$(props specimens samples)\"`.")
-    p.set_defaults(handler="props.tools.handlers.specimens:samples_cmd")
 
 
 def _defect_paths(p: argparse.ArgumentParser) -> None:
