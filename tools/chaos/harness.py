@@ -152,21 +152,11 @@ class Chaos:
             if proc is not None and proc.returncode is not None:
                 await self.kill(i)  # records how it had died
             elif proc is not None:
-                proc.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await proc.wait()
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+                await _terminate(proc)
             self.services[i] = None  # stopped: a second stop finds nothing to do
         for launcher in (self.spare, self.doomed):
             if launcher is not None and launcher.returncode is None:
-                launcher.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await launcher.wait()
-                if launcher.returncode is None:
-                    launcher.kill()
-                    await launcher.wait()
+                await _terminate(launcher)
 
     async def request_over_http(self, client: httpx.AsyncClient, n: int,
                                 body: dict[str, Any]) -> uuid.UUID:
@@ -303,6 +293,16 @@ class Chaos:
             "SELECT coalesce(max(global_position), 0) FROM props.events"))
         count, digest = await log_prefix(self.store, head)
         self.prefixes.append((head, count, digest))
+
+
+async def _terminate(proc: anyio.abc.Process) -> None:
+    """SIGTERM, 30 s to stop, then SIGKILL."""
+    proc.send_signal(signal.SIGTERM)
+    with anyio.move_on_after(30):
+        await proc.wait()
+    if proc.returncode is None:
+        proc.kill()
+        await proc.wait()
 
 
 def _restart_process(pid: int, log: Path) -> None:
