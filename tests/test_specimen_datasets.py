@@ -1,7 +1,7 @@
 """Answer keys from bug datasets: a BugsInPy folder and a SWE-bench JSONL of three bugs each,
 built here over a repository this test makes, give the TPs at the lines computed by hand;
 a bug whose commit or repository is missing is skipped and reported, nothing of it written;
-the made snapshots sync, and critics run on them and are graded."""
+the made snapshots sync, and the reference critic and ruff run on them and are graded."""
 
 from __future__ import annotations
 
@@ -123,15 +123,17 @@ def test_swebench_tps_come_from_the_patch_never_the_test_patch(
     limited = _props("specimens", "from-dataset", "swebench", str(source), "--repos",
                      str(repos), "-o", str(tmp_path / "one"), "--limit", "1")
     assert limited.returncode == 0 and len(list((tmp_path / "one").glob("calc/*"))) == 1
-    # The made snapshots sync, and a critic runs on them and is graded: an evaluation.
+    # The made snapshots sync, and the reference critic and ruff run on them: an evaluation.
     env = {"PROPS_DSN": dsn, "PROPS_HOME": str(tmp_path / "home")}
     assert _props("specimens", "sync", str(out), env=env).returncode == 0
     assert _props("definitions", "reference", env=env).returncode == 0
+    assert _props("definitions", "baseline", "ruff", env=env).returncode == 0
     plan = tmp_path / "plan.toml"
     plan.write_text('name = "swe"\nexamples = ["calc/*"]\n[[critic]]\n'
-                    'definition = "reference"\nref = "local"\n')
+                    'definition = "reference"\nref = "local"\n'
+                    '[[critic]]\ndefinition = "baseline-ruff"\n')
     ran = _props("eval", "run", str(plan), "--runtime", "local", env=env)
-    assert ran.returncode == 0 and "swe: complete: 2 scored" in ran.stdout, \
+    assert ran.returncode == 0 and "swe: complete: 4 scored" in ran.stdout, \
         ran.stdout + ran.stderr
 
 
