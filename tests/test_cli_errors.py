@@ -165,5 +165,7 @@ async def test_run_ids_are_shown_short_and_taken_by_unique_prefix(store: EventSt
     assert both.returncode == 65 and str(one) in both.stderr and str(two) in both.stderr
     assert props("runs", "show", "abcd9", dsn=dsn).returncode == 66
     assert props("runs", "show", "xyz!", dsn=dsn).returncode == 2
+    short = props("runs", "show", "ab", dsn=dsn)  # a prefix, but too short to name one
+    assert short.returncode == 2 and "give at least 4 hex digits" in short.stderr
     held = props("runs", "hold", "abcd2", "--reason", "audit", dsn=dsn)
     assert held.returncode == 0 and str(two) in held.stdout

@@ -41,6 +41,10 @@ SHORT = 8  # hex digits of a run id shown in tables
 def run_ref(text: str) -> str:
     """A run id, or a unique prefix of one (at least 4 hex digits, as tables show 8)."""
     ref = text.strip().lower()
+    if re.fullmatch(r"[0-9a-f-]{1,3}", ref):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too short to name a run: give at least 4 hex digits of its id "
+            f"(tables show {SHORT})")
     if not _RUN_REF.match(ref):
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id or a prefix of one")
     return ref
