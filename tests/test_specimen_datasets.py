@@ -149,3 +149,32 @@ def test_a_fix_s_file_set_is_its_package_and_the_tests_that_import_it(tmp_path: 
     key = specimens_from_fixes.ground_truth([d], snapshot, "a test")
     assert '"fix" = ["calc/core.py", "calc/util.py", "tests/test_core.py", ' \
            '"tests/test_pkg.py"]' in key  # not tests/test_io.py, nor other/
+
+
+def test_a_hostile_dataset_writes_nothing_of_its_own(tmp_path: Path) -> None:
+    """An id with a newline (it would end the key's header comment), a commit that is an
+    option, a repo name climbing out of --repos, a rationale past the catalog's bound."""
+    repos = tmp_path / "repos"
+    (repos / "acme").mkdir(parents=True)
+    repo, (c0, c1, _c2) = _calc(repos / "acme" / "calc")
+    patch = repo.git("diff", c0, c1, "--", "calc") + "\n"
+    rows = [{"instance_id": "x\n[[tp]]", "repo": "acme/calc", "base_commit": c0,
+             "patch": patch},
+            {"instance_id": "opt", "repo": "acme/calc", "base_commit": "--output=/tmp/x",
+             "patch": patch},
+            {"instance_id": "climb", "repo": "../repos/acme", "base_commit": c0,
+             "patch": patch},
+            {"instance_id": "essay", "repo": "acme/calc", "base_commit": c0, "patch": patch,
+             "problem_statement": "word " * 10_000}]
+    source = tmp_path / "swe.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out"
+    made = _props("specimens", "from-dataset", "swebench", str(source), "--repos", str(repos),
+                  "-o", str(out))
+    flat = _flat(made.stdout)
+    assert made.returncode == 3 and "1 written, 3 skipped" in flat, made.stdout + made.stderr
+    assert "its id is not a name props writes" in flat and "climb - no clone" in flat
+    assert "opt - commit --output=/tm is not in" in flat  # never passed to git as an option
+    key = next(out.glob("calc/*/ground_truth.toml")).read_text()
+    assert "the rationale was cut to 20,000 characters" in key
+    assert _props("specimens", "validate", str(out), "--allow-todo").returncode == 0

@@ -27,6 +27,12 @@ from props.core.domain import git_trees, specimens_from_fixes
 from props.core.log import errors
 
 _FIELD = re.compile(r'^\s*([a-z_]+)\s*=\s*"?(.*?)"?\s*$')
+# What a dataset's values may be before they reach git or a file: a bug id is a name (it
+# goes into the key's header and the made-before check), a commit is hex (never an option),
+# a SWE-bench repo is OWNER/NAME (never a path out of --repos).
+_BUG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
+_COMMIT = re.compile(r"^[0-9a-fA-F]{4,64}$")
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 MAX_LINE_BYTES = 64 * 2**20  # one SWE-bench instance (its patches and statement) at most
 
 
@@ -89,7 +95,8 @@ def swebench(file: Path, repos: Path) -> Iterator[Bug]:
                                           ) from None
             owner, _, name = owner_name.partition("/")
             found = next((c for c in (repos / owner_name, repos / f"{owner}__{name}",
-                                      repos / name) if name and c.is_dir()), None)
+                                      repos / name) if c.is_dir()), None) \
+                if _REPO.match(owner_name) and ".." not in owner_name.split("/") else None
             yield Bug(bug[0], _project(name or owner), found, bug[1], None, bug[2],
                       str(doc.get("problem_statement") or bug[0]))
 
@@ -121,18 +128,24 @@ def _slug(out: Path, bug: Bug, repo: Path) -> tuple[str, bool]:
 def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
          keep: Callable[[str], bool], made: Made) -> None:
     """Write the bug's snapshot into `out`, or say in `made.skipped` why not."""
+    if not _BUG_ID.match(bug.id):
+        made.skipped.append((bug.id[:80], "its id is not a name props writes (letters, "
+                                          "digits, _ . + -; up to 200)"))
+        return
     if bug.repo is None:
         made.skipped.append((bug.id, "no clone of its repository under --repos"))
         return
+    if not bug.base or not (bug.fixed or bug.patch):
+        made.skipped.append((bug.id, "no buggy commit, or no fix, in the dataset"))
+        return
     for commit in filter(None, (bug.base, bug.fixed)):
         try:
+            if not _COMMIT.match(commit):
+                raise errors.InvalidEvent(commit)
             git_trees.git(bug.repo, "cat-file", "-e", f"{commit}^{{commit}}")
         except errors.InvalidEvent:
             made.skipped.append((bug.id, f"commit {commit[:12]} is not in {bug.repo}"))
             return
-    if not bug.base or not (bug.fixed or bug.patch):
-        made.skipped.append((bug.id, "no buggy commit, or no fix, in the dataset"))
-        return
     slug, there = _slug(out, bug, bug.repo)
     if there:
         made.skipped.append((bug.id, f"written before, as {slug}"))

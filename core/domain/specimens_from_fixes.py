@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from props.core.domain import git_trees, specimen_format, specimens, vocabulary
+from props.core.domain.catalog.parts import MAX_RATIONALE
 from props.core.log import errors
 
 Range = tuple[int, int]  # 1-based, inclusive
@@ -177,6 +178,8 @@ def _toml_string(text: str) -> str:
 
 def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) -> str:
     """The ground_truth.toml of `found` on `snapshot` (its files' text, by path)."""
+    made_by = " ".join(made_by.split())  # a comment line (a name with a newline in it
+    # would end the comment and write TOML of its own)
     out = [f"# Made by {made_by}: each fix's hunks on the code before it.",
            "# Check every TODO before `props specimens sync`: a person decides what the "
            "defect is.", ""]
@@ -191,9 +194,13 @@ def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) ->
             continue
         locations = ", ".join(f"{_toml_string(path)} = {[list(r) for r in ranges]}"
                               for path, ranges in sorted(d.ranges.items()))
+        rationale = d.message.strip() or d.name
+        if len(rationale) > MAX_RATIONALE:  # (a problem statement may be a whole essay)
+            rationale = rationale[:MAX_RATIONALE - 1].rsplit(None, 1)[0] + "…"
+            out.append(f"# TODO: the rationale was cut to {MAX_RATIONALE:,} characters")
         out += ["[[tp]]", f"id = {_toml_string(d.name)}",
                 'severity = "medium"  # TODO: how severe is it?',
-                f"rationale = {_toml_string(d.message.strip() or d.name)}  "
+                f"rationale = {_toml_string(rationale)}  "
                 "# TODO: say what the defect is, not how it was fixed",
                 "occurrences = [", f"  {{ {locations} }},", "]", ""]
         sets[d.name] = _neighbourhood(sorted(d.ranges), snapshot)

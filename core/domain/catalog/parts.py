@@ -97,6 +97,9 @@ class Failure(_Part):
     exit_code: ExitCode | None = None
 
 
+MAX_RATIONALE = 20_000  # characters of a TP's or decoy's rationale
+
+
 class Occurrence(_Part):
     """Where one occurrence of a defect (or decoy) lies: one or more files, as line ranges."""
 
@@ -109,7 +112,7 @@ class Occurrence(_Part):
 
 class TruePositive(_Part):
     id: Name
-    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=MAX_RATIONALE)]
     severity: Severity | None = None
     occurrences: list[Occurrence] = pydantic.Field(min_length=1, max_length=1000)
 
@@ -118,7 +121,7 @@ class FalsePositive(_Part):
     """A known non-defect that looks like one (a decoy): reporting it is a known-false finding."""
 
     id: Name
-    rationale: Annotated[str, pydantic.StringConstraints(max_length=20_000)]
+    rationale: Annotated[str, pydantic.StringConstraints(max_length=MAX_RATIONALE)]
     relevant_files: list[FilePath] = pydantic.Field(max_length=MAX_LIST)
     occurrences: list[Occurrence] = pydantic.Field(min_length=1, max_length=1000)
 
