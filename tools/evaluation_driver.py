@@ -23,6 +23,7 @@ from props.reactors.launcher import Launcher
 from props.reactors.service import Service
 
 TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
+LOOK_GAP = 0.1  # the fewest seconds between two looks
 DONE: frozenset[str] = frozenset({"scored", "excluded"})
 
 
@@ -125,7 +126,9 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
             ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
             if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
                 return outcome
-            await log_moved.wait(TICK)  # a case moves with an append: look again then
+            # A case moves with an append: look again then, but at most every LOOK_GAP
+            # seconds (a busy log would otherwise have every open case read 50 times a s).
+            await log_moved.wait(TICK, coalesce=LOOK_GAP)
 
 
 async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
@@ -146,7 +149,7 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
             if all(s.state in DONE or s.state == "failed" for s in states) \
                     or time.monotonic() > deadline:
                 return states
-            await log_moved.wait(TICK)
+            await log_moved.wait(TICK, coalesce=LOOK_GAP)
 
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,

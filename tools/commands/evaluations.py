@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
                         "(scored, running, waiting, failed with its fact, excluded, missing), "
                         "spend, and recall and precision per critic under the active scorer. "
                         f"Exit 0 when complete, {EXIT_INCOMPLETE} otherwise.")
-    p.add_argument("name", help="the evaluation's name")
+    p.add_argument("name", type=arguments.name, help="the evaluation's name")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.evaluations:show_cmd", connections=4)
     p = cmds.add_parser(
@@ -87,7 +87,7 @@ def add_parser(sub: Any) -> None:
                         "(or --wait runs out), then the evaluation's report, as `show` prints "
                         f"it. Requests nothing. Exit 0 when complete, {EXIT_INCOMPLETE} "
                         "otherwise.")
-    p.add_argument("name", help="the evaluation's name")
+    p.add_argument("name", type=arguments.name, help="the evaluation's name")
     p.add_argument("--wait", type=_at_least_zero, default=3600, metavar="SECONDS",
                    help="stop following after this long (default 3600)")
     arguments.add_format(p, ("table", "json"))
