@@ -153,18 +153,30 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
 
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
-                         flying: list[CaseState], todo: list[CaseState]) -> None:
+                         flying: list[CaseState], todo: list[CaseState]) -> int:
+    """Request cases of `todo` while the ceiling has room; how many were requested."""
     per_definition = Counter(s.case.definition for s in flying)
     room = ceiling.runs - len(flying)
+    requested = 0
     for s in todo:
-        if room <= 0:
-            return
+        if room <= requested:
+            break
         limit = ceiling.per_definition.get(s.case.definition)
         if limit is not None and per_definition[s.case.definition] >= limit:
             continue
         await evaluations.request(store, ev, s.case, s.attempts)
         per_definition[s.case.definition] += 1
-        room -= 1
+        requested += 1
+    return requested
+
+
+async def request_detached(store: EventStore, ev: Evaluation) -> int:
+    """Request every case without a run for another process to serve (`--detach`, the
+    API): no ceiling of this process's, each model's own still; how many were requested."""
+    ceiling = await ceiling_of(store, ev, None)
+    states = await case_states(store, ev, await registration.active_scorer(store))
+    return await request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
+                                [], [s for s in states if s.state == "waiting"])
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:

@@ -5,7 +5,6 @@ as the cases move, and ends with the evaluation's report, which `show` prints ag
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections import Counter
 
 import orjson
@@ -92,10 +91,7 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})",
                   markup=False)
     if args.detach:
-        ceiling = await driver.ceiling_of(store, ev, None)
-        states = await driver.case_states(store, ev, await registration.active_scorer(store))
-        await driver.request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
-                                    [], [s for s in states if s.state == "waiting"])
+        await driver.request_detached(store, ev)
         console.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
                       f"follows them (`props eval show {ev.name}`: where they stand now)",
                       markup=False)

@@ -3,7 +3,6 @@ where one stands (as `props eval show`). `props serve` does the work."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from typing import Annotated, Any
 
@@ -57,13 +56,9 @@ async def start(store: Store, token: RequestToken, plan: evaluations.Plan,
         ev, resumed = await evaluations.start(store, plan, cases, new_version=new_version)
     except evaluations.PlanChanged as exc:
         return JSONResponse({"detail": str(exc)}, status_code=409)
-    ceiling = await driver.ceiling_of(store, ev, None)
-    states = await driver.case_states(store, ev, await registration.active_scorer(store))
-    waiting = [s for s in states if s.state == "waiting"]
-    await driver.request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
-                                [], waiting)
+    requested = await driver.request_detached(store, ev)
     return Started(name=ev.name, version=ev.version, cases=len(cases), resumed=resumed,
-                   requested=len(waiting))
+                   requested=requested)
 
 
 @router.get("/api/evaluations/{name}", response_model=Standing, dependencies=Read,
