@@ -90,6 +90,12 @@ async def table(store: EventStore, where: TableFilter, sort: str, limit: int,
     return [dict(r) for r in rows[:limit]], len(rows) > limit
 
 
+async def issue_counts(store: EventStore, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """How many issues each of these runs reported (those with none are left out)."""
+    rows = await store.sql.fetch(_Q["issue_counts"], run_ids)
+    return {r["run_id"]: int(r["issues"]) for r in rows}
+
+
 async def scores_of(store: EventStore, run_ids: list[uuid.UUID], scorer: tuple[str, int],
                     ) -> dict[uuid.UUID, dict[str, Any]]:
     """Recall and precision of these runs under one scorer (those it scored)."""

@@ -154,11 +154,18 @@ class Truth:
     excerpts: list[Excerpt]
 
 
+# What a grade says of an issue, in one word each reader shows: a find (a TP matched at
+# full credit: what recall counts), a partial match (a TP at partial credit: not a find), a
+# known decoy, nothing, or no grade at all.
+KINDS = ("find", "partial", "decoy", "none", "unscorable")
+
+
 @dataclasses.dataclass(frozen=True)
 class Grade:
     scorer: str
     match: str  # "TP T1#1", "decoy D2", "none", "unscorable: ..."
     grade: float | None
+    kind: str  # one of KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,15 +231,18 @@ def _truths(gt: catalog.GroundTruth | None) -> dict[str, tuple[str, Any, Any]]:
     return found
 
 
-def _match(edge: dict[str, Any]) -> tuple[str, str | None]:
+def _match(edge: dict[str, Any]) -> tuple[str, str | None, str]:
+    """What a grading edge matched: its words, the truth's label, and its kind (KINDS)."""
     if edge.get("unscorable"):
-        return f"unscorable: {edge['unscorable']}", None
+        return f"unscorable: {edge['unscorable']}", None, "unscorable"
     if edge.get("tp_id"):
         label = f"{edge['tp_id']}#{edge['tp_occurrence']}"
-        return f"TP {label}", label
+        if (edge.get("grade") or 0) >= scorers.FIND_GRADE:
+            return f"find {label}", label, "find"
+        return f"partial {label}", label, "partial"
     if edge.get("fp_id"):
-        return f"decoy {edge['fp_id']}", str(edge["fp_id"])
-    return "none", None
+        return f"decoy {edge['fp_id']}", str(edge["fp_id"]), "decoy"
+    return "none", None, "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,12 +303,12 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
     shown = []
     for row, locations, edges in parsed:
         matched = [_match(edge) for edge in edges]
-        labels = dict.fromkeys(label for _, label in matched if label)
+        labels = dict.fromkeys(label for _, label, _ in matched if label)
         shown.append(Issue(
             row.issue_id, row.rationale or "", row.severity,
             [code.excerpt(loc) for loc in locations],
-            [Grade(e["scorer"], m, e.get("grade")) for e, (m, _) in zip(edges, matched,
-                                                                     strict=True)],
+            [Grade(e["scorer"], m, e.get("grade"), kind)
+             for e, (m, _, kind) in zip(edges, matched, strict=True)],
             [t for label in labels if (t := truth(label))]))
     return Issues(shown, total, [t for label in missed if (t := truth(label))], scorer,
                   version.version if version else None)

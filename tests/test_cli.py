@@ -202,8 +202,7 @@ def test_specimens_commands(dsn: str, tmp_path: Path) -> None:
     assert synced.returncode == 0, synced.stderr
     assert "3 event(s) appended" in synced.stdout
     assert "0 event(s) appended" in props("specimens", "sync", samples, dsn=dsn).stdout
-    listed = [orjson.loads(line) for line in
-              props("specimens", "list", "--json", dsn=dsn).stdout.splitlines()]
+    listed = orjson.loads(props("specimens", "list", "--json", dsn=dsn).stdout)
     assert {r["slug"] for r in listed} >= {"csvtool/2025-09-03-00", "notes-api/2025-10-14-00"}
     shown = props("specimens", "show", "notes-api/2025-10-14-00", dsn=dsn)
     assert "search-sql-injection" in shown.stdout and "notes/db.py:76-80" in shown.stdout
@@ -343,7 +342,7 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
     assert len(ids) == 2 and "no launcher is running" in requested.stdout
     run_id = ids[-1]
     shown = cli("runs", "show", run_id).stdout
-    assert "run.requested" in shown and digest[:20] in shown  # resolved at request time
+    assert "run.requested" in shown and digest[:19] in shown  # resolved at request time
     cancelled = cli("runs", "cancel", run_id)
     assert cancelled.returncode == 0 and "cancel requested" in cancelled.stdout
     status = cli("reactors", "status")
@@ -355,7 +354,7 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
     assert unnamed.returncode == 0, unnamed.stderr
     new_id = unnamed.stdout.split("requested run ")[1].split()[0]
     def model_of(run: str) -> str:
-        timeline = orjson.loads(cli("runs", "show", run, "--json").stdout)
+        timeline = orjson.loads(cli("runs", "show", run, "--json").stdout)["events"]
         return str(timeline[0]["data"]["model"])  # (its run.requested)
 
     assert model_of(new_id) == "reference" and model_of(run_id) == "m"

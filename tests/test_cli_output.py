@@ -43,7 +43,8 @@ async def test_lists_speak_json_and_csv(command: list[str], store: EventStore,
         assert list(parsed[0]) == list(rows[0])
     if command == ["runs", "list"]:
         assert rows == [{"run_id": str(run), "status": "requested", "definition": "d",
-                         "model": "m", "snapshot": SNAPSHOT,
+                         "model": "m", "snapshot": SNAPSHOT, "issues": 0, "recall": None,
+                         "precision": None, "scorer": None,
                          "requested_at": rows[0]["requested_at"]}]
     if command == ["projections", "status"]:
         assert all(isinstance(r["lag_events"], int) and r["lag_events"] == 0 for r in rows)
@@ -68,7 +69,7 @@ async def test_a_runs_timeline_and_the_database_status_speak_json(store: EventSt
             snapshot=SNAPSHOT), model="[/x]m", timeout_seconds=60, budget_usd=0)])
     shown = props("runs", "show", str(run)[:8], "--format", "json", dsn=dsn)
     assert shown.returncode == 0, shown.stderr
-    [event] = orjson.loads(shown.stdout)
+    [event] = orjson.loads(shown.stdout)["events"]
     assert (event["version"], event["type"]) == (1, "run.requested")
     assert event["data"]["model"] == "[/x]m" and "T" in event["recorded_at"]  # ISO 8601
     as_csv = list(csv.DictReader(io.StringIO(props("runs", "show", str(run), "--format",

@@ -298,7 +298,7 @@ def test_scorers_eval_runs_a_judge_on_the_shipped_cases(
                            "--scorer", "judge@1", "--scorer", "tiered@2", "--json"],
                           capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stderr
-    summary = json.loads(done.stdout.splitlines()[-1])
+    summary = json.loads(done.stdout)
     judge, rule = summary["scorers"]
     assert judge["scorer"] == "judge@1" and rule["scorer"] == "tiered@2"
     assert judge["issues"] == rule["issues"] > 60 and len(seen) >= summary["cases"]

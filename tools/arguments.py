@@ -70,19 +70,20 @@ async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
 
 
 FORMATS = ("table", "json", "csv")
-# From this terminal width up, `props report` shows every column (below, the less important
-# ones are left out, as gh does, rather than every cell cut).
-WIDE_AT = 150
 
 
 def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...] = FORMATS) -> None:
-    """`--format table|json|csv` (and `--json`, the same as `--format json`)."""
+    """`--format table|json|csv`, `--json` (the same as `--format json`) and `--wide`."""
     others = " or ".join(f.upper() for f in formats if f != "table")
-    parser.add_argument("--format", choices=formats, default="table",
-                        help=f"a table for people (default); {others} for programs (numbers "
-                             "as numbers, times in ISO 8601)")
-    parser.add_argument("--json", dest="format", action="store_const", const="json",
-                        help="the same as --format json")
+    out = parser.add_argument_group("output")
+    out.add_argument("--format", choices=formats, default="table",
+                     help=f"a table for people (default); {others} for programs (one "
+                          "document on stdout, numbers as numbers, times in ISO 8601)")
+    out.add_argument("--json", dest="format", action="store_const", const="json",
+                     help="the same as --format json")
+    out.add_argument("--wide", action="store_true",
+                     help="every column, unsqueezed, however wide the terminal (a narrow "
+                          "one leaves out the columns it has no room for, and says which)")
 
 
 def parse_address(text: str, what: str) -> tuple[str, int]:

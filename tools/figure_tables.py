@@ -3,53 +3,63 @@ comparison of two scorers. `props report`, `props compare` and the demo print th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
 
 from props.core.scoring import comparison, intervals, rescoring
-from props.tools.arguments import WIDE_AT
-from props.tools.render import Console, Table
+from props.tools.render import Column, Console, print_table
 
 
 def percent(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-# The table's columns: (header, cell, shown at any width). At less than WIDE_AT columns
-# (an 80-column terminal, a pipe) the others are left out, as gh does, rather than every cell
+def _with_interval(g: Mapping[str, Any], measure: str) -> str:
+    return f"{percent(g[measure])} [{percent(g[f'{measure}_low'])}, " \
+        f"{percent(g[f'{measure}_high'])}]"
+
+
+# The report's columns. Below the width they need (an 80-column terminal, a pipe) the
+# optional ones are left out and named under the table, as gh does, rather than every cell
 # cut to `refer…`; `--wide` shows them all.
-_COLUMNS: list[tuple[str, Callable[[dict[str, Any]], str], bool]] = [
-    ("model", lambda r: str(r["model"]), True),
-    ("definition", lambda r: str(r["definition"]), True),
-    ("scorer", lambda r: str(r["scorer"]), True),
-    ("runs (examples)", lambda r: f"{r['runs']} ({r['examples']})", True),
-    ("recall [95% CI]", lambda r: f"{percent(r['recall'])} [{percent(r['recall_low'])}, "
-                                  f"{percent(r['recall_high'])}]", True),
-    ("graded recall", lambda r: percent(r["recall_graded"]), False),
-    ("precision [95% CI]", lambda r: f"{percent(r['precision'])} [{percent(r['precision_low'])}, "
-                                     f"{percent(r['precision_high'])}]", True),
-    ("partial", lambda r: str(int(r["partial"] or 0)), False),
-    ("known FP", lambda r: str(int(r["known_fp"] or 0)), False),
-    ("unmatched", lambda r: str(int(r["unmatched"] or 0)), False),
-    ("run recall mean ± sd", lambda r: f"{percent(r['mean_run_recall'])} ± "
-                                       f"{percent(r['stddev_run_recall'])}", False),
+def _count(key: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda r: str(int(r[key] or 0))
+
+
+_COLUMNS = [
+    Column("model", "model"),
+    Column("definition", "definition"),
+    Column("scorer", "scorer"),
+    Column("recall", "recall [interval]", shows=lambda r: _with_interval(r, "recall")),
+    Column("precision", "precision [interval]",
+           shows=lambda r: _with_interval(r, "precision")),
+    Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
+           optional=True),
+    Column("recall_graded", "graded recall", percent, optional=True),
+    Column("partial", "partial", shows=_count("partial"), optional=True),
+    Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
+    Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
+    Column("mean_run_recall", "run recall mean ± sd", optional=True, shows=lambda r:
+           f"{percent(r['mean_run_recall'])} ± {percent(r['stddev_run_recall'])}"),
 ]
+
+
+def critic_columns(rows: Sequence[Mapping[str, Any]], model_optional: bool = False,
+                   ) -> list[Column]:
+    """The model and the definition, or one column where every row's are the same (a
+    baseline's tool is its model)."""
+    if rows and all(r["model"] == r["definition"] for r in rows):
+        return [Column("definition", "model = definition")]
+    return [Column("model", "model", optional=model_optional),
+            Column("definition", "definition")]
 
 
 def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
                 wide: bool = False) -> None:
     console = Console()
-    every = wide or console.width >= WIDE_AT
-    shown = [(header, cell) for header, cell, always in _COLUMNS if every or always]
-    table = Table(*(header for header, _cell in shown))
-    for r in records:
-        table.add_row(*(cell(r) for _header, cell in shown))
-    console.print(table)
-    if left := [header for header, _cell, always in _COLUMNS if not (every or always)]:
-        console.print(Text(f"not shown at {console.width} columns: {', '.join(left)} "
-                           f"(--wide, --format csv or json)"))
+    print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
     if scope := notes.get("scope"):
         console.print(Text("only the runs of " + ", ".join(
             f"{k} {v}" for k, v in scope.items())))
@@ -83,29 +93,29 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
                "included above (--exclude-imported leaves them out)"))
 
 
-def _with_interval(g: dict[str, Any], measure: str) -> str:
-    return f"{percent(g[measure])} [{percent(g[f'{measure}_low'])}, " \
-        f"{percent(g[f'{measure}_high'])}]"
-
-
-def _delta(g: dict[str, Any], measure: str) -> str:
+def _delta(g: Mapping[str, Any], measure: str) -> str:
     mark = "*" if g.get(f"{measure}_significant") else ""
     low, high = g.get(f"{measure}_delta_low"), g.get(f"{measure}_delta_high")
     shown = f" [{percent(low)}, {percent(high)}]" if low is not None else ""
     return f"{percent(g[f'{measure}_delta'])}{mark}{shown}"
 
 
-def print_comparison(c: comparison.Comparison) -> None:
-    console = Console(highlight=False)
-    table = Table("model", "definition", f"recall {c.a}", f"recall {c.b}", "delta",
-                  f"precision {c.a}", f"precision {c.b}", "delta")
-    for g in c.groups:
-        table.add_row(
-            g["model"], g["definition"],
-            _with_interval(g, "recall_a"), _with_interval(g, "recall_b"),
-            _delta(g, "recall"), percent(g["precision_a"]), percent(g["precision_b"]),
-            _delta(g, "precision"))
-    console.print(table)
+def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
+    console = Console()
+    print_table(console, [
+        *critic_columns(c.groups),
+        Column("recall_a", f"recall {c.a}", shows=lambda g: _with_interval(g, "recall_a"),
+               short="recall A"),
+        Column("recall_b", f"recall {c.b}", shows=lambda g: _with_interval(g, "recall_b"),
+               short="recall B"),
+        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR"),
+        Column("precision_a", f"precision {c.a}", percent,
+               short="prec. A"),
+        Column("precision_b", f"precision {c.b}", percent,
+               short="prec. B"),
+        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
+               short="ΔP"),
+        ], c.groups, wide=wide)
     console.print(f"deltas: B - A with a paired {intervals.METHOD}; * where the interval "
                   f"excludes 0")
     reasons: dict[str, int] = {}

@@ -17,12 +17,16 @@ import io
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import orjson
+import rich.box
+import rich.cells
 import rich.console
 import rich.table
 import rich.text
+from rich.text import Text
 
 _ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
                      "\u2066-\u2069]")
@@ -84,12 +88,143 @@ class Table(rich.table.Table):
         super().add_row(*(_shown(r) for r in renderables), **kwargs)
 
 
-# -- one output convention for lists ------------------------------------------------------------
+# -- tables that fit the terminal ---------------------------------------------------------------
 
 Cell = Callable[[Any], str]
 
 
-def _plain(value: Any) -> Any:
+@dataclass(frozen=True)
+class Column:
+    """One column of a listing: the row's `key`, its `header`, how a value shows (`cell`;
+    or `shows`, from the whole row, for a cell made of several values), a `short` header for
+    narrow terminals (explained under the table), whether it may be left out when the table
+    does not fit (`optional`: the footer names it), and whether its cells are prose that may
+    wrap between words (every other cell stays on one line)."""
+
+    key: str
+    header: str
+    cell: Cell | None = None
+    short: str | None = None
+    optional: bool = False
+    prose: bool = False
+    justify: Literal["left", "right"] = "left"
+    shows: Callable[[Mapping[str, Any]], str] | None = None
+
+    def text(self, row: Mapping[str, Any]) -> str:
+        return self.shows(row) if self.shows else (self.cell or _cell)(row[self.key])
+
+
+def _width(text: str) -> int:
+    return max((rich.cells.cell_len(line) for line in text.split("\n")), default=0)
+
+
+# Prose wraps between words; a "word" longer than this (a digest, a JSON string without a
+# space) is folded rather than given a column of its own width.
+PROSE_WORD = 30
+
+
+def _longest_word(text: str) -> int:
+    return min(PROSE_WORD, max((rich.cells.cell_len(w) for w in text.split()), default=0))
+
+
+GAP = 2  # spaces between two columns
+
+
+@dataclass
+class Fitted:
+    """What fits a terminal: the columns shown with the header each shows, the columns
+    left out, and the short headers used; `records` when not even the kept columns fit
+    side by side (then each row prints as `header: value` lines)."""
+
+    columns: list[tuple[Column, str, int]]  # column, header shown, width
+    left_out: list[Column]
+    legend: list[tuple[str, str]]
+    records: bool = False
+
+
+def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None,
+        ) -> Fitted:
+    """The columns that fit in `width` (None: all, unsqueezed), each at a width none of its
+    words, numbers or names is split at. In order: every column with its header; the short
+    headers; prose at its longest word; optional columns left out, the last first; then
+    records."""
+    def natural(i: int, header: str) -> int:
+        return max([_width(header)] + [_width(row[i]) for row in cells])
+
+    def least(i: int, header: str) -> int:
+        c = columns[i]
+        if not c.prose:
+            return natural(i, header)
+        return max([_longest_word(header)] + [_longest_word(row[i]) for row in cells])
+
+    def total(widths: list[int]) -> int:
+        return sum(widths) + GAP * (len(widths) - 1)
+
+    shown = list(range(len(columns)))
+    full = [(columns[i], columns[i].header, natural(i, columns[i].header)) for i in shown]
+    if width is None or total([w for *_, w in full]) <= width:
+        return Fitted(full, [], [])
+    headers = [c.short or c.header for c in columns]
+    legend = [(c.short, c.header) for c in columns if c.short]
+    while True:
+        widths = [least(i, headers[i]) for i in shown]
+        if total(widths) <= width:
+            spare = width - total(widths)
+            out = []
+            for i, w in zip(shown, widths, strict=True):  # prose takes what is left
+                grow = min(spare, natural(i, headers[i]) - w) if columns[i].prose else 0
+                spare -= grow
+                out.append((columns[i], headers[i], w + grow))
+            dropped = [c for i, c in enumerate(columns) if i not in shown]
+            return Fitted(out, dropped, [(s, h) for s, h in legend
+                                         if any(c.short == s for c, *_ in out)])
+        optional = [i for i in shown if columns[i].optional]
+        if not optional:
+            return Fitted(full, [], [], records=True)
+        shown.remove(optional[-1])
+
+
+def print_table(console: rich.console.Console, columns: Sequence[Column],
+                rows: Sequence[Mapping[str, Any]], *, wide: bool = False,
+                title: str | None = None) -> None:
+    """`rows` as a table that fits the console (every column with `wide`, however wide),
+    then a line naming the short headers and one naming the columns left out."""
+    cells = [[c.text(r) for c in columns] for r in rows]
+    fitted = fit(columns, cells, None if wide else console.width)
+    index = {id(c): i for i, c in enumerate(columns)}
+    if fitted.records:
+        if title:
+            console.print(Text(title))
+        for n, row in enumerate(cells):
+            console.print(Text(("\n" if n else "") + "\n".join(
+                f"{c.header}: {row[index[id(c)]]}" for c in columns)))
+        return
+    # gh's and kubectl's layout: a rule under the headers, two spaces between columns, no
+    # borders (they took 3 columns per column of an 80-column terminal).
+    table = Table(title=title, box=rich.box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  collapse_padding=True, title_justify="left")
+    for c, header, w in fitted.columns:
+        table.add_column(header, justify=c.justify, no_wrap=not c.prose, min_width=w,
+                         max_width=w, overflow="fold")
+    for row in cells:
+        table.add_row(*(row[index[id(c)]] for c, *_ in fitted.columns))
+    if wide:  # the table as wide as it is, whatever the terminal
+        console.width = max(console.width, sum(w for *_, w in fitted.columns)
+                            + GAP * (len(fitted.columns) - 1))
+    console.print(table)
+    if fitted.legend:
+        console.print(Text("; ".join(f"{s}: {h}" for s, h in fitted.legend)))
+    if fitted.left_out:
+        console.print(Text(f"not shown at {console.width} columns: "
+                           f"{', '.join(c.header for c in fitted.left_out)} (--wide, or "
+                           f"--format csv or json)"))
+
+
+# -- one output convention for lists ------------------------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON holds it: times in ISO 8601, ids as text."""
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -97,13 +232,33 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def emit(fmt: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]],
-         *, empty: str, cells: Mapping[str, Cell] | None = None) -> None:
-    """Print `rows` as a table (`columns`: key and header; `cells` format a key's values for
-    people), a JSON array of objects, or CSV. An empty table says `empty` instead."""
-    keys = [key for key, _header in columns]
+def columns_of(columns: Sequence[tuple[str, str] | Column],
+               cells: Mapping[str, Cell] | None = None) -> list[Column]:
+    shown = cells or {}
+    return [c if isinstance(c, Column) else Column(c[0], c[1], shown.get(c[0]))
+            for c in columns]
+
+
+class Output(Protocol):
+    """What a command's `--format` and `--wide` chose (its parsed arguments)."""
+
+    format: str
+    wide: bool
+
+
+def emit(chosen: Output, rows: Sequence[Mapping[str, Any]],
+         columns: Sequence[tuple[str, str] | Column], *, empty: str,
+         cells: Mapping[str, Cell] | None = None, title: str | None = None) -> None:
+    """Print `rows` as `chosen` asks: a table that fits the terminal (`columns`: key and
+    header, or `Column`s; `cells` format a key's values for people), a JSON array of
+    objects, or CSV. An empty table says `empty` instead."""
+    spec = columns_of(columns, cells)
+    # Programs get every value of the rows; the table shows what fits (it may merge or
+    # leave out columns).
+    keys = list(rows[0]) if rows else [c.key for c in spec]
+    fmt = chosen.format
     if fmt == "json":
-        print(orjson.dumps([{k: _plain(r[k]) for k in keys} for r in rows]).decode())
+        print(orjson.dumps([{k: plain(r[k]) for k in keys} for r in rows]).decode())
     elif fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out)
@@ -113,16 +268,12 @@ def emit(fmt: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[st
     elif not rows:
         Console().print(empty)
     else:
-        shown = cells or {}
-        table = Table(*(header for _key, header in columns))
-        for r in rows:
-            table.add_row(*((shown[k] if k in shown else _cell)(r[k]) for k in keys))
-        Console().print(table)
+        print_table(Console(), spec, rows, wide=chosen.wide, title=title)
 
 
 def _csv(value: Any) -> Any:
     """A CSV field: lists and objects as JSON text (never Python's repr)."""
-    return orjson.dumps(value).decode() if isinstance(value, list | dict) else _plain(value)
+    return orjson.dumps(value).decode() if isinstance(value, list | dict) else plain(value)
 
 
 def _cell(value: Any) -> str:
@@ -132,4 +283,6 @@ def _cell(value: Any) -> str:
         return f"{value:%Y-%m-%d %H:%M:%S}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
+    if isinstance(value, list | dict):
+        return orjson.dumps(value).decode()
     return str(value)

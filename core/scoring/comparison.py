@@ -169,9 +169,10 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
 
 def _add_differences(groups: list[dict[str, Any]], a: list[_RunScore | None],
                      b: list[_RunScore | None]) -> None:
-    """Whether B differs from A, per model and definition: a paired bootstrap over the
-    examples both scored (props.core.scoring.intervals), for recall and for precision. `a` and `b`
-    are the runs' scores under A and under B, in the same order."""
+    """Each side's interval and whether B differs from A, per model and definition: the
+    cluster bootstrap over the examples both scored (props.core.scoring.intervals, the
+    report's own), for recall and for precision. `a` and `b` are the runs' scores under A
+    and under B, in the same order."""
     measures = (("recall", "recalled", "expected"), ("precision", "finds", "graded"))
     # (model, definition) -> example -> measure -> [A's k, A's n, B's k, B's n]
     sums: dict[tuple[str, str], dict[tuple[str, str], list[list[float]]]] = {}
@@ -193,6 +194,9 @@ def _add_differences(groups: list[dict[str, Any]], a: list[_RunScore | None],
             group[f"{measure}_delta_low"] = diff.low
             group[f"{measure}_delta_high"] = diff.high
             group[f"{measure}_significant"] = diff.significant
+            for side, first in (("a", 0), ("b", 2)):  # each side's own: the report's
+                group[f"{measure}_{side}_low"], group[f"{measure}_{side}_high"] = \
+                    intervals.ratio_interval([(e[m][first], e[m][first + 1]) for e in examples])
         group["examples"] = len(examples)
 
 

@@ -9,6 +9,11 @@ and 97.5th percentiles of the draws. A fixed seed makes a report reproducible to
 
 With fewer than two examples there is nothing to resample: no interval (None), never a
 point dressed as one.
+
+This module is the one place an interval is computed: the report, the comparisons, the
+evaluations, the viewer, the API and the export files all show these, and name METHOD. The
+examples are put in one order before they are drawn, so the same figure has the same
+interval whichever query listed its examples.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ def ratio_interval(clusters: Sequence[Cluster], draws: int = DRAWS,
     """The interval of sum(k) / sum(n) over examples."""
     if len(clusters) < 2:
         return None, None
+    clusters = sorted(clusters)
     ks = _sums(tuple(c[0] for c in clusters), draws, seed)
     ns = _sums(tuple(c[1] for c in clusters), draws, seed)
     found = [k / n for k, n in zip(ks, ns, strict=True) if n]
@@ -93,6 +99,7 @@ class Difference:
 def paired_difference(pairs: Sequence[tuple[Cluster, Cluster]], draws: int = DRAWS,
                       seed: int = SEED) -> Difference:
     """`pairs`: per example shared by A and B, (A's cluster, B's cluster)."""
+    pairs = sorted(pairs)
     a_k, a_n = sum(p[0][0] for p in pairs), sum(p[0][1] for p in pairs)
     b_k, b_n = sum(p[1][0] for p in pairs), sum(p[1][1] for p in pairs)
     ra, rb = _ratio(a_k, a_n), _ratio(b_k, b_n)

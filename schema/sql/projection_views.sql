@@ -123,18 +123,15 @@ SELECT c.*,
   FROM (SELECT * FROM counted UNION ALL SELECT * FROM silent) c
 
 -- model_scores --
--- Per (model, definition, scorer): pooled recall and precision with Wilson 95% intervals,
--- and the mean and standard deviation of per-run recall.
+-- Per (model, definition, scorer): pooled recall and precision, and the mean and standard
+-- deviation of per-run recall. No interval: runs of one example are not independent draws,
+-- and props has one interval for a figure (props.core.scoring.intervals, in every output).
 CREATE VIEW {schema}.model_scores AS
 SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
        sum(recalled) AS recalled, sum(expected) AS expected,
        sum(recalled)::float8 / nullif(sum(expected), 0) AS recall,
-       projections.wilson_low(sum(recalled)::bigint, sum(expected)::bigint) AS recall_low,
-       projections.wilson_high(sum(recalled)::bigint, sum(expected)::bigint) AS recall_high,
        sum(recalled_graded) / nullif(sum(expected), 0) AS recall_graded,
        sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
-       projections.wilson_low(sum(finds)::bigint, sum(graded)::bigint) AS precision_low,
-       projections.wilson_high(sum(finds)::bigint, sum(graded)::bigint) AS precision_high,
        sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
        avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall
   FROM {schema}.run_scores s

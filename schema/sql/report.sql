@@ -2,9 +2,8 @@
 
 -- scores --
 -- run_scores evaluated once for both levels the report shows: per (model, definition,
--- scorer), the pooled figures (`whole`: the same as the model_scores view, without Wilson
--- intervals: the report shows the cluster bootstrap), and per example (snapshot and file
--- set) within it, the sums the bootstrap resamples. $1 scorer name or any, $2 version or any;
+-- scorer), the pooled figures (`whole`: the same as the model_scores view), and per example
+-- (snapshot and file set) within it, the sums the bootstrap resamples. $1 scorer name or any, $2 version or any;
 -- the report's scope (each NULL for any): $3 model, $4 definition, $5 snapshot, $6 run ids
 -- (an evaluation's).
 -- Sums of fractions in numeric: exact, so the figures do not change in the last digit with

@@ -29,8 +29,8 @@ SELECT run_id, scorer_name, scorer_version, recall, precision, model, definition
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
 
 -- group_scores --
--- Per model and definition over the scorable runs: recall and precision under A and B with
--- Wilson 95% intervals, and B minus A.
+-- Per model and definition over the scorable runs: recall and precision under A and B, and
+-- B minus A (the intervals are the bootstrap's, in props.core.scoring.comparison).
 WITH s AS (
     SELECT * FROM projections.run_scores WHERE run_id = ANY ($1::uuid[])
 ), a AS (
@@ -44,11 +44,7 @@ WITH s AS (
 )
 SELECT model, definition, a.runs AS runs_a, b.runs AS runs_b,
        a.k::float8 / nullif(a.n, 0) AS recall_a,
-       projections.wilson_low(a.k, a.n) AS recall_a_low,
-       projections.wilson_high(a.k, a.n) AS recall_a_high,
        b.k::float8 / nullif(b.n, 0) AS recall_b,
-       projections.wilson_low(b.k, b.n) AS recall_b_low,
-       projections.wilson_high(b.k, b.n) AS recall_b_high,
        b.k::float8 / nullif(b.n, 0) - a.k::float8 / nullif(a.n, 0) AS recall_delta,
        a.pk::float8 / nullif(a.pn, 0) AS precision_a,
        b.pk::float8 / nullif(b.pn, 0) AS precision_b,

@@ -35,6 +35,10 @@ SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, fin
   FROM projections.run_scores
  WHERE run_id = ANY($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 
+-- issue_counts --
+SELECT run_id, count(*) AS issues FROM projections.reported_issues
+ WHERE run_id = ANY($1::uuid[]) GROUP BY run_id
+
 -- parked_counts --
 -- How many events of each of these runs (their own, their grades', their judges') some
 -- consumer skips now.

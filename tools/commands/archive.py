@@ -82,4 +82,5 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")
     p.add_argument("--status", action="store_true",
                    help="list the partitions: positions, hot or archived, events, file")
+    arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.archive:archive_cmd", connections=3, owner=True)

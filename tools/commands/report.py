@@ -33,8 +33,7 @@ def add_parser(sub: Any) -> None:
         "imported export files (by the key that signed them, or 'unsigned').\n\n"
         + DEFINITIONS, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="a table for people (default), or CSV or JSON for programs")
+    arguments.add_format(p)
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")
     scope = p.add_argument_group(
         "scope", "only some runs (each figure, count and interval over those alone)")
@@ -49,10 +48,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--adjudicated", action="store_true",
                    help="where a person gave an issue a verdict (props review), use it "
                         "instead of the scorer's grade")
-    p.add_argument("--wide", action="store_true",
-                   help="every column, whatever the terminal's width (below "
-                        f"{arguments.WIDE_AT} columns the table leaves out graded recall, "
-                        "partial, known FP, unmatched and the run recall spread)")
     p.add_argument("--as-of", metavar="POINT",
                    help="report from the events up to POINT only: TX:POSITION (every report "
                         "prints the point it stands at), a global position, or an ISO 8601 "

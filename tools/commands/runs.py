@@ -85,12 +85,18 @@ def _runs_parser(sub: Any) -> None:
     p.add_argument("--count", type=arguments.positive_int, default=1,
                    help="how many runs (default 1)")
     p.set_defaults(handler="props.tools.handlers.runs:request_cmd", connections=2)
-    p = cmds.add_parser("list", help="runs and their status (from the projections)",
+    p = cmds.add_parser("list", help="runs, their status, issues and scores",
                         description="The newest runs first, as the projections have them "
                         "(a run requested a moment ago shows once the projection runner of "
-                        "`props serve` or `props projections run` has folded it).")
+                        "`props serve` or `props projections run` has folded it): each with "
+                        "the issues it reported and its recall and precision under the "
+                        "active scorer.")
     p.add_argument("--status", choices=vocabulary.RUN_STATUSES,
                    help="only runs in this status")
+    p.add_argument("--model", type=arguments.name, help="only runs of this model")
+    p.add_argument("--definition", type=arguments.name,
+                   help="only runs of this critic definition")
+    p.add_argument("--snapshot", type=arguments.name, help="only runs on this snapshot")
     p.add_argument("--limit", type=arguments.positive_int, default=50,
                    help="at most this many runs (default 50)")
     arguments.add_format(p)

@@ -1,12 +1,12 @@
 """`props scorers eval`: each scorer's accuracy and confusion table on labelled grading cases
-(props.core.scoring.evaluation), with the JSON summary as the last line."""
+(props.core.scoring.evaluation), or as one JSON document."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from props.tools import samples
+from props.tools import arguments, samples
 
 
 def add_parser(cmds: Any) -> None:
@@ -28,5 +28,5 @@ def add_parser(cmds: Any) -> None:
                         "and report the agreement across draws")
     p.add_argument("--min-accuracy", type=float, metavar="X",
                    help="exit 1 when a scorer's accuracy is below X (0 to 1)")
-    p.add_argument("--json", action="store_true", help="a JSON summary as the last line")
+    arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.scorer_eval:eval_cmd")

@@ -55,8 +55,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("a", help="scorer A, NAME@VERSION")
     p.add_argument("b", help="scorer B, NAME@VERSION")
     _selectors(p)
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="a table for people (default), or CSV or JSON for programs")
+    arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.scoring:compare_cmd", connections=2)
 
 

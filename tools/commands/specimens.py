@@ -47,14 +47,14 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("list", help="recorded snapshots with versions and counts",
                         description="Every snapshot the log knows: latest version, status, and "
                         "counts of TPs, occurrences, FPs and file sets.")
-    p.add_argument("--json", action="store_true", help="one JSON object per snapshot")
+    arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.specimens:list_cmd", connections=2)
     p = cmds.add_parser("show", help="one snapshot's versions and ground truth",
                         description="The versions of one snapshot and the ground truth of the "
                         "latest (or --version N).")
     p.add_argument("slug", help="PROJECT/YYYY-MM-DD-NN")
     p.add_argument("--version", type=int, help="a version number (default: the latest)")
-    p.add_argument("--json", action="store_true", help="the snapshot.synced event as JSON")
+    arguments.add_format(p, ("table", "json"))  # (JSON: the snapshot.synced event)
     p.set_defaults(handler="props.tools.handlers.specimens:show_cmd", connections=2)
     _from_fixes(cmds)
     p = cmds.add_parser("samples", help="print the folder of the bundled sample specimens",

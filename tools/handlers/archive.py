@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
@@ -13,9 +12,9 @@ from rich.progress import Progress, TextColumn
 from props.core.domain import archival, evaluations, exports, imports, signing
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.tools import progress
+from props.tools import progress, render
 from props.tools.handlers import keys as key_handlers
-from props.tools.render import Console, Table
+from props.tools.render import Column, Console
 
 console = Console(highlight=False)
 
@@ -81,7 +80,14 @@ def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:
 async def archive_cmd(args: argparse.Namespace, store: EventStore) -> int:
     # As the owner: detaching and dropping partitions is the owner's, never the service's.
     if args.status:
-        _print_partitions(await archival.partitions(store))
+        rows = [{**r, "positions": f"{r['from_position']}-{r['to_position'] - 1}", "events":
+                 r["hot_events"] if r["state"] == "hot" else r["events"]}
+                for r in await archival.partitions(store)]
+        render.emit(args, rows, [
+            Column("name", "partition"), Column("positions", "positions"),
+            Column("state", "state"), Column("events", "events", justify="right"),
+            Column("archive_file", "archive file", optional=True)],
+            empty="no partitions")
         return 0
     if args.before is None or args.output is None:
         raise errors.PropsError("give --before POS and -o DIR (or --status)")
@@ -103,15 +109,6 @@ async def archive_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if not (report.archived or report.kept or report.stopped):
         console.print(f"no hot partition ends at or before position {args.before}")
     return 0
-
-
-def _print_partitions(rows: list[dict[str, Any]]) -> None:
-    table = Table("partition", "positions", "state", "events", "archive file")
-    for r in rows:
-        events = r["hot_events"] if r["state"] == "hot" else r["events"]
-        table.add_row(r["name"], f"{r['from_position']}-{r['to_position'] - 1}", r["state"],
-                      f"{events:,}", r["archive_file"] or "")
-    console.print(table)
 
 
 async def verify_cmd(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from props.tools.benchmarks import (
     viewer_suite,
 )
 from props.tools.benchmarks.report import Report
-from props.tools.render import Console, Table
+from props.tools.render import Column, Console, print_table
 
 SUITES: dict[str, Callable[[str, bool, Console], Awaitable[Report]]] = {
     "cli": cli_suite.run,
@@ -40,11 +40,12 @@ async def bench_cmd(args: argparse.Namespace) -> int:
     server = database.resolve_dsn()
     async with scratch.scratch_database(server, "bench") as dsn:
         report = await SUITES[args.suite](dsn, args.quick, console)
-    table = Table("check", "value", "target", "verdict", title=f"bench {report.suite}")
-    for c in report.checks:
-        value = "-" if c.value is None else f"{c.value:.3f}"
-        table.add_row(c.name, value, f"{c.op} {c.target}", c.verdict)
-    console.print(table)
+    print_table(console, [
+        Column("name", "check"),
+        Column("value", "value", lambda v: "-" if v is None else f"{v:.3f}", justify="right"),
+        Column("target", "target"), Column("verdict", "verdict")],
+        [{"name": c.name, "value": c.value, "target": f"{c.op} {c.target}",
+          "verdict": c.verdict} for c in report.checks], title=f"bench {report.suite}")
     if args.json:
         print(report.json_line(), flush=True)
     return 0 if report.passed else 1

@@ -12,7 +12,7 @@ from rich.text import Text
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, migrate, server_checks
 from props.schema import catalog_dump, queries
-from props.tools.render import Console, Table
+from props.tools.render import Column, Console, print_table
 
 console = Console()
 _AGENTS = queries.load("agents")
@@ -66,10 +66,10 @@ async def status_cmd(args: argparse.Namespace) -> int:
             "warnings": found}).decode())
         return 0 if current else 1
     console.print(f"database: {database.redact(dsn)}")
-    table = Table("migration", "state", "applied at")
-    for s in states:
-        table.add_row(s.name, s.state, str(s.applied_at or ""))
-    console.print(table)
+    print_table(console, [Column("name", "migration"), Column("state", "state"),
+                          Column("applied_at", "applied at", optional=True)],
+                [{"name": s.name, "state": s.state, "applied_at": s.applied_at}
+                 for s in states], wide=args.wide)
     if not current:
         console.print("run `props db migrate` to bring the schema up to date")
         return 1

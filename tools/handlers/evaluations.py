@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
@@ -17,10 +19,12 @@ from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores
 from props.reactors.service import container_runtimes
 from props.tools import evaluation_driver as driver
+from props.tools import render
 from props.tools.commands.evaluations import EXIT_INCOMPLETE
-from props.tools.render import Console, Table
+from props.tools.figure_tables import critic_columns
+from props.tools.render import Column, Console, print_table
 
-console = Console(highlight=False)
+console = Console()
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -35,7 +39,7 @@ def _with_interval(value: float | None, low: float | None, high: float | None) -
 
 
 async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
-                  outcome: str, fmt: str) -> int:
+                  outcome: str, fmt: str, wide: bool = False) -> int:
     scorer = await registration.active_scorer(store)
     scores = evaluation_scores.critic_rows(  # (as the analysts' tables hold them)
         await evaluation_scores.scored(store, states, scorer))
@@ -49,26 +53,28 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             "cost_usd": sum(s.cost_usd for s in states), "critics": scores,
             "cases": [evaluations.case_json(s) for s in states]}).decode())
         return 0 if complete else EXIT_INCOMPLETE
-    table = Table("definition", "model", "cases", "scored", "recall", "precision")
-    for r in scores:
-        table.add_row(r["definition"], r["model"], str(r["cases"]), str(r["scored"]),
-                      *(_with_interval(r[m], r[f"{m}_low"], r[f"{m}_high"])
-                        for m in ("recall", "precision")))
-    console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:",
-                  markup=False)
+    console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
     if scores:
-        console.print(table)
-        console.print(f"intervals: {intervals.METHOD}", markup=False)
+        print_table(console, [
+            *critic_columns(scores), Column("cases", "cases", justify="right"),
+            Column("scored", "scored", justify="right"),
+            *(Column(m, f"{m} [interval]", shows=_interval_of(m))
+              for m in ("recall", "precision"))],
+            scores, wide=wide)
+        console.print(f"intervals: {intervals.METHOD}")
     if open_cases:
-        left = Table("state", "definition", "model", "snapshot", "epoch", "run", "why")
-        for s in open_cases:
-            left.add_row(s.state, s.case.definition, s.case.model, s.case.snapshot,
-                         str(s.case.epoch), str(s.run_id)[:8] if s.run_id else "-",
-                         _why(s))
-        console.print(left)
+        print_table(console, [
+            Column("state", "state"), Column("definition", "definition"),
+            Column("model", "model", optional=True), Column("snapshot", "snapshot"),
+            Column("epoch", "epoch", optional=True), Column("run", "run"),
+            Column("why", "why", prose=True)], [
+            {"state": s.state, "definition": s.case.definition, "model": s.case.model,
+             "snapshot": s.case.snapshot, "epoch": s.case.epoch,
+             "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
+            for s in open_cases], wide=wide, title="cases without a result")
     console.print(f"{ev.name}: {'complete' if complete else outcome.replace('_', ' ')}: "
                   + ", ".join(f"{n} {k}" for k, n in sorted(Counter(
-                      s.state for s in states).items())), markup=False)
+                      s.state for s in states).items())))
     return 0 if complete else EXIT_INCOMPLETE
 
 
@@ -80,6 +86,12 @@ def _why(s: CaseState) -> str:
             "running": "in flight"}.get(s.state, s.reason or "")
 
 
+def _interval_of(measure: str) -> Callable[[Any], str]:
+    def cell(r: Any) -> str:
+        return _with_interval(r[measure], r[f"{measure}_low"], r[f"{measure}_high"])
+    return cell
+
+
 # -- the commands -------------------------------------------------------------------------------
 
 
@@ -88,19 +100,17 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     cases = await evaluations.resolve(store, plan)
     ev, resumed = await evaluations.start(store, plan, cases, new_version=args.new_version)
     console.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
-                  f"({'resumed: only what has no result is requested' if resumed else 'recorded'})",
-                  markup=False)
+                  f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
     if args.detach:
         await driver.request_detached(store, ev)
         console.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
-                      f"follows them (`props eval show {ev.name}`: where they stand now)",
-                      markup=False)
+                      f"follows them (`props eval show {ev.name}`: where they stand now)")
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     async with container_runtimes(args.runtime) as runtimes:
         driven = await driver.serve_until_done(
-            store, ev, runtimes, stops, lambda line: console.print(line, markup=False))
-    return await _report(store, ev, driven.states, driven.outcome, args.format)
+            store, ev, runtimes, stops, lambda line: console.print(line))
+    return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
 
 
 async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -110,12 +120,12 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     states = await driver.case_states(store, ev, await registration.active_scorer(store),
                                       stopped=ended)
     outcome = "complete" if all(s.state in driver.DONE for s in states) else "incomplete"
-    return await _report(store, ev, states, outcome, args.format)
+    return await _report(store, ev, states, outcome, args.format, args.wide)
 
 
 async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
     ev = await evaluations.recorded(store, args.name)
-    await driver.watch(store, ev, lambda line: console.print(line, markup=False), args.wait)
+    await driver.watch(store, ev, lambda line: console.print(line), args.wait)
     return await show_cmd(args, store)
 
 
@@ -128,17 +138,10 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
         rows.append({"name": name, "version": ev.version, "cases": len(ev.cases),
                      "scored": n["scored"], "failed": n["failed"],
                      "open": len(ev.cases) - n["scored"] - n["failed"] - n["excluded"]})
-    if args.format == "json":
-        print(orjson.dumps(rows).decode())
-        return 0
-    if not rows:
-        console.print("no evaluations yet: props eval run PLAN.toml")
-        return 0
-    table = Table("evaluation", "version", "cases", "scored", "failed", "open")
-    for r in rows:
-        table.add_row(r["name"], str(r["version"]), str(r["cases"]), str(r["scored"]),
-                      str(r["failed"]), str(r["open"]))
-    console.print(table)
+    render.emit(args, rows, [
+        Column("name", "evaluation"), Column("version", "version", justify="right"),
+        *(Column(k, k, justify="right") for k in ("cases", "scored", "failed", "open"))],
+        empty="no evaluations yet: props eval run PLAN.toml")
     return 0
 
 
@@ -188,23 +191,23 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
         return 0 if rows else 1
     if not rows:
         console.print(f"{args.a} and {args.b} share no critic: name one on each side "
-                      f"(EVAL:DEFINITION)", markup=False)
+                      f"(EVAL:DEFINITION)")
         return 1
-    table = Table("A", "B", "examples", "recall A", "recall B", "B - A",
-                  "precision A", "precision B", "B - A")
-    for r in rows:
-        table.add_row(
-            f"{r['a']['evaluation']}:{r['a']['definition']}",
-            f"{r['b']['evaluation']}:{r['b']['definition']}",
-            f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
-                                  if r["only_a"] or r["only_b"] else ""),
-            *(cell for m in ("recall", "precision") for cell in (
-                _pct(r[f"{m}_a"]), _pct(r[f"{m}_b"]),
-                _with_interval(r[f"{m}_delta"], r[f"{m}_delta_low"], r[f"{m}_delta_high"])
-                + ("*" if r[f"{m}_significant"] else ""))))
-    console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:",
-                  markup=False)
-    console.print(table)
+    console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
+    print_table(console, [
+        Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("examples", "examples", optional=True),
+        *(column for m in ("recall", "precision") for column in (
+            Column(f"{m}_a", f"{m} A", _pct, short=f"{m[0].upper()} A"),
+            Column(f"{m}_b", f"{m} B", _pct, short=f"{m[0].upper()} B"),
+            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}")))], [
+        {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
+                                                 if r["only_a"] or r["only_b"] else ""),
+         **{f"{m}_delta": _with_interval(r[f"{m}_delta"], r[f"{m}_delta_low"],
+                                         r[f"{m}_delta_high"])
+            + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
+        for r in rows], wide=args.wide)
     console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
-                  "examples only one side scored are counted, not paired", markup=False)
+                  "examples only one side scored are counted, not paired")
     return 0

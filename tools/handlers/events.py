@@ -125,7 +125,7 @@ async def types_cmd(args: argparse.Namespace) -> int:
     rows = [{"type": name, "schema_version": cls.schema_version, "fields": list(cls.model_fields)}
             for name, cls in types]
     if args.format != "table":
-        emit(args.format, rows, TYPE_COLUMNS, empty="")
+        emit(args, rows, TYPE_COLUMNS, empty="")
         return 0
     for name, cls in types:
         console.print(f"{name} v{cls.schema_version}: {', '.join(cls.model_fields)}")

@@ -28,6 +28,6 @@ async def create_cmd(args: argparse.Namespace) -> int:
 async def list_cmd(args: argparse.Namespace) -> int:
     rows = [{"name": k.name, "fingerprint": k.fingerprint}
             for k in signing.public_keys(keys_dir(args.dir))]
-    render.emit(args.format, rows, [("name", "name"), ("fingerprint", "fingerprint")],
+    render.emit(args, rows, [("name", "name"), ("fingerprint", "fingerprint")],
                 empty=f"no public keys in {keys_dir(args.dir)} (`props keys create NAME`)")
     return 0

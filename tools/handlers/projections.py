@@ -38,7 +38,7 @@ async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
              "checkpoint": None if s.checkpoint is None else str(s.checkpoint),
              "lag_events": s.lag_events, "lag_seconds": s.lag_seconds, "parked": s.parked}
             for s in states]
-    render.emit(args.format, rows, [("projection", "projection"), ("version", "version"),
+    render.emit(args, rows, [("projection", "projection"), ("version", "version"),
                                     ("checkpoint", "checkpoint"),
                                     ("lag_events", "lag (events)"),
                                     ("lag_seconds", "lag (seconds)"), ("parked", "parked")],

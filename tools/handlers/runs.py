@@ -5,23 +5,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tomllib
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import pydantic
+from rich.text import Text
 
-from props.core.domain import baselines, catalog, definitions, run_requests
+from props.core.domain import baselines, catalog, definitions, run_requests, streams
 from props.core.log import errors
-from props.core.log.events import RecordedEvent, describe_validation_error, details
+from props.core.log.events import describe_validation_error, details
 from props.core.log.store import EventStore
-from props.projections import run_pages
+from props.core.scoring import registration
+from props.projections import run_pages, run_view
 from props.projections import status as projection_status
 from props.projections.runs import RUNS
 from props.tools import arguments, render
-from props.tools.render import Console
+from props.tools.figure_tables import critic_columns, percent
+from props.tools.render import Column, Console, print_table
 
 T = TypeVar("T")
 
@@ -117,7 +122,7 @@ async def list_definitions_cmd(args: argparse.Namespace, store: EventStore) -> i
              "digest": d.digest, "image": d.image or " ".join(d.command)}
             for agent_type in ("critic", "grader")
             for d in await definitions.all_pushed(store, agent_type)]
-    render.emit(args.format, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
+    render.emit(args, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
                                     ("runtime", "runtime"), ("digest", "digest"),
                                     ("image", "image / command")],
                 empty="no definitions pushed: `props definitions reference` pushes one",
@@ -143,18 +148,42 @@ async def request_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-RUN_COLUMNS = [("run_id", "run"), ("status", "status"), ("definition", "definition"),
-               ("model", "model"), ("snapshot", "snapshot"), ("requested_at", "requested")]
+RUN_COLUMNS = [
+    Column("run_id", "run", lambda r: str(r)[:arguments.SHORT]),
+    Column("status", "status"), Column("snapshot", "snapshot"),
+    Column("issues", "issues", justify="right", optional=True),
+    Column("recall", "recall", percent, justify="right"),
+    Column("precision", "precision", percent, short="prec.", justify="right"),
+    Column("requested_at", "requested", optional=True),
+    Column("scorer", "scored by", optional=True)]
 
 
 async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    found = await run_pages.page(
-        store, run_pages.RunFilter(agent_type=None, status=args.status), args.limit)
+    found = await run_pages.page(store, run_pages.RunFilter(
+        agent_type=None, status=args.status, model=args.model, definition=args.definition,
+        snapshot=args.snapshot), args.limit)
     [behind] = await projection_status.of(store, [RUNS])  # the table this lists
-    rows = [{key: r[key] for key, _header in RUN_COLUMNS} for r in found.rows]
-    render.emit(args.format, rows, RUN_COLUMNS,
-                empty="no runs" + (f" in status {args.status}" if args.status else ""),
-                cells={"run_id": lambda r: str(r)[:arguments.SHORT]})
+    run_ids = [r["run_id"] for r in found.rows]
+    active = await registration.active_scorer(store)
+    scorer = streams.parse_ref(active) if active else None
+    scores = await run_pages.scores_of(store, run_ids, scorer) if run_ids and scorer else {}
+    issues = await run_pages.issue_counts(store, run_ids) if run_ids else {}
+    rows = [{"run_id": r["run_id"], "status": r["status"], "definition": r["definition"],
+             "model": r["model"], "snapshot": r["snapshot"], "issues": issues.get(r["run_id"], 0),
+             "recall": scores.get(r["run_id"], {}).get("recall"),
+             "precision": scores.get(r["run_id"], {}).get("precision"),
+             "scorer": active if r["run_id"] in scores else None,
+             "requested_at": r["requested_at"]}
+            for r in found.rows]
+    filters = {k: getattr(args, k) for k in ("status", "model", "definition", "snapshot")}
+    render.emit(args, rows, [*RUN_COLUMNS[:2], *critic_columns(rows, model_optional=True),
+                             *RUN_COLUMNS[2:]],
+                empty="no runs" + "".join(f" {'in' if k == 'status' else 'of'} {k} {v}"
+                                          for k, v in filters.items() if v))
+    if args.format == "table" and found.rows:
+        Console().print(f"recall and precision under {active}, the active "
+                        f"scorer (- where it has not scored the run)" if scorer else
+                        "no scorer is active: no recall or precision (props scorers activate)")
     if behind.lag_events:
         late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
         Console(stderr=True).print(
@@ -164,28 +193,83 @@ async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
-async def _records(store: EventStore, args: argparse.Namespace) -> list[RecordedEvent]:
-    """The run's events; `args.run_id` (a prefix, maybe) becomes the run's whole id."""
-    args.run_id = await arguments.resolve_run(store, args.run_id)
-    return await run_requests.events_of(store, args.run_id)
+ISSUES_SHOWN = 10_000  # a run's issues in one `runs show` (the table's title says the total)
 
 
 async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    records = await _records(store, args)
-    rows = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
-             "type": rec.type_name, "data": details(rec.event)} for rec in records]
-    render.emit(args.format, rows, TIMELINE_COLUMNS, empty="no events", cells={
-        "recorded_at": lambda at: f"{at:%H:%M:%S.%f}"[:-3], "data": _short_json})
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    run = await run_pages.detail(store, args.run_id)
+    timeline = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
+                 "type": rec.type_name, "data": details(rec.event)} for rec in run.events]
+    if args.format == "csv":  # (one table: the timeline)
+        render.emit(args, timeline, TIMELINE_COLUMNS, empty="")
+        return 0
+    found = await run_view.issues(store, run.row, per_page=ISSUES_SHOWN) \
+        if run.row else None
+    scores = await _scores(store, run.run_id, found.scorer) if found and found.scorer else {}
+    issues = [_issue_row(i, found.scorer) for i in found.issues] if found else []
+    if args.format == "json":
+        print(orjson.dumps({
+            "run": {k: render.plain(v) for k, v in (run.row or {}).items()}, "status":
+            run.status, "scorer": found.scorer if found else None, **scores, "issues": issues,
+            "not_found": [t.label for t in found.missed] if found else [],
+            "events": [{k: render.plain(v) for k, v in e.items()} for e in timeline]}).decode())
+        return 0
+    console = Console()
+    head = run.row or {}
+    console.print(Text(f"run {run.run_id}: {run.status}; {head.get('definition', '?')} "
+                       f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
+    if found is not None:
+        console.print(Text(
+            f"under {found.scorer}: recall {percent(scores.get('recall'))}, precision "
+            f"{percent(scores.get('precision'))}; " + ", ".join(
+                f"{sum(1 for i in issues if i['kind'] == k)} {k}" for k in run_view.KINDS)
+            if found.scorer else "no scorer has graded it"))
+        if issues:
+            print_table(console, ISSUE_COLUMNS, issues, wide=args.wide,
+                        title=f"{found.total} issue(s)")
+        if found.missed:
+            console.print(Text("not found: " + ", ".join(t.label for t in found.missed)))
+    print_table(console, TIMELINE_COLUMNS, timeline, wide=args.wide, title="timeline")
     return 0
 
 
-TIMELINE_COLUMNS = [("version", "#"), ("recorded_at", "time"), ("type", "event"),
-                    ("data", "details")]
+def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
+    grade = next((g for g in issue.grades if g.scorer == scorer), None)
+    return {"issue_id": issue.issue_id,
+            "where": " ".join(f"{e.file}:{e.ranges.replace(', ', ',')}" for e in issue.excerpts),
+            "kind": grade.kind if grade else "ungraded", "match": grade.match if grade else "-",
+            "grade": grade.grade if grade else None, "severity": issue.severity,
+            "rationale": issue.rationale}
 
 
-def _short_json(data: object) -> str:
-    text = json.dumps(data, separators=(",", ":"))
-    return text[:100] + ("…" if len(text) > 100 else "")
+async def _scores(store: EventStore, run_id: uuid.UUID, scorer: str) -> dict[str, Any]:
+    found = await run_pages.scores_of(store, [run_id], streams.parse_ref(scorer))
+    row = found.get(run_id, {})
+    return {"recall": row.get("recall"), "precision": row.get("precision")}
+
+
+ISSUE_COLUMNS = [
+    Column("issue_id", "issue"), Column("where", "where", prose=True),
+    Column("match", "match"),
+    Column("grade", "grade", lambda g: "-" if g is None else f"{g:g}", justify="right",
+           optional=True),
+    Column("severity", "severity", optional=True),
+    Column("rationale", "rationale", prose=True, optional=True)]
+TIMELINE_COLUMNS = [
+    Column("version", "#", justify="right"),
+    Column("recorded_at", "time", lambda at: f"{at:%H:%M:%S.%f}"[:-3]),
+    Column("type", "event"),
+    Column("data", "details", lambda d: _details(d), prose=True)]
+_DIGEST = re.compile(r"\b((?:sha256:)?[0-9a-f]{12})[0-9a-f]{28,}\b")
+
+
+def _details(data: dict[str, Any]) -> str:
+    """An event's fields for people: `key=value`, a digest as its first 12 hex digits (as
+    git shortens a commit; --format json has them whole)."""
+    return _DIGEST.sub(r"\1", " ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(', ', ': '))}"
+        for k, v in data.items()))
 
 
 async def _on_run(args: argparse.Namespace, store: EventStore,

@@ -11,9 +11,13 @@ from rich.text import Text
 from props.core.log import errors
 from props.core.scoring import evaluation, scorers
 from props.tools import samples
-from props.tools.render import Console, Table
+from props.tools.render import Column, Console, print_table
 
-console = Console(highlight=False)
+console = Console()
+# The confusion table's short headers at 80 columns (named under the table).
+_SHORT = {"right_tp": "TP ok", "wrong_tp": "TP bad", "tp_missed": "TP miss",
+          "false_find": "FF", "decoy_right": "D ok", "decoy_wrong": "D bad",
+          "right_none": "N ok", "unscorable": "unsc."}
 
 
 async def eval_cmd(args: argparse.Namespace) -> int:
@@ -25,10 +29,11 @@ async def eval_cmd(args: argparse.Namespace) -> int:
     refs = args.scorer or list(scorers.SCORERS)
     results = [await evaluation.evaluate(scorers.scorer(ref), cases, args.draws)
                for ref in refs]
-    _print(results, cases)
     below = [r.scorer for r in results
              if args.min_accuracy is not None and r.accuracy < args.min_accuracy]
-    if args.json:
+    if args.format == "table":
+        _print(results, cases, args.wide)
+    else:
         print(orjson.dumps({"cases": len(cases), "issues": results[0].issues if results else 0,
                             "needs_judge": evaluation.needs_judge(cases),
                             "scorers": [r.summary() for r in results],
@@ -36,12 +41,14 @@ async def eval_cmd(args: argparse.Namespace) -> int:
     return 1 if below else 0
 
 
-def _print(results: list[evaluation.Result], cases: list[evaluation.Case]) -> None:
-    table = Table("scorer", "accuracy", *[c.replace("_", " ") for c in evaluation.CELLS])
-    for r in results:
-        table.add_row(r.scorer, f"{100 * r.accuracy:.1f}%",
-                      *[str(r.cells[c]) for c in evaluation.CELLS])
-    console.print(table)
+def _print(results: list[evaluation.Result], cases: list[evaluation.Case], wide: bool) -> None:
+    print_table(console, [
+        Column("scorer", "scorer"), Column("accuracy", "accuracy", justify="right"),
+        *(Column(c, c.replace("_", " "), short=_SHORT[c], justify="right")
+          for c in evaluation.CELLS)],
+        [{"scorer": r.scorer, "accuracy": f"{100 * r.accuracy:.1f}%",
+          **{c: r.cells[c] for c in evaluation.CELLS}}
+         for r in results], wide=wide)
     judge = evaluation.needs_judge(cases)
     console.print(Text(f"{len(cases)} cases, {results[0].issues if results else 0} issues; "
                        f"{len(judge)} only a judge can decide: {', '.join(judge) or 'none'}"))

@@ -50,7 +50,7 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
             state = "registered with another code hash"
         rows.append({"scorer": ref, "settings": s.settings, "code_hash": s.code_hash,
                      "in_the_log": state})
-    render.emit(args.format, rows, [("scorer", "scorer"), ("settings", "settings"),
+    render.emit(args, rows, [("scorer", "scorer"), ("settings", "settings"),
                                     ("code_hash", "code hash"), ("in_the_log", "in the log")],
                 empty="no scorers", cells={
                     "settings": lambda v: ", ".join(
@@ -131,5 +131,5 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
             writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
         print(out.getvalue(), end="")
     else:
-        figure_tables.print_comparison(c)
+        figure_tables.print_comparison(c, wide=args.wide)
     return 0 if c.complete else 1

@@ -26,7 +26,7 @@ from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.schema import queries
 from props.tools import arguments, logs, render, service_config
 from props.tools.handlers import specimens as specimen_handlers
-from props.tools.render import Console
+from props.tools.render import Column, Console
 
 log = logging.getLogger("props.serve")
 
@@ -154,16 +154,20 @@ async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
             "lease_seconds": launcher.lease_seconds if launcher else None,
             "engine": launcher.engine if launcher else None})
     runs = await store.sql.fetchrow(_AGENTS["run_counts"])
-    columns = [("reactor", "reactor"), ("serving", "serving now"),
-               ("checkpoint", "checkpoint"), ("lag_events", "lag (events)"),
-               ("lag_seconds", "lag (seconds)"), ("parked", "parked")]
+    columns = [
+        Column("reactor", "reactor"),
+        Column("serving", "serving now", lambda v: "yes" if v else "no", short="up"),
+        Column("checkpoint", "checkpoint", lambda c: c or "never ran", optional=True),
+        Column("lag_events", "lag (events)", short="lag", justify="right"),
+        Column("lag_seconds", "lag (seconds)", lambda v: "-" if v is None else f"{v:.1f}",
+               short="lag s", justify="right", optional=True),
+        Column("parked", "parked", justify="right")]
     if args.format != "table" or known:  # a table shows launchers' columns once there are
-        columns += [("capacity", "capacity"), ("load", "runs held"),
-                    ("lease_seconds", "lease (s)"), ("engine", "engine")]
-    render.emit(args.format, rows, columns, empty="no reactors", cells={
-                    "checkpoint": lambda c: c or "never ran",
-                    "serving": lambda v: "yes" if v else "no",
-                    "lag_seconds": lambda v: "-" if v is None else f"{v:.1f}"})
+        columns += [Column("capacity", "capacity", short="cap", optional=True),
+                    Column("load", "runs held", short="held", optional=True),
+                    Column("lease_seconds", "lease (s)", short="lease", optional=True),
+                    Column("engine", "engine", optional=True)]
+    render.emit(args, rows, columns, empty="no reactors")
     assert runs is not None
     if args.format == "table":
         Console().print(f"critic runs: {runs['queued']:,} queued, {runs['running']:,} "

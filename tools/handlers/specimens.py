@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-import orjson
 from rich.progress import Progress
 
 from props.core.domain import (
@@ -23,10 +22,10 @@ from props.core.domain import (
 )
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.tools import progress, samples
-from props.tools.render import Console, Table
+from props.tools import progress, render, samples
+from props.tools.render import Column, Console, print_table
 
-console = Console(highlight=False)
+console = Console()
 
 
 
@@ -105,20 +104,16 @@ def _row(h: specimen_sync.SnapshotHistory) -> dict[str, Any]:
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     known = await specimen_sync.history(store)
     rows = [_row(h) for _slug, h in sorted(known.items()) if h.versions]
-    if args.json:
-        for row in rows:
-            print(orjson.dumps(row).decode())
-        return 0
-    if not rows:
-        console.print("no snapshots recorded: run `props specimens sync DIR`")
-        return 0
-    table = Table("snapshot", "version", "status", "files", "TPs", "occurrences", "FPs",
-                  "file sets", "ground truth")
-    for r in rows:
-        table.add_row(r["slug"], f"{r['version']} of {r['versions']}", r["status"],
-                      str(r["files"]), str(r["tps"]), str(r["occurrences"]), str(r["fps"]),
-                      str(r["file_sets"]), r["ground_truth_hash"][:12])
-    console.print(table)
+    render.emit(args, rows, [
+        Column("slug", "snapshot"),
+        Column("version", "version", shows=lambda r: f"{r['version']} of {r['versions']}",
+               short="v"),
+        Column("versions", "versions", optional=True), Column("status", "status"),
+        *(Column(k, h, justify="right", optional=k != "tps") for k, h in (
+            ("files", "files"), ("tps", "TPs"), ("occurrences", "occurrences"),
+            ("fps", "FPs"), ("file_sets", "file sets"))),
+        Column("ground_truth_hash", "ground truth", lambda h: str(h)[:12], optional=True)],
+        empty="no snapshots recorded: run `props specimens sync DIR`")
     return 0
 
 
@@ -132,7 +127,7 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if chosen is None:
         raise errors.PropsError(f"{args.slug} has no version {args.version}; versions: "
                                 f"{', '.join(str(v.version) for v in h.versions)}")
-    if args.json:
+    if args.format == "json":
         print(chosen.model_dump_json())
         return 0
     for v, at in zip(h.versions, h.synced_at, strict=True):
@@ -142,22 +137,26 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if h.retired:
         console.print("  retired")
     gt = chosen.ground_truth
-    table = Table("kind", "id", "severity", "occurrences", title=f"{args.slug} v{chosen.version}")
-    for tp in gt.true_positives:
-        table.add_row("TP", tp.id, tp.severity or "", _occurrences(tp.occurrences))
-    for fp in gt.false_positives:
-        table.add_row("FP", fp.id, "", _occurrences(fp.occurrences))
-    console.print(table)
+    print_table(console, [Column("kind", "kind"), Column("id", "id"),
+                          Column("severity", "severity", optional=True),
+                          Column("where", "occurrences", prose=True)],
+                [{"kind": "TP", "id": tp.id, "severity": tp.severity or "",
+                  "where": _occurrences(tp.occurrences)} for tp in gt.true_positives]
+                + [{"kind": "FP", "id": fp.id, "severity": "",
+                    "where": _occurrences(fp.occurrences)} for fp in gt.false_positives],
+                wide=args.wide, title=f"{args.slug} v{chosen.version}")
     scopes = {s.files_hash: s for s in gt.scopes}
-    sets = Table("file set", "files_hash", "files", "TP occurrences in scope")
     whole = scopes.get(None)
-    sets.add_row("(whole snapshot)", "-", str(len(chosen.files)),
-                 str(len(whole.occurrences) if whole else 0))
-    for fs in gt.file_sets:
-        scope = scopes.get(fs.files_hash)
-        sets.add_row(fs.name, fs.files_hash, str(len(fs.files)),
-                     str(len(scope.occurrences) if scope else 0))
-    console.print(sets)
+    print_table(console, [
+        Column("name", "file set"), Column("files_hash", "files_hash", optional=True),
+        Column("files", "files", justify="right"),
+        Column("in_scope", "TP occurrences in scope", short="TPs in scope",
+               justify="right")],
+        [{"name": "(whole snapshot)", "files_hash": "-", "files": len(chosen.files),
+          "in_scope": len(whole.occurrences) if whole else 0}]
+        + [{"name": fs.name, "files_hash": fs.files_hash, "files": len(fs.files),
+            "in_scope": len(scopes[fs.files_hash].occurrences)
+            if fs.files_hash in scopes else 0} for fs in gt.file_sets], wide=args.wide)
     return 0
 
 
@@ -182,7 +181,7 @@ async def from_git_cmd(args: argparse.Namespace) -> int:
         git_trees.snapshot_filter(args.include, args.exclude))
     made_by = f"props specimens from-git {args.repo.name} at {base[:12]}"
     for line in skipped:
-        console.print(f"left out of the snapshot: {line}", markup=False)
+        console.print(f"left out of the snapshot: {line}")
     return _wrote(args, snapshot, found, made_by)
 
 
@@ -217,15 +216,14 @@ async def from_dataset_cmd(args: argparse.Namespace) -> int:
             await anyio.to_thread.run_sync(specimen_datasets.make, args.kind, bug, args.out,
                                            is_defect, keep, made)
             advance(1)
-    table = Table("bug", "written", "true positives / why not", title=f"{args.kind}: "
-                  f"{len(made.written)} written, {len(made.skipped)} skipped")
-    for bug_id, root, tps in made.written:
-        table.add_row(bug_id, str(root.relative_to(args.out)), str(tps))
-    for bug_id, why in made.skipped:
-        table.add_row(bug_id, "-", why)
-    console.print(table)
+    print_table(console, [Column("bug", "bug"), Column("written", "written"),
+                          Column("tps", "true positives / why not", prose=True)],
+                [{"bug": b, "written": str(root.relative_to(args.out)), "tps": str(tps)}
+                 for b, root, tps in made.written]
+                + [{"bug": b, "written": "-", "tps": why} for b, why in made.skipped],
+                title=f"{args.kind}: {len(made.written)} written, {len(made.skipped)} skipped")
     if made.written:
         load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
         console.print(f"then: review each ground_truth.toml (its TODOs), `props specimens "
-                      f"validate {args.out}`, `props specimens sync {args.out}`", markup=False)
+                      f"validate {args.out}`, `props specimens sync {args.out}`")
     return 3 if made.skipped else 0

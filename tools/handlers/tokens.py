@@ -26,7 +26,7 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     rows = [{"name": t.name, "scopes": list(t.scopes), "created_at": t.created_at,
              "revoked_at": t.revoked_at, "id": t.id}
             for t in await tokens.all_tokens(store)]
-    render.emit(args.format, rows, [("name", "name"), ("scopes", "scopes"),
+    render.emit(args, rows, [("name", "name"), ("scopes", "scopes"),
                                     ("created_at", "created"), ("revoked_at", "revoked"),
                                     ("id", "id")],
                 empty="no tokens: `props serve` prints an admin token at its first start",
