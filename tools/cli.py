@@ -14,6 +14,7 @@ import importlib
 import logging
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
@@ -60,11 +61,41 @@ EX_NOPERM = 77
 EX_SIGPIPE = 128 + 13  # what a shell shows for a program whose reader went away
 
 
+class ParagraphHelp(argparse.HelpFormatter):
+    """Help that wraps at the terminal's width, keeping the text's paragraphs (a blank line)
+    and its indented lines (an example, a literal) as written: argparse's default joins the
+    paragraphs, and its raw formatter kept a text pre-wrapped at 90 columns, split anew by
+    an 80-column terminal."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        prose: list[str] = []
+
+        def flush() -> None:
+            if prose:
+                out.append(textwrap.fill(" ".join(prose), width, initial_indent=indent,
+                                         subsequent_indent=indent))
+                prose.clear()
+
+        for line in text.splitlines():
+            if not line.strip():
+                flush()
+                out.append("")
+            elif line[0].isspace():
+                flush()
+                out.append(indent + line)
+            else:
+                prose.append(line.strip())
+        flush()
+        return "\n".join(out)
+
+
 class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     """Sub-commands that take `-v` where they stand, and say which parser they are (so an
     unknown flag is reported by the command's own usage, not the top level's)."""
 
     def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs.setdefault("formatter_class", ParagraphHelp)
         if "help" in kwargs:  # `props X --help` says at least what the listing says
             kwargs.setdefault("description", kwargs["help"][:1].upper() + kwargs["help"][1:]
                               + ".")
@@ -105,10 +136,7 @@ def version() -> str:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line; with `command`, only that command's module is imported and added
     (all of them for `props --help` or a word that is no command, which argparse reports)."""
-    parser = _Parser(
-        prog="props", description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = _Parser(prog="props", description=DESCRIPTION, formatter_class=ParagraphHelp)
     parser.add_argument("-v", "--verbose", action="store_true", help="log what props is doing")
     parser.add_argument("--version", action=_Version, nargs=0, help="say which props this is")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -3,6 +3,7 @@ comparison of two scorers. `props report`, `props compare` and the demo print th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,14 +47,12 @@ _COLUMNS = [
 ]
 
 
-def critic_columns(rows: Sequence[Mapping[str, Any]], model_optional: bool = False,
-                   ) -> list[Column]:
+def critic_columns(rows: Sequence[Mapping[str, Any]]) -> list[Column]:
     """The model and the definition, or one column where every row's are the same (a
     baseline's tool is its model)."""
     if rows and all(r["model"] == r["definition"] for r in rows):
         return [Column("definition", "model = definition")]
-    return [Column("model", "model", optional=model_optional),
-            Column("definition", "definition")]
+    return [Column("model", "model"), Column("definition", "definition")]
 
 
 def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
@@ -100,6 +99,9 @@ def _delta(g: Mapping[str, Any], measure: str) -> str:
     return f"{percent(g[f'{measure}_delta'])}{mark}{shown}"
 
 
+CHANGED_SHOWN = 20  # runs graded differently that the table lists
+
+
 def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
     console = Console()
     print_table(console, [
@@ -116,8 +118,22 @@ def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
         Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
                short="ΔP"),
         ], c.groups, wide=wide)
-    console.print(f"deltas: B - A with a paired {intervals.METHOD}; * where the interval "
-                  f"excludes 0")
+    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
+                  f"examples, * where the interval excludes 0")
+    if c.changed:
+        shown = c.changed[:CHANGED_SHOWN]
+        print_table(console, [
+            Column("run_id", "run", lambda r: str(r)[:8]),
+            *critic_columns([dataclasses.asdict(d) for d in shown]),
+            *(Column(f"{m}_{side}", f"{m} {ref}", percent, justify="right",
+                     short=f"{m[0].upper()} {side.upper()}")
+              for m in ("recall", "precision") for side, ref in (("a", c.a), ("b", c.b))),
+            Column("changed_issues", "issues graded differently", lambda ids: " ".join(ids),
+                   prose=True, short="issues")],
+            [dataclasses.asdict(d) for d in shown], wide=wide,
+            title=f"runs graded differently ({len(c.changed)}"
+                  + (f"; the first {CHANGED_SHOWN}: --format csv lists every one)"
+                     if len(c.changed) > CHANGED_SHOWN else ")"))
     reasons: dict[str, int] = {}
     for reason in c.unscorable.values():
         kind = rescoring.reason_kind(reason)

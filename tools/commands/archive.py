@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,9 @@ hash chain across events). Read it without props: `zstd -dc FILE | jq -c 'select
 
 
 def add_parsers(sub: Any) -> None:
-    raw = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("export", help="write a range of the log to a verifiable file",
                        description="Export committed events of a range, with the blobs they "
-                       "reference, streaming, in constant memory.\n\n" + FORMAT_HELP,
-                       formatter_class=raw)
+                       "reference, streaming, in constant memory.\n\n" + FORMAT_HELP)
     p.add_argument("-o", "--output", type=Path, required=True, help="the file to write")
     p.add_argument("--from", dest="from_position", type=int, default=1, metavar="POS",
                    help="first global position (default 1)")
@@ -48,8 +45,7 @@ def add_parsers(sub: Any) -> None:
                        "position in metadata). Importing twice changes nothing; an "
                        "interrupted import finishes when run again. The file of a partition "
                        "that `props archive` moved out of this database restores it instead: "
-                       "every event back at its original position.\n\n" + FORMAT_HELP,
-                       formatter_class=raw)
+                       "every event back at its original position.\n\n" + FORMAT_HELP)
     p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
     p.add_argument("--trusted-keys", type=Path, metavar="DIR",
                    help="accept only a file signed by one of the public keys (*.pub) in DIR")
@@ -59,8 +55,7 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler="props.tools.handlers.archive:import_cmd", connections=3, owner=True)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "
-                       "exit 65 naming what failed and where.\n\n" + FORMAT_HELP,
-                       formatter_class=raw)
+                       "exit 65 naming what failed and where.\n\n" + FORMAT_HELP)
     p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
     p.add_argument("--trusted-keys", type=Path, metavar="DIR",
                    help="also require a signature by one of the public keys in DIR")
@@ -76,7 +71,7 @@ def add_parsers(sub: Any) -> None:
         "why) when it holds events other than critic runs, grades and judge calls, or "
         "events of a run under a retention hold (props runs hold); archival stops at events "
         "a consumer has not read yet. `props import FILE` puts a partition back, at its "
-        "original positions.\n\n" + FORMAT_HELP, formatter_class=raw)
+        "original positions.\n\n" + FORMAT_HELP)
     p.add_argument("--before", type=int, metavar="POS",
                    help="archive partitions that end at or before this position")
     p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from props.tools import arguments
@@ -10,7 +9,8 @@ from props.tools import arguments
 APPEND_HELP = """\
 Append events given as JSON (a file, or - for stdin). Each event is an object
   {"stream": "run-<uuid>", "type": "phase.completed", "data": {...},
-   "metadata": {...}, "event_id": "<uuid, optional: give it to make retries no-ops>"}
+   "metadata": {...}, "event_id": "<uuid>"}
+(event_id is optional: give it to make a retry append nothing)
 or a list of such objects for one stream (appended atomically). The data is validated
 against the event type's schema; nothing is written if any event is invalid.
 """
@@ -21,8 +21,7 @@ def add_parser(sub: Any) -> None:
                         description="Append events to the log and watch it move.")
     cmds = ev.add_subparsers(dest="events_command", metavar="ACTION", required=True)
     p = cmds.add_parser("append", help="append events from a JSON file or stdin",
-                        description=APPEND_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        description=APPEND_HELP)
     p.add_argument("file", nargs="?", default="-", help="JSON file, or - for stdin (default)")
     p.add_argument("--expected-version", type=int, default=None, metavar="N",
                    help="refuse unless the stream is at version N (0: must not exist yet)")

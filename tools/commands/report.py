@@ -6,20 +6,22 @@ quietly leaving them out of the figures."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from props.tools import arguments
 
 DEFINITIONS = """\
 recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
-  lines for the location scorers) over every TP occurrence in scope, pooled over the runs.
-  graded recall: the same with partial credit counted (for each
-  occurrence the best grade any issue got: tiered gives near 0.6, same file 0.3). precision:
-  issues that found a TP over issues graded. partial: issues matched to a TP with partial
-  credit only (not finds). known FP: issues matched to a known decoy. Intervals: a cluster
-  bootstrap over examples (snapshot and file set), so repeated runs of one example do not
-  narrow them; none with fewer than two examples."""
+lines for the location scorers) over every TP occurrence in scope, pooled over the runs.
+
+graded recall: the same with partial credit counted (for each occurrence the best grade any
+issue got: tiered gives near 0.6, same file 0.3).
+
+precision: issues that found a TP over issues graded. partial: issues matched to a TP with
+partial credit only (not finds). known FP: issues matched to a known decoy.
+
+intervals: a cluster bootstrap over examples (snapshot and file set), so repeated runs of one
+example do not narrow them; none with fewer than two examples."""
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +33,7 @@ def add_parser(sub: Any) -> None:
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
         "counted and reported, never silently left out, and so are runs that came in from "
         "imported export files (by the key that signed them, or 'unsigned').\n\n"
-        + DEFINITIONS, formatter_class=argparse.RawDescriptionHelpFormatter,
+        + DEFINITIONS,
     )
     arguments.add_format(p)
     p.add_argument("--scorer", help="only this scorer, NAME or NAME@VERSION")

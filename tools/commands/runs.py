@@ -91,8 +91,8 @@ def _runs_parser(sub: Any) -> None:
                         "`props serve` or `props projections run` has folded it): each with "
                         "the issues it reported and its recall and precision under the "
                         "active scorer.")
-    p.add_argument("--status", choices=vocabulary.RUN_STATUSES,
-                   help="only runs in this status")
+    p.add_argument("--status", choices=vocabulary.RUN_STATUSES, metavar="STATUS",
+                   help=f"only runs in this status: {', '.join(vocabulary.RUN_STATUSES)}")
     p.add_argument("--model", type=arguments.name, help="only runs of this model")
     p.add_argument("--definition", type=arguments.name,
                    help="only runs of this critic definition")

@@ -84,7 +84,8 @@ def _agent_flags(p: Any) -> None:
                    "database's host); default: through its Unix socket, without network")
     p.add_argument("--agent-sslmode",
                    choices=("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
-                   help="the TLS agents ask for over TCP (default require: an agent's "
+                   metavar="MODE", help="the TLS agents ask for over TCP: disable, allow, "
+                   "prefer, require, verify-ca or verify-full (default require: an agent's "
                    "password never crosses the network in the clear)")
     p.add_argument("--agent-network", metavar="NAME",
                    help="the engine network agent containers join over TCP (default bridge): "

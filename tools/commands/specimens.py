@@ -22,11 +22,9 @@ def add_parser(sub: Any) -> None:
                         description="Validate specimen directories, record them in the log, "
                         "and look at what is recorded.")
     cmds = sp.add_subparsers(dest="specimens_command", metavar="ACTION", required=True)
-    raw = argparse.RawDescriptionHelpFormatter
     p = cmds.add_parser("validate", help="check a specimen directory; write nothing",
                         description="Check every snapshot under DIR and report every problem "
-                        "with its file and line. Exit 65 if there is any.\n\n" + FORMAT_HELP,
-                        formatter_class=raw)
+                        "with its file and line. Exit 65 if there is any.\n\n" + FORMAT_HELP)
     p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     _max_file_bytes(p)
     p.add_argument("--allow-todo", action="store_true",
@@ -37,8 +35,7 @@ def add_parser(sub: Any) -> None:
     p = cmds.add_parser("sync", help="record a specimen directory in the log",
                         description="Validate DIR, then record each snapshot as a version: "
                         "unchanged ones add nothing, changed ones add a version (the old one "
-                        "stays), snapshots gone from DIR are retired.\n\n" + FORMAT_HELP,
-                        formatter_class=raw)
+                        "stays), snapshots gone from DIR are retired.\n\n" + FORMAT_HELP)
     p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     p.add_argument("--no-retire", action="store_true",
                    help="do not retire snapshots missing from DIR")

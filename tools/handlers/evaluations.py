@@ -62,20 +62,27 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
               for m in ("recall", "precision"))],
             scores, wide=wide)
         console.print(f"intervals: {intervals.METHOD}")
-    if open_cases:
+    listed = states if len(states) <= CASES_LISTED else open_cases
+    if listed:
         print_table(console, [
             Column("state", "state"), Column("definition", "definition"),
-            Column("model", "model", optional=True), Column("snapshot", "snapshot"),
+            Column("model", "model"), Column("snapshot", "snapshot"),
             Column("epoch", "epoch", optional=True), Column("run", "run"),
             Column("why", "why", prose=True)], [
             {"state": s.state, "definition": s.case.definition, "model": s.case.model,
              "snapshot": s.case.snapshot, "epoch": s.case.epoch,
              "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
-            for s in open_cases], wide=wide, title="cases without a result")
+            for s in listed], wide=wide,
+            title="cases" if listed is states else
+            f"cases without a result ({len(states) - len(open_cases)} with one are not "
+            f"listed: --format json lists every case)")
     console.print(f"{ev.name}: {'complete' if complete else outcome.replace('_', ' ')}: "
                   + ", ".join(f"{n} {k}" for k, n in sorted(Counter(
                       s.state for s in states).items())))
     return 0 if complete else EXIT_INCOMPLETE
+
+
+CASES_LISTED = 50  # up to this many cases, the report lists them all (else the open ones)
 
 
 def _why(s: CaseState) -> str:
@@ -196,7 +203,9 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
     print_table(console, [
         Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("a_model", "model A", shows=lambda r: r["a"]["model"]),
         Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
         Column("examples", "examples", optional=True),
         *(column for m in ("recall", "precision") for column in (
             Column(f"{m}_a", f"{m} A", _pct, short=f"{m[0].upper()} A"),

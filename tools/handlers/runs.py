@@ -176,7 +176,7 @@ async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
              "requested_at": r["requested_at"]}
             for r in found.rows]
     filters = {k: getattr(args, k) for k in ("status", "model", "definition", "snapshot")}
-    render.emit(args, rows, [*RUN_COLUMNS[:2], *critic_columns(rows, model_optional=True),
+    render.emit(args, rows, [*RUN_COLUMNS[:2], *critic_columns(rows),
                              *RUN_COLUMNS[2:]],
                 empty="no runs" + "".join(f" {'in' if k == 'status' else 'of'} {k} {v}"
                                           for k, v in filters.items() if v))

@@ -1,0 +1,165 @@
+"""Every table fits the terminal without splitting a name: each listing and report command,
+at 80 and at 120 columns, on a database of long names (40-character models with `[/x]`
+markup, a snapshot slug with dashes), shows every name its JSON output holds whole on one
+line, and no line wider than the terminal. The help of every command wraps at 80 columns.
+Negative control: the same rows in a table built as props built them before (rich's
+default borders, cells folded to fit) split a name, and the check says so."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rich.console
+import rich.table
+
+from props.core.domain import definitions
+from props.core.log.store import EventStore
+from props.core.scoring import rescoring, scorers
+from props.projections import engine
+from props.tools import cli, samples
+from tests.test_cli import props
+from tests.test_evaluations import LITE
+
+MODEL = "[/x]gpt-4o-2024-08-06-extended-context-xl"  # 40 characters, markup included
+LITE_MODEL = "[/x]reference-lite-with-its-own-long-name"
+LONG_PROJECT = "notes-api-with-a-long-project-name"
+# The keys whose values are names a table must show whole (a run id as its 8 first digits).
+NAMES = {"model", "definition", "snapshot", "slug", "scorer", "reactor", "projection",
+         "evaluation", "run_id", "issue_id", "name"}
+
+
+def names_in(doc: Any) -> Iterator[str]:
+    """Every name in a command's JSON output (see NAMES)."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in NAMES and isinstance(value, str) and value:
+                yield value[:8] if key == "run_id" else value
+            else:
+                yield from names_in(value)
+    elif isinstance(doc, list):
+        for item in doc:
+            yield from names_in(item)
+
+
+def split_names(table: str, names: set[str], width: int) -> list[str]:
+    """What is wrong with a table's text: each name not whole on one line, and each line
+    wider than the terminal."""
+    lines = table.splitlines()
+    wrong = [f"not whole on a line: {n!r}" for n in sorted(names)
+             if not any(n in line for line in lines)]
+    return wrong + [f"{len(line)} columns wide: {line!r}" for line in lines
+                    if len(line) > width]
+
+
+def _snapshots(tmp_path: Path) -> Path:
+    """The bundled samples, one of them under a long project name with dashes."""
+    folder = tmp_path / "specimens"
+    shutil.copytree(samples.samples_dir(), folder)
+    (folder / "notes-api").rename(folder / LONG_PROJECT)
+    return folder
+
+
+async def _database(store: EventStore, dsn: str, tmp_path: Path) -> dict[str, str]:
+    """An evaluation of two critics with long model names, graded by two scorers."""
+    synced = props("specimens", "sync", str(_snapshots(tmp_path)), dsn=dsn)
+    assert synced.returncode == 0, synced.stderr
+    await definitions.push(store, definitions.reference_local())
+    lite = definitions.reference_local(config=LITE)
+    await definitions.push(store, lite.model_copy(update={"name": "reference-lite"}))
+    plan = tmp_path / "plan.toml"
+    plan.write_text(
+        f'name = "long-names-evaluation"\nexamples = ["csvtool/*", "{LONG_PROJECT}/*"]\n'
+        f'[[critic]]\ndefinition = "reference"\nref = "local"\nmodel = {json.dumps(MODEL)}\n'
+        f'[[critic]]\ndefinition = "reference-lite"\nref = "local"\n'
+        f"model = {json.dumps(LITE_MODEL)}\n")
+    ran = props("eval", "run", str(plan), "--runtime", "local", dsn=dsn,
+                env={"PROPS_HOME": str(tmp_path / "home")})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    await rescoring.rescore(store, scorers.scorer("tiered@1"),
+                            rescoring.Selection(everything=True))
+    await engine.rebuild(store)
+    runs = json.loads(props("runs", "list", "--json", dsn=dsn).stdout)
+    with_issues = next(r for r in runs if r["issues"] and r["model"] == MODEL)
+    return {"run": with_issues["run_id"][:8], "slug": with_issues["snapshot"]}
+
+
+def _commands(found: dict[str, str]) -> list[list[str]]:
+    return [
+        ["report"], ["report", "--scorer", "tiered@1"], ["compare", "tiered@1", "tiered@2",
+                                                         "--all"],
+        ["runs", "list"], ["runs", "show", found["run"]], ["definitions", "list"],
+        ["eval", "show", "long-names-evaluation"], ["eval", "list"],
+        ["eval", "compare", "long-names-evaluation:reference",
+         "long-names-evaluation:reference-lite"],
+        ["specimens", "list"], ["specimens", "show", found["slug"]], ["scorers", "list"],
+        ["scorers", "eval"], ["reactors", "status"], ["projections", "status"],
+        ["db", "status"], ["tokens", "list"]]
+
+
+@pytest.mark.slow
+async def test_every_table_shows_every_name_whole_at_80_and_120_columns(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    found = await _database(store, dsn, tmp_path)
+    checked = 0
+    for command in _commands(found):
+        as_json = props(*command, "--json", dsn=dsn)
+        assert as_json.returncode in (0, 1), (command, as_json.stderr)
+        names = set(names_in(json.loads(as_json.stdout)))  # one document, nothing else
+        for width in (80, 120):
+            table = props(*command, dsn=dsn, env={"COLUMNS": str(width)})
+            assert table.returncode == as_json.returncode, (command, table.stderr)
+            assert split_names(table.stdout, names, width) == [], (command, width,
+                                                                   table.stdout)
+            checked += len(names)
+        wide = props(*command, "--wide", dsn=dsn, env={"COLUMNS": "80"})
+        assert wide.returncode == as_json.returncode and not split_names(
+            wide.stdout, names, 10_000), (command, wide.stdout)
+    assert checked > 100  # the check looked at names, not at empty tables
+    shown = props("runs", "list", "--model", MODEL, "--json", dsn=dsn)
+    assert {r["model"] for r in json.loads(shown.stdout)} == {MODEL}  # the filter holds
+
+    # Negative control: the report's rows as props printed them before (rich's borders,
+    # every cell folded to fit) split the 40-character name at 80 columns.
+    rows = json.loads(props("report", "--json", dsn=dsn).stdout)["scores"]
+    old = rich.table.Table("model", "definition", "scorer", "runs (examples)",
+                           "recall [95% CI]", "precision [95% CI]")
+    for r in rows:
+        old.add_row(r["model"], r["definition"], r["scorer"], f"{r['runs']} ({r['examples']})",
+                    f"{r['recall']:.1%} [{r['recall_low']}, {r['recall_high']}]",
+                    f"{r['precision']:.1%} [{r['precision_low']}, {r['precision_high']}]")
+    for column in old.columns:
+        column.overflow = "fold"
+    out = rich.console.Console(width=80, file=io.StringIO(), markup=False)
+    out.print(old)
+    assert any("not whole" in w for w in split_names(
+        out.file.getvalue(), set(names_in(rows)), 80))  # type: ignore[attr-defined]
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, Any]]:
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def test_every_commands_help_wraps_at_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    wrong, seen = [], 0
+    for path, parser in _parsers(cli.build_parser(), "props"):
+        seen += 1
+        for line in parser.format_help().splitlines():
+            if len(line) > 80 or "%%" in line:
+                wrong.append(f"{path}: {line}")
+    assert seen > 60 and wrong == []
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: paragraphs, not 80 columns
+    report = dict(_parsers(cli.build_parser(), "props"))["props report"].format_help()
+    assert max(len(line) for line in report.splitlines()) > 100
+
