@@ -164,6 +164,20 @@ async def test_api_end_to_end(store: EventStore, dsn: str, tmp_path: Path) -> No
                 return any(r["model"] == "api-model" and r["runs"] == 2 for r in rows)
 
             await eventually(scored, 60)
+            # A run is named by the 8 digits every table shows, as by its whole id.
+            short = (await api.get(f"/api/runs/{run_ids[0][:8]}")).json()
+            assert short["run_id"] == run_ids[0] and short["status"] == "completed"
+            assert (await api.get("/api/runs/abc")).status_code == 422  # under 4 digits
+            assert (await api.get("/api/runs/ffff0000")).status_code == 404
+            # props serve said what happened to each run, a line per change of state.
+            def untold() -> list[str]:
+                lines = served.log.read_text().splitlines()
+                return [f"{run_id[:8]} {w}" for run_id in run_ids for w in (
+                    "requested: reference (model api-model)", "running", "completed: ",
+                    "graded by tiered@2") if not any(
+                        f"run {run_id[:8]} {w}" in line for line in lines)]
+
+            await eventually(lambda: not untold(), 30)
             assert _loc(await api.get("/api/scores", params={"scorer": "x@y"})) \
                 == [["query", "scorer"]]
 

@@ -14,6 +14,7 @@ import pytest
 from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.projections import engine
+from props.tools import run_log
 from tests.reactor_helpers import SNAPSHOT
 from tests.test_cli import props
 
@@ -91,3 +92,31 @@ def test_the_catalog_and_the_keys_speak_json(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     [key] = orjson.loads(props("keys", "list", "--dir", str(keys), "--json", dsn="unused").stdout)
     assert key["name"] == "ci" and len(key["fingerprint"]) == 16
+
+
+def test_the_run_log_says_each_change_of_a_runs_state_once() -> None:
+    run = uuid.uuid4()
+    scorer = catalog.ScorerRef(name="tiered", version=2, code_hash="0" * 64,
+                               ground_truth_hash="0" * 64)
+    told = run_log.Narrator()
+    said = told.lines([
+        catalog.RunRequested(run_id=run, agent_type="critic", definition="d",
+                             example=catalog.Example(snapshot=SNAPSHOT), model="[/x]m",
+                             timeout_seconds=60, budget_usd=0),
+        catalog.RunStarted(run_id=run, digest="sha256:" + "0" * 64),
+        *(catalog.IssueReported(run_id=run, issue_id=f"i{n}", rationale="r", locations=[
+            catalog.Location(file="a.py", ranges=[catalog.LineRange(start=1, end=1)])])
+          for n in range(3)),
+        catalog.RunFinished(run_id=run, status="completed")])
+    short = str(run)[:8]
+    assert said == [f"run {short} requested: d (model [/x]m) on {SNAPSHOT}",
+                    f"run {short} running", f"run {short} completed: 3 issue(s) reported"]
+    graded = told.lines([catalog.GradeEmitted(
+        critique_run_id=run, critique_issue_id=f"i{n}", scorer=scorer, grade=1.0 if n else 0,
+        tp_id="t" if n else None, tp_occurrence=1 if n else None) for n in range(3)])
+    assert graded == [f"run {short} graded by tiered@2: 2 find(s) in 3 issue(s)"]  # once
+    assert told.lines([catalog.PhaseCompleted(run_id=run, phase="review",
+                                              duration_seconds=1)]) == []
+    assert told.summary() == "runs in the last 60 s: 1 requested, 1 running, 1 completed, " \
+                             "1 graded"
+    assert told.summary() is None  # nothing since

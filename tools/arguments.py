@@ -8,6 +8,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING
 
+from props.core.domain import streams
 from props.core.log import errors
 
 if TYPE_CHECKING:
@@ -34,39 +35,26 @@ def name(text: str) -> str:
     return text
 
 
-_RUN_REF = re.compile(r"^[0-9a-f-]{4,36}$")
 SHORT = 8  # hex digits of a run id shown in tables
 
 
 def run_ref(text: str) -> str:
     """A run id, or a unique prefix of one (at least 4 hex digits, as tables show 8)."""
-    ref = text.strip().lower()
-    if re.fullmatch(r"[0-9a-f-]{1,3}", ref):
+    ref, least = text.strip().lower(), streams.SHORTEST_PREFIX
+    if re.fullmatch(r"[0-9a-f-]+", ref) and len(ref) < least:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is too short to name a run: give at least 4 hex digits of its id "
-            f"(tables show {SHORT})")
-    if not _RUN_REF.match(ref):
+            f"{text!r} is too short to name a run: give at least {least} hex digits of its "
+            f"id (tables show {SHORT})")
+    if not re.match(streams.RUN_REF, ref):
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id or a prefix of one")
     return ref
 
 
 async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
-    """The run `ref` names: its whole id, or the one run whose id starts so. None, or more
-    than one: an error saying which."""
-    try:
-        return uuid.UUID(ref)
-    except ValueError:
-        pass
-    found = [r[0].removeprefix("run-") for r in await store.sql.fetch(
-        "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
-        "LIMIT 11", f"run-{ref}%")]
-    if not found:
-        raise errors.NotFound(f"no run id starts with {ref}")
-    if len(found) > 1:
-        raise errors.Ambiguous(
-            f"{ref} is the start of several run ids: {', '.join(found[:10])}"
-            + (", ..." if len(found) > 10 else "") + "; give more of it")
-    return uuid.UUID(found[0])
+    """The run `ref` names (run_requests.resolve)."""
+    from props.core.domain import run_requests
+
+    return await run_requests.resolve(store, ref)
 
 
 FORMATS = ("table", "json", "csv")

@@ -26,16 +26,18 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
-def configure(fmt: str, verbose: bool) -> None:
+def configure(fmt: str, verbose: bool, access_log: bool = True) -> None:
     """`text` or `json` lines on stderr; warnings and up, everything with `verbose`; what
-    the service starts and each request the API and the registry serve are always logged."""
+    the service starts is always logged, and each request the API and the registry serve
+    unless `access_log` is off (the viewer on one's own machine: its errors only)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO if verbose else logging.WARNING)
-    for name in ("props.serve", "props.http", "props.registry"):
+    for name in ("props.serve", "props.runs", *(("props.http", "props.registry")
+                                                if access_log or verbose else ())):
         logging.getLogger(name).setLevel(logging.INFO)
     # Docker tries TLS first on a plain-HTTP registry: each try is an "Invalid HTTP request"
     # warning that says nothing about props.

@@ -94,6 +94,26 @@ async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Reque
 # -- what may be asked of a run once it is requested -----------------------------------------
 
 
+async def resolve(store: EventStore, ref: str) -> uuid.UUID:
+    """The run `ref` (streams.RUN_REF) names: its whole id, or the one run whose id starts
+    so. None, or more than one: an error saying which."""
+    try:
+        return uuid.UUID(ref)
+    except ValueError:
+        pass
+    ref = ref.lower()
+    found = [r[0].removeprefix("run-") for r in await store.sql.fetch(
+        "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
+        "LIMIT 11", f"{streams.run(ref)}%")]  # (the ref's characters: hex and '-' only)
+    if not found:
+        raise errors.NotFound(f"no run id starts with {ref}")
+    if len(found) > 1:
+        raise errors.Ambiguous(
+            f"{ref} is the start of several run ids: {', '.join(found[:10])}"
+            + (", ..." if len(found) > 10 else "") + "; give more of it")
+    return uuid.UUID(found[0])
+
+
 async def events_of(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:
     """The run's events, or NotFound."""
     records = await store.read_stream(streams.run(run_id))

@@ -11,6 +11,11 @@ import uuid
 MAX_VERSION = 2**31 - 1  # a scorer's version is a PostgreSQL integer
 
 RunId = uuid.UUID | str
+# A run named by people: its id, or the start of it (4 hex digits at least; tables show 8),
+# as git takes a commit's. The CLI, the API and the viewer's URLs all take these
+# (run_requests.resolve finds the run).
+RUN_REF = r"^[0-9a-fA-F-]{4,36}$"
+SHORTEST_PREFIX = 4
 
 
 def run(run_id: RunId) -> str:

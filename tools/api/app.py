@@ -65,7 +65,10 @@ class AccessLog:
             await self.app(scope, receive, sending)
         finally:
             method, path = scope["method"], scope["path"]
-            log.info("%s %s %d", method, path, status, extra={
+            # A failure of props' own is an error in every log; the rest is the access log
+            # (`props serve` keeps it, `props view` does not: see tools.logs).
+            log.log(logging.ERROR if status >= 500 else logging.INFO, "%s %s %d", method,
+                    path, status, extra={
                 "method": method, "path": path, "status": status,
                 "ms": round(1000 * (time.perf_counter() - started), 2),
                 "token": scope.get("state", {}).get("token_name")})

@@ -61,6 +61,9 @@ def add_parsers(sub: Any) -> None:
                    help="sync this specimens directory into the log at start (nothing retired)")
     p.add_argument("--log-format", choices=("text", "json"),
                    help="log lines as text (default) or one JSON object each")
+    p.add_argument("--quiet", action="store_true",
+                   help="a summary of the runs' changes once a minute instead of a line for "
+                        "each (a run requested, running, finished, graded)")
     p.add_argument("--connect-wait", type=float, metavar="SECONDS",
                    help="how long to wait for the database at start before giving up with "
                         "exit 69 (default 60); once connected, outages are waited out")

@@ -24,7 +24,7 @@ from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.schema import queries
-from props.tools import arguments, logs, render, service_config
+from props.tools import arguments, logs, render, run_log, service_config
 from props.tools.handlers import specimens as specimen_handlers
 from props.tools.render import Column, Console
 
@@ -63,6 +63,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)
+                tg.start_soon(_tell_runs, store, args.quiet)
                 log.info(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
                 await service.run()
 
@@ -77,6 +78,14 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
         tg.cancel_scope.cancel()
     return 0
+
+
+async def _tell_runs(store: EventStore, quiet: bool) -> None:
+    """The runs' changes in the service's log; what it cannot tell stops it alone."""
+    try:
+        await run_log.narrate(store, quiet)
+    except Exception:  # the runs go on, and the operator reads why the lines stopped
+        log.exception("the run log stopped (the service goes on)")
 
 
 def _agent_database(config: service_config.ServiceConfig) -> AgentDatabase | None:

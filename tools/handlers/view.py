@@ -22,7 +22,7 @@ log = logging.getLogger("props.view")
 
 
 async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    logs.configure("text", args.verbose)
+    logs.configure("text", args.verbose, access_log=False)
     sock = http_server.bind(args.listen, "viewer")
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"

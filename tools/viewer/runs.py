@@ -4,7 +4,6 @@ model, its timeline and container logs."""
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,7 +13,7 @@ from props.core.domain import catalog, evaluations
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages, run_view
-from props.tools.api.dependencies import Store
+from props.tools.api.dependencies import RunNamed, Store
 from props.tools.viewer import choices
 from props.tools.viewer.session import Viewer, needs
 from props.tools.viewer.templating import page
@@ -93,7 +92,7 @@ def _header(run: run_pages.RunDetail) -> dict[str, Any]:
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
 async def run_page(
-    request: Request, store: Store, viewer: Reader, run_id: uuid.UUID,
+    request: Request, store: Store, viewer: Reader, run_id: RunNamed,
     scorer: Text = None,
     issues_page: Annotated[int, Query(alias="issues", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
@@ -107,7 +106,7 @@ async def run_page(
 
 @router.get("/runs/{run_id}/transcript", response_class=HTMLResponse, include_in_schema=False)
 async def transcript_page(
-    request: Request, store: Store, viewer: Reader, run_id: uuid.UUID,
+    request: Request, store: Store, viewer: Reader, run_id: RunNamed,
     turns_page: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
@@ -118,7 +117,7 @@ async def transcript_page(
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse, include_in_schema=False)
 async def timeline_page(request: Request, store: Store, viewer: Reader,
-                        run_id: uuid.UUID) -> HTMLResponse:
+                        run_id: RunNamed) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
     events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
                "data": details(r.event)} for r in run.events]

@@ -15,7 +15,7 @@ from props.core.domain import catalog, run_requests
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages
-from props.tools.api.dependencies import Read, RequestToken, Store
+from props.tools.api.dependencies import Read, RequestToken, RunNamed, Store
 from props.tools.api.limits import STORABLE_TEXT
 
 router = APIRouter()
@@ -115,7 +115,7 @@ async def critic_runs_are_posted() -> JSONResponse:
 
 @router.get("/api/runs/{run_id}", response_model=Run, dependencies=Read,
             summary="a run's status (projections) and timeline (its events in the log)")
-async def get_run(store: Store, run_id: uuid.UUID,
+async def get_run(store: Store, run_id: RunNamed,
                   timeline: bool = Query(True, description="include the timeline")) -> Run:
     try:
         run = await run_pages.detail(store, run_id)
