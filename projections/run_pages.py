@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from props.core.domain import run_requests
+from props.core.domain import run_requests, streams
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -88,6 +88,21 @@ async def table(store: EventStore, where: TableFilter, sort: str, limit: int,
         where.definition, where.snapshot, where.file_set, name, version, where.since,
         where.until, limit + 1, offset, where.run_ids)
     return [dict(r) for r in rows[:limit]], len(rows) > limit
+
+
+async def file_set_names(store: EventStore, hashes: list[str]) -> dict[str, str]:
+    """The name of each of these file sets (a run names its file set by hash)."""
+    rows = await store.sql.fetch(_Q["file_set_names"], [h for h in hashes if h])
+    return {r["files_hash"]: r["name"] for r in rows}
+
+
+async def grading_events(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:
+    """The events of the run's grades, every scorer's (they are in streams of their own)."""
+    pattern = streams.grading(run_id, "%")  # (a uuid holds no LIKE wildcard)
+    found: list[RecordedEvent] = []
+    for row in await store.sql.fetch(_Q["grading_streams"], pattern):
+        found += await store.read_stream(row["stream_id"])
+    return found
 
 
 async def issue_counts(store: EventStore, run_ids: list[uuid.UUID]) -> dict[uuid.UUID, int]:

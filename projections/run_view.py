@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog, specimen_sync
+from props.core.domain import catalog, specimen_sync, streams
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.core.scoring import reviews, scorers
@@ -158,6 +158,7 @@ class Truth:
 # full credit: what recall counts), a partial match (a TP at partial credit: not a find), a
 # known decoy, nothing, or no grade at all.
 KINDS = ("find", "partial", "decoy", "none", "unscorable")
+UNGRADED = "ungraded"  # an issue the scorer has not graded (yet)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,10 +182,12 @@ class Issue:
 @dataclasses.dataclass(frozen=True)
 class Issues:
     issues: list[Issue]  # this page's
-    total: int
+    total: int  # the run's issues (of the kind `match` names, when it names one)
     missed: list[Truth]  # TP occurrences in scope that no issue found (under `scorer`)
     scorer: str | None
     snapshot_version: int | None
+    kinds: dict[str, int]  # the run's issues by the kind of their grade under `scorer`
+    match: str | None = None  # the kind the page shows (None: every issue)
 
 
 class _Code:
@@ -266,20 +269,26 @@ _FINDS = queries.typed("run_view", "finds", _Finds)
 
 
 async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page: int = 100,
-                 scorer: str | None = None) -> Issues:
+                 scorer: str | None = None, match: str | None = None) -> Issues:
     """The `page`-th `per_page` issues of a run (by file and line), each at its lines with
     every scorer's grade, and the TP occurrences in scope that no issue found under
-    `scorer` (default: the active scorer, else the first that graded the run)."""
+    `scorer` (default: the active scorer, else the first that graded the run); with
+    `match` (a kind of KINDS, or UNGRADED), only the issues whose grade under it is one."""
     run_id: uuid.UUID = run["run_id"]
     history = await specimen_sync.history_of(store, str(run["snapshot"]))
     version = history.in_force_at(run["requested_at"]) if history else None
     gt = version.ground_truth if version else None
     truths = _truths(gt)
-    rows = await store.sql.rows(_ISSUES_PAGE, run_id, per_page, (page - 1) * per_page)
-    total = int(await store.sql.fetchval(_Q["issues_count"], run_id))
     found_by = await store.sql.rows(_FINDS, run_id, scorers.FIND_GRADE)
     graded_by = [f"{r.scorer_name}@{r.scorer_version}" for r in found_by]
     scorer = scorer or await _active(store, graded_by)
+    under = (*scorer_key(scorer), scorers.FIND_GRADE)
+    kinds = {r["kind"]: int(r["issues"])
+             for r in await store.sql.fetch(_Q["kinds"], run_id, *under)}
+    match = match if scorer and match in (*KINDS, UNGRADED) else None
+    rows = await store.sql.rows(_ISSUES_PAGE, run_id, per_page, (page - 1) * per_page,
+                                match, *under)
+    total = kinds.get(match, 0) if match else sum(kinds.values())
     found = {label for r in found_by if f"{r.scorer_name}@{r.scorer_version}" == scorer
              for label in r.found or []}
     files_hash = run.get("files_hash") or None  # the projections' WHOLE_SNAPSHOT is ""
@@ -311,7 +320,16 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
              for e, (m, _, kind) in zip(edges, matched, strict=True)],
             [t for label in labels if (t := truth(label))]))
     return Issues(shown, total, [t for label in missed if (t := truth(label))], scorer,
-                  version.version if version else None)
+                  version.version if version else None, kinds, match)
+
+
+def scorer_key(scorer: str | None) -> tuple[str, int]:
+    """(name, version) of NAME@VERSION as the page names it; one that names no scorer (a
+    typo in a URL) is a key that matches no grade."""
+    try:
+        return streams.parse_ref(scorer) if scorer else ("", 0)
+    except ValueError:
+        return "", 0
 
 
 async def _active(store: EventStore, graded_by: list[str]) -> str | None:

@@ -104,13 +104,23 @@ async def test_a_run_shows_its_issues_at_their_lines_with_each_scorers_match(
     i1 = html[html.index('id="issue-i1"'):html.index('id="issue-i3"')]
     assert '<span class="line marked" data-line="10">' in i1
     assert '<span class="line" data-line="9">' in i1  # context, not marked
-    assert "tiered@1</span> <strong class=\"match\">TP T1#1" in i1
-    assert "tiered@2</span> <strong class=\"match\">TP T1#1" in i1
+    for ref in ("tiered@1", "tiered@2"):  # a find: its colour and its word
+        assert f'<p class="grade grade-find"><span class="scorer">{ref}</span> <span ' \
+               f'class="kind kind-find">find</span> <strong class="match">find T1#1' in i1
     assert "the total is off by one" in i1  # the TP's own rationale beside it
+    i3 = html[html.index('id="issue-i3"'):html.index('id="issue-i2"')]
+    assert 'class="grade grade-partial"' in i3 and ">partial</span>" in i3  # not a find
     i2 = html[html.index('id="issue-i2"'):]
-    assert "decoy D1" in i2 and "looks racy" in i2
-    missed = html[html.index("Not found"):]
+    assert "decoy D1" in i2 and "looks racy" in i2 and "grade-decoy" in i2
+    summary = html[html.index('class="summary"'):html.index("Not found")]
+    assert "recall <strong>50.0%</strong>" in summary and "find 1" in summary
+    assert "partial 1" in summary and "decoy 1" in summary
+    missed = html[html.index("Not found"):html.index("<h2>Issues")]  # near the top
     assert "T2#1" in missed and "never closed" in missed and "T1#1" not in missed
+    async with browser(store, secret) as client:  # filtered by match; by its 8 digits
+        finds = (await client.get(f"/runs/{str(viewed.run_id)[:8]}?match=partial")).text
+        assert 'id="issue-i3"' in finds and 'id="issue-i1"' not in finds
+        assert (await client.get(f"/runs/{viewed.run_id}?match=nonsense")).status_code == 422
 
 
 async def test_hostile_text_is_shown_as_text_everywhere(store: EventStore) -> None:

@@ -94,7 +94,16 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
             unmarked = await issue.locator(".said .line:not(.marked)").first.evaluate(
                 "e => getComputedStyle(e).backgroundColor")
             assert background != unmarked  # highlighted, visibly
-            assert "TP T1#1" in await issue.locator(".grades").inner_text()
+            assert "find T1#1" in await issue.locator(".grades").inner_text()
+            # A partial match (same file, partial credit) is not a find: another word, and
+            # another look (the border's colour and style).
+            find = issue.locator(".grade-find").first
+            partial = page.locator("#issue-i3 .grade-partial").first
+            assert "partial" in await partial.inner_text()
+            assert "find" not in await partial.inner_text()
+            look = "e => [getComputedStyle(e).borderLeftColor, getComputedStyle(e)" \
+                   ".borderLeftStyle]"
+            assert await find.evaluate(look) != await partial.evaluate(look)
             rationale = await issue.locator(".rationale").inner_text()
             assert "<script>alert(1)</script>" in rationale  # shown as text, never run
             tricks = await page.locator("#issue-i3 .rationale").inner_text()
@@ -104,8 +113,11 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
             assert "[/x] [bold]" in await page.locator("#issue-i2 .rationale").inner_text()
             await shot(page, "run")
 
+            await page.goto(f"{served}/runs/{str(viewed.run_id)[:8]}")  # the 8 digits shown
+            assert str(viewed.run_id)[:8] in await page.locator("h1").inner_text()
+            assert await page.locator("#issue-i1").count() == 1
             await page.click("nav.tabs >> text=Transcript")
-            await page.wait_for_url(f"{served}/runs/{viewed.run_id}/transcript")
+            await page.wait_for_url("**/runs/*/transcript")
             assert await page.locator("article.turn").count() == viewed.turns
             assert "answer 3" in await page.locator("article.turn").last.inner_text()
             await shot(page, "transcript")
@@ -136,3 +148,55 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
     assert {f.name for f in tmp_path.glob("*.png")} >= {
         "login.png", "runs-filtered.png", "run.png", "transcript.png", "review.png",
         "compare.png"}
+
+
+PAGES = ["/runs", "/runs/{run}", "/runs/{run}/transcript", "/runs/{run}/timeline",
+         "/evaluations", "/scores", "/compare", "/compare?a=tiered%401&b=tiered%402",
+         "/review"]
+
+
+async def test_every_page_fits_a_phone_and_plots_have_axes(
+        store: EventStore, served: str, tmp_path: Path) -> None:
+    """At 390 px no page scrolls sideways (a wide table scrolls inside itself); each page is
+    kept as a screenshot at 1280 and at 390 px; the score plots have labelled axes."""
+    executable = _browser_or_skip()
+    from playwright.async_api import async_playwright
+
+    viewed = await viewed_run(store, model="a-model-name-long-enough-to-need-a-break")
+    _, secret = await tokens.create(store, "ada", ("read", "review"))
+    wide: dict[str, int] = {}
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=executable, args=FLAGS)
+        try:
+            for width in (1280, 390):
+                page = await browser.new_page(viewport={"width": width, "height": 800})
+                await page.goto(f"{served}/login")
+                await page.fill("#token", secret)
+                await page.click("button[type=submit]")
+                await page.wait_for_url(f"{served}/runs")
+                for n, path in enumerate(PAGES):
+                    answer = await page.goto(served + path.format(run=viewed.run_id))
+                    assert answer is not None and answer.status == 200, path
+                    await page.screenshot(path=str(tmp_path / f"{n:02d}-{width}.png"),
+                                          full_page=True)
+                    if width == 390:
+                        wide[path] = await page.evaluate(
+                            "document.documentElement.scrollWidth")
+                if width == 390:  # negative control: the measure sees an overflow
+                    assert await page.evaluate(
+                        "() => { const d = document.createElement('pre'); "
+                        "d.textContent = 'x'.repeat(400); document.body.append(d); "
+                        "return document.documentElement.scrollWidth; }") > 390
+                if width == 1280:
+                    await page.goto(f"{served}/scores")
+                    ticks = await page.locator("svg.interval .tick-label").all_text_contents()
+                    assert {"0%", "50%", "100%"} <= set(ticks)
+                    # One request date: no chart over time, a sentence saying why.
+                    assert await page.locator("figure.plot").count() == 0
+                    assert "two dates or more" in await page.locator("main").inner_text()
+                await page.close()
+        finally:
+            await browser.close()
+    assert {path: px for path, px in wide.items() if px > 390} == {}
+    assert len(list(tmp_path.glob("*-390.png"))) == len(PAGES) == \
+        len(list(tmp_path.glob("*-1280.png")))

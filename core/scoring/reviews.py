@@ -127,9 +127,13 @@ async def pending(store: EventStore, name: str, version: int, limit: int = 1) ->
     return found
 
 
-async def count_pending(store: EventStore, name: str, version: int) -> int:
+async def count_pending(store: EventStore, name: str, version: int,
+                        judged: tuple[uuid.UUID, str] | None = None) -> int:
+    """Grades of NAME@VERSION waiting for a verdict, besides `judged` (run, issue): the one
+    a person just judged, whose verdict the projections may not have yet."""
+    run, issue = judged or (None, None)
     return int(await store.sql.fetchval(_Q["unreviewed_count"], name, version,
-                                        scorers.HUMAN_NAME))
+                                        scorers.HUMAN_NAME, run, issue))
 
 
 async def _truth(store: EventStore, snapshot: str, ground_truth_hash: str,

@@ -19,9 +19,12 @@ SELECT e.critique_run_id AS run_id, e.critique_issue_id AS issue_id, e.tp_id,
  LIMIT $4
 
 -- unreviewed_count --
+-- Grades of scorer ($1, $2) no person has judged; never counting issue $5 of run $4 (the
+-- one just judged: its verdict may not be projected yet).
 SELECT count(*)
   FROM projections.grading_edges e
  WHERE e.scorer_name = $1 AND e.scorer_version = $2
+   AND ($4::uuid IS NULL OR (e.critique_run_id, e.critique_issue_id) <> ($4, $5::text))
    AND NOT EXISTS (SELECT 1 FROM projections.grading_edges h
                     WHERE h.critique_run_id = e.critique_run_id
                       AND h.critique_issue_id = e.critique_issue_id

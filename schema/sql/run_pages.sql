@@ -35,6 +35,15 @@ SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, fin
   FROM projections.run_scores
  WHERE run_id = ANY($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 
+-- file_set_names --
+-- The name each of these file sets has (in its snapshot's latest version naming it).
+SELECT DISTINCT ON (files_hash) files_hash, name FROM projections.file_sets
+ WHERE files_hash = ANY ($1::text[]) ORDER BY files_hash, version DESC
+
+-- grading_streams --
+-- The streams of a run's grades, one per scorer that graded it (streams.grading).
+SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id
+
 -- issue_counts --
 SELECT run_id, count(*) AS issues FROM projections.reported_issues
  WHERE run_id = ANY($1::uuid[]) GROUP BY run_id

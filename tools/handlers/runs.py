@@ -223,7 +223,7 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
         console.print(Text(
             f"under {found.scorer}: recall {percent(scores.get('recall'))}, precision "
             f"{percent(scores.get('precision'))}; " + ", ".join(
-                f"{sum(1 for i in issues if i['kind'] == k)} {k}" for k in run_view.KINDS)
+                f"{n} {k}" for k, n in sorted(found.kinds.items()))
             if found.scorer else "no scorer has graded it"))
         if issues:
             print_table(console, ISSUE_COLUMNS, issues, wide=args.wide,

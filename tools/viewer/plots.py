@@ -32,6 +32,10 @@ def interval(label: str, value: float | None, low: float | None,
     return Interval(label, _x(value), _x(low), _x(high), value, (low, high))
 
 
+# The ticks of an interval's 0..100% axis: (x, label); and of a plot's y axis: (y, label).
+TICKS = [(round(BAR_WIDTH * f, 1), f"{f:.0%}") for f in (0, 0.5, 1)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Series:
     """Points of one line over time: (x, y) in a box of WIDTH by HEIGHT."""
@@ -46,11 +50,26 @@ class Series:
 
 
 HEIGHT = 120
+Y_TICKS = [(round(HEIGHT * (1 - f), 1), f"{f:.0%}") for f in (0, 0.25, 0.5, 0.75, 1)]
+
+
+def days_of(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The request dates the rows span, in order (a plot over time needs two)."""
+    return sorted({str(r["day"]) for r in rows})
+
+
+def day_ticks(days: Sequence[str]) -> list[tuple[float, str]]:
+    """Where the first, the middle and the last date sit on the x axis, and their labels."""
+    if len(days) < 2:
+        return []
+    step = WIDTH / (len(days) - 1)
+    shown = sorted({0, (len(days) - 1) // 2, len(days) - 1})
+    return [(round(i * step, 1), days[i]) for i in shown]
 
 
 def over_time(rows: Sequence[dict[str, Any]], key: str, measure: str) -> list[Series]:
     """One series per `key` value, of `measure` (0..1) by `day` (the rows' order)."""
-    days = sorted({str(r["day"]) for r in rows})
+    days = days_of(rows)
     step = WIDTH / max(1, len(days) - 1)
     at = {d: round(i * step, 1) for i, d in enumerate(days)}
     found: dict[str, Series] = {}

@@ -50,7 +50,7 @@ async def review_page(request: Request, store: Store, viewer: Reviewer,
                     left=0)
     found = [p for p in await reviews.pending(store, *chosen, limit=2)
              if f"{p.grade['run_id']}/{p.grade['issue_id']}" != done]
-    left = await reviews.count_pending(store, *chosen)  # the one just judged, until projected
+    left = await reviews.count_pending(store, *chosen, _judged(done))
     if not found:
         return page(request, "review.html", options=options, chosen=choices.ref(chosen),
                     item=None, left=0)
@@ -61,6 +61,15 @@ async def review_page(request: Request, store: Store, viewer: Reviewer,
     return page(request, "review.html", options=options, chosen=choices.ref(chosen),
                 item=item, truth=truth, issue_code=code[0], truth_code=code[1],
                 choices=_choices(item), left=left)
+
+
+def _judged(done: str | None) -> tuple[uuid.UUID, str] | None:
+    """RUN/ISSUE of the verdict just given (the page's `done`), if it names one."""
+    run, _, issue = (done or "").partition("/")
+    try:
+        return (uuid.UUID(run), issue) if issue else None
+    except ValueError:
+        return None
 
 
 def _match(value: str) -> reviews.Match:

@@ -9,9 +9,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from props.core.domain import catalog, evaluations
+from props.core.domain import catalog, evaluations, streams
 from props.core.log import errors
 from props.core.log.events import details
+from props.core.log.store import EventStore
 from props.projections import run_pages, run_view
 from props.tools.api.dependencies import RunNamed, Store
 from props.tools.viewer import choices
@@ -62,11 +63,14 @@ async def runs_page(
         run_ids=await evaluations.runs_of(store, chosen) if chosen else None)
     rows, more = await run_pages.table(store, where, sort, PER_PAGE,
                                        (page_number - 1) * PER_PAGE)
+    names = await run_pages.file_set_names(store, [r["files_hash"] for r in rows
+                                                   if r["files_hash"]]) if rows else {}
     scores = await run_pages.scores_of(store, [r["run_id"] for r in rows],
                                        shown_scorer) if rows and shown_scorer else {}
     parked = await run_pages.parked_counts(store, [r["run_id"] for r in rows]) if rows else {}
     query = {k: v for k, v in request.query_params.items() if k != "page"}
     return page(request, "runs.html", rows=rows, scores=scores, more=more, parked=parked,
+                file_sets=names,
                 parked_overall=await run_pages.parked_overall(store),
                 page_number=page_number, options=options, query=query,
                 shown_scorer=choices.ref(shown_scorer), sort=sort,
@@ -75,7 +79,7 @@ async def runs_page(
                          "since": since, "until": until, "evaluation": evaluation})
 
 
-def _header(run: run_pages.RunDetail) -> dict[str, Any]:
+async def _header(store: EventStore, run: run_pages.RunDetail) -> dict[str, Any]:
     """What the run's header shows, from its row (or, before the projections caught up,
     from its request)."""
     row = dict(run.row or {})
@@ -87,7 +91,15 @@ def _header(run: run_pages.RunDetail) -> dict[str, Any]:
     row["duration"] = (finished - started).total_seconds() if started and finished else None
     row["status"] = run.status
     row["parked"] = run.parked
+    files_hash = row.get("files_hash")
+    row["file_set"] = (await run_pages.file_set_names(store, [files_hash])).get(files_hash) \
+        if files_hash else None
     return row
+
+
+MATCHES = f"^({'|'.join((*run_view.KINDS, run_view.UNGRADED))})$"  # ?match=: one kind
+# From this many issues on a page, each file's are folded under its name (with their count).
+GROUPED_FROM = 20
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, include_in_schema=False)
@@ -95,13 +107,17 @@ async def run_page(
     request: Request, store: Store, viewer: Reader, run_id: RunNamed,
     scorer: Text = None,
     issues_page: Annotated[int, Query(alias="issues", ge=1, le=100_000)] = 1,
+    match: Annotated[str | None, Query(pattern=MATCHES)] = None,
 ) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
-    header = _header(run)
-    found = await run_view.issues(store, header, issues_page, ISSUES_PER_PAGE,
-                                  scorer) if run.row else None
-    return page(request, "run.html", run=header, tab="issues", found=found,
-                issues_page=issues_page, per_page=ISSUES_PER_PAGE)
+    header = await _header(store, run)
+    found = await run_view.issues(store, header, issues_page, ISSUES_PER_PAGE, scorer,
+                                  match) if run.row else None
+    scores = (await run_pages.scores_of(store, [run.run_id], run_view.scorer_key(found.scorer))
+              ).get(run.run_id) if found and found.scorer else None
+    return page(request, "run.html", run=header, tab="issues", found=found, scores=scores,
+                issues_page=issues_page, per_page=ISSUES_PER_PAGE,
+                kinds=(*run_view.KINDS, run_view.UNGRADED), grouped=GROUPED_FROM)
 
 
 @router.get("/runs/{run_id}/transcript", response_class=HTMLResponse, include_in_schema=False)
@@ -111,15 +127,21 @@ async def transcript_page(
 ) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
     said = await run_view.transcript(store, run.events, turns_page, TURNS_PER_PAGE)
-    return page(request, "transcript.html", run=_header(run), tab="transcript", said=said,
-                turns_page=turns_page, per_page=TURNS_PER_PAGE)
+    return page(request, "transcript.html", run=await _header(store, run), tab="transcript",
+                said=said, turns_page=turns_page, per_page=TURNS_PER_PAGE)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse, include_in_schema=False)
 async def timeline_page(request: Request, store: Store, viewer: Reader,
                         run_id: RunNamed) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
+    # The run's own events and its grades' (each scorer's stream), in the log's order.
+    records = sorted([*run.events, *await run_pages.grading_events(store, run.run_id)],
+                     key=lambda r: r.global_position)
     events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
-               "data": details(r.event)} for r in run.events]
-    return page(request, "timeline.html", run=_header(run), tab="timeline", events=events,
-                logs=await run_view.logs(store, run.events))
+               # a grade's stream, by its scorer (streams.grading)
+               "stream": "run" if r.stream_id == streams.run(run.run_id) else
+               r.stream_id.removeprefix(streams.grading(run.run_id, "")),
+               "data": details(r.event)} for r in records]
+    return page(request, "timeline.html", run=await _header(store, run), tab="timeline",
+                events=events, logs=await run_view.logs(store, run.events))

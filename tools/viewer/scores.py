@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
 from props.core.domain import evaluations
-from props.core.scoring import comparison, rescoring
+from props.core.scoring import comparison, intervals, rescoring
 from props.projections import figures
 from props.schema import queries
 from props.tools.api.dependencies import Store
@@ -40,7 +40,7 @@ async def scores_page(request: Request, store: Store, viewer: Reader,
     if chosen is None:
         return page(request, "scores.html", options=options, chosen=None, rows=[],
                     notes={}, per_snapshot=[], recall_series=[], precision_series=[],
-                    evaluation=of)
+                    evaluation=of, days=[])
     rows, notes = await figures.load(store, *chosen, scope=figures.Scope(evaluation=of))
     runs = await evaluations.runs_of(store, of) if of else None
     per_snapshot = [dict(r) for r in await store.sql.fetch(_Q["per_snapshot"], *chosen, runs)]
@@ -50,7 +50,9 @@ async def scores_page(request: Request, store: Store, viewer: Reader,
                 rows=_plotted(rows), notes=notes, per_snapshot=per_snapshot,
                 recall_series=plots.over_time(by_day, "group", "recall"),
                 precision_series=plots.over_time(by_day, "group", "precision"),
-                bar_width=plots.BAR_WIDTH, width=plots.WIDTH, height=plots.HEIGHT)
+                bar_width=plots.BAR_WIDTH, width=plots.WIDTH, height=plots.HEIGHT,
+                days=plots.days_of(by_day), x_ticks=plots.day_ticks(plots.days_of(by_day)),
+                y_ticks=plots.Y_TICKS, method=intervals.METHOD)
 
 
 @router.get("/compare", response_class=HTMLResponse, include_in_schema=False)
@@ -70,4 +72,4 @@ async def compare_page(request: Request, store: Store, viewer: Reader,
             _, notes = await figures.load(store, *chosen)
             differences = notes.get("differences", [])
     return page(request, "compare.html", options=options, a=a or options.active, b=b,
-                result=result, differences=differences)
+                result=result, differences=differences, method=intervals.METHOD)

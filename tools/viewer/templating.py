@@ -20,6 +20,8 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 
+from props.tools.viewer import plots
+
 # Bidi embeddings, overrides and isolates, marks, and the zero-width characters.
 _INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 HEADERS = {
@@ -52,6 +54,29 @@ def when(value: dt.datetime | None) -> str:
     return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
 
 
+def when_ms(value: dt.datetime | None) -> str:
+    """A time to the millisecond (a run's events come milliseconds apart)."""
+    return value.astimezone(dt.UTC).strftime("%H:%M:%S.%f")[:-3] if value else "-"
+
+
+def groupby_file(issues: list[Any]) -> list[tuple[str, list[Any]]]:
+    """A page's issues by the file they name first, in the page's order (by file)."""
+    groups: dict[str, list[Any]] = {}
+    for issue in issues:
+        first = issue.excerpts[0].file if issue.excerpts else "(no file)"
+        groups.setdefault(first, []).append(issue)
+    return list(groups.items())
+
+
+def kinds_of(issues: list[Any], scorer: str | None) -> list[tuple[str, int]]:
+    """How many of `issues` each kind of grade under `scorer` has (a file's summary)."""
+    counts: dict[str, int] = {}
+    for issue in issues:
+        kind = next((g.kind for g in issue.grades if g.scorer == scorer), "ungraded")
+        counts[kind] = counts.get(kind, 0) + 1
+    return sorted(counts.items())
+
+
 def duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -79,7 +104,9 @@ ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("props.tools.viewer", "templates"),
     autoescape=True, undefined=jinja2.StrictUndefined, finalize=shown,
     trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-ENV.filters.update(when=when, duration=duration, percent=percent, money=money, number=number)
+ENV.globals.update(interval_ticks=plots.TICKS)  # every interval's axis: 0%, 50%, 100%
+ENV.filters.update(when=when, when_ms=when_ms, duration=duration, percent=percent,
+                   money=money, number=number, groupby_file=groupby_file, kinds_of=kinds_of)
 
 
 def page(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
