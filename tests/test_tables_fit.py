@@ -1,31 +1,39 @@
-"""Every table fits the terminal without splitting a name: each listing and report command,
-at 80 and at 120 columns, on a database of long names (40-character models with `[/x]`
-markup, a snapshot slug with dashes), shows every name its JSON output holds whole on one
-line, and no line wider than the terminal. The help of every command wraps at 80 columns.
-Negative control: the same rows in a table built as props built them before (rich's
-default borders, cells folded to fit) split a name, and the check says so."""
+"""Output people can read, on a database of long names (40-character models with `[/x]`
+markup, a snapshot slug with dashes).
+
+Every table fits the terminal without splitting a name: each listing and report command, at
+80 and at 120 columns, shows every name its JSON output holds whole on one line, and no line
+wider than the terminal (negative control: the same rows in a table built as props built
+them before, rich's borders and cells folded to fit, split a name, and the check says so).
+The help of every command wraps at 80 columns. One figure has one interval: the report,
+compare, an evaluation's report, the API and the viewer's scores page give the same."""
 
 from __future__ import annotations
 
 import argparse
+import html
 import io
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import rich.console
 import rich.table
 
-from props.core.domain import definitions
+from props.core.domain import definitions, tokens
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import intervals, rescoring, scorers
 from props.projections import engine
 from props.tools import cli, samples
+from props.tools.api.app import create_app
 from tests.test_cli import props
 from tests.test_evaluations import LITE
+from tests.test_viewer import sign_in
 
 MODEL = "[/x]gpt-4o-2024-08-06-extended-context-xl"  # 40 characters, markup included
 LITE_MODEL = "[/x]reference-lite-with-its-own-long-name"
@@ -163,3 +171,74 @@ def test_every_commands_help_wraps_at_the_terminal(monkeypatch: pytest.MonkeyPat
     report = dict(_parsers(cli.build_parser(), "props"))["props report"].format_help()
     assert max(len(line) for line in report.splitlines()) > 100
 
+
+
+def _bounds(low: float | None, high: float | None) -> tuple[str, str]:
+    """An interval as every output prints it (to a tenth of a percent)."""
+    return tuple("-" if v is None else f"{100 * v:.1f}%" for v in (low, high))  # type: ignore[return-value]
+
+
+@pytest.mark.slow
+async def test_one_figure_has_one_interval_in_every_output(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    """The same recall and precision in the report, compare (each side), an evaluation's
+    report, the API and the viewer's scores page: the same interval, the method named."""
+    await _database(store, dsn, tmp_path)
+
+    def as_json(*command: str) -> Any:
+        done = props(*command, "--json", dsn=dsn)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    seen: dict[tuple[str, str, str, str], set[tuple[Any, ...]]] = {}
+
+    def saw(source: str, scorer: str, critic: str, measure: str, bounds: Any) -> None:
+        seen.setdefault((scorer, critic, measure, "bounds"), set()).add(bounds)
+        seen.setdefault((scorer, critic, measure, "sources"), set()).add((source,))
+
+    for scorer in ("tiered@1", "tiered@2"):
+        report = as_json("report", "--scorer", scorer)
+        assert report["evidence"]["interval_method"] == intervals.METHOD
+        for r in report["scores"]:
+            for m in ("recall", "precision"):
+                saw("report", scorer, r["model"], m, (r[f"{m}_low"], r[f"{m}_high"]))
+    compared = as_json("compare", "tiered@1", "tiered@2", "--all")
+    for g in compared["groups"]:
+        for side, scorer in (("a", "tiered@1"), ("b", "tiered@2")):
+            for m in ("recall", "precision"):
+                saw("compare", scorer, g["model"], m,
+                    (g[f"{m}_{side}_low"], g[f"{m}_{side}_high"]))
+    evaluation = as_json("eval", "show", "long-names-evaluation")
+    assert evaluation["interval"] == intervals.METHOD
+    for c in evaluation["critics"]:
+        for m in ("recall", "precision"):
+            saw("eval", evaluation["scorer"], c["model"], m, (c[f"{m}_low"], c[f"{m}_high"]))
+    _, secret = await tokens.create(store, "reader", ("read",))
+    app = create_app(store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://props") as api:
+        assert (await sign_in(api, secret)).status_code == 303  # (the viewer's session)
+        for scorer in ("tiered@1", "tiered@2"):
+            answer = (await api.get("/api/scores", params={"scorer": scorer}, headers={
+                "Authorization": f"Bearer {secret}"})).json()
+            for r in answer["scores"]:
+                for m in ("recall", "precision"):
+                    saw("api", scorer, r["model"], m, (r[f"{m}_low"], r[f"{m}_high"]))
+            page = (await api.get("/scores", params={"scorer": scorer})).text
+            assert intervals.METHOD in page
+            for model in (MODEL, LITE_MODEL):
+                for m in ("recall", "precision"):
+                    label = re.search(rf'aria-label="{m} [^"]*, interval ([^ ]+) to ([^"]+)"',
+                                      page[page.index(html.escape(model)):])
+                    assert label, (scorer, model, m)
+                    seen.setdefault((scorer, model, m, "printed"), set()).add(label.groups())
+    pairs = {k[:3] for k in seen}
+    assert len(pairs) == 8  # two scorers x two critics x two measures
+    for key in pairs:
+        bounds = seen[(*key, "bounds")]
+        assert len(bounds) == 1, (key, bounds)  # every source gave the same numbers
+        assert seen[(*key, "sources")] >= {("report",), ("compare",), ("api",)}, key
+        [(low, high)] = bounds
+        assert low is not None and high is not None, key  # two examples: an interval
+        printed = seen.get((*key, "printed"))
+        assert printed == {_bounds(low, high)}, (key, printed)  # the viewer shows them
