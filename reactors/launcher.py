@@ -45,7 +45,7 @@ from props.reactors.containers import (
     holds,
 )
 from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
+from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name, run_of_container
 from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.schema import queries
 
@@ -140,7 +140,7 @@ class Launcher:
 
     async def _resume_unfinished(self) -> None:
         for row in await self.store.sql.fetch(_Q["unfinished_runs"]):
-            self._queue(uuid.UUID(row["stream_id"].removeprefix("run-")))
+            self._queue(streams.run_id_of(row["stream_id"]))
 
     async def _sweep(self) -> None:
         """Take up again every unfinished run not in hand (a run let go after repeated
@@ -184,7 +184,7 @@ class Launcher:
             return
         assert self._tg is not None, "start() first"
         self._known.add(run_id)
-        self._tg.start_soon(self._run_guarded, run_id, name=f"props-run-{run_id}")
+        self._tg.start_soon(self._run_guarded, run_id, name=container_name(run_id))
 
     async def _reap_orphans(self) -> None:
         """Containers of this database's runs that are finished (a crash between exit and
@@ -196,11 +196,8 @@ class Launcher:
                 log.warning("cannot list %s containers to reap orphans (%s)", rt.kind, exc)
                 continue
             for name, deployment in found.items():
-                if deployment != self.deployment or not name.startswith("props-run-"):
-                    continue
-                try:
-                    run_id = uuid.UUID(name.removeprefix("props-run-"))
-                except ValueError:
+                run_id = run_of_container(name)
+                if deployment != self.deployment or run_id is None:
                     continue
                 state = fold_run(await self.store.read_stream(streams.run(run_id)))
                 if state is None or state.finished:

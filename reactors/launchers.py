@@ -89,7 +89,7 @@ async def _known(store: EventStore) -> dict[str, tuple[catalog.LauncherStarted, 
 
 async def held(store: EventStore) -> list[tuple[str, uuid.UUID]]:
     """(launcher, run) of every unfinished run, by its last claim."""
-    return [(c.launcher, uuid.UUID(c.stream_id.removeprefix("run-")))
+    return [(c.launcher, streams.run_id_of(c.stream_id))
             for c in await store.sql.rows(_HELD)]
 
 

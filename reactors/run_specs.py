@@ -35,8 +35,22 @@ GRADING_TARGET = "/grading"
 SOCKET_TARGET = "/run/props-pg"
 
 
+CONTAINER_PREFIX = "props-run-"
+
+
 def container_name(run_id: uuid.UUID) -> str:
-    return f"props-run-{run_id}"
+    """The name of a run's container (and of the task that watches it)."""
+    return f"{CONTAINER_PREFIX}{run_id}"
+
+
+def run_of_container(name: str) -> uuid.UUID | None:
+    """The run a container is named for (`container_name`'s inverse); None for another."""
+    if not name.startswith(CONTAINER_PREFIX):
+        return None
+    try:
+        return uuid.UUID(name.removeprefix(CONTAINER_PREFIX))
+    except ValueError:
+        return None
 
 
 def write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:

@@ -171,3 +171,39 @@ class _TokenWithoutDates:
     id: uuid.UUID
     name: str
     scopes: list[str]
+
+
+def test_the_sql_spells_a_runs_statuses_as_the_vocabulary_declares_them() -> None:
+    """SQL cannot import the declaration: where it lists statuses, the list is the same."""
+    import re
+
+    from props.core.domain import vocabulary
+
+    def listed(text: str) -> list[set[str]]:
+        return [set(re.findall(r"'([a-z_]+)'", m))
+                for m in re.findall(r"status IN \(([^)]*)\)", text)]
+
+    sql = "\n".join(p.read_text() for p in (ROOT / "schema" / "sql").glob("*.sql"))
+    found = listed(sql)
+    assert found, "no status list in the SQL: the check looks at nothing"
+    allowed = [set(vocabulary.TERMINAL_STATUSES), set(vocabulary.RUN_STATUSES) -
+               set(vocabulary.TERMINAL_STATUSES)]
+    assert [s for s in found if s not in allowed] == []
+    assert listed("status IN ('completed', 'failed')") != [allowed[0]]  # a short list fails
+
+
+def test_stream_ids_and_their_inverses() -> None:
+    from props.core.domain import streams
+    from props.reactors import run_specs
+
+    run = uuid.uuid4()
+    assert streams.run_id_of(streams.run(run)) == run
+    assert streams.scorer_of_grading(streams.grading(run, "llm-judge@1"), run) == "llm-judge@1"
+    assert streams.is_grading(streams.grading(run, "tiered@2"))
+    assert not streams.is_grading(streams.run(run))
+    assert run_specs.run_of_container(run_specs.container_name(run)) == run
+    assert run_specs.run_of_container("props-run-nope") is None
+    assert run_specs.run_of_container("other") is None
+    for wrong in (streams.grading(run, "tiered@2"), "run-x", "snapshot-a/2025-01-01-00"):
+        with pytest.raises(ValueError):
+            streams.run_id_of(wrong)

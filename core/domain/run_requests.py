@@ -102,7 +102,7 @@ async def resolve(store: EventStore, ref: str) -> uuid.UUID:
     except ValueError:
         pass
     ref = ref.lower()
-    found = [r[0].removeprefix("run-") for r in await store.sql.fetch(
+    found = [str(streams.run_id_of(r[0])) for r in await store.sql.fetch(
         "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
         "LIMIT 11", f"{streams.run(ref)}%")]  # (the ref's characters: hex and '-' only)
     if not found:
@@ -111,7 +111,7 @@ async def resolve(store: EventStore, ref: str) -> uuid.UUID:
         raise errors.Ambiguous(
             f"{ref} is the start of several run ids: {', '.join(found[:10])}"
             + (", ..." if len(found) > 10 else "") + "; give more of it")
-    return uuid.UUID(found[0])
+    return streams.run_id_of(streams.run(found[0]))
 
 
 async def events_of(store: EventStore, run_id: uuid.UUID) -> list[RecordedEvent]:

@@ -18,14 +18,36 @@ RUN_REF = r"^[0-9a-fA-F-]{4,36}$"
 SHORTEST_PREFIX = 4
 
 
+RUN = "run"  # the category of the runs' streams
+GRADING = "grading"  # the category of the grades' streams
+
+
 def run(run_id: RunId) -> str:
     """A critic's or grader's run: request, container, prompt, LLM calls, issues, finish."""
-    return f"run-{run_id}"
+    return f"{RUN}-{run_id}"
+
+
+def run_id_of(stream_id: str) -> uuid.UUID:
+    """The run a run's stream is of (`run`'s inverse); ValueError for another stream."""
+    category, _, rest = stream_id.partition("-")
+    if category != RUN:
+        raise ValueError(f"{stream_id!r} is not a run's stream")
+    return uuid.UUID(rest)
 
 
 def grading(run_id: RunId, scorer: str) -> str:
     """The grades of one run under one scorer (NAME@VERSION)."""
-    return f"grading-{run_id}-{scorer}"
+    return f"{GRADING}-{run_id}-{scorer}"
+
+
+def is_grading(stream_id: str) -> bool:
+    """Whether the stream holds grades (`grading`'s)."""
+    return stream_id.startswith(f"{GRADING}-")
+
+
+def scorer_of_grading(stream_id: str, run_id: RunId) -> str:
+    """The scorer (NAME@VERSION) whose grades of `run_id` a grading stream holds."""
+    return stream_id.removeprefix(grading(run_id, ""))
 
 
 def judge(run_id: RunId, scorer: str) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 AgentType = Literal["critic", "grader"]
-RunStatus = Literal["requested", "running", "completed", "failed", "timed_out",
-                    "budget_exceeded", "cancelled"]
+# A run's statuses, declared once: the terminal ones are those a run.finished may carry.
 TerminalStatus = Literal["completed", "failed", "timed_out", "budget_exceeded", "cancelled"]
+OpenStatus = Literal["requested", "running"]
+RunStatus = Literal[OpenStatus, TerminalStatus]
 Severity = Literal["info", "low", "medium", "high", "critical"]
 Scope = Literal["read", "request", "push", "review", "admin"]  # what an API token may do
 
@@ -24,6 +25,7 @@ ServiceName = Literal[ReactorName, "projections"]
 MAX_SPECIMEN_FILE_BYTES = 1024 * 1024
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 REACTORS: tuple[ReactorName, ...] = get_args(ReactorName)
 SERVICES: tuple[ServiceName, ...] = get_args(ServiceName)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import anyio.lowlevel
 import pydantic
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, specimen_sync, streams, vocabulary
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
@@ -33,7 +33,7 @@ _Q = queries.load("rescoring")
 _NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
 _LOCATIONS = pydantic.TypeAdapter(list[catalog.Location])
 GroundTruthChoice = Literal["at-run", "latest"]
-FINISHED = {"completed", "failed", "timed_out", "budget_exceeded", "cancelled"}
+FINISHED = frozenset(vocabulary.TERMINAL_STATUSES)
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
 SERVER_CHUNK_RUNS = 250
@@ -326,7 +326,7 @@ async def grade_runs(
 
     def written(results: list[AppendResult]) -> None:
         report.appended += sum(r.last_version - r.first_version + 1 for r in results
-                               if not r.already_stored and r.stream_id.startswith("grading-"))
+                               if not r.already_stored and streams.is_grading(r.stream_id))
 
     # The server appends one chunk while the next is graded.
     async with bulk.WriteAhead(written) as writer:

@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
                         "active one) of an issue without a verdict: the issue as reported, "
                         "the match, and the defect's or decoy's own lines.")
     p.add_argument("--scorer", help="NAME@VERSION (default: the active scorer)")
+    arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="props.tools.handlers.review:next_cmd", connections=2)
     for name, text in (("confirm", "agree with a scorer's grade of one issue"),
                        ("correct", "give one issue the match it should have had")):

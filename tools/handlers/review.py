@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import orjson
 from rich.text import Text
 
 from props.core.domain import catalog, streams
@@ -22,6 +23,11 @@ console = Console(highlight=False)
 async def next_cmd(args: argparse.Namespace, store: EventStore) -> int:
     name, version = await reviews.scorer_or_active(store, args.scorer)
     found = await reviews.pending(store, name, version)
+    if args.format == "json":  # the grade waiting (null: none), and where its match lies
+        print(orjson.dumps(None if not found else {
+            "scorer": found[0].scorer, "match": str(found[0].match),
+            "grade": found[0].grade, "truth": found[0].matched_truth}, default=str).decode())
+        return 0
     if not found:
         console.print(f"nothing to review: every grade under {name}@{version} has a verdict")
         return 0

@@ -141,7 +141,7 @@ async def timeline_page(request: Request, store: Store, viewer: Reader,
     events = [{"version": r.stream_version, "type": r.type_name, "at": r.recorded_at,
                # a grade's stream, by its scorer (streams.grading)
                "stream": "run" if r.stream_id == streams.run(run.run_id) else
-               r.stream_id.removeprefix(streams.grading(run.run_id, "")),
+               streams.scorer_of_grading(r.stream_id, run.run_id),
                "data": details(r.event)} for r in records]
     return page(request, "timeline.html", run=await _header(store, run), tab="timeline",
                 events=events, logs=await run_view.logs(store, run.events))

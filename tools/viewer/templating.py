@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup, escape
 
+from props.core.domain import vocabulary
 from props.tools.viewer import plots
 
 # Bidi embeddings, overrides and isolates, marks, and the zero-width characters.
@@ -104,7 +105,8 @@ ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("props.tools.viewer", "templates"),
     autoescape=True, undefined=jinja2.StrictUndefined, finalize=shown,
     trim_blocks=True, lstrip_blocks=True, auto_reload=False)
-ENV.globals.update(interval_ticks=plots.TICKS)  # every interval's axis: 0%, 50%, 100%
+ENV.globals.update(interval_ticks=plots.TICKS,  # every interval's axis: 0%, 50%, 100%
+                   run_statuses=vocabulary.RUN_STATUSES)
 ENV.filters.update(when=when, when_ms=when_ms, duration=duration, percent=percent,
                    money=money, number=number, groupby_file=groupby_file, kinds_of=kinds_of)
 
