@@ -16,7 +16,7 @@ import orjson
 
 from props.core.log import database
 from props.core.log.checkpoints import Checkpoint
-from props.core.log.events import DecodeFilter, RecordedEvent, data_of
+from props.core.log.events import DecodeFilter, EventRegistry, RecordedEvent, data_of
 from props.core.log.store import EventStore
 from props.projections.base import Derived, Fold, Projection
 from props.projections.names import LIVE
@@ -213,3 +213,40 @@ async def chunk_after(conn: database.Connection, store: EventStore,
 
 # -- the live runner ----------------------------------------------------------------------------
 
+
+
+def statements(p: Projection, registry: EventRegistry, schema: str = LIVE) -> str:
+    """Every statement `p` runs, as text a person reads (`props projections sql NAME`): its
+    tables, the fold of each row-mapped table (parameters: $1, $2 the range's start as
+    tx_id and position, exclusive; $3, $4 its end, inclusive; $5 the positions of parked
+    events, skipped), and the derived tables' statements. Golden files in the tests hold
+    them, so a change to the generated SQL is seen in review."""
+    versions = tuple((m.type_name, registry.require(m.type_name).schema_version)
+                     for m in p.rows)
+    out = [f"-- projection {p.name} (version {p.version})"]
+    for table in p.tables:
+        out += [f"\n-- table {table.name}", table.ddl(schema) + ";"]
+        if maps := p.maps_of(table):
+            types = ", ".join(m.type_name for m in maps)
+            out += [f"-- fold of {types} into {table.name}",
+                    _readable(fold_sql(schema, table, maps, versions, False)) + ";"]
+    for d in p.derived:
+        for what in ("touched", "forget", "count", "count_all"):
+            out += [f"\n-- {d.table.name} from {d.source.name}: {what}",
+                    getattr(d, what).replace("{schema}", schema).strip() + ";"]
+    if p.folds:
+        out.append(f"\n-- folded in Python: {', '.join(sorted(p.folds))}")
+    return "\n".join(out) + "\n"
+
+
+# Where a generated statement breaks onto a new line for a reader (whitespace only: the text
+# runs as it is).
+_BREAKS = (" FROM (", " WHERE ", " WINDOW ", " ON CONFLICT ", " UNION ALL ", " LEFT JOIN ",
+           " ORDER BY ")
+
+
+def _readable(sql: str) -> str:
+    for word in _BREAKS:
+        sql = sql.replace(word, "\n " + word)
+    return sql.replace(", CASE type ", ",\n    CASE type ").replace(
+        ", projections.", ",\n    projections.")

@@ -32,6 +32,15 @@ def add_parser(sub: Any) -> None:
                         "rows until the swap. An interrupted rebuild resumes where it stopped.")
     _chosen(p, "projections to rebuild", "rebuild every projection")
     p.set_defaults(handler="props.tools.handlers.projections:rebuild_cmd", connections=4)
+    p = cmds.add_parser("sql", help="print the SQL a projection runs",
+                        description="Print the statements the projection runs, as the "
+                        "runner generates them from its tables and row maps: each table's "
+                        "definition, the fold of each event type the server folds (with what "
+                        "its parameters are), and the statements of its derived tables. "
+                        "Reads no database.")
+    p.add_argument("name", choices=names.NAMES, metavar="NAME",
+                   help=f"the projection ({', '.join(names.NAMES)})")
+    p.set_defaults(handler="props.tools.handlers.projections:sql_cmd")
     p = cmds.add_parser("retry-parked", help="take parked events up again (after an upgrade)",
                         description="A projection that could not fold an event parked it "
                         "(`props projections status` counts them) and folded the rest. After "

@@ -82,3 +82,12 @@ async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
         + (", resuming an interrupted rebuild" if report.resumed else "")
     )
     return 0
+
+
+async def sql_cmd(args: argparse.Namespace) -> int:
+    from props.core.domain.catalog import REGISTRY
+    from props.projections import folding
+
+    [chosen] = [p for p in engine.ALL if p.name == args.name]
+    print(folding.statements(chosen, REGISTRY), end="")
+    return 0
