@@ -14,13 +14,14 @@ import pytest
 
 from props.core.domain.catalog import REGISTRY
 from props.projections import engine, folding
+from props.projections.base import Projection
 from props.projections.tables import Column
 
 GOLDEN = Path(__file__).parent / "golden" / "projections"
 
 
 @pytest.mark.parametrize("projection", engine.ALL, ids=lambda p: p.name)
-def test_a_projections_sql_is_its_golden_file(projection: engine.Projection) -> None:
+def test_a_projections_sql_is_its_golden_file(projection: Projection) -> None:
     text = folding.statements(projection, REGISTRY)
     golden = GOLDEN / f"{projection.name}.sql"
     if os.environ.get("PROPS_UPDATE_GOLDEN") == "1":
