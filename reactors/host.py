@@ -37,6 +37,7 @@ from props.core.log.database import backoff
 from props.core.log.events import RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
 from props.projections import status as projection_status
+from props.reactors.stopping import Stop
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -101,8 +102,9 @@ class ReactorHost:
     """Serves one reactor until cancelled: `await ReactorHost(store, reactor).run()`."""
 
     def __init__(self, store: EventStore, reactor: Reactor, *, poll_interval: float = 1.0,
-                 batch_size: int = 200) -> None:
+                 batch_size: int = 200, stop: Stop | None = None) -> None:
         self.store = store
+        self.stop = stop or Stop()
         self.reactor = reactor
         self.poll_interval = poll_interval
         self.batch_size = batch_size
@@ -141,19 +143,29 @@ class ReactorHost:
                         if rec.type_name not in wanted:
                             done = rec
                             continue
-                        # Shielded: a stop lets the event in hand finish, never half-handled.
-                        with anyio.CancelScope(shield=True):
+                        # Shielded: a stop lets the event in hand finish, never
+                        # half-handled; at the stop's deadline it is left, not recorded as
+                        # done (it comes again).
+                        with self.stop.shielded(f"reactor {self.reactor.name}: event "
+                                                f"{rec.global_position} ({rec.type_name})"
+                                                ) as held:
                             await self._handle(rec)
+                        if held.abandoned:
+                            await anyio.lowlevel.checkpoint()  # (the stop, raised here)
                         done = rec
                         await anyio.lowlevel.checkpoint_if_cancelled()  # a stop: here
                 except anyio.get_cancelled_exc_class():
                     if done is not None:  # record where the stop found it
-                        with anyio.CancelScope(shield=True):
+                        with self.stop.shielded(f"reactor {self.reactor.name}: its "
+                                                f"checkpoint at {done.global_position}"):
                             await self._save_on_stop(name, position, done)
                     raise
                 assert done is not None
-                with anyio.CancelScope(shield=True):  # a stop waits for the batch's record
+                with self.stop.shielded(f"reactor {self.reactor.name}: its checkpoint at "
+                                        f"{done.global_position}") as held:
                     position = await self._save(name, position, done)
+                if held.abandoned:
+                    await anyio.lowlevel.checkpoint()
 
     async def _save(self, name: str, position: Checkpoint, done: RecordedEvent) -> Checkpoint:
         new = Checkpoint(done.tx_id, done.global_position)

@@ -47,6 +47,7 @@ from props.reactors.containers import (
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name, run_of_container
 from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
+from props.reactors.stopping import Stop
 from props.schema import queries
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,11 @@ class Launcher:
                  lease_seconds: float = launchers.LEASE_SECONDS,
                  agent_database: AgentDatabase | None = None,
                  agent_env: AgentEnvironment | None = None,
-                 engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS) -> None:
+                 engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS,
+                 stop: Stop | None = None) -> None:
         self.launcher = name
+        self.stop = stop or Stop()
+        self.stop.carriers.append(self._in_flight)
         self.name = launchers.reactor_name(name)  # the reactor: its lock and checkpoint
         self.engine = engine
         self.leases = launchers.Leases(store, name, lease_seconds)
@@ -117,6 +121,14 @@ class Launcher:
         self.specs = RunSpecs(store, work_dir, agent_database, agent_env)
         self.engine_wait = engine_wait  # seconds a run waits for an engine that is away
         self.deployment = ""  # which database's containers are ours (start() sets it)
+
+    def _in_flight(self) -> list[str]:
+        """The runs this launcher holds as it stops: the next launcher takes them over."""
+        if not self._known:
+            return []
+        return [f"{len(self._known)} run(s) in flight on launcher {self.launcher}, taken over "
+                f"by the next launcher once its lease ({self.leases.lease_seconds:g} s) runs out: "
+                + ", ".join(str(r)[:8] for r in sorted(self._known))]
 
     # -- the Reactor protocol ---------------------------------------------------------------
 
@@ -295,8 +307,9 @@ class Launcher:
             log.warning("run %s reported something malformed: %s", run_id,
                         state.totals.malformed)
         status, failure = verdict(state, exited, req, capped)
-        # A stop arriving now waits for these few steps: a finished run keeps nothing.
-        with anyio.CancelScope(shield=True), anyio.move_on_after(60):
+        # A stop arriving now waits for these few steps (to its deadline): a finished run
+        # keeps nothing.
+        with self.stop.shielded(f"finishing run {run_id}", at_most=60):
             await self._finish(state, status, failure)
             await self._clean_up(run_id)
 

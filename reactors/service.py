@@ -30,6 +30,7 @@ from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
+from props.reactors.stopping import Stop
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class Service:
     agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
     agent_env: AgentEnvironment | None = None  # what of this environment runs may be given
     poll_interval: float = 1.0
+    stop: Stop = dataclasses.field(default_factory=Stop)  # its deadline, and what it left
     hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
     runner: engine.Runner | None = None
 
@@ -93,13 +95,13 @@ class Service:
                                      lease_seconds=self.lease_seconds,
                                      agent_database=self.agent_database,
                                      agent_env=self.agent_env,
-                                     engine_wait=self.engine_wait))
+                                     engine_wait=self.engine_wait, stop=self.stop))
         if "grader" in self.only:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:
             reactors.append(Supervisor(self.store))
-        self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval)
-                      for r in reactors]
+        self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval,
+                                  stop=self.stop) for r in reactors]
         if "projections" in self.only:
             self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
 
@@ -112,15 +114,17 @@ class Service:
                 tg.start_soon(self.runner.run, name="props-projection-runner")
 
 
-async def cancel_on_signal(scope: anyio.CancelScope, say: str, *,
+async def cancel_on_signal(scope: anyio.CancelScope, say: str, *, stop: Stop | None = None,
                            task_status: anyio.abc.TaskStatus[None]) -> None:
     """Cancel `scope` on SIGTERM or SIGINT: a service's graceful stop, since what must finish
-    is shielded."""
+    is shielded (until `stop`'s deadline, when one is given)."""
     import signal
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for _ in signals:
-            log.warning(say)
+            log.warning(say + (f" (at most {stop.seconds:g} s)" if stop else ""))
+            if stop is not None:
+                stop.begin()
             scope.cancel()
             return

@@ -59,6 +59,9 @@ class ServiceConfig(pydantic.BaseModel):
     # Seconds to wait for the database at start (a server still booting) before giving up
     # with exit 69; once connected, outages are ridden out however long they last.
     connect_wait: float = pydantic.Field(60.0, ge=0, le=86_400)
+    # Seconds a stop (SIGTERM, Ctrl-C) may take: what is in hand then is left (and said so)
+    # for a restart to take up again.
+    stop_seconds: float = pydantic.Field(10.0, ge=0.1, le=3_600)
 
     @pydantic.field_validator("agent_env")
     @classmethod

@@ -61,6 +61,10 @@ def add_parsers(sub: Any) -> None:
                    help="sync this specimens directory into the log at start (nothing retired)")
     p.add_argument("--log-format", choices=("text", "json"),
                    help="log lines as text (default) or one JSON object each")
+    p.add_argument("--stop-seconds", type=float, metavar="S",
+                   help="how long a stop (SIGTERM, Ctrl-C) may take, whatever the database "
+                        "or the engine is doing (default 10): what is in hand then is left "
+                        "for a restart, and named")
     p.add_argument("--quiet", action="store_true",
                    help="a summary of the runs' changes once a minute instead of a line for "
                         "each (a run requested, running, finished, graded)")

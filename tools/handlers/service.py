@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from props.reactors import host, launchers
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
+from props.reactors.stopping import Stop
 from props.schema import queries
 from props.tools import arguments, logs, render, run_log, service_config
 from props.tools.handlers import specimens as specimen_handlers
@@ -40,6 +42,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     logs.configure(config.log_format, args.verbose)
     only: list[str] = list(config.only or SERVICES)
     began, connected = time.monotonic(), False
+    stop = Stop(config.stop_seconds)
 
     async def serve() -> None:
         nonlocal connected
@@ -59,7 +62,8 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                               lease_seconds=config.lease_seconds,
                               engine_wait=config.engine_wait,
                               agent_database=_agent_database(config),
-                              agent_env=AgentEnvironment(tuple(config.agent_env)))
+                              agent_env=AgentEnvironment(tuple(config.agent_env)),
+                              stop=stop)
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)
@@ -68,7 +72,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                 await service.run()
 
     async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope,
+        await tg.start(partial(cancel_on_signal, stop=stop), tg.cancel_scope,
                        "stopping: finishing the events in hand")
         # An embedded server that cannot start, or settings that are wrong, will not start
         # by waiting.
@@ -77,6 +81,8 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
             give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
         tg.cancel_scope.cancel()
+    if stop.deadline is not None:  # (a signal stopped it)
+        log.log(logging.WARNING if stop.unfinished else logging.INFO, stop.report())
     return 0
 
 
