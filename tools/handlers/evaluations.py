@@ -102,21 +102,28 @@ def _interval_of(measure: str) -> Callable[[Any], str]:
 # -- the commands -------------------------------------------------------------------------------
 
 
+def _progress(args: argparse.Namespace) -> Console:
+    """Where a command's running account goes: stdout, but stderr when stdout is one JSON
+    document for a program."""
+    return Console(stderr=True) if args.format == "json" else console
+
+
 async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     plan = evaluations.load_plan(args.plan)
     cases = await evaluations.resolve(store, plan)
     ev, resumed = await evaluations.start(store, plan, cases, new_version=args.new_version)
-    console.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
+    say = _progress(args)
+    say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
     if args.detach:
         await driver.request_detached(store, ev)
-        console.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
+        say.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
                       f"follows them (`props eval show {ev.name}`: where they stand now)")
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     async with container_runtimes(args.runtime) as runtimes:
         driven = await driver.serve_until_done(
-            store, ev, runtimes, stops, lambda line: console.print(line))
+            store, ev, runtimes, stops, lambda line: say.print(line))
     return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
 
 
@@ -132,7 +139,7 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
     ev = await evaluations.recorded(store, args.name)
-    await driver.watch(store, ev, lambda line: console.print(line), args.wait)
+    await driver.watch(store, ev, lambda line: _progress(args).print(line), args.wait)
     return await show_cmd(args, store)
 
 
