@@ -19,7 +19,6 @@ launcher's runs are taken over once its lease runs out (props.reactors.launchers
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import shutil
 import time
@@ -36,7 +35,7 @@ import anyio.to_thread
 from props.core.domain import catalog, definitions, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, grader_runs, launchers, run_attempts
+from props.reactors import agent_roles, grader_runs, launchers, run_attempts, run_specs
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     ContainerRuntime,
@@ -61,15 +60,6 @@ WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
 IDLE_WATCH_INTERVAL = 1.0
 
 KillReason = Literal["timeout", "budget", "cancel"]
-
-
-async def deployment_of(store: EventStore) -> str:
-    """A stable name of this database (the id its migration drew, and its name: a copy made
-    from a template is another deployment): the label that tells this deployment's
-    containers from others on one engine."""
-    row = await store.sql.fetchrow(_Q["deployment"])
-    assert row is not None
-    return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
 async def _every(seconds: float, what: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -134,7 +124,7 @@ class Launcher:
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
-        self.deployment = await deployment_of(self.store)
+        self.deployment = await run_specs.deployment_of(self.store)
         if (short := await agent_roles.connections_short(self.store, self.capacity)):
             log.warning("%s", short)
         await agent_roles.reap(self.store)

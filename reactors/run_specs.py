@@ -5,6 +5,7 @@ agent without network; its environment (never a key from the log), limits and la
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
 import uuid
 from datetime import datetime
@@ -33,6 +34,15 @@ _Q = queries.load("agents")
 EXAMPLE_TARGET = "/example"
 GRADING_TARGET = "/grading"
 SOCKET_TARGET = "/run/props-pg"
+
+
+async def deployment_of(store: EventStore) -> str:
+    """A stable name of this database (the id its migration drew, and its name: a copy made
+    from a template is another deployment): the label that tells this deployment's
+    containers from others on one engine."""
+    row = await store.sql.fetchrow(_Q["deployment"])
+    assert row is not None
+    return hashlib.sha256(f"{row[0]}:{row[1]}".encode()).hexdigest()[:16]
 
 
 CONTAINER_PREFIX = "props-run-"

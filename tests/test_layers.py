@@ -8,6 +8,7 @@ each package's docstring state.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,79 @@ def test_the_pool_check_sees_a_use(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("async def f(store):\n    return await store.pool.fetch('SELECT 1')\n")
     assert _pool_uses(bad) == [2]
+
+
+def _module_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The props modules a file imports when it runs (lazy imports too; not those only a
+    type checker reads, under `if TYPE_CHECKING:`): `from props.a import b` is the module
+    a.b when there is one, else the package a."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("props.") for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module.removeprefix("props.")
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                      for a in node.names}
+    return found & known
+
+
+def circles(files: list[Path]) -> list[list[str]]:
+    """The import circles among `files`' modules: each group of modules that import one
+    another, through any path (Tarjan's strongly connected components)."""
+    known = {_module_of(p) for p in files}
+    graph = {_module_of(p): _runtime_imports(p, known) - {_module_of(p)} for p in files}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import circle in the package: a module that needs another's names imports it, and
+    that one never needs the first back (a circle was store/subscription, database/embedded,
+    scorers/llm_judge: each broken by what both need moving beneath them)."""
+    assert circles(_modules()) == []
+
+
+def test_the_circle_check_sees_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: a lazy import back is a circle; one under TYPE_CHECKING is not."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "a.py").write_text("from props.core import b\n")
+    (tmp_path / "core" / "b.py").write_text("def f():\n    from props.core import a\n")
+    (tmp_path / "core" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from props.core import a\n")
+    files = sorted((tmp_path / "core").glob("*.py"))
+    assert circles(files) == [["core.a", "core.b"]]

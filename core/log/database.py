@@ -8,8 +8,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
@@ -19,6 +17,12 @@ import asyncpg
 import asyncpg.pool
 
 from props.core.log import embedded, errors
+
+# The DSN's parts, named here too: callers read them as database.with_user (and the like).
+from props.core.log.dsn import redact as redact
+from props.core.log.dsn import url_parts as url_parts
+from props.core.log.dsn import with_database as with_database
+from props.core.log.dsn import with_user as with_user
 
 log = logging.getLogger(__name__)
 
@@ -123,42 +127,6 @@ def resolve_analyst_dsn() -> str:
     if dsn := os.environ.get("PROPS_DSN", "").strip():
         return with_user(dsn, ANALYST_ROLE)
     return embedded.role_dsn(embedded.default_home(), ANALYST_ROLE)
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, for messages and logs."""
-    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", dsn)
-
-
-def url_parts(dsn: str) -> tuple[str, str, str, str]:
-    """(scheme, authority, database, query) of a URL-style DSN."""
-    if "://" not in dsn:
-        raise errors.ConfigurationError(
-            f"expected a URL-style DSN (postgresql://...), got {redact(dsn)!r}"
-        )
-    base, _, query = dsn.partition("?")
-    scheme, _, rest = base.partition("://")
-    authority, _, name = rest.partition("/")
-    return scheme, authority, name, query
-
-
-def _url(scheme: str, authority: str, name: str, query: str) -> str:
-    return f"{scheme}://{authority}/{name}" + (f"?{query}" if query else "")
-
-
-def with_database(dsn: str, database: str) -> str:
-    """The same server as `dsn`, another database."""
-    scheme, authority, _name, query = url_parts(dsn)
-    return _url(scheme, authority, database, query)
-
-
-def with_user(dsn: str, user: str, password: str | None = None) -> str:
-    """The same server and database as `dsn`, as another role (with `password`, if given:
-    none means the server's own rules decide)."""
-    scheme, authority, name, query = url_parts(dsn)
-    login = user if password is None else f"{user}:{urllib.parse.quote(password, safe='')}"
-    return _url(scheme, f"{login}@{authority.rpartition('@')[2]}", name, query)
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from props.core.log import errors
+from props.core.log import dsn, errors
 
 log = logging.getLogger(__name__)
 
@@ -137,16 +137,14 @@ def ensure_running(home: Path) -> str:
             f"See {pgdata / 'log'} for the server's own log, or set PROPS_DSN to use "
             "another PostgreSQL server."
         ) from exc
-    from props.core.log import database  # it builds on this module
 
-    return database.with_user(uri, OWNER, password(home, OWNER))
+    return dsn.with_user(uri, OWNER, password(home, OWNER))
 
 
 def role_dsn(home: Path, role: str) -> str:
     """The DSN of one of props' roles on the embedded server, its password set on the way
     (the roles are made by migrations, after the server): None of the roles but the owner
     exists before `props db migrate`."""
-    from props.core.log import database  # it builds on this module
 
     owner = ensure_running(home)
     import psycopg
@@ -162,7 +160,7 @@ def role_dsn(home: Path, role: str) -> str:
         if row[0]:
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
                 sql.Identifier(role), sql.Literal(secret)))
-    return database.with_user(owner, role, secret)
+    return dsn.with_user(owner, role, secret)
 
 
 def is_running(home: Path) -> bool:

@@ -50,7 +50,7 @@ from props.core.domain import catalog, streams
 from props.core.log import embedded, errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
-from props.core.scoring.scorers import Match
+from props.core.scoring.matches import Match
 
 _NAMESPACE = uuid.UUID("5b0f64a6-2f7e-4a3e-9a52-0f1d6c3e7b21")
 
