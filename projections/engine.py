@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.abc
-import asyncpg
 
 from props.core.log import database, errors, leadership
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
@@ -316,7 +315,7 @@ async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projectio
         trial = dict(positions)
         try:
             caught_up = await _swap(store, projections, trial, skipped)
-        except asyncpg.LockNotAvailableError:
+        except errors.Busy:
             await anyio.sleep(min(1.0, 0.01 * attempt))
             continue
         positions.update(trial)

@@ -12,9 +12,8 @@ import datetime as dt
 import uuid
 from typing import Any
 
-import asyncpg
-
 from props.core.domain import run_requests, streams
+from props.core.log import errors
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -149,7 +148,7 @@ async def detail(store: EventStore, run_id: uuid.UUID) -> RunDetail:
     events = await run_requests.events_of(store, run_id)
     try:
         row = await store.sql.fetchrow(_Q["row"], run_id)
-    except asyncpg.UndefinedTableError:  # not built yet: the log has the run already
+    except errors.NotBuilt:  # not built yet: the log has the run already
         row = None
     parked = [dict(r) for r in await store.sql.fetch(_Q["parked_of_run"], run_id)]
     return RunDetail(run_id, events, dict(row) if row is not None else None, parked)

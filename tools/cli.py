@@ -213,11 +213,9 @@ def _fail(message: str, code: int) -> int:
 def _exit_for(exc: BaseException) -> int:
     """The line and exit code of each expected way a command ends early; a traceback for a
     bug."""
-    import asyncpg  # (imported by every command that reaches the database already)
-
     if isinstance(exc, errors.PropsError):
         return _fail(str(exc), exc.exit_code)
-    if (props_error := errors.translate(exc)) is not exc:  # a refusal of the log's own
+    if (props_error := errors.translate(exc, errors.REFUSALS)) is not exc:  # PostgreSQL's
         return _exit_for(props_error)
     if isinstance(exc, KeyboardInterrupt):
         print("props: interrupted", file=sys.stderr)
@@ -227,14 +225,6 @@ def _exit_for(exc: BaseException) -> int:
     if isinstance(exc, BrokenPipeError):  # `props ... | head`: the reader has all it wants
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
         return EX_SIGPIPE
-    if isinstance(exc, asyncpg.UndefinedTableError):
-        return _fail(f"{exc}: the database is not ready for this command. Run `props db "
-                     "migrate`, then `props projections rebuild --all` (or keep `props "
-                     "projections run` or `props serve` running)", errors.SchemaError.exit_code)
-    if isinstance(exc, asyncpg.InsufficientPrivilegeError):
-        return _fail(f"the database refused: {exc}. The role in PROPS_DSN may not do this: "
-                     "use the owner's DSN (`props db dsn`) or the service's "
-                     "(`props db dsn --service`)", EX_NOPERM)
     if isinstance(exc, OSError) and exc.filename is not None:
         code = EX_NOPERM if isinstance(exc, PermissionError) else EX_NOINPUT
         return _fail(f"cannot use {exc.filename}: {exc.strerror}", code)

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import asyncpg
 
 from props.core.domain import catalog, exports
 from props.core.log import errors
@@ -146,8 +145,9 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
         # it), but not for long: a busy table is retried later, not blocked.
         await conn.execute("SET LOCAL lock_timeout = '10s'")
         try:
-            await conn.execute(f"ALTER TABLE props.events DETACH PARTITION props.{name}")
-        except asyncpg.LockNotAvailableError as exc:
+            with errors.refused():
+                await conn.execute(f"ALTER TABLE props.events DETACH PARTITION props.{name}")
+        except errors.Busy as exc:
             raise errors.StoreUnavailable(f"{name} is busy (lock wait over 10 s): nothing "
                                           f"was archived from it; try again") from exc
         rows = await conn.fetchval(f"SELECT count(*) FROM props.{name}")

@@ -19,11 +19,10 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import asyncpg
 import orjson
 
 from props.core.domain import catalog, signing, streams
-from props.core.domain.exports import ArchiveError, _lines, _next_checked, _Verifier
+from props.core.domain.exports import ArchiveError, Verified, _lines, _next_checked, _Verifier
 from props.core.log import blobs, bulk, errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore, StoreTransaction
@@ -115,22 +114,9 @@ async def import_archive(store: EventStore, path: Path,
                     f"recorded in the future ({future['recorded_at']}); nothing was written")
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
-                async with conn.transaction():
-                    await conn.execute(_Q["insert_staged_blobs"])
-                    runs = [r[0] for r in await conn.fetch(_Q["staged_new_runs"])]
-                    origin = {"archive": str(verified.manifest.get("archive_id")
-                                             or verified.manifest["sha256"]),
-                              "signer": report.signer or "unsigned"}
-                    await conn.execute(_Q["mark_import"])
-                    inserted = await conn.fetchval(_Q["insert_staged_events"],
-                                                   orjson.dumps(origin).decode())
-                    if inserted:
-                        await _record_import(StoreTransaction(store, conn), origin["archive"],
-                                             verified.manifest["sha256"], report.signer,
-                                             report.events, inserted, runs)
-            except asyncpg.PostgresError as exc:
-                if not errors.stream_moved(exc):
-                    raise
+                with errors.refused():
+                    inserted = await _insert_staged(store, conn, verified, report)
+            except errors.StreamGap as exc:
                 raise errors.PropsError(
                     f"{path}: its streams continue events this database does not have "
                     f"({exc}); import the range before it first. Nothing was written."
@@ -140,6 +126,26 @@ async def import_archive(store: EventStore, path: Path,
         finally:
             await conn.execute(_Q["drop_stage_tables"])
     return report
+
+
+async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
+                         report: ImportReport) -> int:
+    """The staged blobs and events into the log, and the import's record, in one
+    transaction: how many events were new."""
+    async with conn.transaction():
+        await conn.execute(_Q["insert_staged_blobs"])
+        runs = [r[0] for r in await conn.fetch(_Q["staged_new_runs"])]
+        origin = {"archive": str(verified.manifest.get("archive_id")
+                                 or verified.manifest["sha256"]),
+                  "signer": report.signer or "unsigned"}
+        await conn.execute(_Q["mark_import"])
+        inserted = await conn.fetchval(_Q["insert_staged_events"],
+                                       orjson.dumps(origin).decode())
+        if inserted:
+            await _record_import(StoreTransaction(store, conn), origin["archive"],
+                                 verified.manifest["sha256"], report.signer,
+                                 report.events, inserted, runs)
+    return int(inserted or 0)
 
 
 async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
@@ -166,9 +172,10 @@ async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
 async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:
     if chunk.events:
         try:
-            await conn.execute(_Q["stage_events"],
-                               (b"[" + b",".join(chunk.events) + b"]").decode())
-        except (asyncpg.DataError, asyncpg.IntegrityConstraintViolationError) as exc:
+            with errors.refused():
+                await conn.execute(_Q["stage_events"],
+                                   (b"[" + b",".join(chunk.events) + b"]").decode())
+        except (errors.ValueRefused, errors.AlreadyExists) as exc:
             raise ArchiveError(f"{path}: lines {chunk.first_line}-{chunk.last_line}: an event "
                                f"with a malformed field ({exc}); nothing was written") from None
     if chunk.blobs:
@@ -182,8 +189,9 @@ async def _restore(conn: Any, name: str) -> int:
     async with conn.transaction():
         await conn.execute(_Q["insert_staged_blobs"])
         try:
-            restored: int = await conn.fetchval(_ARCHIVAL["restore_partition"], name)
-        except asyncpg.InsufficientPrivilegeError as exc:
+            with errors.refused():
+                restored: int = await conn.fetchval(_ARCHIVAL["restore_partition"], name)
+        except errors.PrivilegeRequired as exc:
             raise errors.ConfigurationError(
                 f"restoring partition {name} is the owner's: run `props import` with the "
                 f"owner's DSN (PROPS_DSN); nothing was written") from exc

@@ -15,8 +15,6 @@ import hashlib
 import secrets
 import uuid
 
-import asyncpg
-
 from props.core.domain.vocabulary import SCOPES, Scope
 from props.core.log import errors, leadership
 from props.core.log.store import EventStore
@@ -65,10 +63,10 @@ async def create(store: EventStore, name: str, scopes: tuple[Scope, ...]) -> tup
     try:
         token = await store.sql.row(_CREATE, name, list(dict.fromkeys(scopes)),
                                     _hash(secret))
-    except asyncpg.UniqueViolationError:
+    except errors.AlreadyExists:
         raise errors.PropsError(f"a live token named {name!r} exists: revoke it first or "
                                 f"choose another name") from None
-    except asyncpg.CheckViolationError:
+    except errors.ValueRefused:
         raise errors.PropsError(f"token name {name!r} must be 1-100 letters, digits or "
                                 f"_.@- (starting with a letter or digit)") from None
     assert token is not None  # INSERT ... RETURNING

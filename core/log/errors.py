@@ -89,7 +89,9 @@ class AppendOnlyViolation(PropsError):
 
 
 class PrivilegeRequired(PropsError):
-    """The command needs a privilege the connection's role does not have."""
+    """The command needs a privilege the connection's role does not have: the role in
+    PROPS_DSN may not do this (the owner's DSN: `props db dsn`; the service's: `props db dsn
+    --service`)."""
 
     exit_code = 77  # EX_NOPERM
 
@@ -135,6 +137,38 @@ class CheckpointConflict(PropsError):
     exit_code = 75
 
 
+class NotBuilt(SchemaError):
+    """A table the command reads is not there yet: run `props db migrate`, then `props
+    projections rebuild --all` (or keep `props projections run` or `props serve` running)."""
+
+
+class Busy(StoreUnavailable):
+    """A table was busy past the lock wait the statement allows: nothing was changed; try
+    again."""
+
+    exit_code = 75  # EX_TEMPFAIL
+
+
+class AlreadyExists(PropsError):
+    """Something of that name or key is recorded already."""
+
+    exit_code = 65
+
+
+class ValueRefused(PropsError):
+    """The database refused a value: out of its column's range or shape, or against one of
+    its checks."""
+
+    exit_code = 65
+
+
+class StreamGap(PropsError):
+    """Events that continue a stream at versions this database does not have (the log's
+    versions are dense): the events before them come first."""
+
+    exit_code = 65
+
+
 # -- PostgreSQL's answers, translated (psycopg's errors.py is the model) -------------------------
 # The log's own SQLSTATEs, raised by its triggers (schema/migrations): named once, here.
 APPEND_ONLY = "PX001"  # a row of the log (or of a side table) was to be changed or removed
@@ -144,6 +178,13 @@ NUMERIC_OUT_OF_RANGE = "22003"  # a value past its column's type (int4, bigint)
 
 # SQLSTATE -> the class a caller catches. Only states that mean the same everywhere.
 _BY_SQLSTATE: dict[str, type[PropsError]] = {APPEND_ONLY: AppendOnlyViolation}
+# ... and for the statements above the log (`store.sql`, and `refused()` around a connection
+# of its): every state props acts on, each one class, where it enters; a whole class of
+# states ("22": a data exception) by its first two characters. The store's own append path
+# reads the raw states instead (a check violation there is a missing partition, to make).
+REFUSALS: dict[str, type[PropsError]] = {
+    **_BY_SQLSTATE, STREAM_MOVED: StreamGap, "23505": AlreadyExists, "42P01": NotBuilt,
+    "42501": PrivilegeRequired, "55P03": Busy, "22": ValueRefused, "23": ValueRefused}
 
 
 def sqlstate(exc: BaseException) -> str | None:
@@ -163,22 +204,31 @@ def missing_partition(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def translated() -> Iterator[None]:
+def translated(states: dict[str, type[PropsError]] = _BY_SQLSTATE) -> Iterator[None]:
     """Raise a driver error the block lets out as the props exception it stands for."""
     try:
         yield
     except Exception as exc:
-        props_error = translate(exc)
+        props_error = translate(exc, states)
         if props_error is exc:
             raise
         raise props_error from exc
 
 
-def translate(exc: BaseException) -> BaseException:
+def refused() -> contextlib.AbstractContextManager[None]:
+    """Around statements on a connection of `store.sql.acquire()`: PostgreSQL's refusals
+    raised as props' (REFUSALS), as `store.sql`'s own statements raise them."""
+    return translated(REFUSALS)
+
+
+def translate(exc: BaseException,
+              states: dict[str, type[PropsError]] = _BY_SQLSTATE) -> BaseException:
     """The props exception a driver error stands for (raised `from` it), or `exc` itself."""
-    cls = _BY_SQLSTATE.get(sqlstate(exc) or "")
+    state = sqlstate(exc) or ""
+    cls = states.get(state) or states.get(state[:2])
     if cls is None:
         return exc
-    props_error = cls(f"{cls.__doc__} The database refused: {exc}")
+    said = " ".join((cls.__doc__ or "").split())  # one line, as every error says it
+    props_error = cls(f"{said} The database refused: {exc}")
     props_error.__cause__ = exc
     return props_error

@@ -38,12 +38,12 @@ class Sql:
         self._pool = pool
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
-        with errors.translated():
+        with errors.refused():
             rows: list[asyncpg.Record] = await self._pool.fetch(query, *args)
             return rows
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
-        with errors.translated():
+        with errors.refused():
             row: asyncpg.Record | None = await self._pool.fetchrow(query, *args)
             return row
 
@@ -57,18 +57,18 @@ class Sql:
         return None if found is None else shaped(statement, [found])[0]
 
     async def fetchval(self, query: str, *args: Any) -> Any:
-        with errors.translated():
+        with errors.refused():
             return await self._pool.fetchval(query, *args)
 
     async def execute(self, query: str, *args: Any) -> str:
-        with errors.translated():
+        with errors.refused():
             done: str = await self._pool.execute(query, *args)
             return done
 
     async def copy_records_to_table(self, table: str, *, records: Iterable[Sequence[Any]],
                                     columns: Sequence[str] | None = None,
                                     schema_name: str | None = None) -> str:
-        with errors.translated():
+        with errors.refused():
             done: str = await self._pool.copy_records_to_table(
                 table, records=records, columns=columns, schema_name=schema_name)
             return done
@@ -76,6 +76,6 @@ class Sql:
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[database.Connection]:
         """A connection of the pool for the block (a transaction, several statements)."""
-        with errors.translated():
+        with errors.refused():
             async with self._pool.acquire() as conn:
                 yield conn

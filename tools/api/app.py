@@ -15,7 +15,6 @@ import logging
 import time
 from typing import Any
 
-import asyncpg
 import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -132,19 +131,18 @@ def create_app(store: EventStore) -> FastAPI:
     async def props_error(request: Request, exc: errors.PropsError) -> Response:
         if (shown := await viewer.page_error(request, exc)) is not None:
             return shown
+        if isinstance(exc, errors.NotBuilt):
+            # A new database: the service's projection runner builds the tables at its
+            # start, while the API already answers.
+            return JSONResponse({"detail": "the projections are not built yet (the service "
+                                 "builds them as it starts); retry"},
+                                status_code=503, headers={"Retry-After": "1"})
         if isinstance(exc, errors.StoreUnavailable | errors.SchemaError):
             return JSONResponse({"detail": str(exc)}, status_code=503,
                                 headers={"Retry-After": "1"})
         named_nothing = isinstance(exc, errors.NotFound | errors.UnknownScorer)
         return JSONResponse({"detail": str(exc)}, status_code=404 if named_nothing else 400)
 
-    @app.exception_handler(asyncpg.UndefinedTableError)
-    async def not_built(request: Request, exc: Exception) -> JSONResponse:
-        # A new database: the service's projection runner builds the tables at its start,
-        # while the API already answers.
-        return JSONResponse({"detail": "the projections are not built yet (the service "
-                             "builds them as it starts); retry"},
-                            status_code=503, headers={"Retry-After": "1"})
 
     for kind in database.CONNECTION_ERRORS:
         if not issubclass(kind, Exception):

@@ -150,7 +150,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             for _ in range(rounds):
                 run_ours.append(await _timed(lambda: page(f"/runs/{big}", {})))
                 run_raw.append(await _timed(lambda: store.pool.fetch(
-                    _RUN_VIEW["issues_page"], big, 100, 0)))
+                    _RUN_VIEW["issues_page"], big, 100, 0, None, "", 0, 1.0)))
     report.figures.update({
         "runs": RUNS, "big_run_issues": BIG_RUN_ISSUES,
         "runs_page_p50_ms": round(statistics.median(ours), 2),
