@@ -8,6 +8,7 @@ each package's docstring state.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -211,3 +212,30 @@ def test_the_circle_check_sees_one(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from props.core import a\n")
     files = sorted((tmp_path / "core").glob("*.py"))
     assert circles(files) == [["core.a", "core.b"]]
+
+
+_DRIVER_ERROR = re.compile(r"\b(asyncpg|psycopg)\.(\w+\.)*\w*(Error|Exception)\b")
+
+
+def _driver_errors(path: Path) -> list[int]:
+    return [n for n, line in enumerate(path.read_text().splitlines(), 1)
+            if _DRIVER_ERROR.search(line)]
+
+
+def test_driver_errors_are_named_in_the_log_alone() -> None:
+    """PostgreSQL's refusals become props' exceptions where they enter (core/log: store.sql,
+    errors.refused()); nothing above names a driver's exception class. Aside: the benchmarks'
+    raw side (the driver itself, measured), the hostile critic (a probe that expects
+    refusals) and the agent SDK (the agent's own client, psycopg in its container)."""
+    aside = {ROOT / "tools" / "hostile_critic.py", ROOT / "reactors" / "agents" / "sdk.py"}
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in _modules()
+             if not p.is_relative_to(ROOT / "core" / "log") and "benchmarks" not in p.parts
+             and p not in aside for line in _driver_errors(p)]
+    assert found == []
+
+
+def test_the_driver_error_check_sees_one(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("try:\n    pass\nexcept asyncpg.UniqueViolationError:\n    pass\n"
+                   "x = asyncpg.exceptions.PostgresError\n")
+    assert _driver_errors(bad) == [3, 5]
