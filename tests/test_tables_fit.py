@@ -108,7 +108,7 @@ def _commands(found: dict[str, str]) -> list[list[str]]:
          "long-names-evaluation:reference-lite"],
         ["specimens", "list"], ["specimens", "show", found["slug"]], ["scorers", "list"],
         ["scorers", "eval"], ["reactors", "status"], ["projections", "status"],
-        ["db", "status"], ["tokens", "list"]]
+        ["db", "status"], ["tokens", "list"], ["archive", "--status"], ["events", "types"]]
 
 
 @pytest.mark.slow

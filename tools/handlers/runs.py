@@ -122,11 +122,11 @@ async def list_definitions_cmd(args: argparse.Namespace, store: EventStore) -> i
              "digest": d.digest, "image": d.image or " ".join(d.command)}
             for agent_type in ("critic", "grader")
             for d in await definitions.all_pushed(store, agent_type)]
-    render.emit(args, rows, [("type", "type"), ("name", "name"), ("tag", "tag"),
-                                    ("runtime", "runtime"), ("digest", "digest"),
-                                    ("image", "image / command")],
-                empty="no definitions pushed: `props definitions reference` pushes one",
-                cells={"digest": lambda d: str(d)[:19]})
+    render.emit(args, rows, [
+        Column("type", "type"), Column("name", "name"), Column("tag", "tag"),
+        Column("runtime", "runtime"), Column("digest", "digest", lambda d: str(d)[:19]),
+        Column("image", "image / command", optional=True)],
+        empty="no definitions pushed: `props definitions reference` pushes one")
     return 0
 
 
