@@ -15,12 +15,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from props.core.domain import tokens
+from props.core.domain import definitions, evaluations, tokens
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.api import server
 from props.tools.api.app import create_app
-from tests.reactor_helpers import eventually
+from tests.reactor_helpers import eventually, sync_samples
 from tests.viewer_helpers import viewed_run
 
 pytestmark = pytest.mark.browser
@@ -151,8 +151,8 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
 
 
 PAGES = ["/runs", "/runs/{run}", "/runs/{run}/transcript", "/runs/{run}/timeline",
-         "/evaluations", "/scores", "/compare", "/compare?a=tiered%401&b=tiered%402",
-         "/review"]
+         "/evaluations", "/evaluations/nightly", "/scores", "/compare",
+         "/compare?a=tiered%401&b=tiered%402", "/review"]
 
 
 async def test_every_page_fits_a_phone_and_plots_have_axes(
@@ -163,6 +163,13 @@ async def test_every_page_fits_a_phone_and_plots_have_axes(
     from playwright.async_api import async_playwright
 
     viewed = await viewed_run(store, model="a-model-name-long-enough-to-need-a-break")
+    await sync_samples(store)  # and an evaluation, one of its cases requested
+    await definitions.push(store, definitions.reference_local())
+    plan = evaluations.Plan(name="nightly", examples=["csvtool/*", "logparse/*"],
+                            critic=[evaluations.Critic(definition="reference", ref="local")])
+    ev, _ = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    await evaluations.request(store, ev, ev.cases[0], 0)
+    await engine.rebuild(store)
     _, secret = await tokens.create(store, "ada", ("read", "review"))
     wide: dict[str, int] = {}
     async with async_playwright() as p:
