@@ -14,7 +14,7 @@ import pytest
 
 from props.core.domain import catalog, definitions, tokens
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers
+from props.core.scoring import registration, rescoring, scorers
 from props.projections import engine
 from props.tools import render
 from tests.reactor_helpers import SNAPSHOT, sync_samples
@@ -54,6 +54,9 @@ async def test_every_command_prints_hostile_text_as_text(store: EventStore, dsn:
     await engine.rebuild(store)
     for ref in ("tiered@1", "tiered@2"):
         await rescoring.rescore(store, scorers.scorer(ref), rescoring.Selection(everything=True))
+    # Active for `review next` (the grader activates it as it starts, but this service may
+    # be stopped before its grader has started).
+    await registration.activate(store, "tiered", 2)
     await engine.rebuild(store)
 
     narrow = {"COLUMNS": "80"}

@@ -116,14 +116,15 @@ async def test_a_stop_during_a_database_outage_is_on_time(
     await push_code(store, "quick", QUICK_AGENT, config={"sleep": 2.0})
     role = f"props_stop_{uuid.uuid4().hex[:8]}"
     async with database.session(server_dsn) as admin:
-        await admin.execute(f"CREATE ROLE {role} LOGIN CREATEROLE IN ROLE "
+        # (a password: the embedded server lets no role in without one)
+        await admin.execute(f"CREATE ROLE {role} LOGIN CREATEROLE PASSWORD '{role}' IN ROLE "
                             f"{database.SERVICE_ROLE}")
     try:
         [run] = await request(store, "quick")
         log = tmp_path / "serve.log"
         env = {**{k: v for k, v in os.environ.items() if k != "PROPS_DSN"},
                "PROPS_HOME": str(tmp_path / "home"),  # (the service's DSN alone)
-               "PROPS_SERVICE_DSN": database.with_user(dsn, role)}
+               "PROPS_SERVICE_DSN": database.with_user(dsn, role, role)}
         proc = await _serve(env, log, "--stop-seconds", "3")
         try:
             await eventually(lambda: f"run {str(run)[:8]} running" in log.read_text(), 60)

@@ -162,6 +162,10 @@ class ValueRefused(PropsError):
     exit_code = 65
 
 
+class OutOfRange(ValueRefused):
+    """A value past its column's type (an int4, a bigint)."""
+
+
 class StreamGap(PropsError):
     """Events that continue a stream at versions this database does not have (the log's
     versions are dense): the events before them come first."""
@@ -184,7 +188,8 @@ _BY_SQLSTATE: dict[str, type[PropsError]] = {APPEND_ONLY: AppendOnlyViolation}
 # reads the raw states instead (a check violation there is a missing partition, to make).
 REFUSALS: dict[str, type[PropsError]] = {
     **_BY_SQLSTATE, STREAM_MOVED: StreamGap, "23505": AlreadyExists, "42P01": NotBuilt,
-    "42501": PrivilegeRequired, "55P03": Busy, "22": ValueRefused, "23": ValueRefused}
+    "42501": PrivilegeRequired, "55P03": Busy, NUMERIC_OUT_OF_RANGE: OutOfRange,
+    "22": ValueRefused, "23": ValueRefused}
 
 
 def sqlstate(exc: BaseException) -> str | None:

@@ -78,8 +78,8 @@ async def grade(store: EventStore, s: scorers.Scorer,
     ranges, files = _truth([snap for _, snap in runs])
     try:
         return await _grade_all(store, s, runs, ranges, files, dry_run)
-    except Exception as exc:
-        if errors.sqlstate(exc) != errors.NUMERIC_OUT_OF_RANGE:
+    except Exception as exc:  # (raised by store.sql as OutOfRange; as itself elsewhere)
+        if not isinstance(errors.translate(exc, errors.REFUSALS), errors.OutOfRange):
             raise
     # A line range the scorer's SQL cannot hold (stored before the catalog bounded line
     # numbers): those runs are told apart, the others graded. Looked for only now: it costs
