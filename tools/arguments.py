@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from props.core.domain import streams
@@ -24,6 +25,16 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
     return value
+
+
+def limit(most: int) -> Callable[[str], int]:
+    """A whole number from 1 to `most` (a page of rows: each one is read, scored, printed)."""
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > most:
+            raise argparse.ArgumentTypeError(f"{value} is more than {most:,}")
+        return value
+    return parse
 
 
 def name(text: str) -> str:

@@ -17,7 +17,8 @@ def percent(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def _with_interval(g: Mapping[str, Any], measure: str) -> str:
+def with_interval(g: Mapping[str, Any], measure: str) -> str:
+    """`measure` of row `g` with its interval (`measure_low`, `measure_high`)."""
     return f"{percent(g[measure])} [{percent(g[f'{measure}_low'])}, " \
         f"{percent(g[f'{measure}_high'])}]"
 
@@ -33,9 +34,9 @@ _COLUMNS = [
     Column("model", "model"),
     Column("definition", "definition"),
     Column("scorer", "scorer"),
-    Column("recall", "recall [interval]", shows=lambda r: _with_interval(r, "recall")),
+    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall")),
     Column("precision", "precision [interval]",
-           shows=lambda r: _with_interval(r, "precision")),
+           shows=lambda r: with_interval(r, "precision")),
     Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
            optional=True),
     Column("recall_graded", "graded recall", percent, optional=True),
@@ -106,9 +107,9 @@ def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
     console = Console()
     print_table(console, [
         *critic_columns(c.groups),
-        Column("recall_a", f"recall {c.a}", shows=lambda g: _with_interval(g, "recall_a"),
+        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
                short="recall A"),
-        Column("recall_b", f"recall {c.b}", shows=lambda g: _with_interval(g, "recall_b"),
+        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
                short="recall B"),
         Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR"),
         Column("precision_a", f"precision {c.a}", percent,

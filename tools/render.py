@@ -136,7 +136,7 @@ class Fitted:
     left out, and the short headers used; `records` when not even the kept columns fit
     side by side (then each row prints as `header: value` lines)."""
 
-    columns: list[tuple[Column, str, int]]  # column, header shown, width
+    columns: list[tuple[int, str, int]]  # a column's index, the header shown, its width
     left_out: list[Column]
     legend: list[tuple[str, str]]
     records: bool = False
@@ -161,7 +161,7 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
         return sum(widths) + GAP * (len(widths) - 1)
 
     shown = list(range(len(columns)))
-    full = [(columns[i], columns[i].header, natural(i, columns[i].header)) for i in shown]
+    full = [(i, columns[i].header, natural(i, columns[i].header)) for i in shown]
     if width is None or total([w for *_, w in full]) <= width:
         return Fitted(full, [], [])
     headers = [c.short or c.header for c in columns]
@@ -174,10 +174,10 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
             for i, w in zip(shown, widths, strict=True):  # prose takes what is left
                 grow = min(spare, natural(i, headers[i]) - w) if columns[i].prose else 0
                 spare -= grow
-                out.append((columns[i], headers[i], w + grow))
+                out.append((i, headers[i], w + grow))
             dropped = [c for i, c in enumerate(columns) if i not in shown]
             return Fitted(out, dropped, [(s, h) for s, h in legend
-                                         if any(c.short == s for c, *_ in out)])
+                                         if any(columns[i].short == s for i, *_ in out)])
         optional = [i for i in shown if columns[i].optional]
         if not optional:
             return Fitted(full, [], [], records=True)
@@ -191,23 +191,22 @@ def print_table(console: rich.console.Console, columns: Sequence[Column],
     then a line naming the short headers and one naming the columns left out."""
     cells = [[c.text(r) for c in columns] for r in rows]
     fitted = fit(columns, cells, None if wide else console.width)
-    index = {id(c): i for i, c in enumerate(columns)}
     if fitted.records:
         if title:
             console.print(Text(title))
         for n, row in enumerate(cells):
             console.print(Text(("\n" if n else "") + "\n".join(
-                f"{c.header}: {row[index[id(c)]]}" for c in columns)))
+                f"{c.header}: {text}" for c, text in zip(columns, row, strict=True))))
         return
     # gh's and kubectl's layout: a rule under the headers, two spaces between columns, no
     # borders (they took 3 columns per column of an 80-column terminal).
     table = Table(title=title, box=rich.box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
                   collapse_padding=True, title_justify="left")
-    for c, header, w in fitted.columns:
-        table.add_column(header, justify=c.justify, no_wrap=not c.prose, min_width=w,
-                         max_width=w, overflow="fold")
+    for i, header, w in fitted.columns:
+        table.add_column(header, justify=columns[i].justify, no_wrap=not columns[i].prose,
+                         min_width=w, max_width=w, overflow="fold")
     for row in cells:
-        table.add_row(*(row[index[id(c)]] for c, *_ in fitted.columns))
+        table.add_row(*(row[i] for i, *_ in fitted.columns))
     if wide:  # the table as wide as it is, whatever the terminal
         console.width = max(console.width, sum(w for *_, w in fitted.columns)
                             + GAP * (len(fitted.columns) - 1))

@@ -97,8 +97,8 @@ def _runs_parser(sub: Any) -> None:
     p.add_argument("--definition", type=arguments.name,
                    help="only runs of this critic definition")
     p.add_argument("--snapshot", type=arguments.name, help="only runs on this snapshot")
-    p.add_argument("--limit", type=arguments.positive_int, default=50,
-                   help="at most this many runs (default 50)")
+    p.add_argument("--limit", type=arguments.limit(10_000), default=50,
+                   help="at most this many runs, up to 10,000 (default 50)")
     arguments.add_format(p)
     p.set_defaults(handler="props.tools.handlers.runs:list_runs_cmd", connections=2)
     p = cmds.add_parser("show", help="a run's timeline, from the log",

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from functools import partial
 
 import orjson
 
@@ -21,21 +20,13 @@ from props.reactors.service import container_runtimes
 from props.tools import evaluation_driver as driver
 from props.tools import render
 from props.tools.commands.evaluations import EXIT_INCOMPLETE
-from props.tools.figure_tables import critic_columns
+from props.tools.figure_tables import critic_columns, percent, with_interval
 from props.tools.render import Column, Console, print_table
 
 console = Console()
 
 
 # -- the report ---------------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
-
-
-def _with_interval(value: float | None, low: float | None, high: float | None) -> str:
-    return f"{_pct(value)} [{_pct(low)}, {_pct(high)}]"
 
 
 async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
@@ -58,7 +49,7 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
         print_table(console, [
             *critic_columns(scores), Column("cases", "cases", justify="right"),
             Column("scored", "scored", justify="right"),
-            *(Column(m, f"{m} [interval]", shows=_interval_of(m))
+            *(Column(m, f"{m} [interval]", shows=partial(with_interval, measure=m))
               for m in ("recall", "precision"))],
             scores, wide=wide)
         console.print(f"intervals: {intervals.METHOD}")
@@ -91,12 +82,6 @@ def _why(s: CaseState) -> str:
         return f"{s.failure.phase}: {s.failure.category}{code}"
     return {"missing": "no result: broken, never dropped", "waiting": "not requested yet",
             "running": "in flight"}.get(s.state, s.reason or "")
-
-
-def _interval_of(measure: str) -> Callable[[Any], str]:
-    def cell(r: Any) -> str:
-        return _with_interval(r[measure], r[f"{measure}_low"], r[f"{measure}_high"])
-    return cell
 
 
 # -- the commands -------------------------------------------------------------------------------
@@ -215,13 +200,12 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
         Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
         Column("examples", "examples", optional=True),
         *(column for m in ("recall", "precision") for column in (
-            Column(f"{m}_a", f"{m} A", _pct, short=f"{m[0].upper()} A"),
-            Column(f"{m}_b", f"{m} B", _pct, short=f"{m[0].upper()} B"),
+            Column(f"{m}_a", f"{m} A", percent, short=f"{m[0].upper()} A"),
+            Column(f"{m}_b", f"{m} B", percent, short=f"{m[0].upper()} B"),
             Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}")))], [
         {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
                                                  if r["only_a"] or r["only_b"] else ""),
-         **{f"{m}_delta": _with_interval(r[f"{m}_delta"], r[f"{m}_delta_low"],
-                                         r[f"{m}_delta_high"])
+         **{f"{m}_delta": with_interval(r, f"{m}_delta")
             + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
         for r in rows], wide=args.wide)
     console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
