@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import anyio
 import anyio.abc
 
-from props.core.log import database, errors, leadership
+from props.core.log import database, errors, leadership, retries
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
@@ -101,7 +101,7 @@ class Runner:
     async def run(self, progress: Progress | None = None) -> None:
         """Serve until cancelled, surviving database restarts: each attempt resumes from the
         committed checkpoints. A stop lets the batch in hand commit."""
-        await database.keep_serving(lambda: self._run(progress), "projection runner")
+        await retries.keep_serving(lambda: self._run(progress), "projection runner")
 
     async def _run(self, progress: Progress | None) -> None:
         """Holds the runner lock while serving."""
@@ -311,18 +311,19 @@ async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projectio
     own order. Waiting on one lock while holding another could deadlock with a reader (and
     the reader is the one PostgreSQL might cancel), so the swap waits briefly for each lock,
     and on a timeout rolls back everything, releasing what it held, and tries again."""
-    for attempt in range(1, 200):
+    async def attempt() -> int:
         trial = dict(positions)
-        try:
-            caught_up = await _swap(store, projections, trial, skipped)
-        except errors.Busy:
-            await anyio.sleep(min(1.0, 0.01 * attempt))
-            continue
+        caught_up = await _swap(store, projections, trial, skipped)
         positions.update(trial)
         return caught_up
-    raise errors.PropsError("could not take the live projection tables for the swap: "
-                            "readers kept them busy; the rebuilt tables are kept, run the "
-                            "rebuild again to retry the swap")
+
+    try:
+        return await retries.SWAP.call(attempt, retries.of_kinds(errors.Busy))
+    except errors.Busy as exc:
+        raise errors.PropsError(
+            "could not take the live projection tables for the swap: readers kept them "
+            "busy; the rebuilt tables are kept, run the rebuild again to retry the swap"
+        ) from exc
 
 
 async def _swap(store: EventStore, projections: Sequence[Projection],

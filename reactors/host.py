@@ -19,6 +19,7 @@ that runs it:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -27,13 +28,11 @@ import aiodocker
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import tenacity
 
 from props.core.domain import parking
 from props.core.domain.vocabulary import REACTORS
-from props.core.log import database, errors, leadership
+from props.core.log import database, errors, leadership, retries
 from props.core.log.checkpoints import START, Checkpoint
-from props.core.log.database import backoff
 from props.core.log.events import RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
 from props.projections import status as projection_status
@@ -42,7 +41,6 @@ from props.schema import queries
 
 log = logging.getLogger(__name__)
 
-PARK_AFTER_ATTEMPTS = 3
 TRANSIENT: tuple[type[BaseException], ...] = (*database.UNAVAILABLE, aiodocker.DockerError)
 
 
@@ -115,7 +113,7 @@ class ReactorHost:
         """Serve until cancelled, surviving database restarts. A lost lock session, or the
         checkpoint moved by an instance that took the lock meanwhile, means: stand down and
         queue for the lock again."""
-        await database.keep_serving(self._serve, f"reactor {self.reactor.name}",
+        await retries.keep_serving(self._serve, f"reactor {self.reactor.name}",
                                     (*TRANSIENT, errors.CheckpointConflict))
 
     async def _serve(self) -> None:
@@ -183,34 +181,32 @@ class ReactorHost:
         if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
             await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
             return
-        failures = 0
-        transient = 0  # this event's own: earlier events' retries do not lengthen its waits
-        while True:
-            try:
-                await self.reactor.handle(rec)
-                self.stats.handled += 1
-                return
-            except TRANSIENT as exc:
-                self.stats.retries += 1
-                transient += 1
-                log.warning("reactor %s: transient failure on event %s (%s); retrying",
-                            self.reactor.name, rec.global_position, exc)
-                await anyio.sleep(backoff(min(transient, 8), first=0.1))
-            except Exception as exc:  # a poison event: park it after a few tries
-                failures += 1
-                if failures < PARK_AFTER_ATTEMPTS:
-                    await anyio.sleep(backoff(failures, first=0.05))
-                    continue
-                await self._park(rec, exc, failures)
-                return
+        try:  # a failure that is not transient is a poison event: parked after a few tries
+            await retries.POISON.call(functools.partial(self._handle_through_outages, rec),
+                                      lambda exc: not database.only(exc, TRANSIENT))
+        except Exception as exc:
+            await self._park(rec, exc, retries.POISON.attempts or 1)
+            return
+        self.stats.handled += 1
+
+    async def _handle_through_outages(self, rec: RecordedEvent) -> None:
+        """The handler, again under EVENT while it fails for a transient reason (each
+        event's waits start from the shortest: earlier events' retries do not lengthen
+        them)."""
+        def retried(exc: BaseException, _: int) -> None:
+            self.stats.retries += 1
+            log.warning("reactor %s: transient failure on event %s (%s); retrying",
+                        self.reactor.name, rec.global_position, exc)
+
+        await retries.EVENT.call(functools.partial(self.reactor.handle, rec),
+                                 retries.of_kinds(*TRANSIENT), on_retry=retried)
 
     async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
         log.error("reactor %s parked event %s (%s): %s", self.reactor.name,
                   rec.global_position, rec.type_name, exc)
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type(TRANSIENT),
-            wait=tenacity.wait_exponential(multiplier=0.1, max=5), reraise=True)
-        await retrying(parking.park, self.store, self.reactor.name, rec.event_id,
-                       rec.global_position, exc, attempts=attempts)
+        await retries.EVENT.call(
+            functools.partial(parking.park, self.store, self.reactor.name, rec.event_id,
+                              rec.global_position, exc, attempts=attempts),
+            retries.of_kinds(*TRANSIENT))
         self.stats.parked += 1
 

@@ -3,7 +3,7 @@
 Every step of carrying out a run is idempotent (events by derived ids, the container by
 name), so an attempt that failed is simply made again, from where the log says it stands.
 Each error is classified once, here:
-- the database gone: tried again with backoff (MAX_ATTEMPTS in a row, then the launcher's
+- the database gone: tried again under retries.RUN (its attempts in a row, then the launcher's
   sweep takes the run up again): nothing can be recorded meanwhile anyway;
 - the engine not answering (EngineUnreachable): tried again until `engine_wait` seconds have
   passed since it first did not, then the run fails as engine_unreachable (retryable);
@@ -28,46 +28,54 @@ from props.reactors.containers import EngineUnreachable
 
 log = logging.getLogger("props.reactors.launcher")
 
-MAX_ATTEMPTS = 20  # transient failures in a row before a run waits for the next sweep
 ENGINE_WAIT_SECONDS = 120.0  # an engine away this long fails its runs (engine_unreachable)
 
 # fail(error, category or None for the error's class, retryable)
 Fail = Callable[[BaseException, str | None, bool], Awaitable[None]]
 
 
+def passing(exc: BaseException) -> bool:
+    """Trouble that is over by a later attempt: the engine or the database away, a
+    serialization failure or deadlock. A refusal (PropsError) or a defect is not."""
+    return (isinstance(exc, (EngineUnreachable, *database.UNAVAILABLE))
+            or (not isinstance(exc, errors.PropsError) and retries.transient(exc)))
+
+
 async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
                     slots: anyio.Semaphore, fail: Fail, engine_wait: float) -> None:
-    """`attempt()` under a slot, again while trouble is transient (see the module's doc)."""
+    """`attempt()` under a slot, again under retries.RUN while trouble passes (see the
+    module's doc); the slot is given back between attempts."""
     engine_down_since: float | None = None
-    for number in range(1, MAX_ATTEMPTS + 1):
-        try:
-            async with slots:
-                await attempt()
-            return
-        except EngineUnreachable as exc:
-            now = time.monotonic()
-            engine_down_since = engine_down_since or now
-            if now - engine_down_since >= engine_wait:
-                log.warning("run %s: the engine has not answered for %.0f s: failing it as "
-                            "engine_unreachable", run_id, now - engine_down_since)
-                await fail(exc, "engine_unreachable", True)
-                return
-            failure: BaseException = exc
-        except database.UNAVAILABLE as exc:  # (StoreUnavailable and the driver's)
-            failure = exc
-        except errors.PropsError as exc:
+
+    def engine_gone(exc: BaseException) -> bool:
+        nonlocal engine_down_since
+        if not isinstance(exc, EngineUnreachable):
+            return False
+        engine_down_since = engine_down_since or time.monotonic()
+        return time.monotonic() - engine_down_since >= engine_wait
+
+    def retried(exc: BaseException, number: int) -> None:
+        log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id, number,
+                    type(exc).__name__, exc)
+
+    async def under_a_slot() -> None:
+        async with slots:
+            await attempt()
+
+    try:
+        await retries.RUN.call(under_a_slot, passing, on_retry=retried, stop=engine_gone)
+    except Exception as exc:
+        if engine_gone(exc):
+            log.warning("run %s: the engine has not answered for %.0f s: failing it as "
+                        "engine_unreachable", run_id, engine_wait)
+            await fail(exc, "engine_unreachable", True)
+        elif passing(exc):  # RUN's attempts ran out
+            log.error("run %s failed %d times in a row; the next sweep takes it up again",
+                      run_id, retries.RUN.attempts)
+        elif isinstance(exc, errors.PropsError):
             log.warning("run %s could not be carried out: %s", run_id, exc)
             await fail(exc, None, False)
-            return
-        except Exception as exc:
-            if not retries.transient(exc):  # (a serialization failure, a deadlock: again)
-                log.exception("run %s: a defect of props while carrying it out; the run "
-                              "fails as launcher_defect", run_id)
-                await fail(exc, "launcher_defect", False)
-                return
-            failure = exc
-        log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id, number,
-                    type(failure).__name__, failure)
-        await anyio.sleep(database.backoff(number, first=0.2, cap=10.0))
-    log.error("run %s failed %d times in a row; the next sweep takes it up again", run_id,
-              MAX_ATTEMPTS)
+        else:
+            log.exception("run %s: a defect of props while carrying it out; the run "
+                          "fails as launcher_defect", run_id)
+            await fail(exc, "launcher_defect", False)

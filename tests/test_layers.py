@@ -239,3 +239,71 @@ def test_the_driver_error_check_sees_one(tmp_path: Path) -> None:
     bad.write_text("try:\n    pass\nexcept asyncpg.UniqueViolationError:\n    pass\n"
                    "x = asyncpg.exceptions.PostgresError\n")
     assert _driver_errors(bad) == [3, 5]
+
+
+def _is_sleep(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "sleep")
+        or (isinstance(node.func, ast.Name) and node.func.id == "sleep"))
+
+
+def _own(nodes: list[ast.stmt]) -> list[ast.AST]:
+    """Every node under `nodes`, but not inside a function or class defined there."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _retry_loops(path: Path) -> list[int]:
+    """Loops that catch a failure and then wait to try again: a sleep in an except clause,
+    or after the try in the loop's body. A loop that waits first and then acts (a period, a
+    heartbeat) is not one: what it does each round does not depend on a failure."""
+    found = []
+    for loop in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(loop, ast.For | ast.AsyncFor | ast.While):
+            continue
+        for node in _own(loop.body):
+            if not isinstance(node, ast.Try | ast.TryStar) or not node.handlers:
+                continue
+            after = [s for s in _own(loop.body) if isinstance(s, ast.stmt)
+                     and s.lineno > (node.end_lineno or node.lineno)]
+            waits = [n for h in node.handlers for n in _own(h.body)] + \
+                [n for s in after for n in _own([s])]
+            if any(_is_sleep(n) for n in waits):
+                found.append(loop.lineno)
+                break
+    return found
+
+
+def test_every_retry_goes_through_the_one_policy_module() -> None:
+    """Retries are core/log/retries.py's named policies (tenacity); a hand-written loop
+    over a failure elsewhere in the package is a second policy nobody will find."""
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in _modules()
+             if p != ROOT / "core" / "log" / "retries.py" for line in _retry_loops(p)]
+    assert found == []
+
+
+def test_the_retry_loop_check_sees_one(tmp_path: Path) -> None:
+    code = tmp_path / "loops.py"
+    code.write_text(
+        "async def handler_waits():\n"
+        "    for attempt in range(5):\n"
+        "        try:\n            return await op()\n"
+        "        except OSError:\n            await anyio.sleep(attempt)\n"
+        "async def waits_after():\n"
+        "    while True:\n"
+        "        try:\n            await op()\n            return\n"
+        "        except OSError:\n            pass\n"
+        "        time.sleep(1)\n"
+        "async def a_period_is_not_one():\n"
+        "    while True:\n"
+        "        await anyio.sleep(1)\n"
+        "        try:\n            await op()\n"
+        "        except OSError:\n            log.warning('next round')\n")
+    assert _retry_loops(code) == [2, 8]

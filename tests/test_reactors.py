@@ -16,7 +16,7 @@ import anyio.abc
 import pytest
 
 from props.core.domain import catalog, definitions
-from props.core.log import database
+from props.core.log import database, retries
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors import docker_runtime
@@ -85,11 +85,12 @@ async def test_backoff_is_sized_per_event_not_by_the_hosts_history(
     in a process's life, a later event's first retry does not wait the cap."""
     waits: list[int] = []
 
-    def recorded(attempt: int, **_: float) -> float:
-        waits.append(attempt)
+    def recorded(policy: retries.Policy, retry: int) -> float:
+        if policy is retries.EVENT:
+            waits.append(retry)
         return 0.0
 
-    monkeypatch.setattr(reactor_host, "backoff", recorded)
+    monkeypatch.setattr(retries.Policy, "delay", recorded)
     make = new_event
     await store.append("run-a", [make("a3"), make("b1"), make("c2")])  # type: ignore[operator]
     reactor = Flaky()

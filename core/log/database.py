@@ -6,9 +6,8 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeAlias
 
@@ -57,44 +56,6 @@ def only(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(only(e, kinds) for e in exc.exceptions)
     return isinstance(exc, kinds)
-
-
-def backoff(attempt: int, *, first: float = 0.05, cap: float = 5.0) -> float:
-    """Seconds to wait before retry number `attempt` (from 1): doubling from `first`."""
-    return float(min(cap, first * math.pow(2, max(0, attempt - 1))))
-
-
-async def keep_serving(
-    work: Callable[[], Awaitable[None]], what: str,
-    transient: tuple[type[BaseException], ...] = UNAVAILABLE,
-    fatal: tuple[type[BaseException], ...] = (),
-    give_up: Callable[[], bool] | None = None,
-) -> None:
-    """Run `work` until it returns or the caller's scope is cancelled; when it fails with
-    only `transient` errors (the database went away, a lock session was lost) and none of
-    them `fatal`, wait with backoff and run it again, unless `give_up()` says it has waited
-    long enough (then `StoreUnavailable`). The loop every long-running service shares: it
-    is stopped by cancelling it, and the work shields what must finish."""
-    attempt = 0
-    while True:
-        try:
-            await work()
-            return
-        except Exception as exc:
-            if not only(exc, transient) or (fatal and only(exc, fatal)):
-                raise
-            if give_up is not None and give_up():
-                raise errors.StoreUnavailable(
-                    f"{what} gave up waiting for the database: {_first_line(exc)}") from exc
-            attempt += 1
-            log.warning("%s lost the database (%s); retrying", what, exc)
-            await anyio.sleep(backoff(attempt, first=0.2))
-
-
-def _first_line(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 SERVICE_ROLE = "props_service"

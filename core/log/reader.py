@@ -22,7 +22,7 @@ import asyncpg
 import orjson
 import tenacity
 
-from props.core.log import database, partitions
+from props.core.log import database, partitions, retries
 from props.core.log.bulk import gc_paused
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import (
@@ -65,10 +65,7 @@ class _ReadAhead:
 
 def _retrying_reads() -> tenacity.AsyncRetrying:
     """A read cut by a lost connection, again on another (reads are idempotent)."""
-    return tenacity.AsyncRetrying(
-        retry=tenacity.retry_if_exception_type(database.CONNECTION_ERRORS),
-        wait=tenacity.wait_exponential_jitter(multiplier=0.02, max=1.0, jitter=0.02),
-        stop=tenacity.stop_after_attempt(5), reraise=True)
+    return retries.READ.retrying(retries.of_kinds(*database.CONNECTION_ERRORS))
 
 
 class Reader:

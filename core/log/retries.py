@@ -1,29 +1,147 @@
-"""The one retry policy of every append path: the store's appends (one stream, many streams),
-imports, and grades written by the server.
+"""Every retry in props, by name: what is tried again, how long apart, and for how long.
 
-An attempt is retried when what stopped it is over by the next one: the connection went away,
-a serialization failure or deadlock, a concurrent writer moved a stream or stored the same ids
-first (the next attempt re-reads versions and skips what is stored), or the insert ran past
-the last partition (made before the next attempt). Every attempt sends the same event ids, so
-an attempt that did commit but whose answer was lost makes the retry a no-op, never a
-duplicate. The first retry follows at once (a race is usually over); later ones back off.
+Each policy is a `Policy` below, run by tenacity; nothing else in the package loops over a
+failure (tests/test_layers.py looks for such a loop and fails on one). What a policy retries
+is the caller's question (`retry_on`), answered from the classification made where errors
+enter (`database.CONNECTION_ERRORS`, `errors.*`, the runtimes' `EngineUnreachable`):
+- APPEND: an append, an import's batch, grades written by the server. Retried when what
+  stopped it is over by the next attempt: the connection went away, a serialization failure
+  or deadlock, a concurrent writer moved a stream or stored the same ids first (the next
+  attempt re-reads versions and skips what is stored), or the insert ran past the last
+  partition (made before the next attempt). Every attempt sends the same event ids, so an
+  attempt that did commit but whose answer was lost makes the retry a no-op, never a
+  duplicate. The first attempt runs outside tenacity (the hot path pays nothing for the
+  policy); the first retry follows at once (a race is usually over), later ones back off.
+- READ: a read cut by a lost connection, again on another (reads are idempotent).
+- SERVICE: a long-running service whose database went away, until it is back or the caller
+  gives up; FOLLOW: a subscription's listener and reads, until the database is back.
+- EVENT: a reactor's event whose handler failed for a transient reason, until it succeeds
+  (a stop's deadline cuts it); POISON: a handler that failed otherwise, tried a few times
+  before the event is parked.
+- RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
+- SWAP: a rebuild's swap of the live tables while readers hold them.
+- AGENT_CALL: an agent's call to the database from inside its container (synchronous).
+- DRIVER: a harness's own query through a database it restarts; API_REQUEST: its run
+  requests through replicas it kills (chaos).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import asyncpg
+import tenacity
 
 from props.core.log import database, errors
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
-ATTEMPTS = 5
 TRANSIENT_STATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
+RetryOn = Callable[[BaseException], bool]
+OnRetry = Callable[[BaseException, int], object]  # (the failure, the attempt that failed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    name: str
+    first: float  # seconds before the first retry
+    cap: float  # the longest wait
+    attempts: int | None  # None: until it succeeds, the caller gives up or is cancelled
+    seconds: float | None = None  # stop retrying once this long has passed since the first
+    jitter: float = 0.0  # up to this many seconds more, drawn per wait
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number `retry` (from 1): doubling from `first`."""
+        wait = min(self.cap, self.first * 2.0 ** max(0, retry - 1))
+        return wait + random.uniform(0, self.jitter) if self.jitter else wait
+
+    def retrying(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
+                 stop: Callable[[BaseException], bool] | None = None,
+                 wait: Callable[[BaseException, int], float] | None = None,
+                 ) -> tenacity.AsyncRetrying:
+        """The tenacity controller of this policy: `await policy.retrying(...)(fn, *args)`,
+        `fn` a coroutine function (`call` takes any callable that returns an awaitable).
+        `stop(failure)` ends the retries early (the failure then propagates); `wait` sizes
+        a wait other than by `delay` (a race that needs none)."""
+        return tenacity.AsyncRetrying(sleep=anyio.sleep, reraise=True,
+                                      **self._strategy(retry_on, on_retry, stop, wait))
+
+    def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
+                      ) -> tenacity.Retrying:
+        """The same, for code that is not async (an agent's SDK in its container)."""
+        return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, None))
+
+    async def call(self, fn: Callable[[], Awaitable[T]], retry_on: RetryOn, *,
+                   on_retry: OnRetry | None = None,
+                   stop: Callable[[BaseException], bool] | None = None) -> T:
+        async def attempt() -> T:  # a coroutine function, whatever `fn` is: tenacity
+            return await fn()      # calls anything else as synchronous
+
+        result: T = await self.retrying(retry_on, on_retry=on_retry, stop=stop)(attempt)
+        return result
+
+    def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
+                  stop: Callable[[BaseException], bool] | None,
+                  wait: Callable[[BaseException, int], float] | None) -> dict[str, Any]:
+        def failure(state: tenacity.RetryCallState) -> BaseException:
+            assert state.outcome is not None
+            exc = state.outcome.exception()
+            assert exc is not None
+            return exc
+
+        def stopping(state: tenacity.RetryCallState) -> bool:
+            return ((self.attempts is not None and state.attempt_number >= self.attempts)
+                    or (self.seconds is not None
+                        and (state.seconds_since_start or 0.0) >= self.seconds)
+                    or (stop is not None and stop(failure(state))))
+
+        def waiting(state: tenacity.RetryCallState) -> float:
+            if wait is not None:
+                return wait(failure(state), state.attempt_number)
+            return self.delay(state.attempt_number)
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            if on_retry is not None:
+                on_retry(failure(state), state.attempt_number)
+
+        def retrying(state: tenacity.RetryCallState) -> bool:
+            # A cancellation or an exit is never a failure to retry.
+            return state.outcome is not None and state.outcome.failed and \
+                isinstance(failure(state), Exception) and retry_on(failure(state))
+
+        return {"retry": retrying, "stop": stopping, "wait": waiting,
+                "before_sleep": before_sleep}
+
+
+APPEND = Policy("append", first=0.02, cap=1.0, attempts=4)  # after the first attempt
+READ = Policy("read", first=0.02, cap=1.0, attempts=5, jitter=0.02)
+SERVICE = Policy("service", first=0.2, cap=5.0, attempts=None)
+FOLLOW = Policy("follow", first=0.05, cap=5.0, attempts=None)
+EVENT = Policy("event", first=0.1, cap=5.0, attempts=None)
+POISON = Policy("poison", first=0.05, cap=5.0, attempts=3)
+RUN = Policy("run", first=0.2, cap=10.0, attempts=20)
+SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
+AGENT_CALL = Policy("agent call", first=0.1, cap=2.0, attempts=8)
+DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
+API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
+
+POLICIES = (APPEND, READ, SERVICE, FOLLOW, EVENT, POISON, RUN, SWAP, AGENT_CALL, DRIVER,
+            API_REQUEST)
+
+
+def of_kinds(*kinds: type[BaseException]) -> RetryOn:
+    """Retry on exceptions of these classes (or task-group groups of only them)."""
+    return lambda exc: database.only(exc, kinds)
+
+
+# -- what the append path retries --------------------------------------------------------------
 
 class RetryRace(Exception):
     """Two appends raced on the same stream or event id: run the attempt again (same ids)."""
@@ -42,16 +160,63 @@ def retryable(exc: BaseException) -> bool:
 
 async def appending(attempt: Callable[[], Awaitable[T]],
                     make_room: Callable[[], Awaitable[object]]) -> T:
-    """`await attempt()` until it succeeds, under the policy above; `make_room()` adds the
-    partitions a next attempt needs. The last failure propagates as it is."""
-    for number in range(1, ATTEMPTS + 1):
-        try:
-            return await attempt()
-        except Exception as exc:
-            if number == ATTEMPTS or not retryable(exc):
-                raise
-            if errors.missing_partition(exc):
-                await make_room()
-            elif number > 1:
-                await anyio.sleep(database.backoff(number - 1, first=0.02, cap=1.0))
-    raise AssertionError("unreachable")
+    """`await attempt()` until it succeeds, under APPEND; `make_room()` adds the partitions
+    a next attempt needs. The last failure propagates as it is."""
+    try:
+        return await attempt()  # the hot path: no policy object until something failed
+    except Exception as exc:
+        if not retryable(exc):
+            raise
+        first = exc
+
+    room_needed = errors.missing_partition(first)
+
+    def after(failure: BaseException, _: int) -> None:
+        nonlocal room_needed
+        room_needed = errors.missing_partition(failure)
+
+    async def next_attempt() -> T:
+        if room_needed:
+            await make_room()
+        return await attempt()
+
+    # A race is usually over at once, and a partition once made: neither waits.
+    return await APPEND.retrying(
+        retryable, on_retry=after,
+        wait=lambda failure, n: 0.0 if errors.missing_partition(failure)
+        else APPEND.delay(n))(next_attempt)
+
+
+# -- the loop every long-running service shares -------------------------------------------------
+
+async def keep_serving(
+    work: Callable[[], Awaitable[None]], what: str,
+    transient: tuple[type[BaseException], ...] = database.UNAVAILABLE,
+    fatal: tuple[type[BaseException], ...] = (),
+    give_up: Callable[[], bool] | None = None,
+) -> None:
+    """Run `work` until it returns or the caller's scope is cancelled; when it fails with
+    only `transient` errors (the database went away, a lock session was lost) and none of
+    them `fatal`, wait under SERVICE and run it again, unless `give_up()` says it has waited
+    long enough (then `StoreUnavailable`). Stopped by cancelling it; the work shields what
+    must finish."""
+    def passing(exc: BaseException) -> bool:
+        return database.only(exc, transient) and not (fatal and database.only(exc, fatal))
+
+    def lost(exc: BaseException, _: int) -> None:
+        log.warning("%s lost the database (%s); retrying", what, exc)
+
+    try:
+        await SERVICE.call(work, passing, on_retry=lost,
+                           stop=lambda exc: give_up is not None and give_up())
+    except Exception as exc:
+        if give_up is not None and passing(exc) and give_up():
+            raise errors.StoreUnavailable(
+                f"{what} gave up waiting for the database: {_first_line(exc)}") from exc
+        raise
+
+
+def _first_line(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

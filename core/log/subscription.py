@@ -2,10 +2,10 @@
 
 The subscription LISTENs on a dedicated connection *before* it catches up, then alternates
 "read everything behind the fence" and "wait for a notification or the poll timeout". A lost
-listener connection is re-opened with backoff while reads go on through the pool; after a
+listener connection is re-opened (retries.FOLLOW) while reads go on through the pool; after a
 reconnect it reads again from its position, so a notification lost in between costs at most a
-poll interval, never an event. Reads that fail because the server is gone are retried with
-backoff: a subscription outlives a database restart.
+poll interval, never an event. Reads that fail because the server is gone are retried
+(FOLLOW again): a subscription outlives a database restart.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
-from props.core.log import database
-from props.core.log.database import backoff
+from props.core.log import database, retries
 from props.core.log.events import DecodeFilter, RecordedEvent
 
 if TYPE_CHECKING:
@@ -101,79 +100,88 @@ class Subscription(anyio.AsyncContextManagerMixin):
         self._wake.set()
 
     async def _listen_forever(self) -> None:
-        started = False
-        failures = 0
+        """Hold a listener connection; while there is none, reads poll, and another is
+        opened under FOLLOW."""
+        while True:  # one connection a pass, from its first try to its loss
+            await retries.FOLLOW.call(self._listen, retries.of_kinds(*database.UNAVAILABLE),
+                                      on_retry=self._unheard)
+            await anyio.sleep(retries.FOLLOW.first)
+
+    def _unheard(self, exc: BaseException, _: int) -> None:
+        log.warning("subscription listener unavailable (%s); polling meanwhile", exc)
+
+    async def _listen(self) -> None:
+        """One listener connection, from its connect to its loss."""
         health_every = max(1.0, self.poll_interval * 5)
-        while True:
-            conn: asyncpg.Connection | None = None
-            try:
-                # Let a started connect finish (up to 10 s) even when cancelled: asyncpg
-                # reports a handshake cut in the middle as an error of the event loop.
-                with anyio.CancelScope(shield=True) as connecting:
-                    connecting.deadline = anyio.current_time() + 10
-                    conn = await database.connect(self.store.dsn)
-                if conn is None or connecting.cancelled_caught:
-                    raise TimeoutError("connecting the listener took over 10 s")
-                lost = anyio.Event()
-                conn.add_termination_listener(_setter(lost))
-                await conn.add_listener(CHANNEL, self._on_notify)
-                self.listener_pid = conn.get_server_pid()
-                self.listening = True
-                if started:
-                    self.reconnects += 1
-                    log.info("subscription listener reconnected (pid %s)", self.listener_pid)
-                failures = 0
-                self._wake.set()  # re-read: a notification may have been lost meanwhile
-                if not started:
-                    started = True
-                    self._first_attempt.set()
-                while not lost.is_set():
-                    with anyio.move_on_after(health_every):
-                        await lost.wait()
-                    if not lost.is_set():
-                        # A half-open socket never reports loss; a ping does.
-                        with anyio.fail_after(health_every):
-                            await conn.fetchval("SELECT 1")
-                log.warning("subscription listener connection lost; polling until it is back")
-            except database.UNAVAILABLE as exc:
-                log.warning("subscription listener unavailable (%s); polling meanwhile", exc)
-            finally:
-                self.listening = False
-                if conn is not None and not conn.is_closed():
-                    conn.terminate()
-            failures += 1
-            if not started:
-                started = True
-                self._first_attempt.set()
+        conn: asyncpg.Connection | None = None
+        try:
+            # Let a started connect finish (up to 10 s) even when cancelled: asyncpg
+            # reports a handshake cut in the middle as an error of the event loop.
+            with anyio.CancelScope(shield=True) as connecting:
+                connecting.deadline = anyio.current_time() + 10
+                conn = await database.connect(self.store.dsn)
+            if conn is None or connecting.cancelled_caught:
+                raise TimeoutError("connecting the listener took over 10 s")
+            lost = anyio.Event()
+            conn.add_termination_listener(_setter(lost))
+            await conn.add_listener(CHANNEL, self._on_notify)
+            self.listener_pid = conn.get_server_pid()
+            self.listening = True
+            if self._first_attempt.is_set():
+                self.reconnects += 1
+                log.info("subscription listener reconnected (pid %s)", self.listener_pid)
+            self._wake.set()  # re-read: a notification may have been lost meanwhile
+            self._first_attempt.set()
+            while not lost.is_set() and await self._alive(conn, lost, health_every):
+                pass
+            log.warning("subscription listener connection lost; polling until it is back")
+        finally:
+            self.listening = False
+            if conn is not None and not conn.is_closed():
+                conn.terminate()
+            self._first_attempt.set()
             self._wake.set()
-            await anyio.sleep(backoff(failures))
+
+    @staticmethod
+    async def _alive(conn: asyncpg.Connection, lost: anyio.Event, every: float) -> bool:
+        """Wait `every` seconds for a loss; then ask: a half-open socket never reports
+        loss, a ping does."""
+        with anyio.move_on_after(every):
+            await lost.wait()
+        if lost.is_set():
+            return False
+        try:
+            with anyio.fail_after(every):
+                await conn.fetchval("SELECT 1")
+        except database.UNAVAILABLE:
+            return False
+        return True
 
     # -- delivery ---------------------------------------------------------------------------
 
     async def _read(self) -> list[RecordedEvent]:
         """The next page behind the fence, on a connection kept for this subscription (a
         wake-up then costs one round trip, no pool hand-over)."""
-        failures = 0
-        while True:
-            try:
-                if self._reader is None:
-                    self._reader = await database.connect(self.store.dsn)
-                rows = await self.store.reader.page(
-                    self.position, self.category, self.batch_size, self._reader
-                )
-                return self.store.reader.decode(rows, self.decode)
-            except database.UNAVAILABLE as exc:
-                await self._drop_reader(broken=True)
-                failures += 1
-                log.warning("subscription read failed (%s); retrying", exc)
-                await anyio.sleep(backoff(failures))
+        async def attempt() -> list[RecordedEvent]:
+            if self._reader is None:
+                self._reader = await database.connect(self.store.dsn)
+            rows = await self.store.reader.page(
+                self.position, self.category, self.batch_size, self._reader
+            )
+            return self.store.reader.decode(rows, self.decode)
 
-    async def _drop_reader(self, *, broken: bool = False) -> None:
+        return await retries.FOLLOW.call(attempt, retries.of_kinds(*database.UNAVAILABLE),
+                                         on_retry=self._read_failed)
+
+    def _read_failed(self, exc: BaseException, _: int) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.is_closed():
+            reader.terminate()
+        log.warning("subscription read failed (%s); retrying", exc)
+
+    async def _drop_reader(self) -> None:
         reader, self._reader = self._reader, None
         if reader is None or reader.is_closed():
-            return
-        if broken:
-            reader.terminate()
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await reader.close()

@@ -33,7 +33,7 @@ import psycopg
 import pydantic
 
 from props.core.domain import catalog
-from props.core.log import database
+from props.core.log import retries
 from props.core.log.events import Event
 
 AGENT_EVENT_TYPES = ("prompt.composed", "llm.requested", "llm.responded", "phase.completed",
@@ -60,7 +60,6 @@ class CapReached(Exception):
 # again, for about ten seconds: both calls are idempotent (a report by its event id, a blob by
 # its hash), so a call that reached the server before the connection broke is not doubled
 # (it may count once more against the run's caps).
-_ATTEMPTS = 8
 
 
 class Agent:
@@ -75,21 +74,20 @@ class Agent:
         return psycopg.connect(self._dsn, autocommit=True, application_name="props-agent")
 
     def _call(self, sql: str, params: tuple[Any, ...]) -> Any:
-        """One function call's single value, across lost connections."""
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                if self._conn is None:
-                    self._conn = self._connect()
-                row = self._conn.execute(sql, params).fetchone()
-                return row[0] if row else None
-            except psycopg.OperationalError:
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-                if attempt == _ATTEMPTS:
-                    raise
-                time.sleep(database.backoff(attempt, first=0.1, cap=2.0))
-        raise AssertionError("unreachable")
+        """One function call's single value, across lost connections (AGENT_CALL)."""
+        def attempt() -> Any:
+            if self._conn is None:
+                self._conn = self._connect()
+            row = self._conn.execute(sql, params).fetchone()
+            return row[0] if row else None
+
+        def lost(_: BaseException, __: int) -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        return retries.AGENT_CALL.retrying_sync(
+            lambda exc: isinstance(exc, psycopg.OperationalError), on_retry=lost)(attempt)
 
     @classmethod
     def from_environment(cls) -> Agent:

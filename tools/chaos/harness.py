@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from props.core.log import database, embedded, errors
+from props.core.log import database, embedded, errors, retries
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
 from props.reactors import docker_runtime
@@ -164,29 +164,35 @@ class Chaos:
         killed, restarted or without its database is tried again (the other one first),
         always with the same idempotency key, so a request whose answer was lost becomes one
         run, not two."""
-        deadline = time.monotonic() + 120
-        attempt = 0
-        while True:
-            port = self.api_ports[(n + attempt) % len(self.api_ports)]
-            try:
-                answer = await client.post(
-                    f"http://127.0.0.1:{port}/api/runs/critic", json=body,
-                    headers={"Authorization": f"Bearer {self.api_token}",
-                             "Idempotency-Key": f"chaos-{n}"})
-                if answer.status_code == 202:
-                    run_id = uuid.UUID(answer.json()["run_ids"][0])
-                    self.api_answers.setdefault(n, set()).add(run_id)
-                    return run_id
-                if answer.status_code < 500:
-                    raise errors.PropsError(f"the API refused request {n}: "
-                                            f"{answer.status_code} {answer.text[:200]}")
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise errors.PropsError(f"no replica's API took request {n} within 120 s")
-            attempt += 1
+        tried = 0
+
+        async def attempt() -> uuid.UUID:
+            port = self.api_ports[(n + tried) % len(self.api_ports)]
+            answer = await client.post(
+                f"http://127.0.0.1:{port}/api/runs/critic", json=body,
+                headers={"Authorization": f"Bearer {self.api_token}",
+                         "Idempotency-Key": f"chaos-{n}"})
+            if answer.status_code >= 500:
+                raise _Unanswered(f"{answer.status_code} {answer.text[:200]}")
+            if answer.status_code != 202:
+                raise errors.PropsError(f"the API refused request {n}: "
+                                        f"{answer.status_code} {answer.text[:200]}")
+            run_id = uuid.UUID(answer.json()["run_ids"][0])
+            self.api_answers.setdefault(n, set()).add(run_id)
+            return run_id
+
+        def next_replica(_: BaseException, __: int) -> None:
+            nonlocal tried
+            tried += 1
             self.api_retries += 1
-            await anyio.sleep(0.2)
+
+        try:
+            return await retries.API_REQUEST.call(
+                attempt, retries.of_kinds(httpx.TransportError, _Unanswered),
+                on_retry=next_replica)
+        except (httpx.TransportError, _Unanswered) as exc:
+            raise errors.PropsError(f"no replica's API took request {n} within "
+                                    f"{retries.API_REQUEST.seconds:.0f} s: {exc}") from exc
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -276,7 +282,7 @@ class Chaos:
             return "NORUN: no dockerd process on this machine"
         await anyio.to_thread.run_sync(_restart_process, int(pids[0]),
                                        self.home / "dockerd.log")
-        await retry(_docker_answers, seconds=60)
+        await retry(_docker_answers)
         return "dockerd stopped and started"
 
     # -- watching -------------------------------------------------------------------------
@@ -339,16 +345,13 @@ def free_port() -> int:
         return port
 
 
-async def retry(op: Callable[[], Awaitable[T]], seconds: float = 60) -> T:
-    """The driver's own queries, through a database that may be restarting."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            return await op()
-        except Exception as exc:
-            if not database.only(exc, database.UNAVAILABLE) or time.monotonic() > deadline:
-                raise
-            await anyio.sleep(0.5)
+async def retry(op: Callable[[], Awaitable[T]]) -> T:
+    """The driver's own queries, through a database that may be restarting (DRIVER)."""
+    return await retries.DRIVER.call(op, retries.of_kinds(*database.UNAVAILABLE))
+
+
+class _Unanswered(Exception):
+    """A replica answered 5xx: it is restarting or without its database."""
 
 
 @asynccontextmanager

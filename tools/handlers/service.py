@@ -18,7 +18,7 @@ import orjson
 from props.core.domain import specimen_sync, tokens
 from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
-from props.core.log import database, errors, migrate
+from props.core.log import database, errors, migrate, retries
 from props.core.log.store import EventStore
 from props.reactors import host, launchers
 from props.reactors.run_environment import AgentEnvironment
@@ -76,7 +76,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                        "stopping: finishing the events in hand")
         # An embedded server that cannot start, or settings that are wrong, will not start
         # by waiting.
-        await database.keep_serving(
+        await retries.keep_serving(
             serve, "props serve",
             fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
             give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
