@@ -14,7 +14,7 @@ from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.service import Service
-from props.tools import samples
+from props.tools.bundled import samples
 
 SNAPSHOT = "csvtool/2025-09-03-00"
 

@@ -24,8 +24,8 @@ from props.core.domain import catalog, definitions, tokens
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.tools import service_config
 from props.tools.cli import build_parser
+from props.tools.command_line import service_config
 from tests.reactor_helpers import SNAPSHOT, eventually, sync_samples
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
@@ -329,7 +329,7 @@ def test_service_config_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 async def test_auto_migrate_and_specimens_at_start(empty_dsn: str, tmp_path: Path) -> None:
-    from props.tools.samples import samples_dir
+    from props.tools.bundled.samples import samples_dir
 
     async with props_serve(empty_dsn, tmp_path, "--only", "projections", "--auto-migrate",
                            "--sync-specimens", str(samples_dir())) as served:

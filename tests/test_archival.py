@@ -18,7 +18,7 @@ from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.projections import status as projection_status
-from props.tools.workload import Workload
+from props.tools.checks.workload import Workload
 
 SIZE = 100
 

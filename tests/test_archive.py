@@ -15,7 +15,7 @@ from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.tools.workload import Workload
+from props.tools.checks.workload import Workload
 
 EVERYTHING = exports.Selection()
 

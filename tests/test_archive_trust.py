@@ -24,7 +24,7 @@ from props.core.domain.store import open_store
 from props.core.log import migrate
 from props.core.log.store import EventStore
 from props.projections import engine, figures
-from props.tools.workload import Workload
+from props.tools.checks.workload import Workload
 from tests.test_archive import _lines, _rechained, _write
 
 EVERYTHING = exports.Selection()

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from props.tools.benchmarks.report import Check, Report
+from props.tools.checks.benchmarks.report import Check, Report
 from tests.conftest import once_per_ci
 
 CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (">=", 1.0),

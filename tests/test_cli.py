@@ -227,7 +227,7 @@ def test_invalid_specimens_write_nothing(dsn: str, tmp_path: Path) -> None:
 def test_projections_and_report(dsn: str) -> None:
     import anyio
 
-    from props.tools.workload import Workload
+    from props.tools.checks.workload import Workload
 
     async def load() -> None:
         async with open_store(dsn) as store:
@@ -268,7 +268,7 @@ def test_rescore_and_compare_commands(dsn: str) -> None:
     import anyio
 
     from props.projections import engine
-    from props.tools.workload import Workload
+    from props.tools.checks.workload import Workload
 
     async def load() -> None:
         async with open_store(dsn) as store:
@@ -361,6 +361,6 @@ def test_definitions_runs_and_reactors_commands(dsn: str, tmp_path: Path) -> Non
 
 
 def _samples() -> Path:
-    from props.tools import samples
+    from props.tools.bundled import samples
 
     return samples.samples_dir()

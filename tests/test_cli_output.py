@@ -14,7 +14,7 @@ import pytest
 from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.tools import run_log
+from props.tools.command_line import run_log
 from tests.reactor_helpers import SNAPSHOT
 from tests.test_cli import props
 

@@ -16,7 +16,7 @@ from props.core.domain import catalog, definitions, tokens
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
 from props.projections import engine
-from props.tools import render
+from props.tools.command_line import render
 from tests.reactor_helpers import SNAPSHOT, sync_samples
 from tests.test_api import props_serve
 from tests.test_cli import props

@@ -21,7 +21,7 @@ from props.reactors import local_runtime
 from props.reactors.agents import baseline_critic
 from props.reactors.containers import ContainerSpec
 from props.reactors.run_environment import AgentEnvironment, SecretRefused
-from props.tools import service_config
+from props.tools.command_line import service_config
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
 
 SERVICE_DSN = "postgresql://props_service:s3cret-service-password@/props?host=/tmp"

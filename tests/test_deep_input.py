@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 
 from props.core.log.store import EventStore
-from props.tools.api import app as api_app
-from props.tools.api import limits
+from props.tools.http import app as http_app
+from props.tools.http import limits
 
 DEEP = 100_000
 
@@ -24,7 +24,7 @@ def test_nesting_is_counted_without_parsing() -> None:
 
 
 async def test_a_deep_json_body_is_refused_before_any_route(store: EventStore) -> None:
-    app = api_app.create_app(store)
+    app = http_app.create_app(store)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://props") as client:
         deep = await client.post("/api/runs/critic", content=b"[" * DEEP + b"]" * DEEP,

@@ -1,8 +1,8 @@
 """A hostile critic runs beside honest ones: it breaches nothing, fails alone, and the service
 never stops (issue: agents cannot read the answer key, forge the record or stop the service).
 
-The hostile agent (props.tools.hostile_critic) logs in as every other role, reads every table of
-the answer key and the log, takes advisory locks and large objects, reports under the
+The hostile agent (props.tools.checks.hostile_critic) logs in as every other role, reads
+every table of the answer key and the log, takes advisory locks and large objects, reports under the
 launcher's ids and holds a transaction open with its timeouts SET away; then it reports an
 event the catalog refuses. Its own log line lists what worked: nothing may have.
 """
@@ -20,7 +20,7 @@ from props.core.log.store import EventStore
 from props.reactors import docker_runtime
 from props.reactors.containers import ContainerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from props.tools import hostile_critic
+from props.tools.checks import hostile_critic
 from tests.conftest import docker_or_skip, podman_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,
@@ -32,7 +32,7 @@ from tests.reactor_helpers import (
     sync_samples,
 )
 
-HOSTILE = "from props.tools.hostile_critic import main; main()"
+HOSTILE = "from props.tools.checks.hostile_critic import main; main()"
 SHADOWING = "shadow/2026-12-01-00"
 
 

@@ -25,7 +25,7 @@ from props.core.scoring import scorers
 from props.projections import engine
 from props.projections import runs as runs_projection
 from props.projections import status as projection_status
-from props.tools.workload import Workload
+from props.tools.checks.workload import Workload
 from tests.conftest import as_role
 
 Dump = dict[str, list[tuple[Any, ...]]]

@@ -38,7 +38,7 @@ async def test_readme_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     import asyncpg
 
     from props.projections import engine
-    from props.tools.workload import Workload
+    from props.tools.checks.workload import Workload
     from tests.conftest import as_role
 
     async with open_store(dsn) as store:

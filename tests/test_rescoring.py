@@ -13,7 +13,7 @@ from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, registration, rescoring, scorers, server_grading
 from props.projections import engine
-from props.tools.workload import Workload
+from props.tools.checks.workload import Workload
 
 V1, V2 = scorers.rule("overlap@1"), scorers.rule("overlap@2")
 ALL = rescoring.Selection(everything=True)

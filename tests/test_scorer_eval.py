@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from props.core.scoring import evaluation, scorers
-from props.tools.samples import cases_dir
+from props.tools.bundled.samples import cases_dir
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 

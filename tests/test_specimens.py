@@ -13,7 +13,7 @@ import pytest
 
 from props.core.domain import catalog, specimen_format, specimen_sync, specimens, streams
 from props.core.log.store import EventStore
-from props.tools.samples import samples_dir
+from props.tools.bundled.samples import samples_dir
 
 SAMPLE = "csvtool/2025-09-03-00"
 

@@ -29,8 +29,9 @@ from props.core.domain import definitions, tokens
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, rescoring, scorers
 from props.projections import engine
-from props.tools import cli, samples
-from props.tools.api.app import create_app
+from props.tools import cli
+from props.tools.bundled import samples
+from props.tools.http.app import create_app
 from tests.test_cli import props
 from tests.test_evaluations import LITE
 from tests.test_viewer import sign_in

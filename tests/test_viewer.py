@@ -20,7 +20,7 @@ import pytest
 
 from props.core.domain import tokens
 from props.core.log.store import EventStore
-from props.tools.api.app import create_app
+from props.tools.http.app import create_app
 from tests.viewer_helpers import viewed_run
 
 

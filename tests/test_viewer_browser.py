@@ -18,8 +18,8 @@ import pytest
 from props.core.domain import definitions, evaluations, tokens
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.tools.api import server
-from props.tools.api.app import create_app
+from props.tools.http import server
+from props.tools.http.app import create_app
 from tests.reactor_helpers import eventually, sync_samples
 from tests.viewer_helpers import viewed_run
 

@@ -142,17 +142,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = COMMANDS if command not in COMMANDS else {command: COMMANDS[command]}
     for module in dict.fromkeys(wanted.values()):  # each module once, in the listed order
-        found = importlib.import_module(f"props.tools.{module}")
+        found = importlib.import_module(f"props.tools.command_line.{module}")
         adder = getattr(found, "add_parsers", None) or found.add_parser
         adder(sub)
     return parser
 
 
 def handler_of(name: str) -> Handler | StoreHandler:
-    """The handler a parser names as "module:function": its module is imported only now,
-    once the arguments parsed (`props X --help` never loads what X does)."""
+    """The handler a parser names as "module:function" (a module of
+    props.tools.command_line.handlers): its module is imported only now, once the arguments
+    parsed (`props X --help` never loads what X does)."""
     module, _, function = name.partition(":")
-    found: Handler | StoreHandler = getattr(importlib.import_module(module), function)
+    found: Handler | StoreHandler = getattr(
+        importlib.import_module(f"props.tools.command_line.handlers.{module}"), function)
     return found
 
 

@@ -1,6 +1,6 @@
 """Scorers measured, not assumed: labelled grading cases, and how each scorer does on them.
 
-A case (a `[[case]]` of a TOML file in a cases folder; see tools/grading_cases/README.md) is
+A case (a `[[case]]` of a TOML file in a cases folder; see tools/bundled/grading_cases/README.md) is
 a ground-truth fragment, one run's issues, and the match a careful reviewer gives each issue,
 with a note why and whether location alone can decide it. A scorer's answer for an issue is
 what it counts: a find (a TP occurrence at full credit), a known decoy, or nothing (partial

@@ -1,4 +1,4 @@
--- An evaluation's scores (props.tools.handlers.evaluations), read from the analysts' tables.
+-- An evaluation's scores (props.tools.command_line.handlers.evaluations), read from the analysts' tables.
 
 -- case_scores --
 -- The scored runs $1 under the scorer $2@$3: what recall and precision sum.

@@ -1,4 +1,4 @@
--- Queries of the web viewer (props.tools.viewer) that no other reader shares.
+-- Queries of the web viewer (props.tools.http.viewer) that no other reader shares.
 
 -- choices --
 -- What the filters offer: every snapshot, file set name and registered scorer (small

@@ -1,0 +1,258 @@
+"""What must hold after chaos: every run once, no event lost or doubled, projections equal
+to a rebuild, no breach by the hostile critic, no orphan container; printed as a table."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import anyio
+import anyio.abc
+
+from props.core.domain import catalog, streams
+from props.projections import engine
+from props.projections import status as projection_status
+from props.reactors import docker_runtime
+from props.reactors.containers import LABEL
+from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.local_runtime import LocalRuntime
+from props.tools.checks import hostile_critic
+from props.tools.checks.chaos.harness import DOOMED, NOT_INJECTED, SPARE, Chaos, log_prefix, retry
+from props.tools.command_line.render import Console, Table
+
+console = Console(highlight=False, stderr=True)
+
+
+@dataclasses.dataclass
+class Invariant:
+    name: str
+    held: bool | None  # None: not checked (NORUN)
+    detail: str
+
+    @property
+    def verdict(self) -> str:
+        return "NORUN" if self.held is None else ("HELD" if self.held else "BROKEN")
+
+
+async def drain(chaos: Chaos, seconds: float) -> bool:
+    store = chaos.store
+    with anyio.move_on_after(seconds):
+        while True:
+            finished = await retry(lambda: store.sql.fetchval(
+                "SELECT count(DISTINCT stream_id) FROM props.events "
+                "WHERE type = 'run.finished' AND stream_id = ANY($1::text[])",
+                [streams.run(r) for r in chaos.requested]))
+            pending = await retry(lambda: store.sql.fetchval(
+                "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
+                "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
+            status = await retry(lambda: projection_status.of(store))
+            if finished == len(chaos.requested) and pending == 0 \
+                    and not any(s.lag_events for s in status) \
+                    and await _left_behind(chaos) == ([], 0):
+                return True  # (a container left by a launcher that lost its engine: the
+                # others' sweep removes it, so the drain waits for that too)
+            await anyio.sleep(0.5)
+    return False
+
+
+async def caught_up_watch(chaos: Chaos) -> None:
+    total = await retry(lambda: chaos.store.sql.fetchval("SELECT count(*) FROM props.events"))
+    with anyio.move_on_after(30):
+        while True:
+            if len(chaos.seen) >= total:
+                return
+            await anyio.sleep(0.1)
+
+
+async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
+    store = chaos.store
+    out = [Invariant("drained in time", drained, "every run finished, graded and projected"
+                     if drained else "work was left when the drain time ran out")]
+    finishes: dict[uuid.UUID, int] = {}
+    containers: dict[uuid.UUID, int] = {}
+    for run_id in chaos.requested:
+        types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
+        finishes[run_id] = types.count("run.finished")
+        containers[run_id] = types.count("container.started")
+    wrong = [r for r, n in finishes.items() if n != 1]
+    out.append(Invariant("every run in exactly one terminal state", not wrong,
+                         f"{len(chaos.requested)} runs; {len(wrong)} with "
+                         f"{sorted({finishes[r] for r in wrong}) or 'no'} finishes"))
+    requests = [r.type_name for run_ids in chaos.api_answers.values() for run_id in run_ids
+                for r in await store.read_stream(streams.run(run_id))
+                if r.type_name == "run.requested"]
+    split = [n for n, run_ids in chaos.api_answers.items() if len(run_ids) != 1]
+    out.append(Invariant(
+        "every API request is one run", bool(chaos.api_answers) and not split
+        and len(requests) == len(chaos.api_answers),
+        f"{len(chaos.api_answers)} requests over HTTP ({chaos.api_retries} retries after a "
+        f"refused or lost answer), {len(requests)} run.requested events, {len(split)} "
+        f"requests answered with two runs"))
+    doubled = [r for r, n in containers.items() if n > 1]
+    out.append(Invariant("no run with two containers", not doubled,
+                         f"{len(doubled)} run(s) started more than one container"))
+    ungraded = await store.sql.fetchval(
+        "SELECT count(*) FROM projections.reported_issues i "
+        "JOIN projections.agent_runs r USING (run_id) "
+        "JOIN projections.active_scorer s ON true "
+        "WHERE r.status IS NOT NULL AND r.finished_at IS NOT NULL AND NOT EXISTS ("
+        "  SELECT 1 FROM projections.grading_edges e WHERE e.critique_run_id = i.run_id "
+        "  AND e.critique_issue_id = i.issue_id AND e.scorer_name = s.name "
+        "  AND e.scorer_version = s.version)")
+    issues = await store.sql.fetchval("SELECT count(*) FROM projections.reported_issues")
+    out.append(Invariant("every finished run fully graded by the active scorer",
+                         ungraded == 0 and issues > 0,
+                         f"{issues} issues, {ungraded} without a grade"))
+    before = await projection_status.snapshot_rows(store)
+    await engine.rebuild(store)
+    after = await projection_status.snapshot_rows(store)
+    differ = [t for t in before if before[t] != after[t]]
+    out.append(Invariant("projections equal a clean rebuild", not differ,
+                         f"{sum(len(v) for v in after.values())} rows; differing: "
+                         f"{', '.join(differ) or 'none'}"))
+    total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+    once = len(chaos.seen) == len(set(chaos.seen)) == total
+    out.append(Invariant("the subscriber saw every event once", once,
+                         f"{len(chaos.seen)} delivered, {len(set(chaos.seen))} distinct, "
+                         f"{total} in the log"))
+    lost = []
+    for head, count, digest in chaos.prefixes:
+        if await log_prefix(store, head) != (count, digest):
+            lost.append(head)
+    out.append(Invariant("no event lost or changed", not lost,
+                         f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
+                         f"{len(lost)} differ"))
+    out.append(await _taken_over(chaos))
+    out.append(await _engine_gone(chaos))
+    out.append(await _hostile(chaos))
+    out.append(await _orphans(chaos))
+    out.append(Invariant("no service process died on its own", not chaos.crashes,
+                         "; ".join(c.splitlines()[0] for c in chaos.crashes) or
+                         "every exit was a fault's SIGKILL or the final SIGTERM"))
+    for crash in chaos.crashes:
+        console.print(crash, style="red")
+    for fault, why in NOT_INJECTED.items():
+        out.append(Invariant(f"survives {fault}", None, f"not injected: {why}"))
+    return out
+
+
+async def _taken_over(chaos: Chaos) -> Invariant:
+    """The spare launcher, killed for good, holds no unfinished run: each was taken over."""
+    if not any(kind == "kill-launcher" and not detail.startswith("NORUN")
+               for _, kind, detail in chaos.faults):
+        return Invariant("a dead launcher's runs taken over", None,
+                         "not injected: no kill-launcher fault in this run")
+    taken = lost = 0
+    left = []
+    for run_id in chaos.requested:
+        events = [r.event for r in await chaos.store.read_stream(streams.run(run_id))]
+        claims = [e for e in events if isinstance(e, catalog.RunClaimed)]
+        finished = [e for e in events if isinstance(e, catalog.RunFinished)]
+        if any(c.takes_over == SPARE for c in claims):
+            taken += 1
+            lost += any(f.failure is not None and f.failure.category == "launcher_lost"
+                        for f in finished)
+        elif claims and claims[-1].launcher == SPARE and not finished:
+            left.append(run_id)
+    return Invariant("a dead launcher's runs taken over", not left,
+                     f"{taken} run(s) taken over from launcher {SPARE} ({lost} failed as "
+                     f"launcher_lost: their containers ran on its own engine); "
+                     f"{len(left)} left unfinished")
+
+
+async def _engine_gone(chaos: Chaos) -> Invariant:
+    """The doomed launcher's Docker runs that had not exited when its engine went away all
+    fail as engine_unreachable; no other run does (local runs on that launcher included)."""
+    name = "an engine gone for good fails its runs only"
+    if chaos.gone_at is None:
+        return Invariant(name, None, "not injected: no engine-gone fault in this run "
+                                     "(or no Docker engine on a Unix socket)")
+    theirs, wrong = 0, []
+    for run_id in chaos.requested:
+        records = await chaos.store.read_stream(streams.run(run_id))
+        events = [r.event for r in records]
+        claims = [e for e in events if isinstance(e, catalog.RunClaimed)]
+        exited_before = any(isinstance(r.event, catalog.ContainerExited)
+                            and r.recorded_at < chaos.gone_at for r in records)
+        finish = next((e for e in events if isinstance(e, catalog.RunFinished)), None)
+        unreachable = finish is not None and finish.failure is not None \
+            and finish.failure.category == "engine_unreachable"
+        on_it = bool(claims) and claims[-1].launcher == DOOMED and not exited_before \
+            and isinstance(events[0], catalog.RunRequested) \
+            and events[0].definition == "chaos-docker"
+        theirs += on_it
+        if on_it != unreachable:
+            ended = "unfinished" if finish is None else \
+                finish.failure.category if finish.failure else finish.status
+            wrong.append(f"{str(run_id)[:8]} ({'on it' if on_it else 'elsewhere'}: {ended})")
+    return Invariant(name, not wrong,
+                     f"{theirs} Docker run(s) of launcher {DOOMED} in flight or claimed after "
+                     f"its engine went, each failed as engine_unreachable; wrong: "
+                     f"{', '.join(wrong[:5]) or 'none'}")
+
+
+async def _hostile(chaos: Chaos) -> Invariant:
+    """Each hostile run ended failed (never completed), and what it reported of its tries
+    (when it got that far: a fault may have killed it first) shows no breach."""
+    runs = await chaos.store.sql.fetch(
+        "SELECT r.stream_id FROM props.events r WHERE r.type = 'run.requested' "
+        "AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])",
+        [streams.run(r) for r in chaos.requested])
+    statuses: list[str] = []
+    breaches: list[str] = []
+    reported = 0
+    for row in runs:
+        for rec in await chaos.store.read_stream(row["stream_id"]):
+            if isinstance(rec.event, catalog.RunFinished):
+                statuses.append(rec.event.status)
+            elif isinstance(rec.event, catalog.ContainerExited) and rec.event.logs_sha256:
+                found = hostile_critic.report_in(
+                    await chaos.store.get_blob(rec.event.logs_sha256))
+                if found is not None:
+                    reported += 1
+                    breaches += found["breaches"]
+    held = bool(runs) and statuses.count("completed") == 0 and not breaches and reported > 0
+    return Invariant("hostile critics fail alone and breach nothing", held,
+                     f"{len(runs)} hostile run(s), ended {sorted(set(statuses))}; "
+                     f"{reported} reported their tries; breaches: "
+                     f"{', '.join(sorted(set(breaches))) or 'none'}")
+
+
+async def _left_behind(chaos: Chaos) -> tuple[list[str], int]:
+    """The containers (local and Docker) and agent roles of this run's runs that exist."""
+    ours = {str(r) for r in chaos.requested}
+    local = LocalRuntime(chaos.home / "runs" / "local-containers", trust_commands=True)
+    left = [n for n, v in (await local.names(LABEL)).items() if v in ours]
+    if await docker_runtime.reachable():
+        async with DockerRuntime.connect() as docker:
+            left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
+    roles = await retry(lambda: chaos.store.sql.fetchval(
+        "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
+        " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested)))
+    return left, int(roles)
+
+
+async def _orphans(chaos: Chaos) -> Invariant:
+    left, roles = await _left_behind(chaos)
+    detail = f"{len(left)} container(s), {roles} role(s) left behind"
+    for name in left[:3]:  # what their runs' logs say, for whoever reads the table
+        types = [r.type_name for r in await chaos.store.read_stream(
+            f"run-{name.removeprefix('props-run-')}")]
+        detail += f"; {name[10:18]}: {' > '.join(t.split('.')[-1] for t in types[-4:])}"
+    return Invariant("no orphan container or agent role", not left and roles == 0, detail)
+
+
+def print_invariants(chaos: Chaos, invariants: list[Invariant]) -> None:
+    out = Console(highlight=False)
+    faults = Table("at (s)", "fault", "what happened", title="faults injected")
+    for at, kind, detail in chaos.faults:
+        faults.add_row(f"{at:.1f}", kind, detail)
+    out.print(faults)
+    table = Table("invariant", "verdict", "detail", title="invariants")
+    for i in invariants:
+        table.add_row(i.name, i.verdict, i.detail)
+    out.print(table)
+    events = len(set(chaos.seen))
+    out.print(f"{len(chaos.requested)} runs, {events} events, {len(chaos.faults)} faults; "
+              + ("every invariant held" if all(i.held is not False for i in invariants)
+                 else "AN INVARIANT BROKE"))

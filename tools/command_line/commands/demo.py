@@ -1,0 +1,20 @@
+"""`props demo`: the whole pipeline on sample specimens (the run itself:
+props.tools.command_line.demo)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo", help="the whole pipeline, from nothing to a re-scored, exported evaluation",
+        description="Migrate the database (PROPS_DSN, or the embedded server); sync the "
+        "sample specimens; push the reference critic in two variants and ruff as a "
+        "baseline critic; run critic runs through the reactors in this process (Docker "
+        "when an engine answers, else local processes); grade them; print the report; "
+        "re-score under overlap@2 and compare; export the log and verify the file. Safe "
+        "to run again: it reuses what is there and says so.")
+    p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
+                   help="where the critics run (default: Docker if reachable, else local)")
+    p.set_defaults(handler="props.tools.command_line.demo:demo_cmd")

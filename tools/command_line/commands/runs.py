@@ -1,0 +1,127 @@
+"""`props definitions ...` and `props runs ...`: agent images, and critic runs on examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from props.core.domain import vocabulary
+from props.tools.command_line import arguments
+
+
+def add_parsers(sub: Any) -> None:
+    _definitions_parser(sub)
+    _runs_parser(sub)
+
+
+def _definitions_parser(sub: Any) -> None:
+    d = sub.add_parser("definitions", help="agent images (critics, graders): push, list",
+                       description="A definition is an agent image recorded by its digest. "
+                       "Runs name a definition and `latest`, a tag or a digest; the digest "
+                       "actually used is recorded on the run.")
+    cmds = d.add_subparsers(dest="definitions_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("push", help="record an image (or a local command) as a definition",
+                        description="Record IMAGE (already on the Docker engine) under NAME:TAG "
+                        "with the digest the engine reports, or with --local a command run "
+                        "on the host (its digest covers the command, the config and the "
+                        "module's source).")
+    p.add_argument("--type", choices=("critic", "grader"), required=True, dest="agent_type",
+                   help="what the agent does: review code, or grade reviews")
+    p.add_argument("--image", required=True, help="the image reference (or a label, --local)")
+    p.add_argument("--name", help="definition name (default: the image name)")
+    p.add_argument("--tag", default="latest", help="tag (default: latest)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="JSON or TOML given to the agent as its config")
+    p.add_argument("--local", action="store_true", help="a local command, not a Docker image")
+    p.add_argument("--host-python", action="store_true",
+                   help="mount the host's Python and props read-only into the container")
+    p.add_argument("--network", action="store_true", help="give runs network access")
+    p.add_argument("--memory-mb", type=int, default=512, help="memory limit (default 512)")
+    p.add_argument("--cpus", type=float, default=1.0, help="CPU limit (default 1)")
+    p.add_argument("--max-events", type=int, default=2000,
+                   help="cap on the events a run may report (default 2000)")
+    p.add_argument("command", nargs="*", help="the command to run (after --)")
+    p.set_defaults(handler="runs:push_cmd", connections=2)
+    p = cmds.add_parser("reference", help="push the bundled reference critic (or grader)",
+                        description="Push the deterministic reference critic (static checks "
+                        "of Python files, no network) as definition `reference`: a local "
+                        "command, or with --docker a small image made with `docker import`. "
+                        "With --grader, the reference grader (the tiered scorer in a "
+                        "container) as `reference-grader`, a local command.")
+    p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
+    p.add_argument("--grader", action="store_true", help="the reference grader instead")
+    p.set_defaults(handler="runs:reference_cmd", connections=2)
+    p = cmds.add_parser("baseline", help="push a static analyzer (ruff, bandit, pylint) as a "
+                        "critic", description="Push a well-known static analyzer as critic "
+                        "definition `baseline-TOOL`: the real tool (from `props[baselines]`) "
+                        "runs over the example's Python files and each finding becomes an "
+                        "issue (its rule id and message as rationale, its severity mapped). "
+                        "The tool's exact version and rules are in the definition's config "
+                        "and digest. A local command, or with --docker the reference image "
+                        "with the host's Python mounted.")
+    p.add_argument("tool", choices=("ruff", "bandit", "pylint"), help="which analyzer")
+    p.add_argument("--docker", action="store_true", help="run it in a Docker container")
+    p.set_defaults(handler="runs:baseline_cmd", connections=2)
+    p = cmds.add_parser("list", help="every definition pushed")
+    arguments.add_format(p)
+    p.set_defaults(handler="runs:list_definitions_cmd", connections=2)
+
+
+def _runs_parser(sub: Any) -> None:
+    r = sub.add_parser("runs", help="critic runs: request, list, show, cancel",
+                       description="A critic run is one definition on one example with one "
+                       "model, a timeout and a budget. `props serve` carries it out.")
+    cmds = r.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("request", help="request critic runs on an example")
+    p.add_argument("--definition", required=True, metavar="NAME[@REF]",
+                   help="definition name, optionally @tag or @sha256:... (default @latest)")
+    p.add_argument("--snapshot", required=True, help="snapshot slug, e.g. csvtool/2025-09-03-00")
+    p.add_argument("--file-set", metavar="NAME", help="review only this file set")
+    p.add_argument("--model", type=arguments.name,
+                   help="the model the critic uses (default: the definition's name: a "
+                   "baseline's tool and version are its model, as in an evaluation's plan)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds (default 600)")
+    p.add_argument("--budget", type=float, default=1.0, help="USD (default 1.0)")
+    p.add_argument("--count", type=arguments.positive_int, default=1,
+                   help="how many runs (default 1)")
+    p.set_defaults(handler="runs:request_cmd", connections=2)
+    p = cmds.add_parser("list", help="runs, their status, issues and scores",
+                        description="The newest runs first, as the projections have them "
+                        "(a run requested a moment ago shows once the projection runner of "
+                        "`props serve` or `props projections run` has folded it): each with "
+                        "the issues it reported and its recall and precision under the "
+                        "active scorer.")
+    p.add_argument("--status", choices=vocabulary.RUN_STATUSES, metavar="STATUS",
+                   help=f"only runs in this status: {', '.join(vocabulary.RUN_STATUSES)}")
+    p.add_argument("--model", type=arguments.name, help="only runs of this model")
+    p.add_argument("--definition", type=arguments.name,
+                   help="only runs of this critic definition")
+    p.add_argument("--snapshot", type=arguments.name, help="only runs on this snapshot")
+    p.add_argument("--limit", type=arguments.limit(10_000), default=50,
+                   help="at most this many runs, up to 10,000 (default 50)")
+    arguments.add_format(p)
+    p.set_defaults(handler="runs:list_runs_cmd", connections=2)
+    p = cmds.add_parser("show", help="a run's timeline, from the log",
+                        description="Every event of the run in order, from the log (so a run "
+                        "the projections have not caught up with shows too).")
+    _run_id(p)
+    arguments.add_format(p)
+    p.set_defaults(handler="runs:show_cmd", connections=2)
+    p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
+    _run_id(p)
+    p.set_defaults(handler="runs:cancel_cmd", connections=2)
+    p = cmds.add_parser("hold", help="keep a run's events hot (props archive skips them)",
+                        description="A retention hold: every partition holding an event of "
+                        "the run stays in the table until the hold is released.")
+    _run_id(p)
+    p.add_argument("--reason", required=True, help="why, for whoever reads the archive's "
+                   "output")
+    p.set_defaults(handler="runs:hold_cmd", connections=2)
+    p = cmds.add_parser("release", help="release a run's retention hold")
+    _run_id(p)
+    p.set_defaults(handler="runs:release_cmd", connections=2)
+
+
+def _run_id(p: Any) -> None:
+    p.add_argument("run_id", type=arguments.run_ref,
+                   help="the run's id, or a unique prefix of it (tables show 8 digits)")

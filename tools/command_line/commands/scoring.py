@@ -1,0 +1,70 @@
+"""`props scorers ...`, `props rescore`, `props compare`: grade history again, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from datetime import datetime
+from typing import Any
+
+from props.tools.command_line import arguments
+from props.tools.command_line.commands import scorer_eval
+
+
+def add_parsers(sub: Any) -> None:
+    sc = sub.add_parser("scorers", help="registered scorers; register or activate one",
+                        description="Scorers are named and versioned (NAME@VERSION). Each "
+                        "registration is an event with the scorer's code hash; the active "
+                        "scorer (also an event) is the one grading_pending follows.")
+    cmds = sc.add_subparsers(dest="scorers_command", metavar="ACTION", required=True)
+    p = cmds.add_parser("list", help="scorers this props knows, and their registration",
+                        description="Every scorer this props can run, its code hash, and "
+                        "whether the log has it registered and active.")
+    arguments.add_format(p)
+    p.set_defaults(handler="scoring:list_cmd", connections=2)
+    scorer_eval.add_parser(cmds)
+    for name, text in (("register", "record a scorer's registration in the log"),
+                       ("activate", "make a scorer the active one (registers it if needed)")):
+        p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
+        p.set_defaults(handler=f"scoring:{name}_cmd", connections=2)
+
+    p = sub.add_parser(
+        "rescore", help="grade recorded runs again under a scorer version",
+        description="Grade the selected runs again from what was recorded (their issues, the "
+        "ground truth in the log), without running any agent. Grades go to the scorer "
+        "version's own streams; other versions' grades are never touched. Running it again "
+        "appends nothing; after a crash, run it again to finish. Runs and issues are read "
+        "from the projections: keep `props projections run` going (or rebuild) first. "
+        "Overlap scorers grade on the database server, other scorers in Python.")
+    p.add_argument("--scorer", required=True, help="NAME@VERSION, e.g. overlap@2")
+    _selectors(p)
+    p.add_argument("--ground-truth", choices=["at-run", "latest"], default="at-run",
+                   help="the snapshot version current when each run was requested "
+                   "(default), or the latest")
+    p.add_argument("--dry-run", action="store_true", help="grade and report, write nothing")
+    p.set_defaults(handler="scoring:rescore_cmd", connections=3)
+
+    p = sub.add_parser(
+        "compare", help="compare two scorers run by run",
+        description="Put every selected run in exactly one bucket (unchanged, changed with its "
+        "deltas and changed issues, or unscorable with the reason) and show recall and "
+        "precision per model and definition under A and B. Reads projections: run "
+        "`props projections run` (or rebuild) after a rescore. Exit 0 only when every run is "
+        "accounted for.")
+    p.add_argument("a", help="scorer A, NAME@VERSION")
+    p.add_argument("b", help="scorer B, NAME@VERSION")
+    _selectors(p)
+    arguments.add_format(p)
+    p.set_defaults(handler="scoring:compare_cmd", connections=2)
+
+
+def _selectors(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", action="append", type=uuid.UUID, metavar="RUN_ID",
+                   help="a run id (repeatable)")
+    p.add_argument("--since", type=datetime.fromisoformat, help="requested at or after (ISO)")
+    p.add_argument("--until", type=datetime.fromisoformat, help="requested before (ISO)")
+    p.add_argument("--model", help="only runs of this model")
+    p.add_argument("--definition", help="only runs of this critic definition")
+    p.add_argument("--snapshot", help="PROJECT/YYYY-MM-DD-NN")
+    p.add_argument("--all", action="store_true", help="every recorded critic run")

@@ -1,0 +1,150 @@
+"""The analysts' figures as the terminal shows them: the report's table and notes, and the
+comparison of two scorers. `props report`, `props compare` and the demo print these."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from props.core.scoring import comparison, intervals, rescoring
+from props.tools.command_line.render import Column, Console, print_table
+
+
+def percent(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def with_interval(g: Mapping[str, Any], measure: str) -> str:
+    """`measure` of row `g` with its interval (`measure_low`, `measure_high`)."""
+    return f"{percent(g[measure])} [{percent(g[f'{measure}_low'])}, " \
+        f"{percent(g[f'{measure}_high'])}]"
+
+
+# The report's columns. Below the width they need (an 80-column terminal, a pipe) the
+# optional ones are left out and named under the table, as gh does, rather than every cell
+# cut to `refer…`; `--wide` shows them all.
+def _count(key: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda r: str(int(r[key] or 0))
+
+
+_COLUMNS = [
+    Column("model", "model"),
+    Column("definition", "definition"),
+    Column("scorer", "scorer"),
+    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall")),
+    Column("precision", "precision [interval]",
+           shows=lambda r: with_interval(r, "precision")),
+    Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
+           optional=True),
+    Column("recall_graded", "graded recall", percent, optional=True),
+    Column("partial", "partial", shows=_count("partial"), optional=True),
+    Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
+    Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
+    Column("mean_run_recall", "run recall mean ± sd", optional=True, shows=lambda r:
+           f"{percent(r['mean_run_recall'])} ± {percent(r['stddev_run_recall'])}"),
+]
+
+
+def critic_columns(rows: Sequence[Mapping[str, Any]]) -> list[Column]:
+    """The model and the definition, or one column where every row's are the same (a
+    baseline's tool is its model)."""
+    if rows and all(r["model"] == r["definition"] for r in rows):
+        return [Column("definition", "model = definition")]
+    return [Column("model", "model"), Column("definition", "definition")]
+
+
+def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
+                wide: bool = False) -> None:
+    console = Console()
+    print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
+    if scope := notes.get("scope"):
+        console.print(Text("only the runs of " + ", ".join(
+            f"{k} {v}" for k, v in scope.items())))
+    console.print(Text(f"intervals: {notes['interval_method']}"))
+    console.print(Text(
+        f"as of log point {notes['as_of']} (`props report --as-of {notes['as_of']}` gives "
+        "this report again)" if notes["as_of"] else
+        "the projections stand at different points of the log: run `props projections "
+        "run` (or rebuild) before quoting these figures"))
+    under = notes["states_scorer"] or "no scorer (none is active)"
+    console.print(Text(
+        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
+        f"{notes['scored']}; excluded (run.excluded): {notes['excluded']}; without a finish "
+        f"event (missing evidence): "
+        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
+        f"completed with no issue reported (in the figures, found nothing): "
+        f"{notes['no_issues']}; with "
+        f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
+        f"that is not recorded (unscorable): {notes['unscorable']}; touched by an event some "
+        f"consumer parked (its figures may be partial; `props projections status` and "
+        f"`props reactors status` name it): {notes['parked']}"))
+    if notes["adjudicated_issues"]:
+        console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
+                           f"a person's verdict (props review)"))
+    if notes["imported_runs"]:
+        signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
+                            if k.startswith("imported_by_"))
+        console.print(
+            f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
+            + ("left out of the figures above" if notes["imported_excluded"] else
+               "included above (--exclude-imported leaves them out)"))
+
+
+def _delta(g: Mapping[str, Any], measure: str) -> str:
+    mark = "*" if g.get(f"{measure}_significant") else ""
+    low, high = g.get(f"{measure}_delta_low"), g.get(f"{measure}_delta_high")
+    shown = f" [{percent(low)}, {percent(high)}]" if low is not None else ""
+    return f"{percent(g[f'{measure}_delta'])}{mark}{shown}"
+
+
+CHANGED_SHOWN = 20  # runs graded differently that the table lists
+
+
+def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
+    console = Console()
+    print_table(console, [
+        *critic_columns(c.groups),
+        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
+               short="recall A"),
+        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
+               short="recall B"),
+        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR"),
+        Column("precision_a", f"precision {c.a}", percent,
+               short="prec. A"),
+        Column("precision_b", f"precision {c.b}", percent,
+               short="prec. B"),
+        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
+               short="ΔP"),
+        ], c.groups, wide=wide)
+    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
+                  f"examples, * where the interval excludes 0")
+    if c.changed:
+        shown = c.changed[:CHANGED_SHOWN]
+        print_table(console, [
+            Column("run_id", "run", lambda r: str(r)[:8]),
+            *critic_columns([dataclasses.asdict(d) for d in shown]),
+            *(Column(f"{m}_{side}", f"{m} {ref}", percent, justify="right",
+                     short=f"{m[0].upper()} {side.upper()}")
+              for m in ("recall", "precision") for side, ref in (("a", c.a), ("b", c.b))),
+            Column("changed_issues", "issues graded differently", lambda ids: " ".join(ids),
+                   prose=True, short="issues")],
+            [dataclasses.asdict(d) for d in shown], wide=wide,
+            title=f"runs graded differently ({len(c.changed)}"
+                  + (f"; the first {CHANGED_SHOWN}: --format csv lists every one)"
+                     if len(c.changed) > CHANGED_SHOWN else ")"))
+    reasons: dict[str, int] = {}
+    for reason in c.unscorable.values():
+        kind = rescoring.reason_kind(reason)
+        reasons[kind] = reasons.get(kind, 0) + 1
+    console.print(
+        f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
+        f"changed + {len(c.unscorable)} unscorable"
+        + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
+    agree = c.agreement
+    if agree is not None and agree.issues:
+        kappa = "-" if agree.kappa is None else f"{agree.kappa:.3f}"
+        console.print(f"agreement on {agree.issues} issue(s): {agree.agreed} the same "
+                      f"({agree.percent:.1f}%), Cohen's kappa {kappa}")

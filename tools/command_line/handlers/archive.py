@@ -1,0 +1,121 @@
+"""What `props archive` does: the handlers that the parsers of
+`props.tools.command_line.commands.archive` name."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import anyio.to_thread
+from rich.progress import Progress, TextColumn
+
+from props.core.domain import archival, evaluations, exports, imports, signing
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.tools.command_line import progress, render
+from props.tools.command_line.handlers import keys as key_handlers
+from props.tools.command_line.render import Column, Console
+
+console = Console(highlight=False)
+
+
+
+
+async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    ids = prefixes = None
+    if args.evaluation is not None:
+        ids, prefixes = await evaluations.export_streams(store, args.evaluation)
+    selection = exports.Selection(
+        after_position=max(0, args.from_position - 1), to_position=args.to_position,
+        since=args.since, until=args.until,
+        categories=tuple(args.category) if args.category else None,
+        exclude_categories=tuple(args.exclude_category) if args.exclude_category else None,
+        evaluation=args.evaluation, stream_ids=ids, stream_prefixes=prefixes)
+    key = None if args.sign is None else signing.load_private(
+        args.sign, key_handlers.keys_dir(None))
+    if not args.output.parent.is_dir():
+        raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
+                                        f"{args.output.parent}")
+    # (an evaluation's streams are a part of the log nobody counted: a count, not a bar)
+    total = None if ids is not None else await store.sql.fetchval(
+        "SELECT count(*) FROM props.events WHERE global_position > $1",
+        selection.after_position)
+    with progress.counting_events("exporting", total) as advance:
+        report = await exports.export(store, selection, args.output, progress=advance,
+                                      sign_with=key)
+    console.print(f"exported {report.events:,} event(s) and {report.blobs:,} blob(s) to "
+                  f"{args.output} ({report.bytes_out:,} bytes, from {report.bytes_in:,} bytes "
+                  f"of event JSON)")
+    return 0
+
+
+async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    # As the owner: an archive file of this database restores its partition, which only the
+    # owner's function may do.
+    with progress.counting_events("importing") as advance:
+        report = await imports.import_archive(
+            store, args.file, progress=advance,
+            trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
+    if report.restored:
+        console.print(f"verified {report.events:,} event(s); restored the archived partition "
+                      f"{report.restored}: {report.imported:,} event(s) back at their "
+                      f"original positions")
+        return 0
+    console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
+                  f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
+    console.print(f"signed by: {report.signer or 'nobody (unsigned)'}")
+    return 0
+
+
+def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:
+    if directory is None:
+        return None
+    keys = signing.public_keys(directory)
+    if not keys:
+        raise errors.ConfigurationError(f"{directory} holds no public key (*.pub): no file "
+                                        f"could be trusted")
+    return keys
+
+
+async def archive_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    # As the owner: detaching and dropping partitions is the owner's, never the service's.
+    if args.status:
+        rows = [{**r, "positions": f"{r['from_position']}-{r['to_position'] - 1}", "events":
+                 r["hot_events"] if r["state"] == "hot" else r["events"]}
+                for r in await archival.partitions(store)]
+        render.emit(args, rows, [
+            Column("name", "partition"), Column("positions", "positions"),
+            Column("state", "state"), Column("events", "events", justify="right"),
+            Column("archive_file", "archive file", optional=True)],
+            empty="no partitions")
+        return 0
+    if args.before is None or args.output is None:
+        raise errors.PropsError("give --before POS and -o DIR (or --status)")
+    with Progress(TextColumn("archiving {task.description}", markup=False),
+                  console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("", total=None)
+        report = await archival.archive_before(
+            store, args.before, args.output,
+            progress=lambda name: bar.update(task, description=name))
+    for done in report.archived:
+        console.print(f"archived {done.partition} (positions {done.from_position}-"
+                      f"{done.to_position - 1}): {done.events:,} event(s) -> {done.file}")
+    for kept in report.kept:
+        console.print(f"kept {kept.partition} (positions {kept.from_position}-"
+                      f"{kept.to_position - 1}): {kept.why}")
+    if report.stopped:
+        console.print(report.stopped)
+    if not (report.archived or report.kept or report.stopped):
+        console.print(f"no hot partition ends at or before position {args.before}")
+    return 0
+
+
+async def verify_cmd(args: argparse.Namespace) -> int:
+    verified = await anyio.to_thread.run_sync(
+        lambda: exports.verify(args.file, allow_unknown=args.allow_unknown))
+    signer = signing.signer(verified.manifest, _trusted(args.trusted_keys))
+    console.print(f"{args.file}: intact: {verified.events:,} event(s), {verified.blobs:,} "
+                  f"blob(s), chain {verified.manifest['chain'][:16]}, signed by "
+                  f"{signer or 'nobody (unsigned)'}")
+    return 0

@@ -1,0 +1,214 @@
+"""What `props eval` does: the handlers that the parsers of
+`props.tools.command_line.commands.evaluations` name. `run` drives an evaluation to its end
+(props.reactors.evaluation_driver), printing a line as the cases move, and ends with the
+evaluation's report, which `show` prints again."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from functools import partial
+
+import orjson
+
+from props.core.domain import catalog, evaluations, streams
+from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import intervals, registration
+from props.projections import evaluation_scores
+from props.reactors import evaluation_driver as driver
+from props.reactors.service import container_runtimes
+from props.tools.command_line import render
+from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
+from props.tools.command_line.figure_tables import critic_columns, percent, with_interval
+from props.tools.command_line.render import Column, Console, print_table
+
+console = Console()
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
+                  outcome: str, fmt: str, wide: bool = False) -> int:
+    scorer = await registration.active_scorer(store)
+    scores = evaluation_scores.critic_rows(  # (as the analysts' tables hold them)
+        await evaluation_scores.scored(store, states, scorer))
+    complete = all(s.state in driver.DONE for s in states)
+    open_cases = [s for s in states if s.state not in driver.DONE]
+    if fmt == "json":
+        print(orjson.dumps({
+            "name": ev.name, "version": ev.version, "outcome": outcome, "complete": complete,
+            "scorer": scorer, "interval": intervals.METHOD,
+            "counts": dict(Counter(s.state for s in states)),
+            "cost_usd": sum(s.cost_usd for s in states), "critics": scores,
+            "cases": [evaluations.case_json(s) for s in states]}).decode())
+        return 0 if complete else EXIT_INCOMPLETE
+    console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
+    if scores:
+        print_table(console, [
+            *critic_columns(scores), Column("cases", "cases", justify="right"),
+            Column("scored", "scored", justify="right"),
+            *(Column(m, f"{m} [interval]", shows=partial(with_interval, measure=m))
+              for m in ("recall", "precision"))],
+            scores, wide=wide)
+        console.print(f"intervals: {intervals.METHOD}")
+    listed = states if len(states) <= CASES_LISTED else open_cases
+    if listed:
+        print_table(console, [
+            Column("state", "state"), Column("definition", "definition"),
+            Column("model", "model"), Column("snapshot", "snapshot"),
+            Column("epoch", "epoch", optional=True), Column("run", "run"),
+            Column("why", "why", prose=True)], [
+            {"state": s.state, "definition": s.case.definition, "model": s.case.model,
+             "snapshot": s.case.snapshot, "epoch": s.case.epoch,
+             "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
+            for s in listed], wide=wide,
+            title="cases" if listed is states else
+            f"cases without a result ({len(states) - len(open_cases)} with one are not "
+            f"listed: --format json lists every case)")
+    console.print(f"{ev.name}: {'complete' if complete else outcome.replace('_', ' ')}: "
+                  + ", ".join(f"{n} {k}" for k, n in sorted(Counter(
+                      s.state for s in states).items())))
+    return 0 if complete else EXIT_INCOMPLETE
+
+
+CASES_LISTED = 50  # up to this many cases, the report lists them all (else the open ones)
+
+
+def _why(s: CaseState) -> str:
+    if s.failure is not None:
+        code = f", exit {s.failure.exit_code}" if s.failure.exit_code is not None else ""
+        return f"{s.failure.phase}: {s.failure.category}{code}"
+    return {"missing": "no result: broken, never dropped", "waiting": "not requested yet",
+            "running": "in flight"}.get(s.state, s.reason or "")
+
+
+# -- the commands -------------------------------------------------------------------------------
+
+
+def _progress(args: argparse.Namespace) -> Console:
+    """Where a command's running account goes: stdout, but stderr when stdout is one JSON
+    document for a program."""
+    return Console(stderr=True) if args.format == "json" else console
+
+
+async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    plan = evaluations.load_plan(args.plan)
+    cases = await evaluations.resolve(store, plan)
+    ev, resumed = await evaluations.start(store, plan, cases, new_version=args.new_version)
+    say = _progress(args)
+    say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
+                  f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
+    if args.detach:
+        await driver.request_detached(store, ev)
+        say.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
+                      f"follows them (`props eval show {ev.name}`: where they stand now)")
+        return 0
+    stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
+    async with container_runtimes(args.runtime) as runtimes:
+        driven = await driver.serve_until_done(
+            store, ev, runtimes, stops, lambda line: say.print(line))
+    return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
+
+
+async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    ev = await evaluations.recorded(store, args.name)
+    ended = any(isinstance(r.event, catalog.EvaluationEnded) and r.event.version == ev.version
+                for r in await store.read_stream(streams.evaluation(ev.name)))
+    states = await driver.case_states(store, ev, await registration.active_scorer(store),
+                                      stopped=ended)
+    outcome = "complete" if all(s.state in driver.DONE for s in states) else "incomplete"
+    return await _report(store, ev, states, outcome, args.format, args.wide)
+
+
+async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    ev = await evaluations.recorded(store, args.name)
+    await driver.watch(store, ev, lambda line: _progress(args).print(line), args.wait)
+    return await show_cmd(args, store)
+
+
+async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    scorer = await registration.active_scorer(store)
+    rows = []
+    for name in await evaluations.names(store):
+        ev = await evaluations.recorded(store, name)
+        n = Counter(s.state for s in await driver.case_states(store, ev, scorer))
+        rows.append({"name": name, "version": ev.version, "cases": len(ev.cases),
+                     "scored": n["scored"], "failed": n["failed"],
+                     "open": len(ev.cases) - n["scored"] - n["failed"] - n["excluded"]})
+    render.emit(args, rows, [
+        Column("name", "evaluation"), Column("version", "version", justify="right"),
+        *(Column(k, k, justify="right") for k in ("cases", "scored", "failed", "open"))],
+        empty="no evaluations yet: props eval run PLAN.toml")
+    return 0
+
+
+# -- comparing two critics ------------------------------------------------------------------
+
+
+async def _side(store: EventStore, spec: str, scorer: str | None,
+                ) -> tuple[str, evaluation_scores.Scored, str | None]:
+    """EVAL or EVAL:DEFINITION: the evaluation's scored sums, and the definition named."""
+    name, _, definition = spec.partition(":")
+    ev = await evaluations.recorded(store, name)
+    found = await evaluation_scores.scored(store, await driver.case_states(store, ev, scorer),
+                                           scorer)
+    if definition and not any(d == definition for d, _m in found.sums):
+        raise errors.NotFound(f"evaluation {name} has no critic {definition}; its critics: "
+                              + ", ".join(sorted({d for d, _m in found.sums})))
+    return name, found, definition or None
+
+
+def _pairs(a: evaluation_scores.Scored, a_def: str | None, b: evaluation_scores.Scored,
+           b_def: str | None) -> list[tuple[evaluation_scores.Critic, evaluation_scores.Critic]]:
+    """Which critic of A meets which of B: the two named, else each critic both have."""
+    if (a_def is None) != (b_def is None):
+        raise errors.PropsError("name a critic on both sides (EVAL:DEFINITION) or on neither")
+    if a_def is None:
+        return [(c, c) for c in sorted(set(a.sums) & set(b.sums))]
+    a_critics = [c for c in a.sums if c[0] == a_def]
+    b_critics = [c for c in b.sums if c[0] == b_def]
+    if len(a_critics) != 1 or len(b_critics) != 1:
+        raise errors.PropsError(f"{a_def} or {b_def} is several critics (one per model): "
+                                f"compare the evaluations whole")
+    return [(a_critics[0], b_critics[0])]
+
+
+async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    scorer = await registration.active_scorer(store)
+    a_name, a, a_def = await _side(store, args.a, scorer)
+    b_name, b, b_def = await _side(store, args.b, scorer)
+    rows = []
+    for ca, cb in _pairs(a, a_def, b, b_def):
+        rows.append({"a": {"evaluation": a_name, "definition": ca[0], "model": ca[1]},
+                     "b": {"evaluation": b_name, "definition": cb[0], "model": cb[1]},
+                     **evaluation_scores.paired(a.sums[ca], b.sums[cb])})
+    if args.format == "json":
+        print(orjson.dumps({"a": args.a, "b": args.b, "scorer": scorer,
+                            "interval": intervals.METHOD, "pairs": rows}).decode())
+        return 0 if rows else 1
+    if not rows:
+        console.print(f"{args.a} and {args.b} share no critic: name one on each side "
+                      f"(EVAL:DEFINITION)")
+        return 1
+    console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
+    print_table(console, [
+        Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("a_model", "model A", shows=lambda r: r["a"]["model"]),
+        Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
+        Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
+        Column("examples", "examples", optional=True),
+        *(column for m in ("recall", "precision") for column in (
+            Column(f"{m}_a", f"{m} A", percent, short=f"{m[0].upper()} A"),
+            Column(f"{m}_b", f"{m} B", percent, short=f"{m[0].upper()} B"),
+            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}")))], [
+        {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
+                                                 if r["only_a"] or r["only_b"] else ""),
+         **{f"{m}_delta": with_interval(r, f"{m}_delta")
+            + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
+        for r in rows], wide=args.wide)
+    console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
+                  "examples only one side scored are counted, not paired")
+    return 0

@@ -1,0 +1,302 @@
+"""What `props runs` does: the handlers that the parsers of
+`props.tools.command_line.commands.runs` name."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tomllib
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import pydantic
+from rich.text import Text
+
+from props.core.domain import baselines, catalog, definitions, run_requests, streams
+from props.core.log import errors
+from props.core.log.events import describe_validation_error, details
+from props.core.log.store import EventStore
+from props.core.scoring import registration
+from props.projections import run_pages, run_view
+from props.projections import status as projection_status
+from props.projections.runs import RUNS
+from props.tools.command_line import arguments, render
+from props.tools.command_line.figure_tables import critic_columns, percent
+from props.tools.command_line.render import Column, Console, print_table
+
+T = TypeVar("T")
+
+
+out = Console(highlight=False)
+
+
+def _config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError, RecursionError) as exc:
+        raise errors.ConfigurationError(f"cannot read the config {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise errors.ConfigurationError(f"the config {path} must be an object")
+    return data
+
+
+async def image_digest(image: str) -> str:
+    import aiodocker  # only commands that talk to Docker pay for its import (0.2 s)
+
+    from props.reactors import docker_runtime
+
+    async with docker_runtime.DockerRuntime.connect() as rt:
+        try:
+            info = await rt.docker.images.inspect(image)
+        except aiodocker.DockerError as exc:
+            raise errors.PropsError(f"image {image} is not on the Docker engine ({exc.message})"
+                                    f": build or pull it first") from exc
+    return str(info["Id"])
+
+
+async def push_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    config = _config(args.config)
+    command = list(args.command)
+    if args.local and not command:
+        raise errors.PropsError("a --local definition needs its command (after --)")
+    digest = definitions.local_digest(command, config) if args.local \
+        else await image_digest(args.image)
+    try:
+        definition = catalog.DefinitionPushed(
+            agent_type=args.agent_type, name=args.name or args.image.split(":")[0],
+            tag=args.tag, digest=digest, runtime="local" if args.local else "docker",
+            image=args.image, command=command, config=config, host_python=args.host_python,
+            limits=catalog.AgentLimits(network=args.network, cpus=args.cpus,
+                                       memory_mb=args.memory_mb, max_events=args.max_events))
+    except pydantic.ValidationError as exc:
+        raise errors.InvalidEvent(describe_validation_error("definition.pushed", exc)) from exc
+    new = await definitions.push(store, definition)
+    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} = {digest}"
+              + ("" if new else " (already recorded)"))
+    return 0
+
+
+async def reference_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.grader:
+        definition = definitions.reference_local("grader")
+    elif args.docker:
+        from props.reactors import docker_runtime
+
+        async with docker_runtime.DockerRuntime.connect() as rt:
+            definition = await docker_runtime.build_reference_image(rt)
+    else:
+        definition = definitions.reference_local()
+    new = await definitions.push(store, definition)
+    _say_pushed(definition, new)
+    return 0
+
+
+async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.docker:
+        from props.reactors import docker_runtime
+
+        async with docker_runtime.DockerRuntime.connect() as rt:
+            definition = await docker_runtime.build_baseline_image(rt, args.tool)
+    else:
+        definition = baselines.local(args.tool)
+    new = await definitions.push(store, definition)
+    _say_pushed(definition, new)
+    return 0
+
+
+def _say_pushed(definition: catalog.DefinitionPushed, new: bool) -> None:
+    out.print(f"{definition.agent_type} {definition.name}:{definition.tag} "
+              f"({definition.runtime}) = "
+              f"{definition.digest}" + ("" if new else " (already recorded)"))
+
+
+async def list_definitions_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    rows = [{"type": agent_type, "name": d.name, "tag": d.tag, "runtime": d.runtime,
+             "digest": d.digest, "image": d.image or " ".join(d.command)}
+            for agent_type in ("critic", "grader")
+            for d in await definitions.all_pushed(store, agent_type)]
+    render.emit(args, rows, [
+        Column("type", "type"), Column("name", "name"), Column("tag", "tag"),
+        Column("runtime", "runtime"), Column("digest", "digest", lambda d: str(d)[:19]),
+        Column("image", "image / command", optional=True)],
+        empty="no definitions pushed: `props definitions reference` pushes one")
+    return 0
+
+
+async def request_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    name, _, ref = args.definition.partition("@")
+    done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
+        definition=name, ref=ref or "latest", snapshot=args.snapshot,
+        file_set=args.file_set, model=args.model or name, timeout_seconds=args.timeout,
+        budget_usd=args.budget, count=args.count, requested_by="props runs request"))
+    from props.reactors import host  # (it imports the Docker client: 0.15 s)
+
+    launching = await host.serving(store, "launcher")
+    for run_id in done.run_ids:
+        out.print(f"requested run {run_id}")
+    # The request is an event: nothing runs until a launcher takes it up.
+    out.print("a launcher is running: it takes the runs up now (`props runs list` follows "
+              "them)" if launching else "no launcher is running on this database: nothing "
+              "happens until `props serve` (or `props serve --only launcher`) is started")
+    return 0
+
+
+RUN_COLUMNS = [
+    Column("run_id", "run", lambda r: str(r)[:arguments.SHORT]),
+    Column("status", "status"), Column("snapshot", "snapshot"),
+    Column("issues", "issues", justify="right", optional=True),
+    Column("recall", "recall", percent, justify="right"),
+    Column("precision", "precision", percent, short="prec.", justify="right"),
+    Column("requested_at", "requested", optional=True),
+    Column("scorer", "scored by", optional=True)]
+
+
+async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    found = await run_pages.page(store, run_pages.RunFilter(
+        agent_type=None, status=args.status, model=args.model, definition=args.definition,
+        snapshot=args.snapshot), args.limit)
+    [behind] = await projection_status.of(store, [RUNS])  # the table this lists
+    run_ids = [r["run_id"] for r in found.rows]
+    active = await registration.active_scorer(store)
+    scorer = streams.parse_ref(active) if active else None
+    scores = await run_pages.scores_of(store, run_ids, scorer) if run_ids and scorer else {}
+    issues = await run_pages.issue_counts(store, run_ids) if run_ids else {}
+    rows = [{"run_id": r["run_id"], "status": r["status"], "definition": r["definition"],
+             "model": r["model"], "snapshot": r["snapshot"], "issues": issues.get(r["run_id"], 0),
+             "recall": scores.get(r["run_id"], {}).get("recall"),
+             "precision": scores.get(r["run_id"], {}).get("precision"),
+             "scorer": active if r["run_id"] in scores else None,
+             "requested_at": r["requested_at"]}
+            for r in found.rows]
+    filters = {k: getattr(args, k) for k in ("status", "model", "definition", "snapshot")}
+    render.emit(args, rows, [*RUN_COLUMNS[:2], *critic_columns(rows),
+                             *RUN_COLUMNS[2:]],
+                empty="no runs" + "".join(f" {'in' if k == 'status' else 'of'} {k} {v}"
+                                          for k, v in filters.items() if v))
+    if args.format == "table" and found.rows:
+        Console().print(f"recall and precision under {active}, the active "
+                        f"scorer (- where it has not scored the run)" if scorer else
+                        "no scorer is active: no recall or precision (props scorers activate)")
+    if behind.lag_events:
+        late = "" if behind.lag_seconds is None else f", {behind.lag_seconds:.0f} s"
+        Console(stderr=True).print(
+            f"warning: the projections are {behind.lag_events:,} event(s){late} behind the "
+            "log: what happened since is not listed yet (`props serve` or `props "
+            "projections run` folds it)")
+    return 0
+
+
+ISSUES_SHOWN = 10_000  # a run's issues in one `runs show` (the table's title says the total)
+
+
+async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    run = await run_pages.detail(store, args.run_id)
+    timeline = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
+                 "type": rec.type_name, "data": details(rec.event)} for rec in run.events]
+    if args.format == "csv":  # (one table: the timeline)
+        render.emit(args, timeline, TIMELINE_COLUMNS, empty="")
+        return 0
+    found = await run_view.issues(store, run.row, per_page=ISSUES_SHOWN) \
+        if run.row else None
+    scores = await _scores(store, run.run_id, found.scorer) if found and found.scorer else {}
+    issues = [_issue_row(i, found.scorer) for i in found.issues] if found else []
+    if args.format == "json":
+        print(orjson.dumps({
+            "run": {k: render.plain(v) for k, v in (run.row or {}).items()}, "status":
+            run.status, "scorer": found.scorer if found else None, **scores, "issues": issues,
+            "not_found": [t.label for t in found.missed] if found else [],
+            "events": [{k: render.plain(v) for k, v in e.items()} for e in timeline]}).decode())
+        return 0
+    console = Console()
+    head = run.row or {}
+    console.print(Text(f"run {run.run_id}: {run.status}; {head.get('definition', '?')} "
+                       f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
+    if found is not None:
+        console.print(Text(
+            f"under {found.scorer}: recall {percent(scores.get('recall'))}, precision "
+            f"{percent(scores.get('precision'))}; " + ", ".join(
+                f"{n} {k}" for k, n in sorted(found.kinds.items()))
+            if found.scorer else "no scorer has graded it"))
+        if issues:
+            print_table(console, ISSUE_COLUMNS, issues, wide=args.wide,
+                        title=f"{found.total} issue(s)")
+        if found.missed:
+            console.print(Text("not found: " + ", ".join(t.label for t in found.missed)))
+    print_table(console, TIMELINE_COLUMNS, timeline, wide=args.wide, title="timeline")
+    return 0
+
+
+def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
+    grade = next((g for g in issue.grades if g.scorer == scorer), None)
+    return {"issue_id": issue.issue_id,
+            "where": " ".join(f"{e.file}:{e.ranges.replace(', ', ',')}" for e in issue.excerpts),
+            "kind": grade.kind if grade else "ungraded", "match": grade.match if grade else "-",
+            "grade": grade.grade if grade else None, "severity": issue.severity,
+            "rationale": issue.rationale}
+
+
+async def _scores(store: EventStore, run_id: uuid.UUID, scorer: str) -> dict[str, Any]:
+    found = await run_pages.scores_of(store, [run_id], streams.parse_ref(scorer))
+    row = found.get(run_id, {})
+    return {"recall": row.get("recall"), "precision": row.get("precision")}
+
+
+ISSUE_COLUMNS = [
+    Column("issue_id", "issue"), Column("where", "where", prose=True),
+    Column("match", "match"),
+    Column("grade", "grade", lambda g: "-" if g is None else f"{g:g}", justify="right",
+           optional=True),
+    Column("severity", "severity", optional=True),
+    Column("rationale", "rationale", prose=True, optional=True)]
+TIMELINE_COLUMNS = [
+    Column("version", "#", justify="right"),
+    Column("recorded_at", "time", lambda at: f"{at:%H:%M:%S.%f}"[:-3]),
+    Column("type", "event"),
+    Column("data", "details", lambda d: _details(d), prose=True)]
+_DIGEST = re.compile(r"\b((?:sha256:)?[0-9a-f]{12})[0-9a-f]{28,}\b")
+
+
+def _details(data: dict[str, Any]) -> str:
+    """An event's fields for people: `key=value`, a digest as its first 12 hex digits (as
+    git shortens a commit; --format json has them whole)."""
+    return _DIGEST.sub(r"\1", " ".join(
+        f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(', ', ': '))}"
+        for k, v in data.items()))
+
+
+async def _on_run(args: argparse.Namespace, store: EventStore,
+                  act: Callable[[EventStore, uuid.UUID], Awaitable[T]]) -> T:
+    """`act` on the run `args.run_id` names (a prefix, maybe: it becomes the whole id)."""
+    args.run_id = await arguments.resolve_run(store, args.run_id)
+    return await act(store, args.run_id)
+
+
+async def cancel_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    asked = await _on_run(args, store, lambda store, run: run_requests.cancel(
+        store, run, "props runs cancel"))
+    out.print(f"cancel requested for run {args.run_id}" if asked else
+              f"run {args.run_id} has already finished: nothing to cancel")
+    return 0
+
+
+async def hold_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    await _on_run(args, store, lambda store, run: run_requests.hold(
+        store, run, args.reason, "props runs hold"))
+    out.print(f"run {args.run_id} is held: props archive keeps its events")
+    return 0
+
+
+async def release_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    released = await _on_run(args, store, lambda store, run: run_requests.release(
+        store, run, "props runs release"))
+    out.print(f"run {args.run_id} is no longer held" if released else
+              f"run {args.run_id} is not held: nothing to release")
+    return 0

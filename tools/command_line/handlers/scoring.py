@@ -1,0 +1,135 @@
+"""What `props scoring` does: the handlers that the parsers of
+`props.tools.command_line.commands.scoring` name."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+
+import orjson
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from props.core.domain import catalog
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
+from props.tools.command_line import figure_tables, render
+from props.tools.command_line.render import Console
+
+console = Console(highlight=False)
+
+
+def _selection(args: argparse.Namespace) -> rescoring.Selection:
+    return rescoring.Selection(args.run, args.since, args.until, args.model, args.definition,
+                               args.snapshot, args.all)
+
+
+async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    registered: dict[str, str] = {}
+    active = None
+    async for batch in store.iter_all(category="scorer"):
+        for rec in batch:
+            if isinstance(rec.event, catalog.ScorerRegistered):
+                registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
+            elif isinstance(rec.event, catalog.ActiveScorerSet):
+                active = f"{rec.event.name}@{rec.event.version}"
+    known: dict[str, scorers.Scorer] = {**scorers.SCORERS, **llm_judge.configured()}
+    rows = []
+    for ref, s in known.items():
+        state = ("active" if ref == active else "registered") if ref in registered else None
+        if ref in registered and registered[ref] != s.code_hash:
+            state = "registered with another code hash"
+        rows.append({"scorer": ref, "settings": s.settings, "code_hash": s.code_hash,
+                     "in_the_log": state})
+    render.emit(args, rows, [("scorer", "scorer"), ("settings", "settings"),
+                                    ("code_hash", "code hash"), ("in_the_log", "in the log")],
+                empty="no scorers", cells={
+                    "settings": lambda v: ", ".join(
+                        f"{k}={orjson.dumps(val).decode()}" for k, val in v.items()) or "-",
+                    "code_hash": lambda h: h[:16]})
+    return 0
+
+
+async def register_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    s = scorers.scorer(args.scorer)
+    added = await registration.ensure_registered(store, s)
+    console.print(f"{args.scorer} {'registered' if added else 'was already registered'} "
+                  f"(code hash {s.code_hash[:16]})")
+    return 0
+
+
+async def activate_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.scorer in scorers.SCORERS:
+        s = scorers.scorer(args.scorer)
+        await registration.ensure_registered(store, s)
+        name, version = s.name, s.version
+    else:  # a grader image's scorer: registered when the grader was pushed
+        name, version = await registration.resolve_ref(store, args.scorer)
+    changed = await registration.activate(store, name, version)
+    console.print(f"{args.scorer} is now the active scorer" if changed
+                  else f"{args.scorer} was already the active scorer")
+    return 0
+
+
+async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    s = scorers.scorer(args.scorer)
+    selection = _selection(args)
+    columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
+               MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("rescore", total=None)
+        report = await rescoring.rescore(
+            store, s, selection, ground_truth=args.ground_truth, dry_run=args.dry_run,
+            progress=lambda n: bar.advance(task, n),
+            selected=lambda n: bar.update(task, total=n))
+    verb = "would append" if args.dry_run else "appended"
+    console.print(
+        f"{report.selected} run(s) selected; {report.graded_runs} graded with {report.scorer} "
+        f"against the ground truth {args.ground_truth}; {report.grades} grade(s), "
+        f"{verb} {report.appended if not args.dry_run else report.grades}")
+    for reason, count in sorted(report.unscorable.items()):
+        console.print(f"unscorable: {count} run(s): {reason}")
+    if report.unscorable_issues:
+        console.print(f"unscorable: {report.unscorable_issues} issue(s) the judge could not "
+                      f"grade (each with why, in grades.unscorable); their runs are not "
+                      f"scored by {report.scorer}")
+    for problem in report.scorer_errors[:10]:
+        console.print(f"scorer error: {problem}")
+    if not report.accounted:
+        raise errors.PropsError("some runs are neither graded nor unscorable: a bug")
+    if report.scorer_errors:
+        raise errors.PropsError(
+            f"{len(report.scorer_errors)} run(s) could not be graded by {report.scorer}: "
+            f"run the same command again to grade them (graded runs are not asked again)")
+    return 0
+
+
+async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    c = await comparison.compare(store, args.a, args.b, _selection(args))
+    if args.format == "json":
+        sys.stdout.buffer.write(comparison.comparison_json(c) + b"\n")
+    elif args.format == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["run_id", "bucket", "reason", "recall_a", "recall_b", "precision_a",
+                         "precision_b", "changed_issues"])
+        for run_id in c.unchanged:
+            writer.writerow([run_id, "unchanged", "", "", "", "", "", ""])
+        for d in c.changed:
+            writer.writerow([d.run_id, "changed", "", d.recall_a, d.recall_b, d.precision_a,
+                             d.precision_b, " ".join(d.changed_issues)])
+        for run_id, reason in c.unscorable.items():
+            writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
+        print(out.getvalue(), end="")
+    else:
+        figure_tables.print_comparison(c, wide=args.wide)
+    return 0 if c.complete else 1

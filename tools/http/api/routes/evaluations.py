@@ -1,0 +1,76 @@
+"""Evaluations: record a plan and request its cases (as `props eval run --detach`), and see
+where one stands (as `props eval show`). `props serve` does the work."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any
+
+import pydantic
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+
+from props.core.domain import evaluations
+from props.core.scoring import intervals, registration
+from props.projections import evaluation_scores
+from props.reactors import evaluation_driver as driver
+from props.tools.http.dependencies import Read, RequestToken, Store
+from props.tools.http.limits import STORABLE_TEXT
+
+router = APIRouter()
+EvaluationName = Annotated[str, Path(min_length=1, max_length=200, pattern=STORABLE_TEXT)]
+
+
+class Started(pydantic.BaseModel):
+    name: str
+    version: int
+    cases: int
+    resumed: bool = pydantic.Field(description="the same plan was recorded already: only "
+                                   "the cases without a result were requested")
+    requested: int = pydantic.Field(description="runs requested by this call")
+
+
+class Standing(pydantic.BaseModel):
+    name: str
+    version: int
+    complete: bool = pydantic.Field(description="every case scored or excluded")
+    scorer: str | None
+    interval: str
+    counts: dict[str, int] = pydantic.Field(description="cases by state: waiting, running, "
+                                            "scored, failed, excluded")
+    cost_usd: float
+    critics: list[dict[str, Any]]
+    cases: list[dict[str, Any]]
+
+
+@router.post("/api/evaluations", status_code=202, response_model=Started,
+             summary="record an evaluation's plan and request every case without a result",
+             responses={409: {"description": "a different plan is recorded under this name"}})
+async def start(store: Store, token: RequestToken, plan: evaluations.Plan,
+                new_version: bool = False) -> Started | JSONResponse:
+    try:
+        cases = await evaluations.resolve(store, plan)
+    except evaluations.PlanNamesNothing as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    try:
+        ev, resumed = await evaluations.start(store, plan, cases, new_version=new_version)
+    except evaluations.PlanChanged as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+    requested = await driver.request_detached(store, ev)
+    return Started(name=ev.name, version=ev.version, cases=len(cases), resumed=resumed,
+                   requested=requested)
+
+
+@router.get("/api/evaluations/{name}", response_model=Standing, dependencies=Read,
+            summary="an evaluation's cases, where each stands, and its figures")
+async def standing(store: Store, name: EvaluationName) -> Standing:
+    ev = await evaluations.recorded(store, name)  # NotFound: 404
+    scorer = await registration.active_scorer(store)
+    states = await driver.case_states(store, ev, scorer)
+    critics = evaluation_scores.critic_rows(await evaluation_scores.scored(store, states,
+                                                                           scorer))
+    return Standing(
+        name=ev.name, version=ev.version, complete=all(s.state in driver.DONE for s in states),
+        scorer=scorer, interval=intervals.METHOD, counts=dict(Counter(s.state for s in states)),
+        cost_usd=sum(s.cost_usd for s in states), critics=critics,
+        cases=[evaluations.case_json(s) for s in states])

@@ -1,0 +1,47 @@
+"""What every route depends on: the store, the request's token with the scope it needs, and
+the run a path names."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from props.core.domain import run_requests, streams, tokens, vocabulary
+from props.core.log.store import EventStore
+from props.tools.http.auth import authorize
+
+_bearer = HTTPBearer(auto_error=False, description="a props token (props tokens create)")
+
+
+def store_of(request: Request) -> EventStore:
+    store: EventStore = request.app.state.store
+    return store
+
+
+def scope(needed: vocabulary.Scope) -> Callable[..., Awaitable[tokens.Token]]:
+    """A dependency: the request's token, which must allow `needed` (401/403 otherwise)."""
+    async def check(request: Request, credentials: Annotated[
+            HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> tokens.Token:
+        token = await authorize(store_of(request), request.headers.get("authorization"),
+                                needed)
+        request.state.token_name = token.name
+        return token
+    return check
+
+
+async def run_named(request: Request, run_id: Annotated[str, Path(
+        pattern=streams.RUN_REF, description="the run's id, or a unique start of it (4 hex "
+        "digits or more; tables show 8)")]) -> uuid.UUID:
+    """The run a path names: its id or a prefix (404 naming none, 400 naming several)."""
+    return await run_requests.resolve(store_of(request), run_id)
+
+
+# Module-level: FastAPI reads these annotations from the module's globals.
+RunNamed = Annotated[uuid.UUID, Depends(run_named)]
+RequestToken = Annotated[tokens.Token, Depends(scope("request"))]
+Read = [Depends(scope("read"))]
+Store = Annotated[EventStore, Depends(store_of)]

@@ -1,0 +1,280 @@
+"""An OCI distribution (Docker registry v2) proxy in front of an upstream registry.
+
+Every request needs a token: pulls the `read` scope, pushes the `push` scope (`docker login`
+sends it as the password of Basic auth; its `GET /v2/` takes either). Requests are forwarded
+to the upstream as they come, streamed both ways. A manifest pushed by tag under
+`critic[/NAME]` or `grader[/NAME]` becomes a `definition.pushed` event with the manifest's
+digest (what `docker push` prints), so the grader supervisor picks up a pushed grader on its
+own. The image may carry its definition in labels (`props.command` a JSON list, `props.config`
+a JSON object, `props.host-python`, `props.network`, `props.memory-mb`, `props.cpus`,
+`props.max-events`); labels that do not parse refuse the push before the upstream stores the
+manifest.
+
+The proxy is a gate, not a pipe. A manifest's size is checked from its header and again while
+it streams (nothing is kept past the limit). DELETE is refused: a recorded definition's image
+stays pullable. A recorded name and tag never change digest under a push token (the push is
+refused: a new image is a new tag); an admin token may move it, and the definition event says
+it was an override and by whom. The manifest and the image config are read as the registry
+and the engine read them (Go's JSON matches keys case-insensitively, the last one winning), so
+a document holding one key twice, in any case, is refused rather than read two ways.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pydantic
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from props.core.domain import catalog, definitions, vocabulary
+from props.core.log.events import describe_validation_error
+from props.core.log.store import EventStore
+from props.tools.http.auth import Denied, authorize
+
+log = logging.getLogger("props.registry")
+# The distribution spec's grammar: a repository name, a tag or digest, and the only paths
+# under /v2/ a client may ask for. Anything else (`..`, empty parts, encoded slashes) is
+# refused before it reaches the upstream, which would normalise it somewhere else.
+_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
+_NAME = rf"{_COMPONENT}(?:/{_COMPONENT})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+_DIGEST = r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+"
+_PATH = re.compile(
+    rf"^(?:|_catalog|(?P<name>{_NAME})/(?:tags/list|manifests/(?:{_TAG}|{_DIGEST})"
+    rf"|blobs/{_DIGEST}|blobs/uploads/(?:[A-Za-z0-9._=-]+)?))$")
+_MANIFEST = re.compile(rf"^(?P<repo>{_NAME})/manifests/(?P<ref>{_TAG}|{_DIGEST})$")
+MAX_NAME = 255  # the spec's limit on a repository name
+# Hop-by-hop headers (RFC 9110 7.6.1) and what the proxy sets itself.
+_DROP = {"host", "authorization", "connection", "keep-alive", "transfer-encoding", "te",
+         "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # the distribution spec's suggested limit
+
+
+def _error(status: int, code: str, message: str,
+           headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"errors": [{"code": code, "message": message}]}, status_code=status,
+                        headers=headers)
+
+
+def _refused_path(request: Request, path: str) -> Response | None:
+    """A 400 for a path outside the distribution spec (checked on the raw bytes too: a
+    percent-encoded `/` or `.` must not slip a `..` past the grammar)."""
+    raw = request.scope.get("raw_path", b"").split(b"?")[0].decode("latin-1")
+    match = _PATH.match(path)
+    if match is None or "%" in raw or raw != f"/v2/{path}" or \
+            len(match["name"] or "") > MAX_NAME:
+        return _error(400, "NAME_INVALID", "not a registry path of the distribution spec "
+                      "(/v2/NAME/manifests/REF, /v2/NAME/blobs/DIGEST, ...)")
+    return None
+
+
+class ManifestInvalid(Exception):
+    pass
+
+
+def _unambiguous(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are distinct even case-insensitively (json's object hook)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key.lower() in seen:
+            raise ManifestInvalid(f"the document holds the key {key[:40]!r} twice (in some "
+                                  f"case): the registry and the engine would read another one")
+        seen.add(key.lower())
+    return dict(pairs)
+
+
+def parse_document(data: bytes, what: str) -> dict[str, Any]:
+    """`data` as a JSON object whose every key is unambiguous (see `_unambiguous`)."""
+    try:
+        doc = json.loads(data, object_pairs_hook=_unambiguous)
+    except (ValueError, RecursionError):
+        raise ManifestInvalid(f"the {what} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise ManifestInvalid(f"the {what} is not a JSON object")
+    return doc
+
+
+def _key(doc: dict[str, Any], name: str) -> Any:
+    """The value of `name` as Go reads it: whatever the key's case (one at most, checked)."""
+    return next((v for k, v in doc.items() if k.lower() == name.lower()), None)
+
+
+async def read_bounded(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it is over `limit` (from its header, or as it streams: never
+    more than `limit` bytes held)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def agent_of(repo: str) -> tuple[catalog.AgentType, str] | None:
+    """`critic` -> (critic, critic); `critic/NAME` -> (critic, NAME); others: not agents."""
+    first, _, rest = repo.partition("/")
+    if first not in ("critic", "grader"):
+        return None
+    return ("critic" if first == "critic" else "grader"), (rest or first)
+
+
+def definition_from_labels(agent_type: catalog.AgentType, name: str, tag: str, image: str,
+                           labels: dict[str, str]) -> catalog.DefinitionPushed:
+    """The definition an image's labels describe (the digest is filled in after the push)."""
+    def parsed(key: str, default: Any) -> Any:
+        if key not in labels:
+            return default
+        try:
+            return json.loads(labels[key])
+        except ValueError:
+            raise ManifestInvalid(f"label {key} is not JSON: {labels[key][:80]!r}") from None
+
+    try:
+        return catalog.DefinitionPushed(
+            agent_type=agent_type, name=name, tag=tag, digest="sha256:" + "0" * 64,
+            runtime="docker", image=image, command=parsed("props.command", []),
+            config=parsed("props.config", {}),
+            host_python=parsed("props.host-python", False),
+            limits=catalog.AgentLimits(
+                network=parsed("props.network", False), cpus=parsed("props.cpus", 1.0),
+                memory_mb=parsed("props.memory-mb", 512),
+                max_events=parsed("props.max-events", 2000)))
+    except pydantic.ValidationError as exc:
+        raise ManifestInvalid("the image's props.* labels do not make a definition: "
+                              + describe_validation_error("definition.pushed", exc)) from None
+
+
+class RegistryProxy:
+    def __init__(self, store: EventStore, upstream: str, pull_from: str | None = None) -> None:
+        self.store = store
+        self.upstream = upstream.rstrip("/")
+        # The registry address Docker engines pull recorded images from: the upstream itself
+        # by default (the proxy gates who may push; pulls of recorded digests need no token).
+        self.pull_from = pull_from or urlsplit(self.upstream).netloc
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(60, connect=10))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def app(self) -> Starlette:
+        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+        return Starlette(routes=[Route("/v2/{path:path}", self.handle, methods=methods)])
+
+    async def handle(self, request: Request) -> Response:
+        path = request.path_params["path"]
+        if request.method == "DELETE":
+            return _error(405, "UNSUPPORTED", "props' registry deletes nothing: a recorded "
+                          "definition's image must stay pullable for its runs")
+        scope: vocabulary.Scope = "read" if request.method in ("GET", "HEAD") else "push"
+        try:
+            token = await authorize(self.store, request.headers.get("authorization"), scope)
+        except Denied as exc:
+            if exc.status == 401:
+                return _error(401, "UNAUTHORIZED", exc.message,
+                              {"WWW-Authenticate": 'Basic realm="props registry"'})
+            if path != "" or not await self._may_log_in(request):
+                return _error(403, "DENIED", exc.message)
+            # `docker login` checks GET /v2/ only: a push token logs in to push.
+            return JSONResponse({})
+        if (bad := _refused_path(request, path)) is not None:
+            return bad
+        manifest = _MANIFEST.match(path) if request.method == "PUT" else None
+        if manifest is None:
+            return await self._forward(request, path, request.stream())
+        body = await read_bounded(request, MAX_MANIFEST_BYTES)
+        if body is None:
+            return _error(413, "SIZE_INVALID", f"a manifest is at most "
+                          f"{MAX_MANIFEST_BYTES // (1024 * 1024)} MiB: nothing was stored")
+        agent = agent_of(manifest["repo"])
+        try:
+            doc = parse_document(body, "manifest")
+            if agent is None or manifest["ref"].startswith("sha256:"):
+                return await self._forward(request, path, body)
+            repo, tag = manifest["repo"], manifest["ref"]
+            definition = definition_from_labels(
+                agent[0], agent[1], tag, f"{self.pull_from}/{repo}",
+                await self._labels(repo, doc))
+        except ManifestInvalid as exc:
+            return _error(400, "MANIFEST_INVALID", str(exc))
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()  # what the registry will name
+        override = await self._moves_a_tag(definition, digest)
+        if override and not token.allows("admin"):
+            return _error(409, "DENIED", f"{agent[0]} {agent[1]}:{tag} is recorded with "
+                          f"another digest: push the new image under a new tag (an admin "
+                          f"token may move the tag, recorded as an override)")
+        response = await self._forward(request, path, body)
+        stored = response.headers.get("docker-content-digest", "")
+        if response.status_code == 201 and stored:
+            recorded = definition.model_copy(update={
+                "digest": stored, "image": f"{definition.image}@{stored}"})
+            # Recorded after the upstream stored it: if this fails, the push fails and
+            # docker retries it; the event id derives from name, tag and digest.
+            await definitions.push(self.store, recorded, actor=f"token:{token.name}",
+                                   override=override)
+            log.info("definition pushed: %s %s:%s = %s%s", agent[0], agent[1], tag, stored,
+                     " (an admin moved the tag)" if override else "",
+                     extra={"token": token.name})
+        return response
+
+    async def _may_log_in(self, request: Request) -> bool:
+        try:
+            await authorize(self.store, request.headers.get("authorization"), "push")
+        except Denied:
+            return False
+        return True
+
+    async def _moves_a_tag(self, definition: catalog.DefinitionPushed, digest: str) -> bool:
+        """Whether `definition`'s name and tag are recorded with a digest other than
+        `digest` (whatever runtime recorded them: a local `reference@local` too)."""
+        return any(d.name == definition.name and d.tag == definition.tag
+                   and d.digest != digest
+                   for d in await definitions.all_pushed(self.store, definition.agent_type))
+
+    async def _labels(self, repo: str, manifest: dict[str, Any]) -> dict[str, str]:
+        config = _key(manifest, "config")
+        if not isinstance(config, dict) or not isinstance(_key(config, "digest"), str):
+            return {}  # an index (several platforms): no single config to read labels from
+        digest = _key(config, "digest")
+        blob = await self.client.get(f"{self.upstream}/v2/{repo}/blobs/{digest}",
+                                     follow_redirects=True)
+        if blob.status_code != 200:
+            raise ManifestInvalid(f"the config blob {digest} is not in the registry "
+                                  f"(upstream said {blob.status_code})")
+        if len(blob.content) > MAX_MANIFEST_BYTES or not digest.startswith("sha256:") or \
+                hashlib.sha256(blob.content).hexdigest() != digest.removeprefix("sha256:"):
+            raise ManifestInvalid(f"the config blob {digest} is not the one its digest names")
+        image = _key(parse_document(blob.content, "image config"), "config")
+        labels = _key(image, "labels") if isinstance(image, dict) else None
+        if not isinstance(labels, dict):
+            return {}
+        return {k: v for k, v in labels.items() if k.startswith("props.") and isinstance(v, str)}
+
+    async def _forward(self, request: Request, path: str, body: Any) -> Response:
+        url = f"{self.upstream}/v2/{path}"
+        if request.url.query:
+            url += "?" + request.url.query
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP]
+        upstream = await self.client.send(
+            self.client.build_request(request.method, url, headers=headers,
+                                      content=body if request.method not in ("GET", "HEAD")
+                                      else None),
+            stream=True)
+        out = {k: v for k, v in upstream.headers.items() if k.lower() not in _DROP}
+        if "location" in out and out["location"].startswith(self.upstream):
+            # Upload sessions and redirects point at the upstream: keep the client on us.
+            out["location"] = out["location"][len(self.upstream):]
+        return StreamingResponse(upstream.aiter_raw(), status_code=upstream.status_code,
+                                 headers=out, background=BackgroundTask(upstream.aclose))
