@@ -106,6 +106,17 @@ async def task_for(store: EventStore, definition: catalog.DefinitionPushed,
     return GradingTask(scorer, issues), snapshot.ground_truth
 
 
+async def task_of_run(store: EventStore, definition: catalog.DefinitionPushed,
+                      requested: catalog.RunRequested) -> GradingTask | None:
+    """What a grader run's last reports may grade, for an attempt that finds its container
+    already exited (None for a critic run): what it was given, issues graded meanwhile
+    too."""
+    if requested.agent_type != "grader":
+        return None
+    task, _gt = await task_for(store, definition, requested, include_graded=True)
+    return task
+
+
 def write_inputs(task: GradingTask, gt: catalog.GroundTruth, target: Path) -> None:
     """The grader's inputs, read-only, in `target` (written anew on a restart)."""
     shutil.rmtree(target, ignore_errors=True)

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import shutil
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import anyio.abc
@@ -35,16 +32,21 @@ import anyio.to_thread
 from props.core.domain import catalog, definitions, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, grader_runs, launchers, run_attempts, run_specs
+from props.reactors import (
+    agent_roles,
+    grader_runs,
+    launchers,
+    run_attempts,
+    run_cleanup,
+    run_specs,
+    run_watch,
+)
 from props.reactors.containers import (
-    DEPLOYMENT_LABEL,
     ContainerRuntime,
-    EngineUnreachable,
-    Outcome,
     holds,
 )
 from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name, run_of_container
+from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.reactors.stopping import Stop
 from props.schema import queries
@@ -54,12 +56,6 @@ log = logging.getLogger(__name__)
 _Q = queries.load("agents")
 SWEEP_SECONDS = 30.0
 WATCHDOG_SECONDS = 1.0  # how often agent sessions are checked for overrunning their limits
-WATCH_INTERVAL = 0.25  # how often a running container's reports are drained
-# ... backing off to this while the agent reports nothing (an LLM-bound critic waits on its
-# model most of the time: the polls of many waiting runs cost the host more than the runs).
-IDLE_WATCH_INTERVAL = 1.0
-
-KillReason = Literal["timeout", "budget", "cancel"]
 
 
 async def _every(seconds: float, what: str, step: Callable[[], Awaitable[None]]) -> None:
@@ -189,21 +185,7 @@ class Launcher:
         self._tg.start_soon(self._run_guarded, run_id, name=container_name(run_id))
 
     async def _reap_orphans(self) -> None:
-        """Containers of this database's runs that are finished (a crash between exit and
-        removal). Containers of other databases on the same engine are not ours to touch."""
-        for rt in self.runtimes.values():
-            try:
-                found = await rt.names(DEPLOYMENT_LABEL)
-            except Exception as exc:  # an engine away now: its orphans wait for next time
-                log.warning("cannot list %s containers to reap orphans (%s)", rt.kind, exc)
-                continue
-            for name, deployment in found.items():
-                run_id = run_of_container(name)
-                if deployment != self.deployment or run_id is None:
-                    continue
-                state = fold_run(await self.store.read_stream(streams.run(run_id)))
-                if state is None or state.finished:
-                    await rt.remove(name)
+        await run_cleanup.reap_orphans(self.store, self.runtimes.values(), self.deployment)
 
     async def _run_guarded(self, run_id: uuid.UUID) -> None:
         """Carry the run out under the launcher's retry policy (run_attempts)."""
@@ -235,6 +217,8 @@ class Launcher:
         self.stats.finished += 1
 
     async def _run(self, run_id: uuid.UUID) -> None:
+        """One attempt at the run, from where its stream says it stands: settled, claimed,
+        contained and watched, then finished and cleaned up."""
         state = fold_run(await self.store.read_stream(streams.run(run_id)))
         if state is None:
             return
@@ -246,73 +230,85 @@ class Launcher:
         if state.cancel_requested and not state.container_started:
             await self._finish(state, "cancelled")
             return
+        claimed = await self._claim(state)
+        if claimed is None:
+            return
+        launchable = await self._launchable(claimed)
+        if launchable is None:
+            return
+        exited = await self._exited(claimed, *launchable)
+        binding = await agent_roles.binding(self.store, run_id)
+        if claimed.totals.malformed:  # the reason quotes the agent: the log, not an event
+            log.warning("run %s reported something malformed: %s", run_id,
+                        claimed.totals.malformed)
+        status, failure = verdict(claimed, exited, claimed.requested,
+                                  binding is not None and binding.over_cap)
+        # A stop arriving now waits for these few steps (to its deadline): a finished run
+        # keeps nothing.
+        with self.stop.shielded(f"finishing run {run_id}", at_most=60):
+            await self._finish(claimed, status, failure)
+            await self._clean_up(run_id)
+
+    async def _claim(self, state: RunState) -> RunState | None:
+        """The run claimed by this launcher (None: another's, alive, or finished meanwhile);
+        one taken over whose container this launcher cannot reach is given up (dropping
+        the run's role cuts it off the log), never started a second time."""
+        run_id = state.requested.run_id
         taken_from = state.claim if state.claim != self.launcher else None
         claimed = await launchers.claim(self.store, state, self.launcher,
                                         self._taking_over.get(run_id))
         if claimed is None:
-            return  # another launcher's (alive), or finished meanwhile
+            return None
         self._taking_over.pop(run_id, None)
-        state = claimed
-        if taken_from is not None and state.container_started and \
+        if taken_from is not None and claimed.container_started and \
                 not await holds(self.runtimes.values(), container_name(run_id)):
-            # Its container runs on an engine this launcher cannot reach: it is given up
-            # (dropping the run's role cuts it off the log), never started a second time.
-            await self._finish(state, "failed", catalog.Failure(
+            await self._finish(claimed, "failed", catalog.Failure(
                 phase="run", category="launcher_lost", retryable=True))
             await self._clean_up(run_id)
-            return
-        req = state.requested
+            return None
+        return claimed
+
+    async def _launchable(self, state: RunState,
+                          ) -> tuple[catalog.DefinitionPushed, ContainerRuntime] | None:
+        """The run's definition and the runtime it runs on (None: the run is failed)."""
         definition = await self._definition(state)
         if definition is None:
             await self._finish(state, "failed", catalog.Failure(
                 phase="launch", category="definition_missing", retryable=False))
-            return
+            return None
         rt = self.runtimes.get(definition.runtime)
         if rt is None:  # e.g. an image definition, and this launcher has no Docker engine
             await self._finish(state, "failed", catalog.Failure(
                 phase="launch", category="runtime_unavailable", retryable=True))
-            await self._clean_up(run_id)
-            return
-        name = container_name(run_id)
-        if state.container_exited is None:
-            outcome, killed_for = await self._contain(state, definition, rt)
-            logs = await rt.logs(name)
-            started = state.started_at or state.requested_at
-            exited = catalog.ContainerExited(
-                run_id=run_id, exit_code=outcome.exit_code, oom_killed=outcome.oom_killed,
-                killed_for=killed_for,
-                logs_sha256=await self.store.put_blob(logs) if logs else None,
-                duration_seconds=max(0.0, (datetime.now(UTC) - started).total_seconds()))
-            await self._append(run_id, "container.exited", exited, state)
-        else:
-            exited = state.container_exited
-            if req.agent_type == "grader":  # what its last reports may grade
-                state.grading, _gt = await grader_runs.task_for(
-                    self.store, definition, req, include_graded=True)
+            await self._clean_up(state.requested.run_id)
+            return None
+        return definition, rt
+
+    async def _exited(self, state: RunState, definition: catalog.DefinitionPushed,
+                      rt: ContainerRuntime) -> catalog.ContainerExited:
+        """The container's end as recorded: waited for (started or adopted, and watched)
+        unless an earlier attempt recorded it; then what the agent reported last drained."""
+        run_id = state.requested.run_id
+        if state.container_exited is not None:
+            state.grading = await grader_runs.task_of_run(self.store, definition,
+                                                          state.requested)
             await agent_roles.drain(self.store, run_id, state.stored, state.totals,
                                     state.grading)
-        binding = await agent_roles.binding(self.store, run_id)
-        capped = binding is not None and binding.over_cap
-        if state.totals.malformed:  # the reason quotes the agent: the log, not an event
-            log.warning("run %s reported something malformed: %s", run_id,
-                        state.totals.malformed)
-        status, failure = verdict(state, exited, req, capped)
-        # A stop arriving now waits for these few steps (to its deadline): a finished run
-        # keeps nothing.
-        with self.stop.shielded(f"finishing run {run_id}", at_most=60):
-            await self._finish(state, status, failure)
-            await self._clean_up(run_id)
+            return state.container_exited
+        await self._contain(state, definition, rt)
+        outcome, killed_for = await run_watch.watch(self.store, rt, state, self._cancelled)
+        logs = await rt.logs(container_name(run_id))
+        started = state.started_at or state.requested_at
+        exited = catalog.ContainerExited(
+            run_id=run_id, exit_code=outcome.exit_code, oom_killed=outcome.oom_killed,
+            killed_for=killed_for,
+            logs_sha256=await self.store.put_blob(logs) if logs else None,
+            duration_seconds=max(0.0, (datetime.now(UTC) - started).total_seconds()))
+        await self._append(run_id, "container.exited", exited, state)
+        return exited
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
-        await agent_roles.drop(self.store, run_id)
-        for rt in self.runtimes.values():
-            try:
-                await rt.remove(container_name(run_id))
-            except EngineUnreachable:  # its containers are reaped when it is back
-                log.warning("run %s: the %s engine does not answer; its container (if any) "
-                            "is removed when it is back", run_id, rt.kind)
-        await anyio.to_thread.run_sync(
-            lambda: shutil.rmtree(self.work_dir / str(run_id), ignore_errors=True))
+        await run_cleanup.clean_up(self.store, self.runtimes.values(), self.work_dir, run_id)
 
     async def _fail_run(self, run_id: uuid.UUID, exc: BaseException, *,
                         category: str | None = None, retryable: bool = False) -> None:
@@ -346,54 +342,18 @@ class Launcher:
         return found
 
     async def _contain(self, state: RunState, definition: catalog.DefinitionPushed,
-                       rt: ContainerRuntime) -> tuple[Outcome, KillReason | None]:
-        """Start (or adopt) the container and watch it until it ends."""
-        req = state.requested
-        run_id = req.run_id
-        name = container_name(run_id)
+                       rt: ContainerRuntime) -> None:
+        """Start the run's container, or adopt the one an earlier attempt started (by
+        name: starting it again is a no-op)."""
+        run_id = state.requested.run_id
         credentials = await agent_roles.create(self.store, run_id, definition.limits,
-                                               req.agent_type)
+                                               state.requested.agent_type)
         spec = await self.specs.spec(state, definition, credentials, rt, self.deployment)
         container_id = await rt.start(spec)
         if state.container_started:
             self.stats.adopted += 1
-        else:
-            self.stats.launched += 1
-            await self._append(run_id, "container.started", catalog.ContainerStarted(
-                run_id=run_id, runtime=rt.kind, container_name=name,
-                container_id=container_id), state)
-        # The deadline counts from run.started as recorded: a restart does not extend it.
-        began = state.started_at or state.requested_at
-        deadline = time.monotonic() + req.timeout_seconds - \
-            (datetime.now(UTC) - began).total_seconds()
-        killed_for: KillReason | None = None
-        malformed_or_capped = False
-        interval = WATCH_INTERVAL
-        while True:
-            remaining = deadline - time.monotonic()
-            outcome = await rt.wait(name, max(0.0, min(interval, remaining)))
-            seen = state.totals.last_seq
-            await agent_roles.drain(self.store, run_id, state.stored, state.totals,
-                                    state.grading)
-            interval = WATCH_INTERVAL if state.totals.last_seq != seen \
-                else min(IDLE_WATCH_INTERVAL, 2 * interval)
-            if outcome is not None:
-                return outcome, killed_for
-            if killed_for is not None or malformed_or_capped:
-                continue  # killed: wait for it to be gone
-            binding = await agent_roles.binding(self.store, run_id)
-            if run_id in self._cancelled:
-                killed_for = "cancel"
-            elif state.totals.cost_usd > req.budget_usd:
-                killed_for = "budget"
-            elif time.monotonic() >= deadline:
-                killed_for = "timeout"
-            elif state.totals.malformed or (binding is not None and binding.over_cap):
-                # The reason stays in the service's log, never in an event (it quotes the
-                # agent's input).
-                log.warning("run %s: stopping the agent: %s", run_id,
-                            state.totals.malformed or "over its cap on events or bytes")
-                malformed_or_capped = True
-            else:
-                continue
-            await rt.kill(name)
+            return
+        self.stats.launched += 1
+        await self._append(run_id, "container.started", catalog.ContainerStarted(
+            run_id=run_id, runtime=rt.kind, container_name=container_name(run_id),
+            container_id=container_id), state)

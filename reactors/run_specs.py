@@ -117,24 +117,8 @@ class RunSpecs:
             await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
                                            grading_dir)
             mounts.append(Mount(str(grading_dir), GRADING_TARGET))
-        network_name = None
-        tcp = self.agent_database
-        if rt.kind == "docker" and not definition.limits.network and tcp is not None:
-            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
-                                        credentials.password, tcp=(tcp.host, tcp.port,
-                                                                   tcp.sslmode))
-            network_name = tcp.network
-        elif rt.kind == "docker" and not definition.limits.network:
-            # Only the socket file itself is mounted: the embedded server keeps its socket
-            # inside its data directory, which an agent must never see.
-            host_dir, port = await self.server_socket()
-            socket = f".s.PGSQL.{port}"
-            mounts.append(Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}"))
-            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
-                                        credentials.password, (SOCKET_TARGET, port))
-        else:
-            dsn = agent_roles.agent_dsn(self.store.dsn, credentials.role,
-                                        credentials.password)
+        dsn, socket_mounts, network_name = await self._database(definition, credentials, rt)
+        mounts += socket_mounts
         if definition.host_python:
             mounts += [Mount(p, p) for p in definitions.host_python_paths()]
         task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,
@@ -160,6 +144,26 @@ class RunSpecs:
             network_name=network_name, cpus=definition.limits.cpus,
             memory_mb=definition.limits.memory_mb,
         )
+
+    async def _database(self, definition: catalog.DefinitionPushed,
+                        credentials: agent_roles.Credentials, rt: ContainerRuntime,
+                        ) -> tuple[str, list[Mount], str | None]:
+        """How the agent reaches the database: its DSN, the mounts that takes, and the
+        engine network it joins (None: none of its own)."""
+        tcp = self.agent_database
+        role, password = credentials.role, credentials.password
+        if rt.kind == "docker" and not definition.limits.network and tcp is not None:
+            dsn = agent_roles.agent_dsn(self.store.dsn, role, password,
+                                        tcp=(tcp.host, tcp.port, tcp.sslmode))
+            return dsn, [], tcp.network
+        if rt.kind == "docker" and not definition.limits.network:
+            # Only the socket file itself is mounted: the embedded server keeps its socket
+            # inside its data directory, which an agent must never see.
+            host_dir, port = await self.server_socket()
+            socket = f".s.PGSQL.{port}"
+            dsn = agent_roles.agent_dsn(self.store.dsn, role, password, (SOCKET_TARGET, port))
+            return dsn, [Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}")], None
+        return agent_roles.agent_dsn(self.store.dsn, role, password), [], None
 
     async def server_socket(self) -> tuple[str, str]:
         """The directory of the server's Unix socket (on this host) and its port: how an
