@@ -150,11 +150,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def handler_of(name: str) -> Handler | StoreHandler:
     """The handler a parser names as "module:function" (a module of
-    props.tools.command_line.handlers): its module is imported only now, once the arguments
-    parsed (`props X --help` never loads what X does)."""
+    props.tools.command_line.handlers, or one named whole from `props.`): its module is
+    imported only now, once the arguments parsed (`props X --help` never loads what X
+    does)."""
     module, _, function = name.partition(":")
-    found: Handler | StoreHandler = getattr(
-        importlib.import_module(f"props.tools.command_line.handlers.{module}"), function)
+    if not module.startswith("props."):
+        module = f"props.tools.command_line.handlers.{module}"
+    found: Handler | StoreHandler = getattr(importlib.import_module(module), function)
     return found
 
 
