@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
+import sys
+from pathlib import Path
 
 from props.core.domain import catalog
-from props.core.scoring import scorers
+from props.core.scoring import released, scorers
 
 TIERED = scorers.TieredScorer(version=1, near=5)
 
@@ -100,3 +103,35 @@ def test_released_scorers_keep_their_code_hashes() -> None:
         "tiered@2": "754fc2a29f17e88a1643bcf99e25f6a6a6e806766c24ec1b1ae7e57b83608d64",
     }
     assert {ref: scorers.SCORERS[ref].code_hash for ref in released} == released
+
+
+# Each released rule's file, by its bytes. A change here is a change of a released scorer:
+# release it as a new version in a new file of core/scoring/released/ instead.
+RELEASED_FILES = {
+    "overlap.py": "f2807f735217e6fe8975695f94067293b7e17f0c2b347c2f22bb3fb6cce8d609",
+    "tiered_1.py": "824e37305df04b5b9c8169507ac5382708cc56338a325c350e31edd08ac64fdb",
+    "tiered_2.py": "1c44d55d673415a69d7668327603dbeddbae932ee53ab0c535f19582a3348b1e",
+}
+
+
+def _changed_files(folder: Path, pinned: dict[str, str]) -> list[str]:
+    return [name for name, digest in pinned.items()
+            if hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
+
+
+def test_released_scorers_are_frozen_by_file() -> None:
+    """Every built-in rule lives in a released file, and no released file has changed by a
+    byte (a docstring included: the old scheme let a class's text hide edits around it)."""
+    folder = Path(released.__file__).parent
+    modules = {sys.modules[type(s).__module__].__file__ for s in scorers.SCORERS.values()}
+    assert {Path(str(m)).name for m in modules} == set(RELEASED_FILES)
+    assert _changed_files(folder, RELEASED_FILES) == []
+
+
+def test_the_frozen_check_sees_a_changed_word(tmp_path: Path) -> None:
+    folder = Path(released.__file__).parent
+    for name in RELEASED_FILES:
+        (tmp_path / name).write_bytes((folder / name).read_bytes())
+    text = (tmp_path / "tiered_2.py").read_text()
+    (tmp_path / "tiered_2.py").write_text(text.replace("decoys matched", "decoys found", 1))
+    assert _changed_files(tmp_path, RELEASED_FILES) == ["tiered_2.py"]

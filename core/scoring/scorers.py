@@ -3,8 +3,9 @@
 A scorer is named and versioned (`overlap@2`). Its code hash covers its source and its
 settings, so a grade says exactly what produced it; the ground-truth hash says what it was
 computed against. Grading the same issues against the same ground truth with the same scorer
-gives byte-identical grades. A released version's code is therefore frozen: a new rule is a
-new version (a new class, when the rule's code changes), never an edit of the old one.
+gives byte-identical grades. A released version's code is therefore frozen, by file: each
+lives in its own module of `released/`, whose bytes a test holds to their digest; a new rule
+is a new version in a new file, never an edit of the old one.
 
 What counts as found: a TP match whose grade is full credit (FIND_GRADE) is a find; one with a
 lower grade (tiered's near or same-file) is partial credit, reported apart as graded recall
@@ -14,13 +15,9 @@ the stored grades.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
-import inspect
 from typing import Any, Protocol, runtime_checkable
-
-import orjson
 
 from props.core.domain import catalog, streams
 from props.core.log import errors
@@ -29,7 +26,12 @@ from props.core.log import errors
 # reads them: matches (they were here, and the judges imported this module for them).
 from props.core.scoring.matches import FIND_GRADE as FIND_GRADE
 from props.core.scoring.matches import Match as Match
-from props.schema import queries
+from props.core.scoring.released import overlap, tiered_1, tiered_2
+
+# The released rules' classes, by the names the grader and re-scoring use.
+OverlapScorer = overlap.OverlapScorer
+TieredScorer = tiered_1.TieredScorer
+StrictTieredScorer = tiered_2.StrictTieredScorer
 
 
 class Scorer(Protocol):
@@ -63,196 +65,15 @@ class LocationRule(Scorer, Protocol):
         scorer can assign issues to defects one to one."""
 
 
-def _overlap(a: catalog.LineRange, b: catalog.LineRange, slack: int) -> int:
-    """Lines two ranges share, with `b` widened by `slack` lines on both sides."""
-    return max(0, min(a.end, b.end + slack) - max(a.start, b.start - slack) + 1)
-
-
-def _score(issue: list[catalog.Location], occurrence: catalog.Occurrence, slack: int) -> int:
-    total = 0
-    for mine in issue:
-        for theirs in occurrence.locations:
-            if mine.file == theirs.file:
-                total += sum(_overlap(a, b, slack) for a in mine.ranges for b in theirs.ranges)
-    return total
-
-
-@dataclasses.dataclass(frozen=True)
-class OverlapScorer:
-    """An issue matches the TP occurrence (else the FP) its line ranges overlap most, each
-    occurrence widened by `tolerance` lines; ties go to the smallest id."""
-
-    version: int
-    tolerance: int = 0
-    name: str = "overlap"
-    deterministic: bool = True
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {"tolerance": self.tolerance}
-
-    @functools.cached_property
-    def code_hash(self) -> str:
-        # The rule twice: in Python (one run at a time) and in SQL (re-scoring on the server).
-        source = inspect.getsource(type(self)) + inspect.getsource(_score) + \
-            inspect.getsource(_overlap) + "".join(queries.load("overlap").values())
-        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
-
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        return {issue_id: self.match(locs, gt) for issue_id, locs in issues.items()}
-
-    def match(self, locations: list[catalog.Location], gt: catalog.GroundTruth) -> Match:
-        best: tuple[int, str, int] | None = None
-        for tp in gt.true_positives:
-            for n, occ in enumerate(tp.occurrences, start=1):
-                score = _score(locations, occ, self.tolerance)
-                if score and (best is None or (-score, tp.id, n) < (-best[0], best[1], best[2])):
-                    best = (score, tp.id, n)
-        if best is not None:
-            return Match(tp_id=best[1], tp_occurrence=best[2], grade=1.0)
-        decoy: tuple[int, str] | None = None
-        for fp in gt.false_positives:
-            score = sum(_score(locations, occ, self.tolerance) for occ in fp.occurrences)
-            if score and (decoy is None or (-score, fp.id) < (-decoy[0], decoy[1])):
-                decoy = (score, fp.id)
-        if decoy is not None:
-            return Match(fp_id=decoy[1])
-        return Match()
-
-
-Tier = tuple[int, int, int]  # (tier, lines shared, -distance): larger is better
-OVERLAP, NEAR, SAME_FILE = 3, 2, 1
-
-
-def _tier(issue: list[catalog.Location], occurrence: catalog.Occurrence, near: int) -> Tier:
-    """How close an issue lies to an occurrence: overlapping lines in the same file (by how
-    many), else within `near` lines (by how few between), else only the same file."""
-    best: Tier = (0, 0, 0)
-    for mine in issue:
-        for theirs in occurrence.locations:
-            if mine.file != theirs.file:
-                continue
-            best = max(best, (SAME_FILE, 0, -(10**9)))
-            for a in mine.ranges:
-                for b in theirs.ranges:
-                    shared = _overlap(a, b, 0)
-                    gap = max(b.start - a.end, a.start - b.end)
-                    tier = (OVERLAP, shared, 0) if shared else \
-                        (NEAR if gap <= near else SAME_FILE, 0, -gap)
-                    best = max(best, tier)
-    return best
-
-
-@dataclasses.dataclass(frozen=True)
-class TieredScorer:
-    """Location tiers with a one-to-one assignment: each issue matches at most one TP
-    occurrence (else one known-FP occurrence), and each occurrence at most one issue.
-    Candidate pairs are taken best first: overlapping lines (more lines first), then within
-    `near` lines (nearer first), then the same file; at equal closeness a TP before a FP,
-    then by issue id, defect id and occurrence number, so the result never depends on
-    order. The grade says the tier."""
-
-    version: int
-    near: int = 5
-    name: str = "tiered"
-    deterministic: bool = True
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {"near": self.near, "grades": {"overlap": GRADES[OVERLAP],
-                                              "near": GRADES[NEAR],
-                                              "same_file": GRADES[SAME_FILE]}}
-
-    @functools.cached_property
-    def code_hash(self) -> str:
-        source = "".join(inspect.getsource(x) for x in (type(self), _tier, _overlap))
-        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
-
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        candidates: list[tuple[int, int, int, int, str, str, int]] = []
-        for issue_id, locs in issues.items():
-            for kind, defects in ((0, gt.true_positives), (1, gt.false_positives)):
-                for d in defects:
-                    for n, occ in enumerate(d.occurrences, start=1):
-                        tier, shared, closeness = _tier(locs, occ, self.near)
-                        if tier:
-                            candidates.append((-tier, -shared, -closeness, kind, issue_id,
-                                               d.id, n))
-        candidates.sort()
-        out: dict[str, Match] = {}
-        taken: set[tuple[int, str, int]] = set()
-        for neg_tier, _shared, _closeness, kind, issue_id, defect, n in candidates:
-            if issue_id in out or (kind, defect, n) in taken:
-                continue
-            taken.add((kind, defect, n))
-            out[issue_id] = Match(tp_id=defect, tp_occurrence=n, grade=GRADES[-neg_tier]) \
-                if kind == 0 else Match(fp_id=defect)
-        return {issue_id: out.get(issue_id, Match()) for issue_id in issues}
-
-
-GRADES = {OVERLAP: 1.0, NEAR: 0.6, SAME_FILE: 0.3}
-
-
-@dataclasses.dataclass(frozen=True)
-class StrictTieredScorer:
-    """tiered@2: tiered@1's tiers and one-to-one assignment, except that a decoy (a known
-    FP) is matched only by an issue that overlaps one of its occurrences. tiered@1 matched
-    decoys by proximity too, so an issue about something else in a decoy's file counted as a
-    known false positive. (The assignment is written again here, not shared with tiered@1:
-    tiered@1's code is frozen, its code hash in every grade it made.)"""
-
-    version: int
-    near: int = 5
-    name: str = "tiered"
-    deterministic: bool = True
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {"near": self.near, "decoys": "overlap only",
-                "grades": {"overlap": GRADES[OVERLAP], "near": GRADES[NEAR],
-                           "same_file": GRADES[SAME_FILE]}}
-
-    @functools.cached_property
-    def code_hash(self) -> str:
-        source = "".join(inspect.getsource(x) for x in (type(self), _tier, _overlap))
-        settings = orjson.dumps(self.settings, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(source.encode() + b"\0" + settings).hexdigest()
-
-    def match_run(self, issues: dict[str, list[catalog.Location]],
-                  gt: catalog.GroundTruth) -> dict[str, Match]:
-        candidates: list[tuple[int, int, int, int, str, str, int]] = []
-        for issue_id, locs in issues.items():
-            for kind, defects in ((0, gt.true_positives), (1, gt.false_positives)):
-                for d in defects:
-                    for n, occ in enumerate(d.occurrences, start=1):
-                        tier, shared, closeness = _tier(locs, occ, self.near)
-                        if tier == OVERLAP or (tier and kind == 0):  # decoys: overlap only
-                            candidates.append((-tier, -shared, -closeness, kind, issue_id,
-                                               d.id, n))
-        candidates.sort()
-        out: dict[str, Match] = {}
-        taken: set[tuple[int, str, int]] = set()
-        for neg_tier, _shared, _closeness, kind, issue_id, defect, n in candidates:
-            if issue_id in out or (kind, defect, n) in taken:
-                continue
-            taken.add((kind, defect, n))
-            out[issue_id] = Match(tp_id=defect, tp_occurrence=n, grade=GRADES[-neg_tier]) \
-                if kind == 0 else Match(fp_id=defect)
-        return {issue_id: out.get(issue_id, Match()) for issue_id in issues}
-
 # What the grader grades every run with on a new log: location tiers, one to one, decoys by
 # overlap only (tiered@1 stays, with its grades, for the history it graded).
 DEFAULT_SCORER = "tiered@2"
 
 SCORERS: dict[str, LocationRule] = {
-    "overlap@1": OverlapScorer(version=1, tolerance=0),
-    "overlap@2": OverlapScorer(version=2, tolerance=3),
-    "tiered@1": TieredScorer(version=1, near=5),
-    "tiered@2": StrictTieredScorer(version=2, near=5),
+    "overlap@1": overlap.V1,
+    "overlap@2": overlap.V2,
+    "tiered@1": tiered_1.V1,
+    "tiered@2": tiered_2.V2,
 }
 
 
