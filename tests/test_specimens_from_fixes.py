@@ -285,3 +285,17 @@ def test_the_snapshot_leaves_out_ci_binaries_and_what_is_excluded(tmp_path: Path
     # The control: with no filter at all, the CI file would have come in.
     assert ".github/workflows/ci.yml" in git_trees.tree(
         repo.root, base, [], lambda path: True)
+
+
+def test_a_squash_merges_trailers_leave_the_rationale_wherever_they_stand() -> None:
+    """The shape of a GitHub squash merge, as tenacity's fix e5179bd has it: each squashed
+    commit's trailers inside the body, and a rule of dashes at the end."""
+    message = ("fix: reraise underlying exception when TryAgain wraps a cause (#640)\n\n"
+               "* fix: reraise underlying exception\n\nWhen reraise=True ...\n\nFixes #544\n\n"
+               "* Apply suggestions from code review\n\n"
+               "Co-authored-by: Copilot Autofix <1+Copilot@users.noreply.github.com>\n\n"
+               "---------\n\nSigned-off-by: B <b@example.org>\n")
+    kept = specimens_from_fixes.without_trailers(message)
+    assert "-by:" not in kept and "-----" not in kept and "\n\n\n" not in kept
+    assert kept.endswith("* Apply suggestions from code review")
+    assert "Fixes #544" in kept  # a reference without a colon is the author's words

@@ -32,7 +32,9 @@ Range = tuple[int, int]  # 1-based, inclusive
 NOT_DEFECTS = ("tests/**", "test/**", "**/tests/**", "**/test/**", "**/test_*.py",
                "**/*_test.py", "**/conftest.py", "docs/**", "doc/**", "**/*.md", "**/*.rst",
                "**/*.txt", ".github/**", ".gitlab-ci.yml", ".circleci/**", "CHANGELOG*",
-               "NEWS*")
+               "CHANGES*", "HISTORY*", "NEWS*",
+               # release-note fragments (reno, towncrier): what changed, told to users
+               "releasenotes/**", "changelog.d/**", "newsfragments/**", "changes/**")
 # Trailers git and review tools add to a commit message: not what the defect is.
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z-]*-by:\s|^(Change-Id|Fixes|Closes|Refs):\s")
 
@@ -46,11 +48,17 @@ def defect_filter(defect_paths: list[str] | None) -> Callable[[str], bool]:
 
 
 def without_trailers(message: str) -> str:
-    """The message without its trailing `Co-authored-by:`, `Signed-off-by:`, ... lines."""
-    lines = message.rstrip().splitlines()
-    while lines and (_TRAILER.match(lines[-1]) or not lines[-1].strip()):
+    """The message without its `Co-authored-by:`, `Signed-off-by:`, ... lines, wherever they
+    stand (a squash merge keeps each squashed commit's trailers inside the body, and ends
+    it with a rule of dashes), and without the blank lines they leave."""
+    lines = [line for line in message.rstrip().splitlines() if not _TRAILER.match(line)]
+    while lines and (not lines[-1].strip() or set(lines[-1].strip()) == {"-"}):
         lines.pop()
-    return "\n".join(lines)
+    kept: list[str] = []
+    for line in lines:
+        if line.strip() or (kept and kept[-1].strip()):
+            kept.append(line)
+    return "\n".join(kept)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +133,8 @@ def defects(snapshot: dict[str, str], fixes: list[Fix],
                    {}, [])
         for path in sorted(set(fix.before) | set(fix.after)):
             if path not in fix.before:
-                d.todo.append(f"the fix adds {path}: no line of the snapshot shows it")
+                if is_defect(path):  # (a new test or release note is no question to ask)
+                    d.todo.append(f"the fix adds {path}: no line of the snapshot shows it")
                 continue
             after = fix.after.get(path)
             if after is None:  # deleted: every line of it was the defect
@@ -136,17 +145,20 @@ def defects(snapshot: dict[str, str], fixes: list[Fix],
             if home not in snapshot:
                 d.todo.append(f"{path} is not in the snapshot: check where the defect is")
                 continue
+            lost = False
             if fix.before[path] != snapshot[home]:
                 ranges, lost = carried_back(ranges, fix.before[path], snapshot[home])
-                if lost:
-                    d.todo.append(f"{home}: lines the fix changes came after the snapshot; "
-                                  "only those it had are kept")
+            if not is_defect(home):  # a note for a person, never a question: no TODO
+                if ranges:
+                    d.notes[home] = ranges
+                continue
+            if lost:
+                d.todo.append(f"{home}: lines the fix changes came after the snapshot; "
+                              "only those it had are kept")
             if guessed:
                 d.todo.append(f"{home}: the fix inserts lines; the lines around the "
                               "insertion are marked")
-            if ranges and not is_defect(home):
-                d.notes[home] = ranges
-            elif ranges:
+            if ranges:
                 d.ranges[home] = ranges
         if not d.ranges:
             d.todo.append("no source line of the snapshot shows this fix (only tests, docs "
