@@ -245,6 +245,23 @@ async def test_transaction_appends_commit_together(store: EventStore, new_event:
     assert await store.stream_version("run-l") == 0
 
 
+async def test_a_refusal_inside_a_transaction_is_explained_as_the_transaction_sees_it(
+        store: EventStore, new_event: Make) -> None:
+    """The explanation of an append that wrote nothing is read on the transaction's own
+    connection: what the transaction wrote (uncommitted) is what the pool cannot see. Read
+    on the pool, a retried append inside the transaction was a concurrent writer's win and
+    a version conflict named version 0."""
+    first = NewEvent(new_event(), uuid.uuid4())
+    async with store.transaction() as tx:
+        await tx.append("run-t", [first])
+        again = await tx.append("run-t", [first])  # a retry of the same ids
+        assert again.already_stored and again.last_version == 1
+        with pytest.raises(errors.ConcurrencyConflict) as conflict:
+            await tx.append("run-t", [new_event()], expected_version=0)
+        assert conflict.value.actual == 1
+    assert await store.stream_version("run-t") == 1
+
+
 async def test_blobs_are_content_addressed_and_compressed(store: EventStore) -> None:
     data = b"transcript line\n" * 10_000  # over the threaded size, very compressible
     sha = await store.put_blob(data)

@@ -277,7 +277,7 @@ class EventStore:
                 async with conn.transaction():
                     count, last = await self._insert(conn, stream_id, expected, batch)
         except asyncpg.UniqueViolationError:
-            return await self._explain_refusal(stream_id, expected, batch)
+            return await self._explain_refusal(stream_id, expected, batch, conn)
         except asyncpg.PostgresError as exc:
             if errors.missing_partition(exc):
                 await self.ensure_partitions()
@@ -289,15 +289,18 @@ class EventStore:
             actual = int(getattr(exc, "detail", None) or 0)
             raise errors.ConcurrencyConflict(stream_id, expected, actual) from None
         if count == 0 or last is None:  # the stream was not at the expected version
-            return await self._explain_refusal(stream_id, expected, batch)
+            return await self._explain_refusal(stream_id, expected, batch, conn)
         n = len(batch.ids)
         return AppendResult(stream_id, last - n + 1, last, already_stored=False)
 
     async def _explain_refusal(
-        self, stream_id: str, expected: int | None, batch: Batch
+        self, stream_id: str, expected: int | None, batch: Batch,
+        conn: database.Connection | None = None,
     ) -> AppendResult:
-        """An append wrote nothing: a retry of a stored append (a no-op), or a conflict."""
-        row = await self.pool.fetchrow(_Q["stored_event_ids"], batch.ids, stream_id)
+        """An append wrote nothing: a retry of a stored append (a no-op), or a conflict.
+        Asked on the append's own connection: inside a caller's transaction, what that
+        transaction wrote is what the pool cannot see."""
+        row = await (conn or self.pool).fetchrow(_Q["stored_event_ids"], batch.ids, stream_id)
         assert row is not None  # an aggregate: always one row
         found, in_stream, last = row
         n = len(batch.ids)
@@ -310,16 +313,18 @@ class EventStore:
             )
         if expected is None:
             raise RetryRace()  # another writer took the same versions: go again
-        actual = await self.stream_version(stream_id)
+        actual = await self.stream_version(stream_id, conn)
         raise errors.ConcurrencyConflict(stream_id, expected, actual)
 
     async def ensure_partitions(self, room: int = 0) -> int:
         """Make the log's partitions reach past the next position (and `room` more)."""
         return await partitions.ensure(self.pool, room)
 
-    async def stream_version(self, stream_id: str) -> int:
-        """The stream's last version; 0 if it has no event."""
-        version: int = await self.pool.fetchval(_Q["stream_version"], stream_id)
+    async def stream_version(self, stream_id: str,
+                             conn: database.Connection | None = None) -> int:
+        """The stream's last version; 0 if it has no event (on `conn`: as its transaction
+        sees it)."""
+        version: int = await (conn or self.pool).fetchval(_Q["stream_version"], stream_id)
         return version
 
     # -- reads, checkpoints, the fence: the parts' own, as the store's --------------------
