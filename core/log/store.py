@@ -79,10 +79,8 @@ class StoreTransaction:
             return await self.store._append_once(stream_id, expected_version, batch, self.conn)
         except (RetryRace, asyncpg.DeadlockDetectedError, asyncpg.SerializationError) as exc:
             why = "a concurrent append won" if isinstance(exc, RetryRace) else str(exc)
-            version = await self.store.stream_version(stream_id)
-            raise errors.ConcurrencyConflict(
-                stream_id, expected_version, version, f" ({why}; retry the transaction)"
-            ) from None
+            raise await self.store.conflict(stream_id, expected_version,
+                                            f"{why}; retry the transaction") from None
 
 
 class EventStore:
@@ -140,10 +138,8 @@ class EventStore:
                 lambda: self._append_once(stream_id, expected_version, batch),
                 self.ensure_partitions)
         except RetryRace:
-            version = await self.stream_version(stream_id)
-            raise errors.ConcurrencyConflict(
-                stream_id, expected_version, version, " (concurrent appends kept racing)"
-            ) from None
+            raise await self.conflict(stream_id, expected_version,
+                                      "concurrent appends kept racing") from None
         except database.CONNECTION_ERRORS as exc:
             raise errors.StoreUnavailable(
                 f"append to {stream_id} failed: cannot reach PostgreSQL at "
@@ -194,9 +190,8 @@ class EventStore:
             if not raced:
                 raise
             if len(stored) < len(streams):  # (the last race may have stored them all)
-                raise errors.ConcurrencyConflict(
-                    streams[0], None, await self.stream_version(streams[0]),
-                    " (append_many kept racing with other writers)") from None
+                raise await self.conflict(
+                    streams[0], None, "append_many kept racing with other writers") from None
         return [stored[s] for s in streams]
 
     async def _find_stored(self, streams: list[str], prepared: dict[str, Batch],
@@ -313,12 +308,19 @@ class EventStore:
             )
         if expected is None:
             raise RetryRace()  # another writer took the same versions: go again
-        actual = await self.stream_version(stream_id, conn)
-        raise errors.ConcurrencyConflict(stream_id, expected, actual)
+        raise await self.conflict(stream_id, expected, conn=conn)
 
     async def ensure_partitions(self, room: int = 0) -> int:
         """Make the log's partitions reach past the next position (and `room` more)."""
         return await partitions.ensure(self.pool, room)
+
+    async def conflict(self, stream_id: str, expected: int | None, why: str = "",
+                       conn: database.Connection | None = None) -> errors.ConcurrencyConflict:
+        """The one way a version conflict is reported: the stream's version as it stands
+        (as `conn`'s transaction sees it), and why the append gave up."""
+        return errors.ConcurrencyConflict(stream_id, expected,
+                                          await self.stream_version(stream_id, conn),
+                                          f" ({why})" if why else "")
 
     async def stream_version(self, stream_id: str,
                              conn: database.Connection | None = None) -> int:
