@@ -20,7 +20,6 @@ import anyio
 import anyio.lowlevel
 import asyncpg
 import orjson
-import tenacity
 
 from props.core.log import database, partitions, retries
 from props.core.log.bulk import gc_paused
@@ -63,11 +62,6 @@ class _ReadAhead:
                                            types=self.types)
 
 
-def _retrying_reads() -> tenacity.AsyncRetrying:
-    """A read cut by a lost connection, again on another (reads are idempotent)."""
-    return retries.READ.retrying(retries.of_kinds(*database.CONNECTION_ERRORS))
-
-
 class Reader:
     """The log's read side on one pool, decoding with one registry: `store.reader`."""
 
@@ -99,19 +93,28 @@ class Reader:
                 append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
         return out
 
+
+    async def _fetch(self, statement: str, *args: Any) -> list[asyncpg.Record]:
+        """A read, again on another connection when one was cut (READ; a read is
+        idempotent). The first try runs without the policy: most reads never fail."""
+        try:
+            rows: list[asyncpg.Record] = await self.pool.fetch(statement, *args)
+        except Exception as exc:
+            rows = await retries.READ.resume(
+                exc, functools.partial(self.pool.fetch, statement, *args),
+                retries.of_kinds(*database.CONNECTION_ERRORS))
+        return rows
+
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, limit: int | None = None
     ) -> list[RecordedEvent]:
         """Events of one stream in version order (streams are read directly, no fence).
         A read cut by a lost connection is retried on another (a read is idempotent)."""
-        rows: list[asyncpg.Record] = await _retrying_reads()(
-            self.pool.fetch, _Q["read_stream"], stream_id, from_version, limit)
-        return self.decode(rows)
+        return self.decode(await self._fetch(_Q["read_stream"], stream_id, from_version, limit))
 
     async def read_streams(self, stream_ids: Sequence[str]) -> dict[str, list[RecordedEvent]]:
         """Several whole streams in one query, by id (a stream with no event is absent)."""
-        rows: list[asyncpg.Record] = await _retrying_reads()(
-            self.pool.fetch, _Q["read_streams"], list(stream_ids))
+        rows = await self._fetch(_Q["read_streams"], list(stream_ids))
         out: dict[str, list[RecordedEvent]] = {}
         for rec in self.decode(rows):
             out.setdefault(rec.stream_id, []).append(rec)

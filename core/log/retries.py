@@ -87,6 +87,30 @@ class Policy:
         result: T = await self.retrying(retry_on, on_retry=on_retry, stop=stop)(attempt)
         return result
 
+    async def resume(self, failure: BaseException, fn: Callable[[], Awaitable[T]],
+                     retry_on: RetryOn, *, on_retry: OnRetry | None = None) -> T:
+        """Carry on a call whose first attempt, made without the policy (a hot path pays
+        for no policy object until something fails), failed with `failure`: it is raised
+        again unless retried, and the retries are this policy's from its second attempt."""
+        if not isinstance(failure, Exception) or not retry_on(failure) or self.attempts == 1:
+            raise failure
+        if on_retry is not None:
+            on_retry(failure, 1)
+        await anyio.sleep(self.delay(1))
+        rest = dataclasses.replace(self, attempts=None if self.attempts is None
+                                   else self.attempts - 1)
+
+        async def attempt() -> T:
+            return await fn()
+
+        def again(exc: BaseException, n: int) -> None:
+            if on_retry is not None:
+                on_retry(exc, n + 1)
+
+        result: T = await rest.retrying(retry_on, on_retry=again,
+                                        wait=lambda _, n: self.delay(n + 1))(attempt)
+        return result
+
     def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
                   stop: Callable[[BaseException], bool] | None,
                   wait: Callable[[BaseException, int], float] | None) -> dict[str, Any]:

@@ -226,13 +226,8 @@ class EventStore:
             async with self.pool.acquire() as conn, conn.transaction():
                 yield StoreTransaction(self, conn)
 
-    async def _insert(
-        self,
-        target: asyncpg.Pool | database.Connection,
-        stream_id: str,
-        expected: int | None,
-        batch: Batch,
-    ) -> tuple[int, int | None]:
+    async def _insert(self, target: asyncpg.Pool | database.Connection, stream_id: str,
+                      expected: int | None, batch: Batch) -> tuple[int, int | None]:
         """Send the append; return (events inserted, last version). Driver errors propagate."""
         n = len(batch.ids)
         if expected is not None and n >= COPY_THRESHOLD:
@@ -256,13 +251,8 @@ class EventStore:
         assert row is not None  # an aggregate: always one row
         return row[0], row[1]
 
-    async def _append_once(
-        self,
-        stream_id: str,
-        expected: int | None,
-        batch: Batch,
-        conn: database.Connection | None = None,
-    ) -> AppendResult:
+    async def _append_once(self, stream_id: str, expected: int | None, batch: Batch,
+                           conn: database.Connection | None = None) -> AppendResult:
         """One attempt, on the pool or inside the caller's transaction (`conn`)."""
         try:
             if conn is None:
@@ -288,10 +278,8 @@ class EventStore:
         n = len(batch.ids)
         return AppendResult(stream_id, last - n + 1, last, already_stored=False)
 
-    async def _explain_refusal(
-        self, stream_id: str, expected: int | None, batch: Batch,
-        conn: database.Connection | None = None,
-    ) -> AppendResult:
+    async def _explain_refusal(self, stream_id: str, expected: int | None, batch: Batch,
+                               conn: database.Connection | None = None) -> AppendResult:
         """An append wrote nothing: a retry of a stored append (a no-op), or a conflict.
         Asked on the append's own connection: inside a caller's transaction, what that
         transaction wrote is what the pool cannot see."""
