@@ -57,9 +57,9 @@ class CapReached(Exception):
 
 
 # A lost connection (the database restarted, a failover) is reconnected and the call sent
-# again, for about seven seconds (AGENT_CALL): both calls are idempotent (a report by its event id, a blob by
-# its hash), so a call that reached the server before the connection broke is not doubled
-# (it may count once more against the run's caps).
+# again, for about seven seconds (retries.AGENT_CALL): both calls are idempotent (a report by
+# its event id, a blob by its hash), so a call that reached the server before the connection
+# broke is not doubled (it may count once more against the run's caps).
 
 
 class Agent:
