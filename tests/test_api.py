@@ -308,7 +308,7 @@ def test_service_config_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             config.log_format) == ("127.0.0.1:8080", 5, True, ["grader", "projections"],
                                    "text")
 
-    example = Path(service_config.__file__).parent / "props.example.toml"
+    example = Path(service_config.__file__).parents[1] / "props.example.toml"
     monkeypatch.setenv("PROPS_CONFIG_FILE", str(example))
     assert service_config.load(args).http == "127.0.0.1:8080"  # the shipped example loads
     monkeypatch.setenv("PROPS_CONFIG_FILE", str(path))
