@@ -181,36 +181,25 @@ class ReactorHost:
         if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
             await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
             return
-        try:
-            await self.reactor.handle(rec)  # the hot path: no policy until something failed
-        except Exception as first:
-            try:
-                await self._handle_again(rec, first)
-            except Exception as exc:  # not transient, POISON's tries over: a poison event
-                await self._park(rec, exc, retries.POISON.attempts or 1)
-                return
+        try:  # a failure that is not transient is a poison event: parked after a few tries
+            await retries.POISON.call(functools.partial(self._handle_through_outages, rec),
+                                      lambda exc: not database.only(exc, TRANSIENT))
+        except Exception as exc:
+            await self._park(rec, exc, retries.POISON.attempts or 1)
+            return
         self.stats.handled += 1
 
-    async def _handle_again(self, rec: RecordedEvent, first: Exception) -> None:
-        """After the handler's first failure: again under EVENT while it fails for a
-        transient reason, and the whole of that under POISON while it fails otherwise.
-        Each event's waits start from the shortest: earlier events' do not lengthen them."""
-        handle = functools.partial(self.reactor.handle, rec)
-        transient = retries.of_kinds(*TRANSIENT)
-
+    async def _handle_through_outages(self, rec: RecordedEvent) -> None:
+        """The handler, again under EVENT while it fails for a transient reason (each
+        event's waits start from the shortest: earlier events' retries do not lengthen
+        them)."""
         def retried(exc: BaseException, _: int) -> None:
             self.stats.retries += 1
             log.warning("reactor %s: transient failure on event %s (%s); retrying",
                         self.reactor.name, rec.global_position, exc)
 
-        async def through_outages() -> None:
-            await retries.EVENT.call(handle, transient, on_retry=retried)
-
-        try:
-            await retries.EVENT.resume(first, handle, transient, on_retry=retried)
-        except Exception as failure:
-            await retries.POISON.resume(failure, through_outages,
-                                        lambda exc: not database.only(exc, TRANSIENT))
+        await retries.EVENT.call(functools.partial(self.reactor.handle, rec),
+                                 retries.of_kinds(*TRANSIENT), on_retry=retried)
 
     async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
         log.error("reactor %s parked event %s (%s): %s", self.reactor.name,

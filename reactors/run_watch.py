@@ -39,7 +39,7 @@ async def watch(store: EventStore, rt: ContainerRuntime, state: RunState,
     deadline = time.monotonic() + req.timeout_seconds - \
         (datetime.now(UTC) - began).total_seconds()
     killed_for: KillReason | None = None
-    stopped = False  # killed (for a reason above, or malformed or capped): wait for its end
+    stopped = False  # killed: wait for its end
     interval = WATCH_INTERVAL
     while True:
         outcome = await rt.wait(name, max(0.0, min(interval, deadline - time.monotonic())))
@@ -51,29 +51,27 @@ async def watch(store: EventStore, rt: ContainerRuntime, state: RunState,
             return outcome, killed_for
         if stopped:
             continue
-        reason = await _reason_to_stop(store, state, cancelled, deadline)
-        if reason is not None:
-            killed_for = reason or None
-            stopped = True
+        stopped, killed_for = await _reason_to_stop(store, state, cancelled, deadline)
+        if stopped:
             await rt.kill(name)
 
 
 async def _reason_to_stop(store: EventStore, state: RunState, cancelled: set[uuid.UUID],
-                          deadline: float) -> KillReason | Literal[""] | None:
-    """Why the container must stop now ("" for malformed or capped, which the verdict
-    reads from the run's state), or None."""
+                          deadline: float) -> tuple[bool, KillReason | None]:
+    """Whether the container must stop now, and the reason recorded for it (None for
+    malformed reports or a cap passed: the verdict reads those from the run's state)."""
     req = state.requested
     if req.run_id in cancelled:
-        return "cancel"
+        return True, "cancel"
     if state.totals.cost_usd > req.budget_usd:
-        return "budget"
+        return True, "budget"
     if time.monotonic() >= deadline:
-        return "timeout"
+        return True, "timeout"
     binding = await agent_roles.binding(store, req.run_id)
     if state.totals.malformed or (binding is not None and binding.over_cap):
         # The reason stays in the service's log, never in an event (it quotes the agent's
         # input).
         log.warning("run %s: stopping the agent: %s", req.run_id,
                     state.totals.malformed or "over its cap on events or bytes")
-        return ""
-    return None
+        return True, None
+    return False, None

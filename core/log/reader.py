@@ -93,16 +93,12 @@ class Reader:
                 append(record((gp, tx, eid, sid, sv, typ, schv, event, loads(meta), at)))
         return out
 
-
     async def _fetch(self, statement: str, *args: Any) -> list[asyncpg.Record]:
         """A read, again on another connection when one was cut (READ; a read is
-        idempotent). The first try runs without the policy: most reads never fail."""
-        try:
-            rows: list[asyncpg.Record] = await self.pool.fetch(statement, *args)
-        except Exception as exc:
-            rows = await retries.READ.resume(
-                exc, functools.partial(self.pool.fetch, statement, *args),
-                retries.of_kinds(*database.CONNECTION_ERRORS))
+        idempotent)."""
+        rows: list[asyncpg.Record] = await retries.READ.call(
+            functools.partial(self.pool.fetch, statement, *args),
+            retries.of_kinds(*database.CONNECTION_ERRORS))
         return rows
 
     async def read_stream(

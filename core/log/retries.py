@@ -1,17 +1,18 @@
 """Every retry in props, by name: what is tried again, how long apart, and for how long.
 
 Each policy is a `Policy` below, run by tenacity; nothing else in the package loops over a
-failure (tests/test_layers.py looks for such a loop and fails on one). What a policy retries
-is the caller's question (`retry_on`), answered from the classification made where errors
-enter (`database.CONNECTION_ERRORS`, `errors.*`, the runtimes' `EngineUnreachable`):
+failure (tests/test_layers.py looks for such a loop and fails on one). `Policy.call` makes
+the first attempt without tenacity, so a hot path pays for no policy object until something
+failed. What a policy retries is the caller's question (`retry_on`), answered from the
+classification made where errors enter (`database.CONNECTION_ERRORS`, `errors.*`, the
+runtimes' `EngineUnreachable`):
 - APPEND: an append, an import's batch, grades written by the server. Retried when what
   stopped it is over by the next attempt: the connection went away, a serialization failure
   or deadlock, a concurrent writer moved a stream or stored the same ids first (the next
   attempt re-reads versions and skips what is stored), or the insert ran past the last
   partition (made before the next attempt). Every attempt sends the same event ids, so an
   attempt that did commit but whose answer was lost makes the retry a no-op, never a
-  duplicate. The first attempt runs outside tenacity (the hot path pays nothing for the
-  policy); the first retry follows at once (a race is usually over), later ones back off.
+  duplicate. The first retry follows at once (a race is usually over), later ones back off.
 - READ: a read cut by a lost connection, again on another (reads are idempotent).
 - SERVICE: a long-running service whose database went away, until it is back or the caller
   gives up; FOLLOW: a subscription's listener and reads, until the database is back.
@@ -46,6 +47,7 @@ TRANSIENT_STATES = frozenset({"40001", "40P01"})  # serialization failure, deadl
 
 RetryOn = Callable[[BaseException], bool]
 OnRetry = Callable[[BaseException, int], object]  # (the failure, the attempt that failed)
+Wait = Callable[[BaseException, int], float]  # (the failure, the retry's number) -> seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Policy:
     first: float  # seconds before the first retry
     cap: float  # the longest wait
     attempts: int | None  # None: until it succeeds, the caller gives up or is cancelled
-    seconds: float | None = None  # stop retrying once this long has passed since the first
+    seconds: float | None = None  # stop retrying once this long has passed since the first retry
     jitter: float = 0.0  # up to this many seconds more, drawn per wait
 
     def delay(self, retry: int) -> float:
@@ -62,58 +64,50 @@ class Policy:
         wait = min(self.cap, self.first * 2.0 ** max(0, retry - 1))
         return wait + random.uniform(0, self.jitter) if self.jitter else wait
 
-    def retrying(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
-                 stop: Callable[[BaseException], bool] | None = None,
-                 wait: Callable[[BaseException, int], float] | None = None,
-                 ) -> tenacity.AsyncRetrying:
-        """The tenacity controller of this policy: `await policy.retrying(...)(fn, *args)`,
-        `fn` a coroutine function (`call` takes any callable that returns an awaitable).
-        `stop(failure)` ends the retries early (the failure then propagates); `wait` sizes
-        a wait other than by `delay` (a race that needs none)."""
-        return tenacity.AsyncRetrying(sleep=anyio.sleep, reraise=True,
-                                      **self._strategy(retry_on, on_retry, stop, wait))
-
-    def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
-                      ) -> tenacity.Retrying:
-        """The same, for code that is not async (an agent's SDK in its container)."""
-        return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, None))
-
     async def call(self, fn: Callable[[], Awaitable[T]], retry_on: RetryOn, *,
                    on_retry: OnRetry | None = None,
-                   stop: Callable[[BaseException], bool] | None = None) -> T:
+                   stop: Callable[[BaseException], bool] | None = None,
+                   wait: Wait | None = None) -> T:
+        """`await fn()`, again under this policy while it fails with what `retry_on`
+        takes. `stop(failure)` ends the retries early (the failure then propagates); `wait`
+        sizes a wait other than by `delay` (a race that needs none). The first attempt runs
+        without tenacity: a hot path (an append, a reactor's event, a read) pays for no
+        policy object until something failed."""
+        try:
+            return await fn()
+        except Exception as exc:
+            first = exc
+        if not retry_on(first) or self.attempts == 1 or (stop is not None and stop(first)):
+            raise first
+        sized = wait or (lambda _, n: self.delay(n))
+        if on_retry is not None:
+            on_retry(first, 1)
+        await anyio.sleep(sized(first, 1))
+
         async def attempt() -> T:  # a coroutine function, whatever `fn` is: tenacity
             return await fn()      # calls anything else as synchronous
-
-        result: T = await self.retrying(retry_on, on_retry=on_retry, stop=stop)(attempt)
-        return result
-
-    async def resume(self, failure: BaseException, fn: Callable[[], Awaitable[T]],
-                     retry_on: RetryOn, *, on_retry: OnRetry | None = None) -> T:
-        """Carry on a call whose first attempt, made without the policy (a hot path pays
-        for no policy object until something fails), failed with `failure`: it is raised
-        again unless retried, and the retries are this policy's from its second attempt."""
-        if not isinstance(failure, Exception) or not retry_on(failure) or self.attempts == 1:
-            raise failure
-        if on_retry is not None:
-            on_retry(failure, 1)
-        await anyio.sleep(self.delay(1))
-        rest = dataclasses.replace(self, attempts=None if self.attempts is None
-                                   else self.attempts - 1)
-
-        async def attempt() -> T:
-            return await fn()
 
         def again(exc: BaseException, n: int) -> None:
             if on_retry is not None:
                 on_retry(exc, n + 1)
 
-        result: T = await rest.retrying(retry_on, on_retry=again,
-                                        wait=lambda _, n: self.delay(n + 1))(attempt)
+        # The rest of the attempts, numbered from the second.
+        rest = dataclasses.replace(self, attempts=None if self.attempts is None
+                                   else self.attempts - 1)
+        result: T = await tenacity.AsyncRetrying(
+            sleep=anyio.sleep, reraise=True,
+            **rest._strategy(retry_on, again, stop, lambda f, n: sized(f, n + 1)))(attempt)
         return result
+
+    def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
+                      ) -> tenacity.Retrying:
+        """A tenacity controller of this policy for code that is not async (an agent's SDK
+        in its container): `policy.retrying_sync(...)(fn)`."""
+        return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, None))
 
     def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
                   stop: Callable[[BaseException], bool] | None,
-                  wait: Callable[[BaseException, int], float] | None) -> dict[str, Any]:
+                  wait: Wait | None) -> dict[str, Any]:
         def failure(state: tenacity.RetryCallState) -> BaseException:
             assert state.outcome is not None
             exc = state.outcome.exception()
@@ -144,7 +138,7 @@ class Policy:
                 "before_sleep": before_sleep}
 
 
-APPEND = Policy("append", first=0.02, cap=1.0, attempts=4)  # after the first attempt
+APPEND = Policy("append", first=0.02, cap=1.0, attempts=5)
 READ = Policy("read", first=0.02, cap=1.0, attempts=5, jitter=0.02)
 SERVICE = Policy("service", first=0.2, cap=5.0, attempts=None)
 FOLLOW = Policy("follow", first=0.05, cap=5.0, attempts=None)
@@ -155,9 +149,6 @@ SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
 AGENT_CALL = Policy("agent call", first=0.1, cap=2.0, attempts=8)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
 API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
-
-POLICIES = (APPEND, READ, SERVICE, FOLLOW, EVENT, POISON, RUN, SWAP, AGENT_CALL, DRIVER,
-            API_REQUEST)
 
 
 def of_kinds(*kinds: type[BaseException]) -> RetryOn:
@@ -186,14 +177,7 @@ async def appending(attempt: Callable[[], Awaitable[T]],
                     make_room: Callable[[], Awaitable[object]]) -> T:
     """`await attempt()` until it succeeds, under APPEND; `make_room()` adds the partitions
     a next attempt needs. The last failure propagates as it is."""
-    try:
-        return await attempt()  # the hot path: no policy object until something failed
-    except Exception as exc:
-        if not retryable(exc):
-            raise
-        first = exc
-
-    room_needed = errors.missing_partition(first)
+    room_needed = False
 
     def after(failure: BaseException, _: int) -> None:
         nonlocal room_needed
@@ -205,10 +189,10 @@ async def appending(attempt: Callable[[], Awaitable[T]],
         return await attempt()
 
     # A race is usually over at once, and a partition once made: neither waits.
-    return await APPEND.retrying(
-        retryable, on_retry=after,
-        wait=lambda failure, n: 0.0 if errors.missing_partition(failure)
-        else APPEND.delay(n))(next_attempt)
+    return await APPEND.call(
+        next_attempt, retryable, on_retry=after,
+        wait=lambda failure, n: 0.0 if n == 1 or errors.missing_partition(failure)
+        else APPEND.delay(n - 1))
 
 
 # -- the loop every long-running service shares -------------------------------------------------
@@ -230,11 +214,17 @@ async def keep_serving(
     def lost(exc: BaseException, _: int) -> None:
         log.warning("%s lost the database (%s); retrying", what, exc)
 
+    gave_up = False
+
+    def stopping(_: BaseException) -> bool:
+        nonlocal gave_up
+        gave_up = give_up is not None and give_up()
+        return gave_up
+
     try:
-        await SERVICE.call(work, passing, on_retry=lost,
-                           stop=lambda exc: give_up is not None and give_up())
+        await SERVICE.call(work, passing, on_retry=lost, stop=stopping)
     except Exception as exc:
-        if give_up is not None and passing(exc) and give_up():
+        if gave_up:
             raise errors.StoreUnavailable(
                 f"{what} gave up waiting for the database: {_first_line(exc)}") from exc
         raise

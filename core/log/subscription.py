@@ -170,12 +170,8 @@ class Subscription(anyio.AsyncContextManagerMixin):
             )
             return self.store.reader.decode(rows, self.decode)
 
-        try:
-            return await attempt()  # a read at each wake-up: no policy unless it fails
-        except Exception as exc:
-            return await retries.FOLLOW.resume(exc, attempt,
-                                               retries.of_kinds(*database.UNAVAILABLE),
-                                               on_retry=self._read_failed)
+        return await retries.FOLLOW.call(attempt, retries.of_kinds(*database.UNAVAILABLE),
+                                         on_retry=self._read_failed)
 
     def _read_failed(self, exc: BaseException, _: int) -> None:
         reader, self._reader = self._reader, None
