@@ -677,6 +677,48 @@ async def test_the_registry_proxy_is_a_gate(store: EventStore, dsn: str,
 
 
 @pytest.mark.slow
+async def test_the_registry_proxy_bounds_a_config_blob_before_reading_it(
+        store: EventStore, dsn: str, tmp_path: Path) -> None:
+    """The probe's critical reproduction: a manifest naming a huge config blob. A declared
+    size over the limit is refused before a byte is fetched; a blob larger than its manifest
+    says is refused from the upstream's header, the service growing by far less than it; a
+    3 MiB props.config label is refused (400, nothing stored), not answered 500. Negative
+    control: the same push with a small config and labels is recorded."""
+    import json
+
+    _, pusher = await tokens.create(store, "big-pusher", ("push",))
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream) as served:
+        assert served.registry is not None
+        push = _RawRegistry(served.registry, pusher)
+        big = await push.blob("critic/big", b"{" + b" " * (48 * 1024 * 1024) + b"}")
+
+        def manifest(digest: str, size: int) -> bytes:
+            return json.dumps({
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                           "size": size, "digest": digest}, "layers": []}).encode()
+
+        before = _rss_kb(served.pid)
+        declared = await push.manifest("critic/big", "v1",
+                                       raw=manifest(big, 1_200_000_000))
+        assert declared.status_code == 400 and "declared" in declared.text, declared.text
+        understated = await push.manifest("critic/big", "v2", raw=manifest(big, 2_000))
+        assert understated.status_code == 400 and "larger" in understated.text
+        assert _rss_kb(served.pid) - before < 24 * 1024  # the 48 MiB blob was never held
+        label = await push.manifest("critic/big", "v3",
+                                    {"props.config": json.dumps({"x": "y" * 3_000_000})})
+        assert label.status_code == 400 and "props.config" in label.text, label.text
+        fine = await push.manifest("critic/big", "v4", {"props.config": '{"x": 1}'})
+        assert fine.status_code == 201, fine.text
+        await push.http.aclose()
+    recorded = {d.tag: d for d in await definitions.all_pushed(store, "critic")
+                if d.name == "big"}
+    assert set(recorded) == {"v4"} and recorded["v4"].config == {"x": 1}
+
+
+@pytest.mark.slow
 async def test_an_evaluation_through_the_api(store: EventStore, dsn: str,
                                              tmp_path: Path) -> None:
     """POST a plan: recorded and its cases requested (the service runs them); the same plan

@@ -9,6 +9,9 @@ local runtime runs only props' own agents unless the operator trusts the command
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,6 +114,60 @@ def test_a_baseline_never_runs_the_examples_code(tmp_path: Path, tool: str) -> N
     findings, _dropped = baseline_critic.review(tool, root, files)
     assert not marker.exists(), marker.read_text()
     assert any(f.path == "app.py" for f in findings)  # the real tool reviewed the example
+
+
+_GI_SPECIMEN = Path(__file__).parent / "fixtures" / "hostile" / "gi_specimen"
+
+
+def _copy_gi_specimen(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    root, marker = tmp_path / "example", tmp_path / "ran"
+    shutil.copytree(_GI_SPECIMEN, root)
+    return root, marker, sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))
+
+
+def test_pylint_never_imports_the_examples_modules(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's critical reproduction: a snapshot's `gi/__init__.py` and a file calling
+    `gi.require_version()`. astroid's brain_gi imports `gi` from the example's folder, which
+    pylint put on its path: the baseline refuses to import anything from outside its startup
+    path, so the specimen never runs (and pylint still reviews it)."""
+    root, marker, files = _copy_gi_specimen(tmp_path)
+    monkeypatch.setenv("PROPS_HOSTILE_MARKER", str(marker))  # (the tool's env drops it)
+    findings, _ = baseline_critic.review("pylint", root, files)
+    assert not marker.exists() and not (root / "gi" / "RAN").exists()
+    assert ("app.py", 4) in {(f.path, f.start) for f in findings}
+
+
+def test_negative_control_plain_pylint_imports_the_specimen(tmp_path: Path) -> None:
+    """pylint run as the baseline ran it before the guard (isolated, from /, the same
+    options) imports the specimen's `gi`: the check above can fail."""
+    root, _, files = _copy_gi_specimen(tmp_path)
+    subprocess.run([sys.executable, "-I", "-m", "pylint", "--output-format=json",
+                    "--rcfile=/dev/null", "--disable=all", "--enable=E,W",
+                    *(str(root / f) for f in files)], cwd=os.sep, capture_output=True,
+                   check=False, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    assert (root / "gi" / "RAN").exists()
+
+
+@pytest.mark.parametrize(("tool", "rule"), [("ruff", "F821"), ("bandit", "B602"),
+                                            ("pylint", "E0602 undefined-variable")])
+def test_the_examples_pragmas_do_not_silence_a_baseline(tmp_path: Path, tool: str,
+                                                        rule: str) -> None:
+    """`# ruff: noqa`, `# noqa`, `# nosec`, `# pylint: skip-file` and `disable=` in the
+    example are ignored: each tool still reports what the file's pragmas would hide."""
+    root, _, files = _copy_gi_specimen(tmp_path)
+    findings, _ = baseline_critic.review(tool, root, files)
+    assert ("quiet.py", rule) in {(f.path, f.rule) for f in findings}, findings
+
+
+def test_negative_control_the_pragmas_silence_a_plain_ruff(tmp_path: Path) -> None:
+    """Without --ignore-noqa, the file-wide `# ruff: noqa` hides quiet.py's F821."""
+    root, _, _ = _copy_gi_specimen(tmp_path)
+    done = subprocess.run([sys.executable, "-I", "-m", "ruff", "check", "--isolated",
+                           "--no-cache", "--output-format", "json", "--exit-zero", "--select",
+                           "F", str(root / "quiet.py")], capture_output=True, text=True,
+                          check=True, cwd=os.sep)
+    assert json.loads(done.stdout) == []
 
 
 def test_negative_control_the_old_invocation_runs_the_specimen(tmp_path: Path) -> None:

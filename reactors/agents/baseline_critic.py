@@ -14,7 +14,14 @@ The tool never runs the example's code: a snapshot may hold `ruff/__main__.py`,
 `sitecustomize.py` or a `.pth` file. So the tool's interpreter runs isolated (`-I`: neither
 the working directory nor PYTHON* variables reach its import path), in a working directory
 outside the example (the filesystem's root), given the files by absolute path, with an
-environment that holds nothing but PATH (not the run's database login).
+environment that holds nothing but PATH (not the run's database login). Isolation alone
+is not enough: pylint puts the linted files' folders on `sys.path`, and astroid's brains
+import what they analyse (`brain_gi` imports `gi` to call `gi.require_version`). So the tool
+runs under a guard (`_GUARD`) that refuses to import any module from outside the places the
+interpreter had on its path when it started: the example's code cannot run even where the
+tool itself would import it. And the example's own pragmas (`# noqa`, `# ruff: noqa`,
+`# nosec`, `# pylint: disable`, `# pylint: skip-file`) are ignored: a snapshot must not
+silence the critic that reviews it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,34 @@ from props.core.log import errors
 from props.reactors.agents.sdk import Agent
 
 TOOL_FAILED = 3  # the exit code of a run whose tool could not review the example
+
+# Run as `python -I -c _GUARD MODULE ARGS...`: the tool's module as `__main__`, behind a
+# finder that refuses any module found outside the startup path (the example's folders that
+# a tool adds later included), and with pylint's pragma parser given a pattern that never
+# matches (pylint has no option to ignore the file's own `# pylint:` comments).
+_GUARD = """
+import importlib.machinery, os, re, runpy, sys
+_ALLOWED = tuple(os.path.realpath(p) + os.sep for p in sys.path if p)
+class _OnlyInstalledCode:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None:
+            return None
+        places = [spec.origin] if spec.has_location and spec.origin else []
+        for place in places + list(spec.submodule_search_locations or []):
+            if not (os.path.realpath(place) + os.sep).startswith(_ALLOWED):
+                raise ImportError(f"props refused to import {name} from {place}: a "
+                                  "baseline never runs the example's code")
+        return None
+sys.meta_path.insert(0, _OnlyInstalledCode)
+module = sys.argv.pop(1)
+if module == "pylint":
+    import pylint.lint.message_state_handler as pragmas
+    pragmas.OPTION_PO = re.compile(r"(?!)")
+sys.argv[0] = module
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,14 +121,15 @@ def _pylint(doc: Any) -> list[Finding]:
 
 TOOLS: dict[str, Tool] = {
     "ruff": Tool(lambda rules, files: [
-        "-m", "ruff", "check", "--isolated", "--no-cache", "--output-format", "json",
-        "--exit-zero", "--select", ",".join(rules), *files], _ruff, frozenset({0})),
+        "ruff", "check", "--isolated", "--no-cache", "--output-format", "json",
+        "--exit-zero", "--ignore-noqa", "--select", ",".join(rules), *files], _ruff,
+        frozenset({0})),
     # (bandit exits 1 when it found something)
     "bandit": Tool(lambda rules, files: [
-        "-m", "bandit", "-f", "json", "-q", *files], _bandit, frozenset({0, 1})),
+        "bandit", "-f", "json", "-q", "--ignore-nosec", *files], _bandit, frozenset({0, 1})),
     # (pylint's exit status is a bit mask: 1 fatal, 32 usage error)
     "pylint": Tool(lambda rules, files: [
-        "-m", "pylint", "--output-format=json", "--score=n", "--persistent=n",
+        "pylint", "--output-format=json", "--score=n", "--persistent=n",
         "--rcfile=/dev/null", "--disable=all", f"--enable={','.join(rules)}", *files],
         _pylint, frozenset(range(0, 32, 2))),
 }
@@ -107,7 +143,8 @@ def review(tool: str, root: Path, files: list[str]) -> tuple[list[Finding], int]
     # The filesystem's root: outside the example, and there in every container (which may
     # have no writable folder at all; the tools write nothing: no cache, no state).
     done = subprocess.run(
-        [sys.executable, "-I", *t.arguments(baselines.RULES[tool], targets)], cwd=os.sep,
+        [sys.executable, "-I", "-c", _GUARD, *t.arguments(baselines.RULES[tool], targets)],
+        cwd=os.sep,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.sep},
         capture_output=True, text=True, timeout=600, check=False)
     if done.returncode not in t.ok_exits:

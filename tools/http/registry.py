@@ -58,6 +58,8 @@ MAX_NAME = 255  # the spec's limit on a repository name
 _DROP = {"host", "authorization", "connection", "keep-alive", "transfer-encoding", "te",
          "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # the distribution spec's suggested limit
+MAX_CONFIG_BYTES = MAX_MANIFEST_BYTES  # an image config is read whole: bounded the same
+MAX_LABEL_BYTES = 64 * 1024  # one props.* label (a definition's config is small)
 
 
 def _error(status: int, code: str, message: str,
@@ -248,19 +250,46 @@ class RegistryProxy:
         if not isinstance(config, dict) or not isinstance(_key(config, "digest"), str):
             return {}  # an index (several platforms): no single config to read labels from
         digest = _key(config, "digest")
-        blob = await self.client.get(f"{self.upstream}/v2/{repo}/blobs/{digest}",
-                                     follow_redirects=True)
-        if blob.status_code != 200:
-            raise ManifestInvalid(f"the config blob {digest} is not in the registry "
-                                  f"(upstream said {blob.status_code})")
-        if len(blob.content) > MAX_MANIFEST_BYTES or not digest.startswith("sha256:") or \
-                hashlib.sha256(blob.content).hexdigest() != digest.removeprefix("sha256:"):
+        size = _key(config, "size")
+        # The size the manifest declares is checked before a byte is fetched, and the blob
+        # again as it streams: a pusher's 1 GB "config" must not be held by the service.
+        if type(size) is not int or not 0 <= size <= MAX_CONFIG_BYTES:
+            raise ManifestInvalid(f"the config blob is declared {str(size)[:40]} bytes: at "
+                                  f"most {MAX_CONFIG_BYTES // (1024 * 1024)} MiB are read")
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise ManifestInvalid(f"the config blob's digest {digest[:80]!r} is not sha256")
+        content = await self._blob_bounded(repo, digest, min(size, MAX_CONFIG_BYTES))
+        if hashlib.sha256(content).hexdigest() != digest.removeprefix("sha256:"):
             raise ManifestInvalid(f"the config blob {digest} is not the one its digest names")
-        image = _key(parse_document(blob.content, "image config"), "config")
+        image = _key(parse_document(content, "image config"), "config")
         labels = _key(image, "labels") if isinstance(image, dict) else None
         if not isinstance(labels, dict):
             return {}
-        return {k: v for k, v in labels.items() if k.startswith("props.") and isinstance(v, str)}
+        kept = {k: v for k, v in labels.items() if k.startswith("props.") and isinstance(v, str)}
+        if (big := next((k for k, v in kept.items()
+                         if len(v.encode()) > MAX_LABEL_BYTES), None)) is not None:
+            raise ManifestInvalid(f"label {big[:80]} is over {MAX_LABEL_BYTES // 1024} KiB")
+        return kept
+
+    async def _blob_bounded(self, repo: str, digest: str, limit: int) -> bytes:
+        """The blob `digest` of `repo`, refused once it is over `limit` bytes (from its
+        header, or as it streams: never more than `limit` bytes held)."""
+        url = f"{self.upstream}/v2/{repo}/blobs/{digest}"
+        async with self.client.stream("GET", url, follow_redirects=True) as blob:
+            if blob.status_code != 200:
+                raise ManifestInvalid(f"the config blob {digest} is not in the registry "
+                                      f"(upstream said {blob.status_code})")
+            declared = blob.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise ManifestInvalid(f"the config blob {digest} is larger than its manifest "
+                                      f"says ({declared} > {limit} bytes)")
+            content = bytearray()
+            async for chunk in blob.aiter_bytes():
+                content += chunk
+                if len(content) > limit:
+                    raise ManifestInvalid(f"the config blob {digest} is larger than its "
+                                          f"manifest says (over {limit} bytes)")
+        return bytes(content)
 
     async def _forward(self, request: Request, path: str, body: Any) -> Response:
         url = f"{self.upstream}/v2/{path}"
