@@ -19,14 +19,19 @@ from props.core.log.sql import shaped
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, scorers
 from props.projections import as_of as as_of_point
-from props.projections import engine, names
+from props.projections import confirmation, engine, names
 from props.schema import queries
 
 _Q = queries.load("report")
 _EVALUATIONS = queries.load("evaluations")
-COLUMNS = ["model", "definition", "scorer", "runs", "recall", "recall_low", "recall_high",
-           "recall_graded", "precision", "precision_low", "precision_high", "partial",
-           "known_fp", "unmatched", "mean_run_recall", "stddev_run_recall", "examples"]
+_FIGURES = ["recall", "recall_low", "recall_high", "recall_graded", "precision",
+            "precision_low", "precision_high", "partial", "known_fp", "unmatched",
+            "mean_run_recall", "stddev_run_recall"]
+# Then located and confirmed (props.projections.confirmation): of the TP occurrences the
+# location rule found (`located`, recall's numerator), those a judge or a person confirmed,
+# rejected, or has not looked at; recall counting the confirmed only, with its interval.
+COLUMNS = ["model", "definition", "scorer", "runs", *_FIGURES, "examples",
+           *confirmation.FIELDS]
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 # The report's set-based queries hash a million grades and issues: in memory, not on disk;
 # and they are not compiled (over 10,000 runs and a million grades, JIT compiled for 0.27 s
@@ -186,13 +191,14 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 for r in await conn.fetch(q(_Q["imported_runs"]), name, version, *scoped)} \
         if await conn.fetchval(q(_Q["any_imported"])) else {}
     examples = _by_group(points)
+    confirmed = await confirmation.load(conn, schema, name, version, scoped)
     records = []
     for r in rows:
         key = (r.model, r.definition, r.scorer_name, r.scorer_version)
         record: dict[str, Any] = {
             "model": r.model, "definition": r.definition,
             "scorer": f"{r.scorer_name}@{r.scorer_version}", "runs": r.runs}
-        for k in COLUMNS[4:-1]:  # the intervals come from the bootstrap, below
+        for k in _FIGURES:  # the intervals come from the bootstrap, below
             value = getattr(r, k, None)
             record[k] = None if value is None else int(value) if k in _COUNTS else float(value)
         mine = examples.get(key, [])
@@ -201,6 +207,8 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
             [(p.recalled, p.expected) for p in mine])
         record["precision_low"], record["precision_high"] = intervals.ratio_interval(
             [(p.finds, p.graded) for p in mine])
+        record.update(confirmed.of(key, r.recalled, [((p.snapshot, p.files_hash), p.expected)
+                                                     for p in mine]))
         records.append(record)
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
     notes["states_scorer"] = None if chosen.name is None else \
@@ -208,6 +216,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["interval_method"] = intervals.METHOD
     notes["scope"] = scope.named()
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
+    notes["confirmed_by"] = confirmed.judges  # the judges (and `human@1`) that can confirm
     notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())
     notes["imported_excluded"] = int(exclude_imported)

@@ -41,6 +41,7 @@ def run_record(records: list[RecordedEvent]) -> rescoring.RunRecord | None:
             continue
         elif isinstance(e, catalog.IssueReported):
             run.issues[e.issue_id] = orjson.dumps([loc.model_dump() for loc in e.locations])
+            run.rationales[e.issue_id] = e.rationale  # (a baseline's rule: candidates)
         elif isinstance(e, catalog.RunFinished):
             run.status = e.status
     return run

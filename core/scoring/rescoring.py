@@ -25,7 +25,7 @@ from props.core.domain import catalog, specimen_sync, streams, vocabulary
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
-from props.core.scoring import registration, scorers, server_grading, verdicts
+from props.core.scoring import candidates, registration, scorers, server_grading, verdicts
 from props.core.scoring.llm_judge import JudgeError
 from props.schema import queries
 
@@ -87,13 +87,20 @@ async def selected_runs(store: EventStore, selection: Selection, *,
                         issues: bool = True) -> list[RunRecord]:
     """The selected critic runs, from the projections, with their issues if `issues`."""
     selection.check()
-    runs = {r.run_id: r for r in await store.sql.rows(_SELECT_RUNS, *selection.args())}
-    ids = list(runs) if issues else []
+    runs = await store.sql.rows(_SELECT_RUNS, *selection.args())
+    if issues:
+        await with_issues(store, runs)
+    return runs
+
+
+async def with_issues(store: EventStore, runs: Sequence[RunRecord]) -> None:
+    """Read the issues of `runs` (and their rationales) into them, from the projections."""
+    by_id = {r.run_id: r for r in runs}
+    ids = list(by_id)
     for start in range(0, len(ids), 5000):
         for r in await store.sql.fetch(_Q["issues_of"], ids[start:start + 5000]):
-            runs[r["run_id"]].issues[r["issue_id"]] = r["locations"]
-            runs[r["run_id"]].rationales[r["issue_id"]] = r["rationale"] or ""
-    return list(runs.values())
+            by_id[r["run_id"]].issues[r["issue_id"]] = r["locations"]
+            by_id[r["run_id"]].rationales[r["issue_id"]] = r["rationale"] or ""
 
 
 def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHistory],
@@ -161,6 +168,8 @@ def _grades(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
 
 def grades_for(s: scorers.LocationRule, run: RunRecord, snapshot: catalog.SnapshotSynced,
                parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
+    """The rule's own grades of a run (the server's SQL rule gives the same: a test holds
+    it), for a run whose issues are all candidates."""
     return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
 
 
@@ -185,6 +194,7 @@ class _Graded:
     unscorable: catalog.GradesUnscorable | None  # the issues it could not grade, and why
     calls: list[Event]  # a model's llm.requested and llm.responded, if it asked one
     stored: int  # verdicts it gave before (a model not asked again)
+    rule: str | None = None  # candidates.RULE, when it kept an issue from the location rule
 
 
 async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
@@ -199,13 +209,16 @@ async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
         if dry_run:  # a dry run asks nothing: a call would cost, and must be recorded
             return _Graded(_grades(s, run, snapshot, {i: scorers.Match() for i in issues}),
                            None, [], 0)
+    never = frozenset() if grader.asks_a_model else \
+        candidates.never(run.definition, run.rationales) & issues.keys()
     said = await grader.verdicts(store, run.run_id, issues, run.rationales,
-                                 snapshot.ground_truth)
+                                 snapshot.ground_truth, never)
     unscorable = None if not said.unscorable else catalog.GradesUnscorable(
         critique_run_id=run.run_id, scorer=scorers.scorer_ref(s, snapshot.ground_truth_hash),
         issues=[catalog.IssueUnscorable(issue_id=i, reason=r)
                 for i, r in sorted(said.unscorable.items())])
-    return _Graded(_grades(s, run, snapshot, said.matches), unscorable, said.calls, 0)
+    return _Graded(_grades(s, run, snapshot, said.matches), unscorable, said.calls, 0,
+                   candidates.RULE if never else None)
 
 
 def unscorable_id(e: catalog.GradesUnscorable) -> uuid.UUID:
@@ -215,10 +228,13 @@ def unscorable_id(e: catalog.GradesUnscorable) -> uuid.UUID:
     return uuid.uuid5(_NAMESPACE, name)
 
 
-def grade_id(grade: catalog.GradeEmitted) -> uuid.UUID:
+def grade_id(grade: catalog.GradeEmitted, rule: str | None = None) -> uuid.UUID:
+    """One per (run, issue, scorer, ground truth), and the candidate rule (`rule`) when it
+    kept some issue of the run from the location rule: a run graded before the rule existed
+    is graded again by it (its new grades replace the old), once."""
     s = grade.scorer
     name = (f"{grade.critique_run_id}:{grade.critique_issue_id}:{s.name}@{s.version}:"
-            f"{s.ground_truth_hash}")
+            f"{s.ground_truth_hash}") + (f":{rule}" if rule else "")
     return bulk.uuid_from_hash(hashlib.sha1(_NAMESPACE.bytes + name.encode()).digest(), 5)
 
 
@@ -267,11 +283,15 @@ async def rescore(
     report.selected = len(runs)
     if selected:
         selected(len(runs))
+    # The server's SQL rule knows nothing of candidates: runs that may hold an issue that
+    # is never one (a baseline's) are graded in Python.
+    in_python = [r for r in runs if not on_server or candidates.may_exclude(r.definition)]
     if on_server:
-        await _grade_on_server(store, s, runs, known, report, dry_run=dry_run,
-                               progress=progress, chunk_runs=chunk_runs)
-    else:
-        await grade_runs(store, s, runs, known, report, dry_run=dry_run, progress=progress)
+        await with_issues(store, in_python)
+        await _grade_on_server(store, s, [r for r in runs if not candidates.may_exclude(
+            r.definition)], known, report, dry_run=dry_run, progress=progress,
+            chunk_runs=chunk_runs)
+    await grade_runs(store, s, in_python, known, report, dry_run=dry_run, progress=progress)
     return report
 
 
@@ -374,7 +394,9 @@ async def _grade_one(
     report.graded_runs += 1
     report.grades += len(grades)
     writes: list[tuple[str, list[Event | NewEvent]]] = []
-    said: list[Event | NewEvent] = [NewEvent(g, grade_id(g)) for g in grades]
+    noted = {"candidates": graded.rule} if graded.rule else {}
+    said: list[Event | NewEvent] = [NewEvent(g, grade_id(g, graded.rule), dict(noted))
+                                    for g in grades]
     if unscorable is not None:
         said.append(NewEvent(unscorable, unscorable_id(unscorable)))
     if said:

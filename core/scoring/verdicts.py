@@ -41,9 +41,12 @@ class RunScorer(Protocol):
 
     async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
-                       gt: catalog.GroundTruth) -> RunVerdicts:
+                       gt: catalog.GroundTruth, never: frozenset[str] = frozenset(),
+                       ) -> RunVerdicts:
         """Every issue of the run in exactly one of `matches` and `unscorable`; `store` None
-        records nothing (a measurement, not a grading of history)."""
+        records nothing (a measurement, not a grading of history). `never`: the issues that
+        are never candidates for a defect (`candidates.never`): a location rule matches
+        them to nothing, a judge reads their claim like any other."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,8 +58,14 @@ class ByLocation:
 
     async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
-                       gt: catalog.GroundTruth) -> RunVerdicts:
-        return RunVerdicts(self.scorer.match_run(issues, gt), {}, [])
+                       gt: catalog.GroundTruth, never: frozenset[str] = frozenset(),
+                       ) -> RunVerdicts:
+        # The rule never sees what is not a candidate: it matches nothing, and takes no
+        # defect from another issue in a one-to-one assignment.
+        matches = self.scorer.match_run(
+            {i: locs for i, locs in issues.items() if i not in never}, gt)
+        matches.update(dict.fromkeys(never & issues.keys(), scorers.Match()))
+        return RunVerdicts(matches, {}, [])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +77,8 @@ class ByModel:
 
     async def verdicts(self, store: EventStore | None, run_id: uuid.UUID,
                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
-                       gt: catalog.GroundTruth) -> RunVerdicts:
+                       gt: catalog.GroundTruth, never: frozenset[str] = frozenset(),
+                       ) -> RunVerdicts:
         said, calls = await self.scorer.judge_run(store, run_id, issues, rationales, gt)
         return RunVerdicts({i: v for i, v in said.items() if isinstance(v, scorers.Match)},
                            {i: v for i, v in said.items() if isinstance(v, str)}, calls)

@@ -4,7 +4,8 @@
 definition's config `{"tool": NAME, "version": V, "rules": [...]}`. It runs the real tool
 (installed with `props[baselines]`; nothing is fetched at run time) over the example's
 Python files, read in place, and each finding becomes an issue: its file and lines, the
-rule id and the tool's message as rationale, the tool's severity mapped onto props'. The
+rule id, its category (`baselines.CATEGORIES`: style findings are never candidates for a
+defect) and the tool's message as rationale, the tool's severity mapped onto props'. The
 tool's configuration files in the example are ignored (a snapshot must not choose its own
 rules). Findings outside the example's files are dropped and counted. The installed version
 must be the one the definition names (its digest covers it): any other, or a tool that
@@ -187,7 +188,9 @@ def main() -> int:
         for n, f in enumerate(sorted(findings, key=lambda f: (f.path, f.start, f.rule)), 1):
             loc = catalog.Location(file=f.path, ranges=[catalog.LineRange(
                 start=f.start, end=max(f.start, f.end))])
-            agent.issue(f"i{n}", f"[{f.rule}] {f.message}", [loc], f.severity)
+            # The rule first (what props.core.scoring.candidates reads), then its category.
+            kind = baselines.category(tool, f.rule.split(" ", 1)[0])
+            agent.issue(f"i{n}", f"[{f.rule}] ({kind}) {f.message}", [loc], f.severity)
         agent.phase("review", began)
         print(f"{tool} {here['version']} on {agent.task.example.snapshot}: {len(findings)} "
               f"issue(s); {dropped} finding(s) outside the example's files dropped")

@@ -84,6 +84,8 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
+    for line in confirmation_lines(records, notes):
+        console.print(Text(line))
     if notes["imported_runs"]:
         signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
                             if k.startswith("imported_by_"))
@@ -91,6 +93,29 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
             f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
             + ("left out of the figures above" if notes["imported_excluded"] else
                "included above (--exclude-imported leaves them out)"))
+
+
+def confirmation_lines(records: Sequence[Mapping[str, Any]],
+                       notes: Mapping[str, Any]) -> list[str]:
+    """Recall above is *located* (an issue pointed at the defect's lines): per row, how many
+    of those finds a judge or a person confirmed, and the recall of the confirmed only."""
+    lines = ["located and confirmed: recall counts the defects an issue pointed at "
+             "(located); a find is confirmed once a judge or a person said the issue "
+             "describes the defect"]
+    for r in records:
+        if r.get("located") is None:  # a judge's or a person's own row: claims already read
+            continue
+        critic = r["definition"] if r["model"] == r["definition"] else \
+            f"{r['model']} / {r['definition']}"
+        lines.append(f"  {critic}, {r['scorer']}: located {r['located']} = confirmed "
+                     f"{r['confirmed']} + rejected {r['rejected']} + unconfirmed "
+                     f"{r['unconfirmed']}; confirmed recall "
+                     f"{with_interval(r, 'confirmed_recall')}")
+    judges = notes.get("confirmed_by") or []
+    lines.append("  confirmed by: " + ", ".join(judges) if judges else
+                 "  no judge or person has looked at any find: every located find is "
+                 "unconfirmed (props review; props rescore --scorer JUDGE@N)")
+    return lines if len(lines) > 2 or records else []
 
 
 def _delta(g: Mapping[str, Any], measure: str) -> str:

@@ -1,0 +1,82 @@
+"""Located and confirmed: which of a location rule's finds someone who read the claim agreed
+with, beside the report's figures.
+
+A location rule (overlap, tiered) finds a TP occurrence when an issue points at its lines:
+that is a *candidate*, `located`. It is *confirmed* when a judge (an LLM judge or panel:
+a scorer that is not deterministic) or a person (`props review`, the `human` scorer) said
+that the issue describes that defect, *rejected* when they said otherwise, and
+*unconfirmed* while nobody has looked. Every figure says which it counts: `recall` is
+located recall, `confirmed_recall` counts the confirmed only, and the counts add up
+(located = confirmed + rejected + unconfirmed). The rows of a judge itself (or of the
+human scorer) have none of these: their finds are claims already read.
+
+The SQL is `confirmation` in schema/sql/report.sql; while no judge or person has graded
+anything, it is not run at all (everything located is unconfirmed, and the notes say that
+nobody can have looked).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from props.core.log import database
+from props.core.scoring import intervals
+from props.schema import queries
+
+_Q = queries.load("report")
+# A report row's fields, in this order (the CSV's last columns).
+FIELDS = ["located", "confirmed", "rejected", "unconfirmed", "confirmed_recall",
+          "confirmed_recall_low", "confirmed_recall_high"]
+Key = tuple[str, str, str, int]  # model, definition, scorer name, scorer version
+Example = tuple[str | None, str | None]  # snapshot, files hash
+
+
+@dataclasses.dataclass(frozen=True)
+class Confirmations:
+    """What the judges and people said of one report's located finds."""
+
+    judges: list[str]  # NAME@VERSION of every scorer that can confirm (`human@1` too)
+    deterministic: dict[tuple[str, int], bool]  # each registered scorer: a location rule?
+    whole: dict[Key, tuple[int, int]]  # (confirmed, rejected) per row
+    examples: dict[Key, dict[Example, int]]  # confirmed per example of a row
+
+    def of(self, key: Key, located: float, examples: Sequence[tuple[Example, float]],
+           ) -> dict[str, Any]:
+        """The row `key`'s confirmation fields: `located` occurrences (its recall's
+        numerator), and the examples' (example, expected) for the interval."""
+        if not self.deterministic.get(key[2:], True):  # a judge's own row, or a person's
+            return dict.fromkeys(FIELDS)
+        confirmed, rejected = self.whole.get(key, (0, 0))
+        mine = self.examples.get(key, {})
+        expected = sum(e for _, e in examples)
+        low, high = intervals.ratio_interval([(mine.get(ex, 0), e) for ex, e in examples])
+        return {"located": int(located), "confirmed": confirmed, "rejected": rejected,
+                "unconfirmed": int(located) - confirmed - rejected,
+                "confirmed_recall": confirmed / expected if expected else None,
+                "confirmed_recall_low": low, "confirmed_recall_high": high}
+
+
+async def load(conn: database.Connection, schema: str, name: str | None, version: int | None,
+               scoped: tuple[Any, ...]) -> Confirmations:
+    """The report's confirmations, in the caller's transaction (its settings: the reading,
+    imported runs left out or not) over the projections in `schema`; `scoped`: the
+    report's model, definition, snapshot and runs."""
+    def q(sql: str) -> str:
+        return sql.replace("{schema}", schema)
+
+    deterministic = {(r["name"], r["version"]): r["deterministic"]
+                     for r in await conn.fetch(q(_Q["registered_scorers"]))}
+    judges = sorted(f"{n}@{v}" for (n, v), det in deterministic.items() if not det)
+    whole: dict[Key, tuple[int, int]] = {}
+    examples: dict[Key, dict[Example, int]] = {}
+    if judges:  # else nobody can have looked: the query would find nothing
+        for r in await conn.fetch(q(_Q["confirmation"]), name, version, *scoped):
+            key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
+            if r["whole"]:
+                whole[key] = (int(r["confirmed"]), int(r["rejected"]))
+            else:
+                examples.setdefault(key, {})[(r["snapshot"], r["files_hash"])] = \
+                    int(r["confirmed"])
+    return Confirmations(judges, deterministic, whole, examples)
