@@ -11,14 +11,23 @@ nobody finds). Baseline runs (definition `baseline-ruff`) report on T1's line:
 
 from __future__ import annotations
 
+import argparse
+import json
 import uuid
+from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from props.core.domain import baselines, catalog, specimens, streams
+from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import candidates, llm_judge, registration, rescoring, reviews, scorers
 from props.projections import engine, figures
+from props.projections import status as projection_status
+from props.tools.command_line.handlers import scorer_eval
+from tests.fake_openai import chat_server
 
 SLUG = "styled/2026-03-01-00"
 E501 = "[E501] (style) Line too long (99 > 88)"
@@ -38,6 +47,15 @@ GROUND_TRUTH = catalog.GroundTruth(
     false_positives=[], file_sets=[],
     scopes=[catalog.Scope(files_hash=None, occurrences=["T1#1", "T2#1"])])
 GT_HASH = specimens.ground_truth_hash(GROUND_TRUTH)
+
+
+async def _projected(store: EventStore) -> None:
+    """The projections rebuilt until they hold every event: on a server others use too, a
+    transaction elsewhere holds the log's fence, and one rebuild may stop short of the end."""
+    with anyio.fail_after(120):
+        await engine.rebuild(store)
+        while any(s.lag_events for s in await projection_status.of(store)):
+            await engine.rebuild(store)
 
 
 def test_each_tool_has_a_table_and_style_is_only_what_it_lists() -> None:
@@ -98,11 +116,11 @@ async def test_a_style_finding_on_a_defects_line_is_not_a_candidate(
     style = await _run(store, "baseline-ruff", {"i1": (E501, 10)})
     both = await _run(store, "baseline-ruff", {"i1": (E501, 10), "i2": (F821, 10)})
     crafted = await _run(store, "crafted", {"i1": (E501, 10)})
-    await engine.rebuild(store)
+    await _projected(store)
     report = await rescoring.rescore(store, scorers.scorer(scorer),
                                      rescoring.Selection(everything=True))
     assert report.graded_runs == 3 and report.accounted
-    await engine.rebuild(store)
+    await _projected(store)
     assert await _edges(store, style, scorer) == {"i1": None}
     assert await _edges(store, both, scorer) == {"i1": None, "i2": "T1"}
     # The negative control: the same line and words from a critic that is not a baseline.
@@ -123,13 +141,13 @@ async def test_an_old_run_graded_before_the_rule_is_graded_again_by_it(
     await registration.ensure_registered(store, s)
     before = scorers.grade_event(s, old, "i1", scorers.Match("T1", 1, None, 1.0), GT_HASH)
     await store.append(streams.grading(old, "tiered@2"), [
-        rescoring.NewEvent(before, rescoring.grade_id(before))])
-    await engine.rebuild(store)
+        NewEvent(before, rescoring.grade_id(before))])
+    await _projected(store)
     assert await _edges(store, old, "tiered@2") == {"i1": "T1"}
     first = await rescoring.rescore(store, s, rescoring.Selection(run_ids=[old]))
     again = await rescoring.rescore(store, s, rescoring.Selection(run_ids=[old]))
     assert (first.appended, again.appended) == (1, 0)
-    await engine.rebuild(store)
+    await _projected(store)
     assert await _edges(store, old, "tiered@2") == {"i1": None}
     [rec] = [r for r in await store.read_stream(streams.grading(old, "tiered@2"))][-1:]
     assert rec.metadata.get("candidates") == candidates.RULE
@@ -150,10 +168,10 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     await _snapshot(store)
     both = await _run(store, "baseline-ruff", {"i1": (E501, 10), "i2": (F821, 10)})
     crafted = await _run(store, "crafted", {"i1": (E501, 10)})
-    await engine.rebuild(store)
+    await _projected(store)
     await rescoring.rescore(store, scorers.scorer("tiered@2"),
                             rescoring.Selection(everything=True))
-    await engine.rebuild(store)
+    await _projected(store)
     records, notes = await figures.load(store, "tiered", 2)
     for definition in ("baseline-ruff", "crafted"):
         row = _row(records, definition)
@@ -170,7 +188,7 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     await registration.ensure_registered(store, judge)
     said = scorers.grade_event(judge, crafted, "i1", scorers.Match(), GT_HASH)
     await store.append(streams.grading(crafted, "judge@1"), [said])
-    await engine.rebuild(store)
+    await _projected(store)
     records, notes = await figures.load(store, "tiered", 2)
     confirmed, rejected = _row(records, "baseline-ruff"), _row(records, "crafted")
     assert (confirmed["located"], confirmed["confirmed"], confirmed["rejected"],
@@ -182,3 +200,62 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     # A judge's own rows carry no confirmation: its finds are claims already read.
     records, _ = await figures.load(store, "judge", 1)
     assert all(r["located"] is None for r in records)
+
+
+def _reads_the_claim(body: dict[str, Any]) -> dict[str, Any]:
+    """A fake judge that reads the rationale: a line too long describes no defect; any other
+    issue is the first known item on its lines."""
+    asked = json.loads(body["messages"][-1]["content"])
+    said = {}
+    for issue in asked["issues"]:
+        lines = {(loc["file"], n) for loc in issue["locations"] for a, b in loc["lines"]
+                 for n in range(a, b + 1)}
+        said[issue["id"]] = "none" if "Line too long" in issue["rationale"] else next(
+            (k["ref"] for k in asked["known"]
+             if lines & {(loc["file"], n) for loc in k["locations"] for a, b in loc["lines"]
+                         for n in range(a, b + 1)}), "none")
+    return {"choices": [{"message": {"role": "assistant",
+                                     "content": json.dumps({"matches": said})}}],
+            "usage": {"prompt_tokens": 800, "completion_tokens": 40}}
+
+
+async def test_a_judge_is_measured_on_located_candidates_and_against_people(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    await _snapshot(store)
+    await _run(store, "baseline-ruff", {"i1": (E501, 10), "i2": (F821, 10)})
+    crafted = await _run(store, "crafted", {"i1": (E501, 10)})
+    await _projected(store)
+    await rescoring.rescore(store, scorers.scorer("tiered@2"),
+                            rescoring.Selection(everything=True))
+    await _projected(store)
+    await reviews.correct(store, crafted, "i1", reviews.Match(), reviewer="ana")
+    await _projected(store)
+    with chat_server(_reads_the_claim) as (url, seen):
+        (tmp_path / "scorers.toml").write_text(
+            f'["judge@1"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n')
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
+        args = argparse.Namespace(
+            rule="tiered@2", scorer=["judge@1"], limit_runs=50, draws=1, run=None,
+            since=None, until=None, model=None, definition=None, snapshot=None, all=True,
+            format="json")
+        assert await scorer_eval.located_cmd(args, store) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (out["runs"], out["candidates"], out["reviewed"]) == (2, 2, 1)
+    [judged] = out["judges"]
+    # It confirms F821's find (run `both`), not the line too long (run `crafted`) ...
+    assert judged["confirms"]["confusion"]["right_tp"] == 1
+    assert judged["confirms"]["wrong"] == [f"{crafted}/i1: got none, a reviewer says T1#1"]
+    # ... and agrees with the person who said that one found nothing.
+    assert judged["with_people"]["accuracy"] == 1.0
+    # One call per run of the candidates (both, crafted), one for the reviewed (crafted),
+    # and nothing recorded: a measurement, not grades.
+    assert len(seen) == 3
+    assert not [r async for r in _judge_streams(store)]
+
+
+async def _judge_streams(store: EventStore) -> Any:
+    for row in await store.pool.fetch(
+            "SELECT stream_id FROM props.events WHERE stream_id LIKE 'judge-%' "
+            "OR stream_id LIKE 'grading-%judge@1'"):
+        yield row

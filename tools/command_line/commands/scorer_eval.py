@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +33,26 @@ def add_parser(cmds: Any) -> None:
                    help="exit 1 when a scorer's accuracy is below X (0 to 1)")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="scorer_eval:eval_cmd")
+
+
+def add_located_parser(cmds: Any, selectors: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = cmds.add_parser(
+        "eval-located", help="measure a judge on the finds a location rule made in recorded runs",
+        description="Ask a judge about the candidates a location rule located in recorded runs "
+        "(its finds, each with the run's ground truth and the issue's rationale) and print, "
+        "never mixed: how many it confirms (names the defect the rule located), and on the "
+        "candidates a person reviewed (props review), its agreement with the person. Nothing "
+        "is recorded: `props rescore --scorer JUDGE` records a judge's grades, and then they "
+        "confirm finds in `props report`.")
+    p.add_argument("rule", metavar="RULE@VERSION", help="the location rule whose finds are "
+                   "asked about, e.g. tiered@2 (its grades must be recorded)")
+    p.add_argument("--scorer", action="append", required=True, metavar="NAME@VERSION",
+                   help="a judge of the scorers file (repeat for several)")
+    p.add_argument("--limit-runs", type=int, default=50, metavar="N",
+                   help="ask about the candidates of at most N runs (default 50: a judge's "
+                        "calls cost)")
+    p.add_argument("--draws", type=int, default=1, metavar="N",
+                   help="ask N times, take the majority and report the agreement across draws")
+    selectors(p)
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="scorer_eval:located_cmd", connections=2)

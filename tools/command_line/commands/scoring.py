@@ -23,6 +23,7 @@ def add_parsers(sub: Any) -> None:
     arguments.add_format(p)
     p.set_defaults(handler="scoring:list_cmd", connections=2)
     scorer_eval.add_parser(cmds)
+    scorer_eval.add_located_parser(cmds, _selectors)
     for name, text in (("register", "record a scorer's registration in the log"),
                        ("activate", "make a scorer the active one (registers it if needed)")):
         p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")

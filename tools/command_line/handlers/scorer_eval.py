@@ -9,7 +9,8 @@ import orjson
 from rich.text import Text
 
 from props.core.log import errors
-from props.core.scoring import evaluation, scorers
+from props.core.log.store import EventStore
+from props.core.scoring import evaluation, located, registration, rescoring, scorers
 from props.tools.bundled import samples
 from props.tools.command_line.render import Column, Console, print_table
 
@@ -58,3 +59,48 @@ def _print(results: list[evaluation.Result], cases: list[evaluation.Case], wide:
                                f"issues"))
         for line in r.wrong_decidable:
             console.print(Text(f"{r.scorer} wrong where location decides: {line}"))
+
+
+async def located_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if args.draws < 1 or not 1 <= args.limit_runs <= 10_000:
+        raise errors.ConfigurationError("--draws takes a whole number from 1, --limit-runs "
+                                        "one from 1 to 10000")
+    rule = await registration.resolve_ref(store, args.rule)
+    judges = [scorers.scorer(ref) for ref in args.scorer]
+    if ruled := [scorers.ref(j) for j in judges if j.deterministic]:
+        raise errors.ConfigurationError(f"{', '.join(ruled)}: a location rule does not read "
+                                        "claims; name a judge of the scorers file")
+    found = await located.candidates(store, rule, rescoring.Selection(
+        args.run, args.since, args.until, args.model, args.definition, args.snapshot,
+        args.all), args.limit_runs)
+    results = [(await evaluation.evaluate(j, found.located, args.draws),
+                await evaluation.evaluate(j, found.reviewed, args.draws)
+                if found.reviewed else None) for j in judges]
+    if args.format == "json":
+        print(orjson.dumps({
+            "rule": args.rule, "runs": found.runs,
+            "candidates": sum(len(c.issues) for c in found.located),
+            "reviewed": sum(len(c.issues) for c in found.reviewed),
+            "judges": [{"confirms": conf.summary(),
+                        "with_people": None if people is None else people.summary()}
+                       for conf, people in results]}).decode())
+        return 0
+    for conf, people in results:
+        confirmed = conf.cells["right_tp"]
+        console.print(Text(
+            f"{conf.scorer} on {conf.issues} candidate(s) {args.rule} located in "
+            f"{found.runs} run(s): confirms {confirmed} ({_share(confirmed, conf.issues)}), "
+            f"names another defect for {conf.cells['wrong_tp']}, nothing or a decoy for "
+            f"{conf.cells['tp_missed']}, cannot grade {conf.cells['unscorable']}"))
+        console.print(Text(
+            "  agreement with people: no candidate has a person's verdict (props review)"
+            if people is None else
+            f"  agreement with people on {people.issues} reviewed candidate(s): "
+            f"{_share(round(people.accuracy * people.issues), people.issues)}"))
+        if conf.agreement is not None and args.draws > 1:
+            console.print(Text(f"  draws agreed on {100 * conf.agreement:.1f}% of candidates"))
+    return 0
+
+
+def _share(n: int, of: int) -> str:
+    return f"{100 * n / of:.1f}%" if of else "-"
