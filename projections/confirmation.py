@@ -10,9 +10,10 @@ located recall, `confirmed_recall` counts the confirmed only, and the counts add
 (located = confirmed + rejected + unconfirmed). The rows of a judge itself (or of the
 human scorer) have none of these: their finds are claims already read.
 
-The SQL is `confirmation` in schema/sql/report.sql; while no judge or person has graded
-anything, it is not run at all (everything located is unconfirmed, and the notes say that
-nobody can have looked).
+Per run, the view `run_confirmations` (schema/sql/projection_views.sql) counts them; the
+report sums it (`confirmation` in schema/sql/report.sql), `props eval show` reads it per
+case. While no judge or person has graded anything it is not read at all: everything
+located is unconfirmed, and the figures say that nobody can have looked.
 """
 
 from __future__ import annotations
@@ -48,14 +49,29 @@ class Confirmations:
         numerator), and the examples' (example, expected) for the interval."""
         if not self.deterministic.get(key[2:], True):  # a judge's own row, or a person's
             return dict.fromkeys(FIELDS)
-        confirmed, rejected = self.whole.get(key, (0, 0))
+        _, rejected = self.whole.get(key, (0, 0))
         mine = self.examples.get(key, {})
-        expected = sum(e for _, e in examples)
-        low, high = intervals.ratio_interval([(mine.get(ex, 0), e) for ex, e in examples])
-        return {"located": int(located), "confirmed": confirmed, "rejected": rejected,
-                "unconfirmed": int(located) - confirmed - rejected,
-                "confirmed_recall": confirmed / expected if expected else None,
-                "confirmed_recall_low": low, "confirmed_recall_high": high}
+        return fields(located, rejected, [(mine.get(ex, 0), e) for ex, e in examples])
+
+
+def fields(located: float, rejected: int, examples: Sequence[tuple[float, float]],
+           ) -> dict[str, Any]:
+    """A row's confirmation fields from its `located` and `rejected` counts and, per example,
+    (confirmed, expected): the clusters of confirmed recall's interval."""
+    confirmed = int(sum(c for c, _ in examples))
+    expected = sum(e for _, e in examples)
+    low, high = intervals.ratio_interval(list(examples))
+    return {"located": int(located), "confirmed": confirmed, "rejected": rejected,
+            "unconfirmed": int(located) - confirmed - rejected,
+            "confirmed_recall": confirmed / expected if expected else None,
+            "confirmed_recall_low": low, "confirmed_recall_high": high}
+
+
+async def judges(conn: database.Connection, schema: str) -> list[str]:
+    """The scorers that read claims (judges, and `human@1` once a person gave a verdict),
+    as NAME@VERSION: with none, nobody can have confirmed anything (the view is not read)."""
+    return sorted(f"{r['name']}@{r['version']}" for r in await conn.fetch(
+        _Q["registered_scorers"].replace("{schema}", schema)) if not r["deterministic"])
 
 
 async def load(conn: database.Connection, schema: str, name: str | None, version: int | None,

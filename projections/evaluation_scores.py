@@ -17,6 +17,7 @@ from props.core.domain import streams
 from props.core.domain.evaluations import CaseState
 from props.core.log.store import EventStore
 from props.core.scoring import intervals
+from props.projections import confirmation
 from props.schema import queries
 
 _Q = queries.load("evaluations")
@@ -33,6 +34,10 @@ class Scored:
     sums: dict[Critic, dict[Example, list[float]]]
     cases: dict[Critic, int]
     scored: dict[Critic, int]
+    # Per critic and example, of the located finds: confirmed, rejected (confirmation).
+    confirmed: dict[Critic, dict[Example, list[int]]] = dataclasses.field(
+        default_factory=dict)
+    judges: list[str] = dataclasses.field(default_factory=list)  # who could confirm
 
 
 async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
@@ -50,6 +55,13 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
     runs: list[uuid.UUID] = [s.run_id for s in states if s.state == "scored" and s.run_id]
     by_run = {r["run_id"]: r for r in await store.sql.fetch(_Q["case_scores"], runs, name,
                                                              version)}
+    said: dict[uuid.UUID, Any] = {}
+    async with store.sql.acquire() as conn:
+        judges = await confirmation.judges(conn, "projections")
+        if judges:
+            said = {r["run_id"]: r for r in await conn.fetch(_Q["case_confirmations"], runs,
+                                                             name, version)}
+    confirmed: dict[Critic, dict[Example, list[int]]] = {c: {} for c in cases}
     for s in states:
         if s.run_id is None or (r := by_run.get(s.run_id)) is None or s.state != "scored":
             continue
@@ -57,7 +69,12 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
             (s.case.snapshot, s.case.files_hash), [0.0, 0.0, 0.0, 0.0])
         for i, column in enumerate(("recalled", "expected", "finds", "graded")):
             example[i] += r[column]
-    return Scored(sums, cases, counted)
+        verdicts = confirmed[(s.case.definition, s.case.model)].setdefault(
+            (s.case.snapshot, s.case.files_hash), [0, 0])
+        if (c := said.get(s.run_id)) is not None:
+            verdicts[0] += c["confirmed"]
+            verdicts[1] += c["rejected"]
+    return Scored(sums, cases, counted, confirmed, judges)
 
 
 def critic_rows(found: Scored) -> list[dict[str, Any]]:
@@ -72,6 +89,10 @@ def critic_rows(found: Scored) -> list[dict[str, Any]]:
             total_n = sum(c[1] for c in clusters)
             row[measure] = sum(c[0] for c in clusters) / total_n if total_n else None
             row[f"{measure}_low"], row[f"{measure}_high"] = intervals.ratio_interval(clusters)
+        said = found.confirmed.get((definition, model), {})
+        row.update(confirmation.fields(
+            sum(e[0] for e in examples.values()), sum(c[1] for c in said.values()),
+            [(said.get(ex, [0, 0])[0], e[1]) for ex, e in examples.items()]))
         out.append(row)
     return out
 

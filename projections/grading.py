@@ -118,8 +118,9 @@ GRADING = Projection(
     # (remade with the tables) tell finds from partial credit; people's verdicts. 4: the
     # views remade set-based (run_scores folds every run's grades in one pass); issues a
     # scorer could not grade (grades.unscorable). 5: the grades counted per occurrence
-    # (grade_occurrences), which the score views read.
-    version=5,
+    # (grade_occurrences), which the score views read. 6: the views made again with
+    # run_confirmations (located finds a judge or a person confirmed).
+    version=6,
     tables=(GRADING_EDGES, GRADE_OCCURRENCES, SCORERS, ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).

@@ -26,6 +26,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import candidates, llm_judge, registration, rescoring, reviews, scorers
 from props.projections import engine, figures
 from props.projections import status as projection_status
+from props.tools.command_line import figure_tables
 from props.tools.command_line.handlers import scorer_eval
 from tests.fake_openai import chat_server
 
@@ -179,6 +180,8 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
             (0.5, 1, 0, 1)
         assert row["confirmed_recall"] == 0.0
     assert notes["confirmed_by"] == []  # nobody can have looked: the report says so
+    said = "\n".join(figure_tables.confirmation_lines(records, notes))
+    assert "no judge or person has looked" in said and "unconfirmed 1" in said
 
     # A person confirms F821's find; a judge reads the E501 issue of the other run and says
     # it describes no known defect (the negative control: located, yet rejected).
@@ -197,6 +200,8 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
             rejected["unconfirmed"], rejected["confirmed_recall"]) == (1, 0, 1, 0, 0.0)
     assert rejected["recall"] == 0.5  # located recall is what it was: the figures say which
     assert notes["confirmed_by"] == ["human@1", "judge@1"]
+    said = "\n".join(figure_tables.confirmation_lines(records, notes))
+    assert "confirmed by: human@1, judge@1" in said and "no judge" not in said
     # A judge's own rows carry no confirmation: its finds are claims already read.
     records, _ = await figures.load(store, "judge", 1)
     assert all(r["located"] is None for r in records)

@@ -6,6 +6,12 @@ SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded
   FROM projections.run_scores
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 
+-- case_confirmations --
+-- The scored runs $1 under the scorer $2@$3: of their located finds, those a judge or a
+-- person confirmed and rejected (read only when one of them has graded something).
+SELECT run_id, confirmed, rejected FROM projections.run_confirmations
+ WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
+
 -- names --
 -- Every evaluation recorded, by name.
 SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' ORDER BY 1

@@ -148,3 +148,56 @@ SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
        avg(precision) AS mean_precision, stddev_samp(precision) AS stddev_precision
   FROM {schema}.run_scores
  GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash
+
+-- run_confirmations --
+-- Per critic run and location rule (a deterministic scorer): the TP occurrences in the
+-- run's scope that it located (found at full credit: run_scores' `recalled`), and of those
+-- how many a judge or a person confirmed (said the issue describes that defect) and how many
+-- they rejected; the rest nobody has looked at (props.projections.confirmation). A person's
+-- verdict (`human`, the newest) decides an issue; else the judges' grades (every scorer that
+-- is not deterministic) against the same ground truth: confirmed when every judge that
+-- graded it names the defect located, rejected when one names anything else (an issue a
+-- judge could not grade is not looked at). An occurrence is confirmed when an issue that
+-- located it is, rejected when every one of them is rejected.
+CREATE VIEW {schema}.run_confirmations AS
+WITH located AS (
+    SELECT e.critique_run_id AS run_id, e.scorer_name, e.scorer_version,
+           e.ground_truth_hash, e.critique_issue_id AS issue_id, e.tp_id, e.tp_occurrence
+      FROM {schema}.scored_edges e
+      JOIN {schema}.scorers k
+        ON k.name = e.scorer_name AND k.version = e.scorer_version AND k.deterministic
+      JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
+      JOIN {schema}.snapshots sv
+        ON sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash
+     WHERE e.grade >= 1 AND e.tp_id IS NOT NULL
+       AND EXISTS (SELECT 1 FROM {schema}.scopes sc
+                    WHERE sc.slug = r.snapshot AND sc.version = sv.version
+                      AND sc.files_hash = r.files_hash AND sc.tp_id = e.tp_id
+                      AND sc.occurrence = e.tp_occurrence)
+), said AS (  -- per located issue: the person's word, else the judges' (null: nobody's)
+    SELECT l.*,
+           (SELECT coalesce(h.tp_id = l.tp_id, false) FROM {schema}.grading_edges h
+             WHERE h.critique_run_id = l.run_id AND h.critique_issue_id = l.issue_id
+               AND h.scorer_name = 'human' AND h.scorer_version = 1
+               AND h.ground_truth_hash = l.ground_truth_hash) AS person,
+           (SELECT bool_and(coalesce(j.tp_id = l.tp_id AND j.grade >= 1, false))
+              FROM {schema}.grading_edges j
+              JOIN {schema}.scorers jk
+                ON jk.name = j.scorer_name AND jk.version = j.scorer_version
+             WHERE j.critique_run_id = l.run_id AND j.critique_issue_id = l.issue_id
+               AND NOT jk.deterministic AND j.scorer_name <> 'human'
+               AND j.unscorable IS NULL AND j.ground_truth_hash = l.ground_truth_hash)
+               AS judges
+      FROM located l
+), occurrences AS (
+    SELECT run_id, scorer_name, scorer_version,
+           bool_or(coalesce(person, judges)) AS confirmed,
+           bool_and(coalesce(person, judges) IS NOT NULL) AS looked
+      FROM said
+     GROUP BY run_id, scorer_name, scorer_version, tp_id, tp_occurrence
+)
+SELECT run_id, scorer_name, scorer_version, count(*) AS located,
+       count(*) FILTER (WHERE confirmed) AS confirmed,
+       count(*) FILTER (WHERE NOT confirmed AND looked) AS rejected
+  FROM occurrences
+ GROUP BY run_id, scorer_name, scorer_version

@@ -132,64 +132,22 @@ SELECT DISTINCT tx_id, position FROM props.checkpoints WHERE name = ANY ($1::tex
 SELECT name, version, deterministic FROM {schema}.scorers
 
 -- confirmation --
--- Of the TP occurrences each scored run located (the figures' `recalled`: matched at full
--- credit by a location rule, a deterministic scorer), those whose claim a judge or a person
--- confirmed, those they rejected, and those no one has looked at, per (model, definition,
--- scorer) (`whole`) and per example within it, as `scores` groups them; its parameters.
--- A person's verdict (`human`, the newest) decides an issue; else the judges' grades (every
--- scorer that is not deterministic) against the same ground truth: confirmed when every
--- judge that graded it names the defect it located, rejected when one names anything else
--- (an issue a judge could not grade counts as not looked at). An occurrence is confirmed
--- when an issue that located it is, rejected when every one of them is rejected, and
--- unconfirmed otherwise.
-WITH located AS (
-    SELECT s.run_id, s.model, s.definition, s.scorer_name, s.scorer_version, s.snapshot,
-           s.files_hash, s.ground_truth_hash, e.critique_issue_id AS issue_id, e.tp_id,
-           e.tp_occurrence
-      FROM {schema}.run_scores s
-      JOIN {schema}.scorers k
-        ON k.name = s.scorer_name AND k.version = s.scorer_version AND k.deterministic
-      JOIN {schema}.scored_edges e
-        ON e.critique_run_id = s.run_id AND e.scorer_name = s.scorer_name
-       AND e.scorer_version = s.scorer_version AND e.grade >= 1 AND e.tp_id IS NOT NULL
-     WHERE s.recalled > 0
-       AND ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
-       AND ($3::text IS NULL OR s.model = $3) AND ($4::text IS NULL OR s.definition = $4)
-       AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
-       AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
-            OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
-       AND EXISTS (SELECT 1 FROM {schema}.scopes sc
-                    WHERE sc.slug = s.snapshot AND sc.version = s.snapshot_version
-                      AND sc.files_hash = s.files_hash AND sc.tp_id = e.tp_id
-                      AND sc.occurrence = e.tp_occurrence)
-), said AS (  -- per located issue: the person's word, else the judges' (null: nobody's)
-    SELECT l.*,
-           (SELECT coalesce(h.tp_id = l.tp_id, false) FROM {schema}.grading_edges h
-             WHERE h.critique_run_id = l.run_id AND h.critique_issue_id = l.issue_id
-               AND h.scorer_name = 'human' AND h.scorer_version = 1
-               AND h.ground_truth_hash = l.ground_truth_hash) AS person,
-           (SELECT bool_and(coalesce(j.tp_id = l.tp_id AND j.grade >= 1, false))
-              FROM {schema}.grading_edges j
-              JOIN {schema}.scorers jk
-                ON jk.name = j.scorer_name AND jk.version = j.scorer_version
-             WHERE j.critique_run_id = l.run_id AND j.critique_issue_id = l.issue_id
-               AND NOT jk.deterministic AND j.scorer_name <> 'human'
-               AND j.unscorable IS NULL AND j.ground_truth_hash = l.ground_truth_hash)
-               AS judges
-      FROM located l
-), occurrences AS (
-    SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
-           bool_or(coalesce(person, judges)) AS confirmed,
-           bool_and(coalesce(person, judges) IS NOT NULL) AS looked
-      FROM said
-     GROUP BY model, definition, scorer_name, scorer_version, snapshot, files_hash, run_id,
-              tp_id, tp_occurrence
-)
-SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
-       model, definition, scorer_name, scorer_version, snapshot, files_hash,
-       count(*) AS located, count(*) FILTER (WHERE confirmed) AS confirmed,
-       count(*) FILTER (WHERE NOT confirmed AND looked) AS rejected
-  FROM occurrences
- GROUP BY GROUPING SETS ((model, definition, scorer_name, scorer_version),
-                         (model, definition, scorer_name, scorer_version, snapshot,
-                          files_hash))
+-- Of the TP occurrences the scored runs located (`run_confirmations`), those a judge or a
+-- person confirmed and those they rejected, per (model, definition, scorer) (`whole`) and
+-- per example within it, as `scores` groups them; its parameters.
+SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
+       s.model, s.definition, s.scorer_name, s.scorer_version, s.snapshot, s.files_hash,
+       sum(c.confirmed) AS confirmed, sum(c.rejected) AS rejected
+  FROM {schema}.run_scores s
+  JOIN {schema}.run_confirmations c
+    ON c.run_id = s.run_id AND c.scorer_name = s.scorer_name
+   AND c.scorer_version = s.scorer_version
+ WHERE s.recalled > 0
+   AND ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
+   AND ($3::text IS NULL OR s.model = $3) AND ($4::text IS NULL OR s.definition = $4)
+   AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
+   AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
+        OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
+ GROUP BY GROUPING SETS ((s.model, s.definition, s.scorer_name, s.scorer_version),
+                         (s.model, s.definition, s.scorer_name, s.scorer_version, s.snapshot,
+                          s.files_hash))

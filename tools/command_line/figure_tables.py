@@ -115,7 +115,7 @@ def confirmation_lines(records: Sequence[Mapping[str, Any]],
     lines.append("  confirmed by: " + ", ".join(judges) if judges else
                  "  no judge or person has looked at any find: every located find is "
                  "unconfirmed (props review; props rescore --scorer JUDGE@N)")
-    return lines if len(lines) > 2 or records else []
+    return lines if records else []
 
 
 def _delta(g: Mapping[str, Any], measure: str) -> str:

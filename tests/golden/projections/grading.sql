@@ -1,4 +1,4 @@
--- projection grading (version 5)
+-- projection grading (version 6)
 
 -- table grading_edges
 CREATE TABLE projections.grading_edges (

@@ -10,6 +10,7 @@ from collections import Counter
 from functools import partial
 
 import orjson
+from rich.text import Text
 
 from props.core.domain import catalog, evaluations, streams
 from props.core.domain.evaluations import CaseState, Evaluation
@@ -21,7 +22,12 @@ from props.reactors import evaluation_driver as driver
 from props.reactors.service import container_runtimes
 from props.tools.command_line import render
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
-from props.tools.command_line.figure_tables import critic_columns, percent, with_interval
+from props.tools.command_line.figure_tables import (
+    confirmation_lines,
+    critic_columns,
+    percent,
+    with_interval,
+)
 from props.tools.command_line.render import Column, Console, print_table
 
 console = Console()
@@ -33,8 +39,8 @@ console = Console()
 async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
                   outcome: str, fmt: str, wide: bool = False) -> int:
     scorer = await registration.active_scorer(store)
-    scores = evaluation_scores.critic_rows(  # (as the analysts' tables hold them)
-        await evaluation_scores.scored(store, states, scorer))
+    found = await evaluation_scores.scored(store, states, scorer)
+    scores = evaluation_scores.critic_rows(found)  # (as the analysts' tables hold them)
     complete = all(s.state in driver.DONE for s in states)
     open_cases = [s for s in states if s.state not in driver.DONE]
     if fmt == "json":
@@ -43,6 +49,7 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             "scorer": scorer, "interval": intervals.METHOD,
             "counts": dict(Counter(s.state for s in states)),
             "cost_usd": sum(s.cost_usd for s in states), "critics": scores,
+            "confirmed_by": found.judges,
             "cases": [evaluations.case_json(s) for s in states]}).decode())
         return 0 if complete else EXIT_INCOMPLETE
     console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
@@ -54,6 +61,9 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
               for m in ("recall", "precision"))],
             scores, wide=wide)
         console.print(f"intervals: {intervals.METHOD}")
+        for line in confirmation_lines([{**r, "scorer": scorer} for r in scores],
+                                       {"confirmed_by": found.judges}):
+            console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
     if listed:
         print_table(console, [
