@@ -189,8 +189,8 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     judge = llm_judge.LlmJudge(version=1, model="m", base_url="http://127.0.0.1:9/v1",
                                name="judge")
     await registration.ensure_registered(store, judge)
-    said = scorers.grade_event(judge, crafted, "i1", scorers.Match(), GT_HASH)
-    await store.append(streams.grading(crafted, "judge@1"), [said])
+    verdict = scorers.grade_event(judge, crafted, "i1", scorers.Match(), GT_HASH)
+    await store.append(streams.grading(crafted, "judge@1"), [verdict])
     await _projected(store)
     records, notes = await figures.load(store, "tiered", 2)
     confirmed, rejected = _row(records, "baseline-ruff"), _row(records, "crafted")
