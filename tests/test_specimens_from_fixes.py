@@ -114,7 +114,7 @@ def test_a_fix_that_only_adds_a_file_is_left_for_a_person(tmp_path: Path) -> Non
     repo.write("pkg/guard.py", ["def guard(): ..."])
     added = repo.commit("Add the missing guard")
     snapshot, found, _base = specimens_from_fixes.from_git(repo.root, [added])
-    assert found[0].ranges == {} and any("adds pkg/guard.py" in t for t in found[0].todo)
+    assert found[0].ranges == {} and any("adds \"pkg/guard.py\"" in t for t in found[0].todo)
     root = specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
     assert "left out" in (root / "ground_truth.toml").read_text()
 
@@ -219,7 +219,7 @@ def test_a_fix_that_adds_a_test_is_a_defect_in_its_source_only(tmp_path: Path) -
     key = _key(repo, fix, tmp_path / "out")
     occurrences = [line for line in key.splitlines() if line.startswith("  {")]
     assert occurrences == ['  { "src/pkg/calc.py" = [[4, 4]] },']
-    assert "# note: the fix also changes tests/test_calc.py" in key
+    assert "# note: the fix also changes \"tests/test_calc.py\"" in key
     assert 'id = "fix-rounding-that-reaches-1000-before-999"' in key  # whole words
     assert "Co-authored-by" not in key and "Signed-off-by" not in key
     # Negative control: with every path a defect path, the test's lines come back.
