@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from props.core.domain import catalog, git_trees, specimens, specimens_from_fixes, vocabulary
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.core.scoring import scorers
 
 SLUG = "toy/2026-12-01-00"
@@ -262,6 +264,26 @@ def test_validate_refuses_a_todo_unless_told(tmp_path: Path) -> None:
     refused = validate()
     assert refused.returncode == 65 and "a TODO is left" in refused.stderr
     assert validate("--allow-todo").returncode == 0
+
+
+async def test_serve_syncs_no_key_with_a_todo_at_start(tmp_path: Path,
+                                                       store: EventStore) -> None:
+    """`props serve`'s start-up sync (auto_sync_specimens) refuses a key with a TODO as
+    `specimens sync` does, and records nothing; negative control: the bundled specimens,
+    whose keys hold no TODO, are synced."""
+    from props.tools.command_line.handlers import service
+
+    repo, fix = _fix_with_a_test(tmp_path)
+    out = tmp_path / "out"
+    _key(repo, fix, out)
+    with pytest.raises(errors.InvalidEvent, match="TODO"):
+        await service._sync_specimens(store, out)
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
+                                     "'snapshot.synced'") == 0
+    bundled = Path(specimens.__file__).resolve().parents[2] / "tools" / "bundled" / "specimens"
+    await service._sync_specimens(store, bundled)  # checked keys: synced
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
+                                     "'snapshot.synced'") > 0
 
 
 def test_the_snapshot_leaves_out_ci_binaries_and_what_is_excluded(tmp_path: Path) -> None:

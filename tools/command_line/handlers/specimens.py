@@ -41,19 +41,19 @@ def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
         raise
 
 
-def refuse_todos(args: argparse.Namespace) -> None:
-    """Refuse DIR while a ground truth holds a TODO (each printed), unless --allow-todo."""
-    todos = [] if args.allow_todo else specimen_format.todo_problems(args.dir)
+def refuse_todos(directory: Path, allow_todo: bool = False) -> None:
+    """Refuse `directory` while a ground truth holds a TODO (each printed), unless allowed."""
+    todos = [] if allow_todo else specimen_format.todo_problems(directory)
     for line in todos:
         print(line, file=sys.stderr)
     if todos:
-        raise errors.InvalidEvent(f"{len(todos)} TODO(s) left in {args.dir}: a person checks "
+        raise errors.InvalidEvent(f"{len(todos)} TODO(s) left in {directory}: a person checks "
                                   f"the key first (or --allow-todo for a draft)")
 
 
 async def validate_cmd(args: argparse.Namespace) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
-    refuse_todos(args)
+    refuse_todos(args.dir, args.allow_todo)
     for s in found:
         c = s.counts
         console.print(f"{s.slug}: ok ({c['files']} files, {c['tps']} TPs with "
@@ -64,7 +64,8 @@ async def validate_cmd(args: argparse.Namespace) -> int:
 
 async def sync_cmd(args: argparse.Namespace, store: EventStore) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
-    refuse_todos(args)  # (as validate: an unchecked key is never recorded by accident)
+    # (as validate: an unchecked key is never recorded by accident)
+    refuse_todos(args.dir, args.allow_todo)
     source = str(args.dir.resolve())
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("syncing", total=len(found))
