@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from props.core.domain import catalog, git_trees, specimens, specimens_from_fixes, vocabulary
+from props.core.log import errors
+from props.core.log.store import EventStore
 from props.core.scoring import scorers
 
 SLUG = "toy/2026-12-01-00"
@@ -114,7 +118,7 @@ def test_a_fix_that_only_adds_a_file_is_left_for_a_person(tmp_path: Path) -> Non
     repo.write("pkg/guard.py", ["def guard(): ..."])
     added = repo.commit("Add the missing guard")
     snapshot, found, _base = specimens_from_fixes.from_git(repo.root, [added])
-    assert found[0].ranges == {} and any("adds pkg/guard.py" in t for t in found[0].todo)
+    assert found[0].ranges == {} and any("adds \"pkg/guard.py\"" in t for t in found[0].todo)
     root = specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
     assert "left out" in (root / "ground_truth.toml").read_text()
 
@@ -219,7 +223,7 @@ def test_a_fix_that_adds_a_test_is_a_defect_in_its_source_only(tmp_path: Path) -
     key = _key(repo, fix, tmp_path / "out")
     occurrences = [line for line in key.splitlines() if line.startswith("  {")]
     assert occurrences == ['  { "src/pkg/calc.py" = [[4, 4]] },']
-    assert "# note: the fix also changes tests/test_calc.py" in key
+    assert "# note: the fix also changes \"tests/test_calc.py\"" in key
     assert 'id = "fix-rounding-that-reaches-1000-before-999"' in key  # whole words
     assert "Co-authored-by" not in key and "Signed-off-by" not in key
     # Negative control: with every path a defect path, the test's lines come back.
@@ -262,6 +266,26 @@ def test_validate_refuses_a_todo_unless_told(tmp_path: Path) -> None:
     assert validate("--allow-todo").returncode == 0
 
 
+async def test_serve_syncs_no_key_with_a_todo_at_start(tmp_path: Path,
+                                                       store: EventStore) -> None:
+    """`props serve`'s start-up sync (auto_sync_specimens) refuses a key with a TODO as
+    `specimens sync` does, and records nothing; negative control: the bundled specimens,
+    whose keys hold no TODO, are synced."""
+    from props.tools.command_line.handlers import service
+
+    repo, fix = _fix_with_a_test(tmp_path)
+    out = tmp_path / "out"
+    _key(repo, fix, out)
+    with pytest.raises(errors.InvalidEvent, match="TODO"):
+        await service._sync_specimens(store, out)
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
+                                     "'snapshot.synced'") == 0
+    bundled = Path(specimens.__file__).resolve().parents[2] / "tools" / "bundled" / "specimens"
+    await service._sync_specimens(store, bundled)  # checked keys: synced
+    assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
+                                     "'snapshot.synced'") > 0
+
+
 def test_the_snapshot_leaves_out_ci_binaries_and_what_is_excluded(tmp_path: Path) -> None:
     """CI configuration and binary files never reach a snapshot; --include and --exclude
     choose among the rest (tests stay in as context)."""
@@ -299,3 +323,56 @@ def test_a_squash_merges_trailers_leave_the_rationale_wherever_they_stand() -> N
     assert "-by:" not in kept and "-----" not in kept and "\n\n\n" not in kept
     assert kept.endswith("* Apply suggestions from code review")
     assert "Fixes #544" in kept  # a reference without a colon is the author's words
+
+
+def test_from_git_counts_the_todos_validate_finds(tmp_path: Path) -> None:
+    repo, fix = _fix_with_a_test(tmp_path)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "from-git",
+                           str(repo.root), "--fix", fix, "--slug", SLUG, "-o", str(out)],
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "COLUMNS": "300"})
+    said = int(re.search(r"(\d+) TODO\(s\) to check", done.stdout)[1])  # type: ignore[index]
+    assert "`props specimens validate" in done.stdout
+    found = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "validate",
+                            str(out)], capture_output=True, text=True, check=False)
+    assert said == found.stderr.count("a TODO is left") > 0
+    # (the control: the fix's own TODO list is shorter than what the key holds)
+    _snapshot, found_defects, _base = specimens_from_fixes.from_git(repo.root, [fix])
+    assert sum(len(d.todo) for d in found_defects) < said
+
+
+def test_git_s_diff_takes_40000_repeated_lines_and_finds_the_changed_one() -> None:
+    """difflib took minutes on this (a per-test timeout bounds it here)."""
+    before = "x = 1\n" * 40_000
+    after = "x = 1\n" * 20_000 + "x = 2\n" + "x = 1\n" * 19_999
+    changed = specimens_from_fixes.changed_lines(before, after)
+    assert changed.code == [(20_001, 20_001)] and not changed.guessed
+    kept, lost = specimens_from_fixes.carried_back([(20_001, 20_001)], before,
+                                                   "head\n" + before)
+    assert (kept, lost) == ([(20_002, 20_002)], False)
+
+
+def test_spacing_and_version_hunks_are_set_apart_from_code() -> None:
+    before = "__version__ = '0.1'\n-\nif a: # c\n-\nb = 1\n-\nc = 'a b'\n"
+    after = "__version__ = '0.2'\n-\nif a:  # c\n-\nb = 2\n-\nc = 'ab'\n"
+    changed = specimens_from_fixes.changed_lines(before, after)
+    assert (changed.version, changed.whitespace) == ([(1, 1)], [(3, 3)])
+    assert changed.code == [(5, 5), (7, 7)]  # (a string's inner space is not spacing)
+    # Negative control: indentation is code (Python), not spacing.
+    assert specimens_from_fixes.changed_lines("if a:\n    b\n", "if a:\n        b\n"
+                                              ).code == [(2, 2)]
+
+
+def test_600_paths_of_one_blob_are_read_once(tmp_path: Path) -> None:
+    """The tree is read one blob at a time, and one blob named 600 times is one text."""
+    repo = Repo(tmp_path / "repo")
+    for n in range(600):
+        repo.write(f"pkg/m{n}.py", lines(200, "same"))
+    repo.write("pkg/other.py", lines(3, "o"))
+    repo.commit("many copies")
+    files = git_trees.tree(repo.root, "HEAD")
+    assert len(files) == 601
+    copies = {id(text) for path, text in files.items() if path != "pkg/other.py"}
+    assert len(copies) == 1  # shared, not 600 copies
+    assert id(files["pkg/other.py"]) not in copies  # (the control: another blob is its own)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,74 +48,161 @@ def readable(data: bytes) -> str | None:
     return None if "\x00" in text else text  # (a NUL: a binary file that happens to decode)
 
 
+# What a repository's own configuration may never make git do here: run a program of its
+# choosing (a file-system monitor, an external diff or text conversion, a pager, hooks, a
+# credential helper), fetch from anywhere (a partial clone's lazy fetch), or rewrite what it
+# reads (apply's whitespace fixing). Given on the command line, these outrank every config
+# file, the repository's own included; the user's and the system's files are not read.
+SAFE_CONFIG = ("core.fsmonitor=false", "core.untrackedCache=false", "core.hooksPath=/dev/null",
+               "core.pager=cat", "diff.external=", "core.sshCommand=false",
+               "credential.helper=", "protocol.allow=never", "apply.whitespace=nowarn",
+               "core.quotePath=true", "diff.noprefix=false", "diff.mnemonicPrefix=false",
+               "diff.relative=false", "log.showSignature=false")
+SAFE_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_NO_LAZY_FETCH": "1",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_EXTERNAL_DIFF": "", "GIT_PAGER": "cat",
+            "GIT_OPTIONAL_LOCKS": "0"}
+
+
+def command(repo: Path | None, *args: str) -> list[str]:
+    """The argv of a git command in `repo` (None: outside any repository) under SAFE_CONFIG."""
+    where = ["-C", str(repo)] if repo is not None else []
+    return ["git", *where, *(a for c in SAFE_CONFIG for a in ("-c", c)), *args]
+
+
+def environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every git command runs in: SAFE_ENV over this process's (minus any
+    GIT_DIR-like variable that would point git elsewhere), then `env`."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG",
+                         "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_OBJECT_DIRECTORY",
+                         "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CEILING_DIRECTORIES")}
+    return {**base, **SAFE_ENV, **(env or {})}
+
+
 def git(repo: Path, *args: str, given: bytes | None = None,
-        env: dict[str, str] | None = None) -> bytes:
-    """A git command in `repo` (its failure is InvalidEvent, naming the command)."""
-    done = subprocess.run(["git", "-C", str(repo), *args], input=given, capture_output=True,
-                          check=False, timeout=120,
-                          env=None if env is None else {**os.environ, **env})
-    if done.returncode != 0:
+        env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
+    """A git command in `repo` under SAFE_CONFIG (a return code outside `ok` is
+    InvalidEvent, naming the command)."""
+    done = subprocess.run(command(repo, *args), input=given, capture_output=True,
+                          check=False, timeout=120, env=environment(env))
+    if done.returncode not in ok:
         raise errors.InvalidEvent(f"git {' '.join(args)} in {repo}: "
                                   f"{done.stderr.decode(errors='replace').strip()}")
     return done.stdout
 
 
+def top_level(folder: Path) -> Path | None:
+    """`folder` if it is a clone's top level (or a bare repository itself), else None: a
+    folder inside a clone (its package folder, say) is no clone of its own, and git run in it
+    would answer for the repository around it."""
+    if not folder.is_dir():
+        return None
+    here = folder.resolve()
+    for ask in (("--show-toplevel",), ("--absolute-git-dir",)):  # (a bare one: its git dir)
+        try:
+            answer = git(folder, "rev-parse", *ask).decode().strip()
+        except errors.InvalidEvent:
+            continue
+        if answer and Path(answer).resolve() == here:
+            return folder
+    return None
+
+
 def checked_path(path: str) -> str:
     """`path` if a snapshot may hold it (a repository chooses its tree's names, and git
-    accepts `..` as one): relative, no empty, `.`, `..` or `.git` part, no backslash or NUL.
-    Anything else refuses the whole repository before a file is written."""
+    accepts `..` as one): relative, no empty, `.`, `..` or `.git` part, no backslash and no
+    control character (a newline in a name would end the key's comment that names it and
+    write TOML of its own). Anything else refuses the whole repository before a file is
+    written."""
     parts = path.split("/")
-    if (not path or path.startswith("/") or "\\" in path or "\0" in path
+    if (not path or path.startswith("/") or "\\" in path
+            or any(unicodedata.category(c) == "Cc" for c in path)
             or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts)):
         raise errors.InvalidEvent(f"the repository holds a path props never writes: {path!r} "
-                                  f"(an absolute path, an empty, '.', '..' or '.git' part); "
-                                  f"nothing was written")
+                                  f"(an absolute path, an empty, '.', '..' or '.git' part, a "
+                                  f"backslash or a control character); nothing was written")
     return path
 
 
-def blob(repo: Path, revision_path: str) -> str | None:
-    """A file's text at `REV:PATH`, its size read before its content (a file past the limit
-    is never loaded)."""
-    size = int(git(repo, "cat-file", "-s", revision_path))
-    if size > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-        return None
-    return readable(git(repo, "cat-file", "blob", revision_path))
+class Blobs:
+    """Files' text read one at a time through one `git cat-file --batch-command`: each
+    object's size is asked before its content, so nothing past the size limit is read, and
+    no more than one file is held in flight (never the whole tree in one buffer). The same
+    object asked twice is read once, and its text shared."""
+
+    def __init__(self, repo: Path) -> None:
+        self._process = subprocess.Popen(command(repo, "cat-file", "--batch-command"),
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, env=environment())
+        self._read: dict[bytes, str | None] = {}
+        self.repo = repo
+
+    def __enter__(self) -> Blobs:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stdout.close()
+
+    def _ask(self, what: str, name: str) -> list[bytes]:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(f"{what} {name}\n".encode())
+        stdin.flush()
+        header = stdout.readline(4096).split()
+        if len(header) != 3 or header[1] == b"missing":
+            raise errors.InvalidEvent(f"git cat-file in {self.repo}: no object {name}")
+        return header
+
+    def text(self, name: str) -> str | None:
+        """The text of object `name` (an id, or REV:PATH with a checked path), or None if it
+        cannot be a snapshot file (past the size limit, binary, not UTF-8)."""
+        oid, kind, size = self._ask("info", name)
+        if oid in self._read:
+            return self._read[oid]
+        if kind != b"blob" or int(size) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+            self._read[oid] = None
+            return None
+        self._ask("contents", oid.decode())
+        stdout = self._process.stdout
+        assert stdout is not None
+        data = stdout.read(int(size) + 1)[:-1]  # the content, then a newline
+        self._read[oid] = text = readable(data)
+        return text
 
 
 def tree(repo: Path, commit: str, skipped: list[str] | None = None,
          keep: Callable[[str], bool] | None = None) -> dict[str, str]:
     """Every file of `commit` that can be a snapshot file and `keep` (snapshot_filter's
     default) takes, by path: the listing with sizes, then every blob within the size limit
-    through one `git cat-file --batch` (not a process per file; a large blob is never read).
+    through one Blobs reader (not a process per file; a large blob is never read).
     The paths left out are added to `skipped`."""
     skipped = [] if skipped is None else skipped
     keep = keep or snapshot_filter()
     filtered = 0
-    blobs: list[tuple[str, str]] = []  # (object id, path)
-    for entry in filter(None, git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
-        meta, _, name = entry.partition(b"\t")
-        _mode, kind, oid, listed = meta.split()
-        if kind != b"blob":  # (submodules are commits: not files of this repository)
-            continue
-        path = checked_path(name.decode("utf-8", "replace"))
-        if not keep(path):
-            filtered += 1
-        elif int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
-            skipped.append(f"{path} ({int(listed):,} bytes, over the limit of "
-                           f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
-        else:
-            blobs.append((oid.decode(), path))
-    raw = git(repo, "cat-file", "--batch", given="".join(f"{o}\n" for o, _ in blobs).encode())
-    out, at = {}, 0
-    for _oid, path in blobs:
-        header_end = raw.index(b"\n", at)
-        size = int(raw[at:header_end].split()[2])
-        text = readable(raw[header_end + 1:header_end + 1 + size])
-        at = header_end + 1 + size + 1  # the content, then a newline
-        if text is not None:
-            out[path] = text
-        else:
-            skipped.append(f"{path} (binary, or not UTF-8 text)")
+    out = {}
+    with Blobs(repo) as blobs:
+        for entry in filter(None, git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
+            meta, _, name = entry.partition(b"\t")
+            _mode, kind, oid, listed = meta.split()
+            if kind != b"blob":  # (submodules are commits: not files of this repository)
+                continue
+            path = checked_path(name.decode("utf-8", "replace"))
+            if not keep(path):
+                filtered += 1
+            elif int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
+                skipped.append(f"{path} ({int(listed):,} bytes, over the limit of "
+                               f"{vocabulary.MAX_SPECIMEN_FILE_BYTES:,})")
+            elif (text := blobs.text(oid.decode())) is not None:
+                out[path] = text
+            else:
+                skipped.append(f"{path} (binary, or not UTF-8 text)")
     if filtered:
         skipped.append(f"{filtered} file(s) the path filters leave out (CI configuration, "
                        f"--include, --exclude)")

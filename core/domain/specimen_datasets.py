@@ -2,16 +2,19 @@
 
 Each bug becomes one snapshot, made as `props specimens from-git` makes one: the code at the
 buggy commit (BugsInPy's `buggy_commit_id`, SWE-bench's `base_commit`), and one true
-positive, the fix's hunks on that code in source files only (BugsInPy: the diff to
-`fixed_commit_id`; SWE-bench: its `patch` applied onto the base; a `test_patch` is never
-ground truth). The problem statement (or the fix commit's message) is the rationale, with a
-TODO asking a person to review it, so `validate` refuses the key until one has. A bug whose
-repository or commit is not here, or whose fix touches no source line of the snapshot, is
-listed with the reason and nothing of it is written.
+positive, the fix's hunks on that code in source files only (BugsInPy: its `bug_patch.txt`
+applied onto the base, the dataset's own fix, and only without one the diff to
+`fixed_commit_id`, which can span many commits: a range of more than one is listed in a TODO;
+SWE-bench: its `patch` applied onto the base; a `test_patch` is never ground truth). The
+problem statement (or the fix commit's message) is the rationale, with a TODO asking a
+person to review it, so `validate` refuses the key until one has. A bug whose repository
+or commit is not here, or whose fix touches no source line of the snapshot, is listed
+with the reason and nothing of it is written.
 
 REPOS is a folder of local clones named as the dataset names them: BugsInPy's project
 (`REPOS/youtube-dl`), SWE-bench's `owner/name` (`REPOS/owner/name`, `REPOS/owner__name` or
-`REPOS/name`).
+`REPOS/name`). A clone is a folder that is its repository's top level: `REPOS/tqdm/tqdm` inside
+a clone at `REPOS/tqdm` is tqdm's package folder, not a clone.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ _BUG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}$")
 _COMMIT = re.compile(r"^[0-9a-fA-F]{4,64}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 MAX_LINE_BYTES = 64 * 2**20  # one SWE-bench instance (its patches and statement) at most
+MAX_PATCH_BYTES = 16 * 2**20  # one BugsInPy bug_patch.txt at most
+MAX_LISTED_COMMITS = 30  # the commits of a range a TODO names (then how many more)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +48,9 @@ class Bug:
     repo: Path | None  # None: no clone of it under REPOS
     base: str  # the buggy commit
     fixed: str | None  # the fixed commit (BugsInPy)
-    patch: str | None  # the fix as a patch onto base (SWE-bench)
+    patch: str | None  # the fix as a patch onto base (SWE-bench, BugsInPy's bug_patch.txt)
     rationale: str
+    tests: tuple[str, ...] = ()  # the dataset's tests of the fix (BugsInPy's test_file)
 
 
 @dataclasses.dataclass
@@ -55,6 +61,23 @@ class Made:
 
 def _project(name: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "project"
+
+
+def _clone(repos: Path, *names: str) -> Path | None:
+    """The first of REPOS/NAME... that is a clone's top level (never a folder inside one)."""
+    return next((c for name in names if (c := git_trees.top_level(repos / name))), None)
+
+
+def _patch(folder: Path) -> str | None:
+    """A bug's `bug_patch.txt`, if it has one (bounded, read before any git runs)."""
+    file = folder / "bug_patch.txt"
+    if not file.is_file():
+        return None
+    with file.open("rb") as f:
+        data = f.read(MAX_PATCH_BYTES + 1)
+    if len(data) > MAX_PATCH_BYTES:
+        raise errors.InvalidEvent(f"{file}: over {MAX_PATCH_BYTES:,} bytes")
+    return data.decode("utf-8", "replace")
 
 
 def bugsinpy(folder: Path, repos: Path) -> Iterator[Bug]:
@@ -69,11 +92,10 @@ def bugsinpy(folder: Path, repos: Path) -> Iterator[Bug]:
         name = info.parents[2].name
         fields = {m[1]: m[2] for line in info.read_text(errors="replace").splitlines()
                   if (m := _FIELD.match(line))}
-        clone = repos / name
-        yield Bug(f"{name}-{info.parent.name}", _project(name),
-                  clone if clone.is_dir() else None, fields.get("buggy_commit_id", ""),
-                  fields.get("fixed_commit_id", ""), None,
-                  f"BugsInPy {name} bug {info.parent.name}")
+        tests = tuple(t.strip() for t in fields.get("test_file", "").split(";") if t.strip())
+        yield Bug(f"{name}-{info.parent.name}", _project(name), _clone(repos, name),
+                  fields.get("buggy_commit_id", ""), fields.get("fixed_commit_id", ""),
+                  _patch(info.parent), f"BugsInPy {name} bug {info.parent.name}", tests)
 
 
 def swebench(file: Path, repos: Path) -> Iterator[Bug]:
@@ -94,8 +116,7 @@ def swebench(file: Path, repos: Path) -> Iterator[Bug]:
                                           f"(instance_id, repo, base_commit, patch): {exc}"
                                           ) from None
             owner, _, name = owner_name.partition("/")
-            found = next((c for c in (repos / owner_name, repos / f"{owner}__{name}",
-                                      repos / name) if c.is_dir()), None) \
+            found = _clone(repos, owner_name, f"{owner}__{name}", name) \
                 if _REPO.match(owner_name) and ".." not in owner_name.split("/") else None
             yield Bug(bug[0], _project(name or owner), found, bug[1], None, bug[2],
                       str(doc.get("problem_statement") or bug[0]))
@@ -107,7 +128,8 @@ def _applied(repo: Path, base: str, patch: str) -> str:
     with tempfile.TemporaryDirectory(prefix="props-dataset-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         git_trees.git(repo, "read-tree", base, env=env)
-        git_trees.git(repo, "apply", "--cached", "-", given=patch.encode(), env=env)
+        git_trees.git(repo, "apply", "--cached", "--whitespace=nowarn", "-",
+                      given=patch.encode(), env=env)
         return git_trees.git(repo, "write-tree", env=env).decode().strip()
 
 
@@ -125,19 +147,18 @@ def _slug(out: Path, bug: Bug, repo: Path) -> tuple[str, bool]:
     raise errors.InvalidEvent(f"{bug.project} has 100 snapshots of {day} in {out} already")
 
 
-def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
-         keep: Callable[[str], bool], made: Made) -> None:
-    """Write the bug's snapshot into `out`, or say in `made.skipped` why not."""
+def _usable(bug: Bug, made: Made) -> Path | None:
+    """The bug's clone, if the bug can be made there; else None and why in `made.skipped`."""
     if not _BUG_ID.match(bug.id):
         made.skipped.append((bug.id[:80], "its id is not a name props writes (letters, "
                                           "digits, _ . + -; up to 200)"))
-        return
+        return None
     if bug.repo is None:
         made.skipped.append((bug.id, "no clone of its repository under --repos"))
-        return
+        return None
     if not bug.base or not (bug.fixed or bug.patch):
         made.skipped.append((bug.id, "no buggy commit, or no fix, in the dataset"))
-        return
+        return None
     for commit in filter(None, (bug.base, bug.fixed)):
         try:
             if not _COMMIT.match(commit):
@@ -145,29 +166,74 @@ def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
             git_trees.git(bug.repo, "cat-file", "-e", f"{commit}^{{commit}}")
         except errors.InvalidEvent:
             made.skipped.append((bug.id, f"commit {commit[:12]} is not in {bug.repo}"))
-            return
-    slug, there = _slug(out, bug, bug.repo)
+            return None
+    return bug.repo
+
+
+def commits_between(repo: Path, base: str, fixed: str) -> list[str]:
+    """`base..fixed` as `SHORT-ID subject`, oldest first: one line when the dataset's fix is
+    one commit."""
+    listed = git_trees.git(repo, "log", "--reverse", "--format=%h %s", f"{base}..{fixed}")
+    return listed.decode("utf-8", "replace").splitlines()
+
+
+def _fixed_tree(bug: Bug, repo: Path) -> tuple[str, str, list[str]]:
+    """The tree the dataset's fix makes of the base, what it is (for the key's header), and
+    the TODOs it raises. BugsInPy: its bug_patch.txt, or without one (or when it does not
+    apply) the fixed commit; a range of several commits is listed."""
+    todo: list[str] = []
+    if bug.fixed:
+        between = commits_between(repo, bug.base, bug.fixed)
+        if len(between) > 1:
+            shown = [*between[:MAX_LISTED_COMMITS], *(
+                [f"and {len(between) - MAX_LISTED_COMMITS} more"]
+                if len(between) > MAX_LISTED_COMMITS else [])]
+            todo.append(f"buggy..fixed spans {len(between)} commits ({'; '.join(shown)}); "
+                        + ("the lines are the dataset's bug_patch.txt, the rationale the "
+                           "last commit's message: check it is about this bug"
+                           if bug.patch else "the lines are their whole diff (no "
+                           "bug_patch.txt): keep only this bug's"))
+    if bug.patch:
+        try:
+            return (_applied(repo, bug.base, bug.patch),
+                    "its bug_patch.txt" if bug.fixed else "its patch", todo)
+        except errors.InvalidEvent as exc:
+            if not bug.fixed:
+                raise
+            todo.append(f"the dataset's bug_patch.txt does not apply on {bug.base[:12]} "
+                        f"({str(exc)[:200]}): the lines are the diff to the fixed commit")
+    return bug.fixed or "", "the diff to its fixed commit", todo
+
+
+def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
+         keep: Callable[[str], bool], made: Made) -> None:
+    """Write the bug's snapshot into `out`, or say in `made.skipped` why not."""
+    repo = _usable(bug, made)
+    if repo is None:
+        return
+    slug, there = _slug(out, bug, repo)
     if there:
         made.skipped.append((bug.id, f"written before, as {slug}"))
         return
     try:
-        fixed = bug.fixed or _applied(bug.repo, bug.base, bug.patch or "")
-    except errors.InvalidEvent as exc:
-        made.skipped.append((bug.id, f"its patch does not apply on {bug.base[:12]}: {exc}"))
+        fixed, source, todo = _fixed_tree(bug, repo)
+        snapshot = git_trees.tree(repo, bug.base, [], keep)
+        message = git_trees.git(repo, "log", "-1", "--format=%B", bug.fixed).decode(
+            "utf-8", "replace") if bug.fixed else bug.rationale
+        fix = specimens_from_fixes.fix_between(repo, bug.base, fixed, bug.id, message)
+    except errors.InvalidEvent as exc:  # (a patch that does not apply, a path refused)
+        made.skipped.append((bug.id, f"{str(exc)[:300]}"))
         return
-    snapshot = git_trees.tree(bug.repo, bug.base, [], keep)
-    message = git_trees.git(bug.repo, "log", "-1", "--format=%B", fixed).decode() \
-        if bug.fixed else bug.rationale
-    fix = specimens_from_fixes.fix_between(bug.repo, bug.base, fixed, bug.id, message)
     found = specimens_from_fixes.defects(snapshot, [fix], None, is_defect)
     if not any(d.ranges for d in found):
         made.skipped.append((bug.id, "its fix touches no source line of the snapshot "
                                      "(only tests, docs or CI)"))
         return
     for d in found:
-        d.todo.append("the rationale is the dataset's (a problem statement or a commit "
-                      "message): review it, and the lines, before sync")
+        d.todo += [*todo, "the rationale is the dataset's (a problem statement or a commit "
+                   "message): review it, and the lines, before sync"]
+        d.tests += [t for t in bug.tests if t in snapshot]
     root = specimens_from_fixes.write(out, slug, snapshot, found,
                                       f"props specimens from-dataset {kind} {bug.id} at "
-                                      f"{bug.base[:12]}")
+                                      f"{bug.base[:12]} ({source})")
     made.written.append((bug.id, root, sum(1 for d in found if d.ranges)))

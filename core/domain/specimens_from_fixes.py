@@ -14,13 +14,13 @@ what the defect is), and a file set of the files it touches and their neighbours
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from props.core.domain import git_trees, specimen_format, specimens, vocabulary
+from props.core.domain import git_trees, line_diffs, specimen_format, specimens, vocabulary
 from props.core.domain.catalog.parts import MAX_RATIONALE
 from props.core.log import errors
 
@@ -34,7 +34,16 @@ NOT_DEFECTS = ("tests/**", "test/**", "**/tests/**", "**/test/**", "**/test_*.py
                "**/*.txt", ".github/**", ".gitlab-ci.yml", ".circleci/**", "CHANGELOG*",
                "CHANGES*", "HISTORY*", "NEWS*",
                # release-note fragments (reno, towncrier): what changed, told to users
-               "releasenotes/**", "changelog.d/**", "newsfragments/**", "changes/**")
+               "releasenotes/**", "changelog.d/**", "newsfragments/**", "changes/**",
+               # packaging and metadata: who wrote it, what ships, how it is tested (a range
+               # of 26 commits brought AUTHORS, MANIFEST.in and tox.ini into a key)
+               "AUTHORS*", "**/AUTHORS*", "CONTRIBUTORS*", "**/CONTRIBUTORS*", "LICENSE*",
+               "COPYING*", "MANIFEST.in", "tox.ini", "setup.cfg", ".gitignore",
+               ".gitattributes", ".coveragerc", ".editorconfig", ".pre-commit-config.yaml")
+# A line that only states the project's version (setup.py, pyproject.toml, __init__.py): a
+# release bump, never the defect. A hunk of nothing else is a note.
+_VERSION = re.compile(r"""^\s*(?:__version__|__version_info__|version_info|version|VERSION)"""
+                      r"""\s*[:=]\s*(?:(['"])[\w.+!-]*\1|\([\w\s,.'"]*\))\s*,?\s*(?:\#.*)?$""")
 # Trailers git and review tools add to a commit message: not what the defect is.
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z-]*-by:\s|^(Change-Id|Fixes|Closes|Refs):\s")
 
@@ -78,23 +87,67 @@ class Defect:
     message: str
     ranges: dict[str, list[Range]]  # snapshot path -> its lines
     todo: list[str]
-    notes: dict[str, list[Range]] = dataclasses.field(default_factory=dict)  # not defects
+    # Lines the fix changes that are not defect locations, by path: (ranges, why not).
+    notes: dict[str, list[tuple[list[Range], str]]] = dataclasses.field(default_factory=dict)
+    tests: list[str] = dataclasses.field(default_factory=list)  # the dataset's own tests
+
+    def note(self, path: str, ranges: list[Range], why: str) -> None:
+        if ranges:
+            self.notes.setdefault(path, []).append((ranges, why))
 
 
-def changed_lines(before: str, after: str) -> tuple[list[Range], bool]:
-    """The lines of `before` a change deletes or replaces; for a pure insertion, the lines
-    on both sides of where it goes. The flag says whether any range came from an insertion."""
-    old, new = before.splitlines(), after.splitlines()
-    ranges: list[Range] = []
-    guessed = False
-    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(a=old, b=new,
-                                                          autojunk=False).get_opcodes():
-        if tag in ("replace", "delete"):
-            ranges.append((i1 + 1, i2))
-        elif tag == "insert" and old:
-            guessed = True
-            ranges.append((max(1, i1), min(len(old), i1 + 1)))
-    return _merged(ranges), guessed
+NOT_A_DEFECT_PATH = "tests, docs, CI, packaging or metadata: not a defect location unless " \
+                    "--defect-paths says so"
+
+
+@dataclasses.dataclass
+class Changed:
+    """The lines of a file's `before` that a change touches, by what they are."""
+
+    code: list[Range] = dataclasses.field(default_factory=list)  # deleted, replaced, or
+    # around a pure insertion
+    whitespace: list[Range] = dataclasses.field(default_factory=list)  # only spacing changed
+    version: list[Range] = dataclasses.field(default_factory=list)  # only a version line
+    guessed: bool = False  # some code range came from an insertion
+
+
+def _spacing_only(h: line_diffs.Hunk) -> bool:
+    """Whether the hunk changes nothing but spacing: blank lines, or runs of spaces between
+    the same words with the same indentation (indentation is code in Python)."""
+    def words(side: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+        return [(line[:len(line) - len(line.lstrip())], line.split()) for line in side
+                if line.strip()]
+    return words(h.old) == words(h.new)
+
+
+def _version_only(h: line_diffs.Hunk) -> bool:
+    changed = [line for line in (*h.old, *h.new) if line.strip()]
+    return bool(changed) and all(_VERSION.match(line) for line in changed)
+
+
+def changed_lines(before: str, after: str) -> Changed:
+    """The lines of `before` a change deletes or replaces, by git's diff; for a pure
+    insertion, the lines on both sides of where it goes. Hunks of spacing only, or of
+    version lines only, are set apart."""
+    length = len(line_diffs.lines(before))
+    out = Changed()
+    for h in line_diffs.hunks(before, after):
+        if h.old_count:
+            where = (h.old_start, h.old_start + h.old_count - 1)
+        elif length:  # an insertion after line old_start (0: at the top)
+            where = (max(1, h.old_start), min(length, h.old_start + 1))
+        else:
+            continue
+        if _spacing_only(h):
+            out.whitespace.append(where)
+        elif _version_only(h):
+            out.version.append(where)
+        else:
+            out.code.append(where)
+            out.guessed |= not h.old_count
+    out.code, out.whitespace, out.version = (_merged(r) for r in (out.code, out.whitespace,
+                                                                 out.version))
+    return out
 
 
 def _merged(ranges: list[Range]) -> list[Range]:
@@ -110,13 +163,10 @@ def _merged(ranges: list[Range]) -> list[Range]:
 def carried_back(ranges: list[Range], later: str, snapshot: str) -> tuple[list[Range], bool]:
     """`ranges` of the `later` version of a file, on the `snapshot` version's lines: each line
     that the two share goes to its place; the flag says whether some line had no place."""
-    matcher = difflib.SequenceMatcher(a=snapshot.splitlines(), b=later.splitlines(),
-                                      autojunk=False)
-    place = {b + k + 1: a + k + 1 for a, b, size in matcher.get_matching_blocks()
-             for k in range(size)}
-    lines = [place.get(n) for start, end in ranges for n in range(start, end + 1)]
-    kept = [n for n in lines if n is not None]
-    return _merged([(n, n) for n in kept]), len(kept) < len(lines)
+    place = line_diffs.placed(later, snapshot)
+    wanted = [place.get(n) for start, end in ranges for n in range(start, end + 1)]
+    kept = [n for n in wanted if n is not None]
+    return _merged([(n, n) for n in kept]), len(kept) < len(wanted)
 
 
 def defects(snapshot: dict[str, str], fixes: list[Fix],
@@ -124,48 +174,72 @@ def defects(snapshot: dict[str, str], fixes: list[Fix],
             is_defect: Callable[[str], bool] | None = None) -> list[Defect]:
     """Each fix's defect on `snapshot`'s files; `renamed[i]` maps the paths fix i found back
     to the snapshot's (files renamed in between). Hunks in paths `is_defect` refuses (by
-    default: tests, docs, CI) are notes, not occurrences."""
+    default: tests, docs, CI, packaging), and hunks of version lines or spacing only, are
+    notes, not occurrences (spacing with a TODO: in some code it is the defect)."""
     is_defect = is_defect or defect_filter(None)
     found: list[Defect] = []
     for i, fix in enumerate(fixes):
-        back = renamed[i] if renamed else {}
         d = Defect(_ident(fix.name, [f.name for f in found]), without_trailers(fix.message),
                    {}, [])
         for path in sorted(set(fix.before) | set(fix.after)):
-            if path not in fix.before:
-                if is_defect(path):  # (a new test or release note is no question to ask)
-                    d.todo.append(f"the fix adds {path}: no line of the snapshot shows it")
-                continue
-            after = fix.after.get(path)
-            if after is None:  # deleted: every line of it was the defect
-                ranges, guessed = [(1, max(1, len(fix.before[path].splitlines())))], False
-            else:
-                ranges, guessed = changed_lines(fix.before[path], after)
-            home = back.get(path, path)
-            if home not in snapshot:
-                d.todo.append(f"{path} is not in the snapshot: check where the defect is")
-                continue
-            lost = False
-            if fix.before[path] != snapshot[home]:
-                ranges, lost = carried_back(ranges, fix.before[path], snapshot[home])
-            if not is_defect(home):  # a note for a person, never a question: no TODO
-                if ranges:
-                    d.notes[home] = ranges
-                continue
-            if lost:
-                d.todo.append(f"{home}: lines the fix changes came after the snapshot; "
-                              "only those it had are kept")
-            if guessed:
-                d.todo.append(f"{home}: the fix inserts lines; the lines around the "
-                              "insertion are marked")
-            if ranges:
-                d.ranges[home] = ranges
+            _one_file(d, fix, path, (renamed[i] if renamed else {}).get(path, path), snapshot,
+                      is_defect)
         if not d.ranges:
             d.todo.append("no source line of the snapshot shows this fix (only tests, docs "
                           "or CI, or lines that came after it): not written as a true "
                           "positive; give the occurrence yourself, or leave the fix out")
         found.append(d)
     return found
+
+
+def _one_file(d: Defect, fix: Fix, path: str, home: str, snapshot: dict[str, str],
+              is_defect: Callable[[str], bool]) -> None:
+    """What the fix's change of `path` (`home` in the snapshot) adds to `d`."""
+    if path not in fix.before:
+        if is_defect(path):  # (a new test or release note is no question to ask)
+            d.todo.append(f"the fix adds {_quoted(path)}: no line of the snapshot shows it")
+        return
+    after = fix.after.get(path)
+    if after is None:  # deleted: every line of it was the defect
+        changed = Changed(code=[(1, max(1, len(line_diffs.lines(fix.before[path]))))])
+    else:
+        changed = changed_lines(fix.before[path], after)
+    if home not in snapshot:
+        d.todo.append(f"{_quoted(path)} is not in the snapshot: check where the defect is")
+        return
+    lost = False
+    if fix.before[path] != snapshot[home]:
+        carried = [carried_back(r, fix.before[path], snapshot[home])
+                   for r in (changed.code, changed.whitespace, changed.version)]
+        changed.code, changed.whitespace, changed.version = (r for r, _ in carried)
+        lost = carried[0][1]
+    if not is_defect(home):  # a note for a person, never a question: no TODO
+        d.note(home, _merged([*changed.code, *changed.whitespace, *changed.version]),
+               NOT_A_DEFECT_PATH)
+        return
+    d.note(home, changed.version, "only a version line: a release, not a defect location")
+    if changed.whitespace:
+        d.note(home, changed.whitespace, "only spacing changes: not a defect location")
+        d.todo.append(f"{_quoted(home)}: the fix changes only spacing at "
+                      f"{_listed(changed.whitespace)}; written as a note: make it an "
+                      f"occurrence if the spacing is the defect")
+    if lost:
+        d.todo.append(f"{_quoted(home)}: lines the fix changes came after the snapshot; "
+                      "only those it had are kept")
+    if changed.guessed:
+        d.todo.append(f"{_quoted(home)}: the fix inserts lines; the lines around the "
+                      "insertion are marked")
+    if changed.code:
+        d.ranges[home] = changed.code
+
+
+def _quoted(path: str) -> str:
+    """A path as a key's comment shows it: quoted like a TOML string, whatever it holds."""
+    return _toml_string(path)
+
+
+def _listed(ranges: list[Range]) -> str:
+    return json.dumps([list(r) for r in ranges])
 
 
 def _ident(name: str, taken: list[str], most: int = 60) -> str:
@@ -184,27 +258,32 @@ def _ident(name: str, taken: list[str], most: int = 60) -> str:
     return ident
 
 
+def _comment(text: str) -> str:
+    """`text` as the rest of one comment line: a newline (or any control character) in a name
+    or a commit's subject would end the comment and write TOML of its own."""
+    return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c
+                            for c in text).split())
+
+
 def _toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
 
 
 def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) -> str:
     """The ground_truth.toml of `found` on `snapshot` (its files' text, by path)."""
-    made_by = " ".join(made_by.split())  # a comment line (a name with a newline in it
-    # would end the comment and write TOML of its own)
+    made_by = _comment(made_by)
     out = [f"# Made by {made_by}: each fix's hunks on the code before it.",
            "# Check every TODO before `props specimens sync`: a person decides what the "
            "defect is.", ""]
     sets: dict[str, list[str]] = {}
     for d in found:
-        out += [f"# TODO: {t}" for t in d.todo]
-        out += [f"# note: the fix also changes {path} at {[list(r) for r in ranges]} (tests, "
-                f"docs or CI: not a defect location unless --defect-paths says so)"
-                for path, ranges in sorted(d.notes.items())]
+        out += [f"# TODO: {_comment(t)}" for t in d.todo]
+        out += [f"# note: the fix also changes {_quoted(path)} at {_listed(ranges)} ({why})"
+                for path, notes in sorted(d.notes.items()) for ranges, why in notes]
         if not d.ranges:
             out += [f"# (fix {d.name} left out: no line to point at)", ""]
             continue
-        locations = ", ".join(f"{_toml_string(path)} = {[list(r) for r in ranges]}"
+        locations = ", ".join(f"{_toml_string(path)} = {_listed(ranges)}"
                               for path, ranges in sorted(d.ranges.items()))
         rationale = d.message.strip() or d.name
         if len(rationale) > MAX_RATIONALE:  # (a problem statement may be a whole essay)
@@ -215,7 +294,7 @@ def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) ->
                 f"rationale = {_toml_string(rationale)}  "
                 "# TODO: say what the defect is, not how it was fixed",
                 "occurrences = [", f"  {{ {locations} }},", "]", ""]
-        sets[d.name] = _neighbourhood(sorted(d.ranges), snapshot)
+        sets[d.name] = _neighbourhood(sorted(d.ranges), snapshot, d.tests)
     if sets:
         out += ["[file_sets]  # each fix's files, the others of their package, and the "
                 "tests that import them"]
@@ -227,35 +306,49 @@ def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) ->
     return "\n".join(out) + "\n"
 
 
-_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s+\(?([\w, ]+)|import\s+([\w.]+))",
-                     re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([\w, \t]+)"
+                     r"|import[ \t]+([\w., \t]+))", re.MULTILINE)
 
 
 def _imported(text: str) -> set[str]:
-    """The modules a Python file imports (`from a import b` may be a.b: both counted)."""
+    """The modules a Python file imports, in every form: `import a.b, c as d`, `from a import
+    b` (a, and a.b: b may be a module)."""
     found: set[str] = set()
     for m in _IMPORT.finditer(text):
-        base = m[1] or m[3]
-        found.add(base)
-        found |= {f"{base}.{n.strip()}" for n in (m[2] or "").split(",") if n.strip()}
+        if m[1]:
+            found.add(m[1])
+            found |= {f"{m[1]}.{n.split()[0]}" for n in m[2].split(",") if n.strip()}
+        else:
+            found |= {n.split()[0] for n in m[3].split(",") if n.strip()}
     return found
 
 
-def _neighbourhood(touched: list[str], snapshot: dict[str, str]) -> list[str]:
-    """The touched files, the others in their folders (their package), and the test files
-    that import a touched Python module: what a reviewer of the fix would open, not a whole
-    folder of tests."""
+def _packages(path: str, snapshot: dict[str, str]) -> set[str]:
+    """The names a test imports a touched file by: its outermost package (the folders above
+    it that hold an `__init__.py`); outside any package, each name its path could be
+    imported as from some root (`src/calc/core.py`: src, calc or core)."""
+    parts = Path(path).with_suffix("").parts
+    top = len(parts) - 1
+    while top > 0 and "/".join((*parts[:top], "__init__.py")) in snapshot:
+        top -= 1
+    return {parts[top]} if top < len(parts) - 1 else set(parts)
+
+
+def _neighbourhood(touched: list[str], snapshot: dict[str, str], tests: list[str]) -> list[str]:
+    """The touched files, the others in their folders (their package), the test files that
+    import a touched file's package in any form (`import pkg`, `from pkg import x`,
+    `from pkg.mod import y`: the fix's test often imports what the package re-exports), and
+    `tests`, the dataset's own: what a reviewer of the fix would open."""
     folders = {str(Path(p).parent) for p in touched}
-    modules = {".".join(Path(p).with_suffix("").parts).removesuffix(".__init__")
-               for p in touched if p.endswith(".py")}
+    packages = {n for p in touched if p.endswith(".py") for n in _packages(p, snapshot)}
     is_source = defect_filter(None)
 
     def tests_it(path: str, text: str) -> bool:
         return not is_source(path) and path.endswith(".py") and any(
-            m == i or m.endswith(f".{i}") for i in _imported(text) for m in modules)
+            i.split(".")[0] in packages for i in _imported(text))
 
     return sorted(p for p, text in snapshot.items()
-                  if str(Path(p).parent) in folders or tests_it(p, text))
+                  if str(Path(p).parent) in folders or p in tests or tests_it(p, text))
 
 
 def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
@@ -309,18 +402,19 @@ def from_git(repo: Path, commits: list[str], skipped: list[str] | None = None,
 
 
 def fix_between(repo: Path, old_tree: str, new_tree: str, name: str, message: str) -> Fix:
-    """The fix that turns `old_tree` into `new_tree` (commits or trees of `repo`)."""
+    """The fix that turns `old_tree` into `new_tree` (commits or trees of `repo`), its files
+    read one at a time."""
     before: dict[str, str] = {}
     after: dict[str, str | None] = {}
-    for kind, old, new in git_trees.changes(repo, old_tree, new_tree):
-        if kind != "A":
-            text = git_trees.blob(repo, f"{old_tree}:{old}")
-            if text is None:
-                continue
-            before[old] = text
-        after[old] = None if kind == "D" else git_trees.blob(repo, f"{new_tree}:{new}")
+    with git_trees.Blobs(repo) as blobs:
+        for kind, old, new in git_trees.changes(repo, old_tree, new_tree):
+            if kind != "A":
+                text = blobs.text(f"{old_tree}:{old}")
+                if text is None:
+                    continue
+                before[old] = text
+            after[old] = None if kind == "D" else blobs.text(f"{new_tree}:{new}")
     return Fix(name, message, before, after)
-
 
 
 def read_folder(root: Path, keep: Callable[[str], bool] | None = None) -> dict[str, str]:

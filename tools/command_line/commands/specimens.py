@@ -27,18 +27,17 @@ def add_parser(sub: Any) -> None:
                         "with its file and line. Exit 65 if there is any.\n\n" + FORMAT_HELP)
     p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     _max_file_bytes(p)
-    p.add_argument("--allow-todo", action="store_true",
-                   help="accept a ground truth that still has TODO comments (a draft, e.g. "
-                   "from from-git); by default each is a problem, so an unchecked key never "
-                   "reaches sync by accident")
+    _allow_todo(p)
     p.set_defaults(handler="specimens:validate_cmd")
     p = cmds.add_parser("sync", help="record a specimen directory in the log",
                         description="Validate DIR, then record each snapshot as a version: "
                         "unchanged ones add nothing, changed ones add a version (the old one "
-                        "stays), snapshots gone from DIR are retired.\n\n" + FORMAT_HELP)
+                        "stays), snapshots gone from DIR are retired. A ground truth with a TODO "
+                        "left is refused (exit 65), as validate refuses it.\n\n" + FORMAT_HELP)
     p.add_argument("dir", type=Path, help="a folder of specimens (one folder per snapshot)")
     p.add_argument("--no-retire", action="store_true",
                    help="do not retire snapshots missing from DIR")
+    _allow_todo(p)
     _max_file_bytes(p)
     p.set_defaults(handler="specimens:sync_cmd", connections=3)
     p = cmds.add_parser("list", help="recorded snapshots with versions and counts",
@@ -89,14 +88,14 @@ def _from_fixes(cmds: Any) -> None:
     p.set_defaults(handler="specimens:from_diff_cmd")
     p = cmds.add_parser(
         "from-dataset", help="snapshots from a bug dataset: BugsInPy, or SWE-bench JSONL",
-        description="One snapshot per bug, as from-git makes one: the code at the buggy "
-        "commit (BugsInPy's buggy_commit_id, SWE-bench's base_commit) and one true positive, "
-        "the fix's hunks in source files (BugsInPy: the diff to fixed_commit_id; SWE-bench: "
-        "its patch; a test_patch is never ground truth), the problem statement or the fix's "
-        "message as rationale, marked for review. A bug whose repository or commit is "
-        "missing, or whose fix touches no source line, is listed and skipped, never "
-        "half-written; a bug written before is not written again. Exit 0 when every "
-        "selected bug was written, 3 when some were skipped.")
+        description="One snapshot per bug, as from-git makes one: the code at the buggy commit "
+        "(BugsInPy's buggy_commit_id, SWE-bench's base_commit) and one true positive, the "
+        "fix's hunks in source files (BugsInPy: its bug_patch.txt, or without one the diff to"
+        " fixed_commit_id; SWE-bench: its patch; a test_patch is never ground truth), the "
+        "problem statement or the fix's message as rationale, marked for review. A bug whose "
+        "repository or commit is missing, or whose fix touches no source line, is listed and "
+        "skipped, never half-written; a bug written before is not written again. Exit 0 when "
+        "every selected bug was written, 3 when some were skipped.")
     p.add_argument("kind", choices=("bugsinpy", "swebench"), help="the dataset's format")
     p.add_argument("source", type=Path, metavar="SOURCE",
                    help="bugsinpy: the BugsInPy checkout (projects/NAME/bugs/N/bug.info); "
@@ -133,6 +132,13 @@ def _output(p: argparse.ArgumentParser) -> None:
                    help="the snapshot's name")
     p.add_argument("-o", "--out", type=Path, required=True, metavar="DIR",
                    help="the specimens folder to write the snapshot into (OUT/SLUG/)")
+
+
+def _allow_todo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-todo", action="store_true",
+                   help="accept a ground truth that still has TODO comments (a draft, e.g. "
+                   "from from-git); by default each is a problem, so an unchecked key never "
+                   "reaches sync by accident")
 
 
 def _max_file_bytes(p: argparse.ArgumentParser) -> None:

@@ -103,6 +103,8 @@ def _agent_database(config: service_config.ServiceConfig) -> AgentDatabase | Non
 
 async def _sync_specimens(store: EventStore, directory: Path) -> None:
     found = specimen_handlers.load_valid(directory)
+    # (as `specimens sync`: a key with a TODO left is a draft, never recorded at start)
+    specimen_handlers.refuse_todos(directory)
     report = await specimen_sync.sync(store, str(await anyio.Path(directory).resolve()), found,
                                       retire_missing=False)
     log.info(f"specimens synced at start from {directory}: {len(report.added)} added, "

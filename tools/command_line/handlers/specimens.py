@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,26 +41,19 @@ def load_valid(directory: Path, max_file_bytes: int = specimens.MAX_FILE_BYTES
         raise
 
 
-def todo_problems(directory: Path) -> list[str]:
-    """Each TODO comment left in a ground truth under `directory`: a key nobody checked."""
-    out = []
-    for path in sorted(directory.rglob(specimen_format.GROUND_TRUTH_FILE)):
-        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace")
-                                 .splitlines(), 1):
-            if re.search(r"#\s*TODO\b", line):
-                out.append(f"{path}:{n}: a TODO is left: check it and remove the comment "
-                           f"(--allow-todo accepts a draft)")
-    return out
+def refuse_todos(directory: Path, allow_todo: bool = False) -> None:
+    """Refuse `directory` while a ground truth holds a TODO (each printed), unless allowed."""
+    todos = [] if allow_todo else specimen_format.todo_problems(directory)
+    for line in todos:
+        print(line, file=sys.stderr)
+    if todos:
+        raise errors.InvalidEvent(f"{len(todos)} TODO(s) left in {directory}: a person checks "
+                                  f"the key first (or --allow-todo for a draft)")
 
 
 async def validate_cmd(args: argparse.Namespace) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
-    todos = [] if args.allow_todo else todo_problems(args.dir)
-    for line in todos:
-        print(line, file=sys.stderr)
-    if todos:
-        raise errors.InvalidEvent(f"{len(todos)} TODO(s) left in {args.dir}: a person checks "
-                                  f"the key first (or --allow-todo for a draft)")
+    refuse_todos(args.dir, args.allow_todo)
     for s in found:
         c = s.counts
         console.print(f"{s.slug}: ok ({c['files']} files, {c['tps']} TPs with "
@@ -72,6 +64,8 @@ async def validate_cmd(args: argparse.Namespace) -> int:
 
 async def sync_cmd(args: argparse.Namespace, store: EventStore) -> int:
     found = load_valid(args.dir, args.max_file_bytes)
+    # (as validate: an unchecked key is never recorded by accident)
+    refuse_todos(args.dir, args.allow_todo)
     source = str(args.dir.resolve())
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("syncing", total=len(found))
@@ -198,10 +192,11 @@ def _wrote(args: argparse.Namespace, snapshot: dict[str, str],
            found: list[specimens_from_fixes.Defect], made_by: str) -> int:
     root = specimens_from_fixes.write(args.out, args.slug, snapshot, found, made_by)
     load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
-    todo = sum(len(d.todo) for d in found)
+    todo = len(specimen_format.todo_problems(root))  # (what validate will count)
     console.print(f"wrote {root}: {len(snapshot)} file(s), {sum(1 for d in found if d.ranges)} "
                   f"true positive(s) from {len(found)} fix(es), {todo} TODO(s) to check in "
-                  f"ground_truth.toml; then `props specimens sync {args.out}`")
+                  f"ground_truth.toml; then `props specimens validate {args.out}` and "
+                  f"`props specimens sync {args.out}`")
     return 0
 
 
