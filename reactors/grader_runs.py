@@ -26,7 +26,7 @@ from props.core.domain import catalog, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring
+from props.core.scoring import grade_ids, rescoring
 from props.reactors import grader
 
 GROUND_TRUTH = "ground_truth.json"
@@ -135,4 +135,4 @@ def route(grade: catalog.GradeEmitted) -> tuple[str, uuid.UUID]:
     """Where a checked grade goes, and its id: the same as re-scoring would give it."""
     s = grade.scorer
     return (streams.grading(grade.critique_run_id, streams.ref(s.name, s.version)),
-            rescoring.grade_id(grade))
+            grade_ids.grade_id(grade))

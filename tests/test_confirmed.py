@@ -23,7 +23,15 @@ import pytest
 from props.core.domain import baselines, catalog, specimens, streams
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.core.scoring import candidates, llm_judge, registration, rescoring, reviews, scorers
+from props.core.scoring import (
+    candidates,
+    grade_ids,
+    llm_judge,
+    registration,
+    rescoring,
+    reviews,
+    scorers,
+)
 from props.projections import engine, figures
 from props.projections import status as projection_status
 from props.tools.command_line import figure_tables
@@ -142,7 +150,7 @@ async def test_an_old_run_graded_before_the_rule_is_graded_again_by_it(
     await registration.ensure_registered(store, s)
     before = scorers.grade_event(s, old, "i1", scorers.Match("T1", 1, None, 1.0), GT_HASH)
     await store.append(streams.grading(old, "tiered@2"), [
-        NewEvent(before, rescoring.grade_id(before))])
+        NewEvent(before, grade_ids.grade_id(before))])
     await _projected(store)
     assert await _edges(store, old, "tiered@2") == {"i1": "T1"}
     first = await rescoring.rescore(store, s, rescoring.Selection(run_ids=[old]))
@@ -155,8 +163,8 @@ async def test_an_old_run_graded_before_the_rule_is_graded_again_by_it(
     # The negative control: without the rule in its id the new grade is the old one's id,
     # and the append would have stored nothing.
     after = scorers.grade_event(s, old, "i1", scorers.Match(), GT_HASH)
-    assert rescoring.grade_id(after) == rescoring.grade_id(before)
-    assert rescoring.grade_id(after, candidates.RULE) != rescoring.grade_id(before)
+    assert grade_ids.grade_id(after) == grade_ids.grade_id(before)
+    assert grade_ids.grade_id(after, candidates.RULE) != grade_ids.grade_id(before)
 
 
 def _row(records: list[dict[str, object]], definition: str) -> dict[str, object]:

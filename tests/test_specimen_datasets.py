@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import git_trees, specimen_datasets, specimens
+from props.core.domain import fix_keys, git_trees, specimen_datasets, specimens
 from tests.test_specimens_from_fixes import Repo, lines
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
@@ -161,7 +161,7 @@ def test_a_fix_s_file_set_is_its_package_and_the_tests_that_import_it(tmp_path: 
                 "tests/test_plain.py": "import os, calc as c\n",
                 "tests/test_io.py": "import other.io\nfrom calculator import calc\n"}
     d = specimens_from_fixes.Defect("fix", "why", {"calc/core.py": [(1, 1)]}, [])
-    key = specimens_from_fixes.ground_truth([d], snapshot, "a test")
+    key = fix_keys.ground_truth([d], snapshot, "a test")
     assert '"fix" = ["calc/__init__.py", "calc/core.py", "calc/util.py", "tests/test_core.py", '\
            '"tests/test_pkg.py", "tests/test_plain.py", "tests/test_reexport.py"]' in key
     # (not tests/test_io.py: `calculator` and `other` are other packages, nor other/)

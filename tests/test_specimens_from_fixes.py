@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, git_trees, specimens, specimens_from_fixes, vocabulary
+from props.core.domain import (
+    catalog,
+    fix_keys,
+    git_trees,
+    specimens,
+    specimens_from_fixes,
+    vocabulary,
+)
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -94,7 +101,7 @@ def test_the_fixes_land_on_the_buggy_lines(history: tuple[Repo, list[str]],
     inserted = next(d for d in found if d.name == "check-a-6-before-use")
     assert any("inserts lines" in t for t in inserted.todo)
 
-    specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
+    fix_keys.write(tmp_path / "out", SLUG, snapshot, found, "the test")
     [specimen] = specimens.load_valid(tmp_path / "out")  # `props specimens validate` passes
     gt = specimen.ground_truth
     assert gt.true_positives[0].rationale.startswith("Fix the off-by-one")
@@ -119,7 +126,7 @@ def test_a_fix_that_only_adds_a_file_is_left_for_a_person(tmp_path: Path) -> Non
     added = repo.commit("Add the missing guard")
     snapshot, found, _base = specimens_from_fixes.from_git(repo.root, [added])
     assert found[0].ranges == {} and any("adds \"pkg/guard.py\"" in t for t in found[0].todo)
-    root = specimens_from_fixes.write(tmp_path / "out", SLUG, snapshot, found, "the test")
+    root = fix_keys.write(tmp_path / "out", SLUG, snapshot, found, "the test")
     assert "left out" in (root / "ground_truth.toml").read_text()
 
 

@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from props.core.domain import git_trees, specimens_from_fixes
+from props.core.domain import fix_keys, git_trees, specimens_from_fixes
 from props.core.log import errors
 
 _FIELD = re.compile(r'^\s*([a-z_]+)\s*=\s*"?(.*?)"?\s*$')
@@ -233,7 +233,7 @@ def make(kind: str, bug: Bug, out: Path, is_defect: Callable[[str], bool],
         d.todo += [*todo, "the rationale is the dataset's (a problem statement or a commit "
                    "message): review it, and the lines, before sync"]
         d.tests += [t for t in bug.tests if t in snapshot]
-    root = specimens_from_fixes.write(out, slug, snapshot, found,
+    root = fix_keys.write(out, slug, snapshot, found,
                                       f"props specimens from-dataset {kind} {bug.id} at "
                                       f"{bug.base[:12]} ({source})")
     made.written.append((bug.id, root, sum(1 for d in found if d.ranges)))

@@ -16,13 +16,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
 from props.core.domain import git_trees, line_diffs, specimen_format, specimens, vocabulary
-from props.core.domain.catalog.parts import MAX_RATIONALE
-from props.core.log import errors
 
 Range = tuple[int, int]  # 1-based, inclusive
 
@@ -197,7 +194,7 @@ def _one_file(d: Defect, fix: Fix, path: str, home: str, snapshot: dict[str, str
     """What the fix's change of `path` (`home` in the snapshot) adds to `d`."""
     if path not in fix.before:
         if is_defect(path):  # (a new test or release note is no question to ask)
-            d.todo.append(f"the fix adds {_quoted(path)}: no line of the snapshot shows it")
+            d.todo.append(f"the fix adds {quoted(path)}: no line of the snapshot shows it")
         return
     after = fix.after.get(path)
     if after is None:  # deleted: every line of it was the defect
@@ -205,7 +202,7 @@ def _one_file(d: Defect, fix: Fix, path: str, home: str, snapshot: dict[str, str
     else:
         changed = changed_lines(fix.before[path], after)
     if home not in snapshot:
-        d.todo.append(f"{_quoted(path)} is not in the snapshot: check where the defect is")
+        d.todo.append(f"{quoted(path)} is not in the snapshot: check where the defect is")
         return
     lost = False
     if fix.before[path] != snapshot[home]:
@@ -220,25 +217,26 @@ def _one_file(d: Defect, fix: Fix, path: str, home: str, snapshot: dict[str, str
     d.note(home, changed.version, "only a version line: a release, not a defect location")
     if changed.whitespace:
         d.note(home, changed.whitespace, "only spacing changes: not a defect location")
-        d.todo.append(f"{_quoted(home)}: the fix changes only spacing at "
-                      f"{_listed(changed.whitespace)}; written as a note: make it an "
+        d.todo.append(f"{quoted(home)}: the fix changes only spacing at "
+                      f"{listed(changed.whitespace)}; written as a note: make it an "
                       f"occurrence if the spacing is the defect")
     if lost:
-        d.todo.append(f"{_quoted(home)}: lines the fix changes came after the snapshot; "
+        d.todo.append(f"{quoted(home)}: lines the fix changes came after the snapshot; "
                       "only those it had are kept")
     if changed.guessed:
-        d.todo.append(f"{_quoted(home)}: the fix inserts lines; the lines around the "
+        d.todo.append(f"{quoted(home)}: the fix inserts lines; the lines around the "
                       "insertion are marked")
     if changed.code:
         d.ranges[home] = changed.code
 
 
-def _quoted(path: str) -> str:
-    """A path as a key's comment shows it: quoted like a TOML string, whatever it holds."""
-    return _toml_string(path)
+def quoted(path: str) -> str:
+    """A path (or any name) as a key shows it: a JSON string is a TOML basic string, whatever
+    it holds."""
+    return json.dumps(path, ensure_ascii=False)
 
 
-def _listed(ranges: list[Range]) -> str:
+def listed(ranges: list[Range]) -> str:
     return json.dumps([list(r) for r in ranges])
 
 
@@ -256,124 +254,6 @@ def _ident(name: str, taken: list[str], most: int = 60) -> str:
         n += 1
         ident = f"{base}-{n}"
     return ident
-
-
-def _comment(text: str) -> str:
-    """`text` as the rest of one comment line: a newline (or any control character) in a name
-    or a commit's subject would end the comment and write TOML of its own."""
-    return " ".join("".join(" " if unicodedata.category(c) == "Cc" else c
-                            for c in text).split())
-
-
-def _toml_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
-
-
-def ground_truth(found: list[Defect], snapshot: dict[str, str], made_by: str) -> str:
-    """The ground_truth.toml of `found` on `snapshot` (its files' text, by path)."""
-    made_by = _comment(made_by)
-    out = [f"# Made by {made_by}: each fix's hunks on the code before it.",
-           "# Check every TODO before `props specimens sync`: a person decides what the "
-           "defect is.", ""]
-    sets: dict[str, list[str]] = {}
-    for d in found:
-        out += [f"# TODO: {_comment(t)}" for t in d.todo]
-        out += [f"# note: the fix also changes {_quoted(path)} at {_listed(ranges)} ({why})"
-                for path, notes in sorted(d.notes.items()) for ranges, why in notes]
-        if not d.ranges:
-            out += [f"# (fix {d.name} left out: no line to point at)", ""]
-            continue
-        locations = ", ".join(f"{_toml_string(path)} = {_listed(ranges)}"
-                              for path, ranges in sorted(d.ranges.items()))
-        rationale = d.message.strip() or d.name
-        if len(rationale) > MAX_RATIONALE:  # (a problem statement may be a whole essay)
-            rationale = rationale[:MAX_RATIONALE - 1].rsplit(None, 1)[0] + "…"
-            out.append(f"# TODO: the rationale was cut to {MAX_RATIONALE:,} characters")
-        out += ["[[tp]]", f"id = {_toml_string(d.name)}",
-                'severity = "medium"  # TODO: how severe is it?',
-                f"rationale = {_toml_string(rationale)}  "
-                "# TODO: say what the defect is, not how it was fixed",
-                "occurrences = [", f"  {{ {locations} }},", "]", ""]
-        sets[d.name] = _neighbourhood(sorted(d.ranges), snapshot, d.tests)
-    if sets:
-        out += ["[file_sets]  # each fix's files, the others of their package, and the "
-                "tests that import them"]
-        seen: dict[tuple[str, ...], str] = {}
-        for name, members in sets.items():
-            first = seen.setdefault(tuple(members), name)
-            out.append(f"{_toml_string(name)} = {json.dumps(members)}" if first == name
-                       else f"# {name}: the same files as {first}")
-    return "\n".join(out) + "\n"
-
-
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+\(?([\w, \t]+)"
-                     r"|import[ \t]+([\w., \t]+))", re.MULTILINE)
-
-
-def _imported(text: str) -> set[str]:
-    """The modules a Python file imports, in every form: `import a.b, c as d`, `from a import
-    b` (a, and a.b: b may be a module)."""
-    found: set[str] = set()
-    for m in _IMPORT.finditer(text):
-        if m[1]:
-            found.add(m[1])
-            found |= {f"{m[1]}.{n.split()[0]}" for n in m[2].split(",") if n.strip()}
-        else:
-            found |= {n.split()[0] for n in m[3].split(",") if n.strip()}
-    return found
-
-
-def _packages(path: str, snapshot: dict[str, str]) -> set[str]:
-    """The names a test imports a touched file by: its outermost package (the folders above
-    it that hold an `__init__.py`); outside any package, each name its path could be
-    imported as from some root (`src/calc/core.py`: src, calc or core)."""
-    parts = Path(path).with_suffix("").parts
-    top = len(parts) - 1
-    while top > 0 and "/".join((*parts[:top], "__init__.py")) in snapshot:
-        top -= 1
-    return {parts[top]} if top < len(parts) - 1 else set(parts)
-
-
-def _neighbourhood(touched: list[str], snapshot: dict[str, str], tests: list[str]) -> list[str]:
-    """The touched files, the others in their folders (their package), the test files that
-    import a touched file's package in any form (`import pkg`, `from pkg import x`,
-    `from pkg.mod import y`: the fix's test often imports what the package re-exports), and
-    `tests`, the dataset's own: what a reviewer of the fix would open."""
-    folders = {str(Path(p).parent) for p in touched}
-    packages = {n for p in touched if p.endswith(".py") for n in _packages(p, snapshot)}
-    is_source = defect_filter(None)
-
-    def tests_it(path: str, text: str) -> bool:
-        return not is_source(path) and path.endswith(".py") and any(
-            i.split(".")[0] in packages for i in _imported(text))
-
-    return sorted(p for p, text in snapshot.items()
-                  if str(Path(p).parent) in folders or p in tests or tests_it(p, text))
-
-
-def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
-          made_by: str) -> Path:
-    """Write the snapshot folder OUT/SLUG/ (code/ and ground_truth.toml); refuse to write over
-    one that is there."""
-    if not specimens.SLUG.match(slug):
-        raise errors.InvalidEvent(f"{slug!r} is not PROJECT/YYYY-MM-DD-NN (lowercase project)")
-    root = out / slug
-    if root.exists():
-        raise errors.ConfigurationError(f"{root} exists already: choose another -o or slug")
-    code = (root / specimen_format.CODE_DIR).resolve()
-    targets = []
-    for path, text in snapshot.items():
-        target = (code / git_trees.checked_path(path)).resolve()
-        if not target.is_relative_to(code):  # (a symlinked folder under -o, say)
-            raise errors.InvalidEvent(f"{path!r} would be written outside {code}: nothing "
-                                      f"was written")
-        targets.append((target, text))
-    for target, text in targets:  # every path checked before the first is written
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    (root / specimen_format.GROUND_TRUTH_FILE).write_text(
-        ground_truth(found, snapshot, made_by), encoding="utf-8")
-    return root
 
 
 # -- git ----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ rewrote) is never a candidate for a defect, wherever it lies: it matches nothing
 takes no defect away from another issue in the one-to-one assignment. The rule lives here,
 in the layer that feeds the rules, because a released rule's file is frozen (its bytes are
 in every grade it made); the grades it changed say so (`RULE`, in their metadata and their
-ids, see `rescoring.grade_id`).
+ids, see `grade_ids.grade_id`).
 
 The category comes from the rule a baseline critic names first in every rationale
 (`[E501] ...`) and the documented table of each tool (`baselines.CATEGORIES`): so an issue

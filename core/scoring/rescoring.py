@@ -10,7 +10,6 @@ Every selected run ends in exactly one place: graded, or unscorable with a named
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import uuid
 from collections import Counter
@@ -25,12 +24,18 @@ from props.core.domain import catalog, specimen_sync, streams, vocabulary
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
-from props.core.scoring import candidates, registration, scorers, server_grading, verdicts
+from props.core.scoring import (
+    candidates,
+    grade_ids,
+    registration,
+    scorers,
+    server_grading,
+    verdicts,
+)
 from props.core.scoring.llm_judge import JudgeError
 from props.schema import queries
 
 _Q = queries.load("rescoring")
-_NAMESPACE = uuid.UUID("0b8f6f57-3c8a-4f64-8d57-2b3f3f1a9e21")
 _LOCATIONS = pydantic.TypeAdapter(list[catalog.Location])
 GroundTruthChoice = Literal["at-run", "latest"]
 FINISHED = frozenset(vocabulary.TERMINAL_STATUSES)
@@ -221,23 +226,6 @@ async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
                    candidates.RULE if never else None)
 
 
-def unscorable_id(e: catalog.GradesUnscorable) -> uuid.UUID:
-    """One per run, scorer and ground truth: a retried append stores it once."""
-    s = e.scorer
-    name = f"{e.critique_run_id}:unscorable:{s.name}@{s.version}:{s.ground_truth_hash}"
-    return uuid.uuid5(_NAMESPACE, name)
-
-
-def grade_id(grade: catalog.GradeEmitted, rule: str | None = None) -> uuid.UUID:
-    """One per (run, issue, scorer, ground truth), and the candidate rule (`rule`) when it
-    kept some issue of the run from the location rule: a run graded before the rule existed
-    is graded again by it (its new grades replace the old), once."""
-    s = grade.scorer
-    name = (f"{grade.critique_run_id}:{grade.critique_issue_id}:{s.name}@{s.version}:"
-            f"{s.ground_truth_hash}") + (f":{rule}" if rule else "")
-    return bulk.uuid_from_hash(hashlib.sha1(_NAMESPACE.bytes + name.encode()).digest(), 5)
-
-
 @dataclasses.dataclass
 class RescoreReport:
     scorer: str
@@ -395,10 +383,10 @@ async def _grade_one(
     report.grades += len(grades)
     writes: list[tuple[str, list[Event | NewEvent]]] = []
     noted = {"candidates": graded.rule} if graded.rule else {}
-    said: list[Event | NewEvent] = [NewEvent(g, grade_id(g, graded.rule), dict(noted))
+    said: list[Event | NewEvent] = [NewEvent(g, grade_ids.grade_id(g, graded.rule), dict(noted))
                                     for g in grades]
     if unscorable is not None:
-        said.append(NewEvent(unscorable, unscorable_id(unscorable)))
+        said.append(NewEvent(unscorable, grade_ids.unscorable_id(unscorable)))
     if said:
         writes.append((streams.grading(run.run_id, scorers.ref(grader.scorer)), said))
     if calls:

@@ -12,6 +12,7 @@ import anyio.to_thread
 from rich.progress import Progress
 
 from props.core.domain import (
+    fix_keys,
     git_trees,
     specimen_datasets,
     specimen_format,
@@ -190,7 +191,7 @@ async def from_diff_cmd(args: argparse.Namespace) -> int:
 
 def _wrote(args: argparse.Namespace, snapshot: dict[str, str],
            found: list[specimens_from_fixes.Defect], made_by: str) -> int:
-    root = specimens_from_fixes.write(args.out, args.slug, snapshot, found, made_by)
+    root = fix_keys.write(args.out, args.slug, snapshot, found, made_by)
     load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
     todo = len(specimen_format.todo_problems(root))  # (what validate will count)
     console.print(f"wrote {root}: {len(snapshot)} file(s), {sum(1 for d in found if d.ranges)} "
