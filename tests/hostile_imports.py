@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import exports
+from props.core.domain import export_lines
 from tests.test_archive import _rechained, _write
 
 
@@ -107,7 +107,7 @@ KINDS: dict[str, tuple[Callable[[Local], list[dict[str, Any]]], str]] = {
 def write(out: Path, template: Path, events: list[dict[str, Any]]) -> Path:
     """`template`'s header with `events` (and no blobs), re-chained, manifest recounted and
     unsigned."""
-    lines = [orjson.loads(line) for _, line in exports.export_lines.read_lines(template)]
+    lines = [orjson.loads(line) for _, line in export_lines.read_lines(template)]
     counts: dict[str, int] = {}
     for e in events:
         counts[e["type"]] = counts.get(e["type"], 0) + 1

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -43,7 +44,7 @@ async def template(target: EventStore, tmp_path: Path) -> Path:
 
 
 async def local(store: EventStore) -> Local:
-    grade = await store.pool.fetchrow(
+    grade = await one(store,
         "SELECT g.stream_id, g.event_id, g.global_position, g.data::text AS data, "
         "       r.stream_id AS run_stream, "
         "       (SELECT version FROM props.streams s WHERE s.stream_id = r.stream_id) AS head "
@@ -54,6 +55,24 @@ async def local(store: EventStore) -> Local:
                  grade_stream=grade["stream_id"], grade_data=orjson.loads(grade["data"]),
                  grade_event_id=str(grade["event_id"]),
                  grade_position=grade["global_position"])
+
+
+async def one(store: EventStore, query: str, *args: object) -> Any:
+    row = await store.pool.fetchrow(query, *args)
+    assert row is not None, query
+    return row
+
+
+async def behind_the_fence(store: EventStore) -> None:
+    """Wait until every event is behind the visibility fence (the server is shared: another
+    database's open transaction holds it for a while)."""
+    for _ in range(600):
+        if await store.pool.fetchval(
+                "SELECT coalesce(max(tx_id) < pg_snapshot_xmin(pg_current_snapshot()), true) "
+                "FROM props.events"):
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError("the visibility fence did not pass the log's head in 60 s")
 
 
 async def count(store: EventStore) -> int:
@@ -84,7 +103,7 @@ async def test_a_file_that_acts_on_this_database_is_refused_naming_the_line(
     assert await target.pool.fetchval(
         "SELECT count(*) FROM props.events WHERE event_id = $1::uuid",
         events[0]["event_id"]) == 0
-    kept = await target.pool.fetchrow(
+    kept = await one(target,
         "SELECT stream_id, data FROM props.events WHERE type = 'import.inert'")
     assert kept["stream_id"].startswith("inert-")
     assert orjson.loads(kept["data"])["event"]["event_id"] == events[0]["event_id"]
@@ -109,10 +128,10 @@ async def test_an_imported_snapshot_version_never_grades_a_local_run(
         target: EventStore, template: Path, tmp_path: Path) -> None:
     """The backdating case: a version dated between v1 and the local runs on it passes the
     backdating check, but grades only the runs the file brings, unless adopted."""
-    run = await target.pool.fetchrow(
+    run = await one(target,
         "SELECT data->'example'->>'snapshot' AS slug, recorded_at FROM props.events "
         "WHERE type = 'run.requested' ORDER BY global_position LIMIT 1")
-    v1 = await target.pool.fetchrow(
+    v1 = await one(target,
         "SELECT event_id, stream_id, data::text AS data, recorded_at FROM props.events "
         "WHERE stream_id = $1 ORDER BY stream_version DESC LIMIT 1", f"snapshot-{run['slug']}")
     head = await target.pool.fetchval("SELECT version FROM props.streams WHERE stream_id = $1",
@@ -131,8 +150,8 @@ async def test_an_imported_snapshot_version_never_grades_a_local_run(
                                  run["recorded_at"], "m", "d")
     chosen = rescoring.ground_truth_for(record, {run["slug"]: history}, "at-run")
     assert chosen is not None and chosen.version == data["version"]
-    assert rescoring.ground_truth_for(record, {run["slug"]: history}, "latest").version == \
-        data["version"]
+    latest = rescoring.ground_truth_for(record, {run["slug"]: history}, "latest")
+    assert latest is not None and latest.version == data["version"]
     # Negative control: the same version graded a run the file brought (the old rule, for
     # every run): the forged key.
     record.imported = True
@@ -143,6 +162,7 @@ async def test_an_imported_snapshot_version_never_grades_a_local_run(
 async def test_as_of_a_time_never_moves_when_older_events_are_imported(
         target: EventStore, template: Path, tmp_path: Path) -> None:
     """Negative control: the old rule (the event's own time) names the imported event."""
+    await behind_the_fence(target)
     now = datetime.now(UTC)
     async with target.sql.acquire() as conn:
         before = await as_of.resolve(conn, now.isoformat())
@@ -150,6 +170,7 @@ async def test_as_of_a_time_never_moves_when_older_events_are_imported(
     old = hostile_imports.write(tmp_path / "old.jsonl.zst", template, [hostile_imports._event(
         f"run-{run}", 1, "run.cancel_requested", {"run_id": run}, 1)])
     assert (await imports.import_archive(target, old)).imported == 1
+    await behind_the_fence(target)
     async with target.sql.acquire() as conn:
         assert await as_of.resolve(conn, now.isoformat()) == before
         later = await as_of.resolve(conn, (datetime.now(UTC) + timedelta(seconds=1)).isoformat())
@@ -183,22 +204,27 @@ async def test_a_key_line_at_the_integer_limit_does_not_stop_the_overlap_stateme
         target: EventStore) -> None:
     """An imported key whose range ends at 2^31-1, widened by overlap@2's tolerance, once
     overflowed the statement for every run graded with it (negative control below)."""
-    row = await target.pool.fetchrow(
-        "SELECT data->>'run_id' AS run, data->'example'->>'snapshot' AS slug FROM "
-        "props.events WHERE type = 'run.requested' ORDER BY global_position LIMIT 1")
+    row = await one(target,
+        "SELECT r.data->>'run_id' AS run, r.data->'example'->>'snapshot' AS slug "
+        "  FROM props.events r JOIN props.events i ON i.stream_id = r.stream_id "
+        " WHERE r.type = 'run.requested' AND i.type = 'issue.reported' "
+        " ORDER BY r.global_position LIMIT 1")
     await engine.rebuild(target)
     history = await specimen_sync.history_of(target, row["slug"])
     assert history is not None
     snap = _with_last_line(history.latest)
     s = scorers.scorer("overlap@2")
     assert isinstance(s, scorers.OverlapScorer) and s.tolerance > 0
-    graded = await server_grading.grade(target, s, [(uuid.UUID(row["run"]), snap)],
-                                        dry_run=True)
-    assert not graded.malformed
-    ranges, files = server_grading._truth([snap], 0)  # unbounded: the old statement's input
+    run = uuid.UUID(row["run"])
+    ranges, _ = server_grading._truth([snap], 0)  # unbounded: the old statement's input
+    # The statement's widening of the key, on the old input and on the bounded one.
+    widen = "SELECT max((t->>7)::int + $2::int) FROM jsonb_array_elements($1::jsonb) t"
     with pytest.raises(Exception, match="out of range"):
-        await server_grading._grade_all(target, s, [(uuid.UUID(row["run"]), snap)], ranges,
-                                        files, True)
+        await target.pool.fetchval(widen, ranges, s.tolerance)
+    bounded, _ = server_grading._truth([snap], s.tolerance)
+    assert await target.pool.fetchval(widen, bounded, s.tolerance) == 2**31 - 1
+    graded = await server_grading.grade(target, s, [(run, snap)], dry_run=False)
+    assert not graded.malformed and graded.grades > 0
 
 
 def _with_last_line(snap: catalog.SnapshotSynced) -> catalog.SnapshotSynced:

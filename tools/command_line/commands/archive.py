@@ -44,9 +44,10 @@ def add_parsers(sub: Any) -> None:
                        "events with their ids and stream versions (new positions, the origin "
                        "position in metadata). An import adds: a file with an event that "
                        "would act on this database's own streams or consumers is refused, "
-                       "naming its line (docs/reference/imports.md). Importing twice changes nothing; an "
-                       "interrupted import finishes when run again. The file of a partition "
-                       "that `props archive` moved out of this database restores it instead: "
+                       "naming its line (docs/reference/imports.md). Importing twice "
+                       "changes nothing; an interrupted import finishes when run again. The "
+                       "file of a partition that `props archive` moved out of this database "
+                       "restores it instead: "
                        "every event back at its original position.\n\n" + FORMAT_HELP)
     p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
     p.add_argument("--trusted-keys", type=Path, metavar="DIR",
