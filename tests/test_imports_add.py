@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import anyio
 import orjson
 import pytest
 
@@ -26,6 +25,7 @@ from props.projections import as_of, engine
 from props.tools.checks.workload import Workload
 from tests import hostile_imports
 from tests.hostile_imports import KINDS, Local
+from tests.test_archive import behind_the_fence
 
 
 @pytest.fixture
@@ -61,18 +61,6 @@ async def one(store: EventStore, query: str, *args: object) -> Any:
     row = await store.pool.fetchrow(query, *args)
     assert row is not None, query
     return row
-
-
-async def behind_the_fence(store: EventStore) -> None:
-    """Wait until every event is behind the visibility fence (the server is shared: another
-    database's open transaction holds it for a while)."""
-    for _ in range(600):
-        if await store.pool.fetchval(
-                "SELECT coalesce(max(tx_id) < pg_snapshot_xmin(pg_current_snapshot()), true) "
-                "FROM props.events"):
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError("the visibility fence did not pass the log's head in 60 s")
 
 
 async def count(store: EventStore) -> int:
@@ -209,6 +197,7 @@ async def test_a_key_line_at_the_integer_limit_does_not_stop_the_overlap_stateme
         "  FROM props.events r JOIN props.events i ON i.stream_id = r.stream_id "
         " WHERE r.type = 'run.requested' AND i.type = 'issue.reported' "
         " ORDER BY r.global_position LIMIT 1")
+    await behind_the_fence(target)
     await engine.rebuild(target)
     history = await specimen_sync.history_of(target, row["slug"])
     assert history is not None

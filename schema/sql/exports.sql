@@ -80,10 +80,6 @@ SELECT s.stream_id, s.stream_version FROM import_events s
 -- times are the origin's; the time this database recorded them is the import's.
 SELECT * FROM props.import_staged($1::jsonb, $2::boolean)
 
--- import_refusals --
--- Every staged event an import may not bring (props.import_refusals, migration 0011).
-SELECT line, stream_id, type, reason, run_id FROM props.import_refusals()
-
 -- future_events --
 -- A staged event recorded later than now: no log takes a time it has not reached.
 SELECT stream_id, stream_version, recorded_at FROM import_events
