@@ -70,6 +70,7 @@ async def test_round_trip_rebuilds_identical_projections(
         assert first.inert > 0
         second = await imports.import_archive(target, exported, inert=True)
         assert second.imported == 0 and second.already_present == first.events
+        await behind_the_fence(target)
         await engine.rebuild(target)
         assert await projected(target) == source
         origin = await target.pool.fetchval(
