@@ -48,7 +48,7 @@ TRANSACTION_LIMIT_SECONDS = 10.0
 # Sessions one run's role may open at once (its CONNECTION LIMIT, migration 0007).
 AGENT_CONNECTIONS = 4
 # An analyst's transaction that took a transaction id holds every reader's fence: ended past
-# this (README: an analyst who needs longer works on a copy, e.g. pg_dump of projections).
+# this (an analyst who needs longer works on a copy, e.g. pg_dump of projections).
 ANALYST_FENCE_SECONDS = 30.0
 
 
