@@ -36,6 +36,7 @@ def test_api_store_example_runs(dsn: str, tmp_path: Path) -> None:
 
 def test_readme_names_the_two_fresh_machine_commands() -> None:
     text = README.read_text()
+    assert len(text.splitlines()) < 200  # what props is, how to start, where to go: no more
     assert ".venv/bin/props demo" in text
     assert "pip install -e '.[dev]' && .venv/bin/pytest" in text
     assert ".venv/bin/pytest" in (README.parent / ".ci" / "run").read_text()
