@@ -187,3 +187,25 @@ async def test_catalog_events_are_reported_as_before(agent: sdk.Agent,
     with pytest.raises(ValueError, match=r"cannot report run\.finished"):
         await anyio.to_thread.run_sync(agent.report, "run.finished", {})
     assert await _drained(store, agent.run_id) == [phase]
+
+
+async def test_the_documented_protocol_works_without_the_sdk(agent: sdk.Agent,
+                                                              store: EventStore) -> None:
+    """What docs/howto/write-a-critic.md tells a critic in another language: plain SQL, the
+    event's id its own (sent twice, recorded once), the data as the page shows it."""
+    data = {"issue_id": "i1", "rationale": "leaks the handle", "locations": [
+        {"file": "csvtool/reader.py", "ranges": [{"start": 22, "end": 23}]}]}
+
+    def raw() -> list[object]:
+        import psycopg
+
+        with psycopg.connect(agent._dsn, autocommit=True) as conn:
+            event_id = conn.execute("SELECT gen_random_uuid()").fetchone()
+            assert event_id is not None
+            return [conn.execute("SELECT agent.report(%s, 'issue.reported', %s::jsonb)",
+                                 (event_id[0], json.dumps(data))).fetchone()
+                    for _ in range(2)]
+
+    assert await anyio.to_thread.run_sync(raw) == [(True,), (True,)]
+    [event] = await _drained(store, agent.run_id)
+    assert isinstance(event, catalog.IssueReported) and event.issue_id == "i1"
