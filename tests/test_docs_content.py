@@ -222,3 +222,12 @@ def test_every_command_the_docs_show_has_help() -> None:
     helps = {words: help_parser for words, _, help_parser in commands(parser)}
     for path in sorted(shown):
         assert "usage: props" in helps[" ".join(("props", *path))].format_help(), path
+
+
+def test_retries_page_lists_every_policy() -> None:
+    from props.core.log import retries
+
+    names = sorted(p.name for p in vars(retries).values() if isinstance(p, retries.Policy))
+    page = (DOCS / "internals" / "retries.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \|", page, flags=re.M)
+    assert len(names) >= 10 and sorted(rows) == names
