@@ -81,9 +81,11 @@ BEGIN
         SELECT DISTINCT a.pid, a.usename::text
           FROM pg_stat_activity a
           JOIN pg_locks l ON l.pid = a.pid AND l.locktype = 'relation'
+                         AND l.database = a.datid
           JOIN pg_class c ON c.oid = l.relation
           JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'projections'
          WHERE a.usename = 'props_analyst' AND a.pid <> pg_backend_pid()
+           AND a.datname = current_database()
          ORDER BY a.pid
     LOOP
         IF pg_terminate_backend(pid) THEN
@@ -95,14 +97,14 @@ $$;
 REVOKE ALL ON FUNCTION props.end_projection_readers() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION props.end_projection_readers() TO props_service;
 
--- Ends every agent and analyst session once the notification queue is filled past
+-- Ends every agent and analyst session of this database once the notification queue is filled past
 -- p_share (0..1) of its size. Returns how many were ended.
 CREATE FUNCTION props.end_notify_queue_holders(p_share double precision) RETURNS integer
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, props AS $$
     SELECT count(*) FILTER (WHERE pg_terminate_backend(a.pid))::integer
       FROM pg_stat_activity a
      WHERE pg_notification_queue_usage() > p_share
-       AND a.pid <> pg_backend_pid()
+       AND a.pid <> pg_backend_pid() AND a.datname = current_database()
        AND (a.usename = 'props_analyst'
             OR EXISTS (SELECT 1 FROM props.agent_bindings b WHERE b.role_name = a.usename))
 $$;
