@@ -89,7 +89,7 @@ async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 def _say_readers_ended(out: Console, report: engine.RebuildReport, grace: float) -> None:
     if report.readers_ended:
-        out.print(readers.describe(report.readers_ended, grace))
+        out.print(readers.describe(report.readers_ended, grace), soft_wrap=True)
 
 
 async def sql_cmd(args: argparse.Namespace) -> int:
