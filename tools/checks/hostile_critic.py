@@ -67,13 +67,15 @@ class Attempts:
 def _session(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
     """The run's one session (its role allows one): the previous one may still be ending on
     the server, so a refusal is tried again for a few seconds, as the SDK does."""
-    from props.core.log import retries
+    import tenacity
 
     def connect() -> psycopg.Connection[Any]:
         return psycopg.connect(dsn, autocommit=autocommit)
 
-    return retries.AGENT_CALL.retrying_sync(
-        lambda exc: isinstance(exc, psycopg.OperationalError))(connect)
+    again = tenacity.Retrying(reraise=True, stop=tenacity.stop_after_delay(10),
+                              wait=tenacity.wait_fixed(0.2),
+                              retry=tenacity.retry_if_exception_type(psycopg.OperationalError))
+    return again(connect)
 
 
 def _fetch(conn: psycopg.Connection[Any], statement: sql.SQL | sql.Composed) -> object:
