@@ -47,12 +47,13 @@ async def test_analyst_queries_run_as_the_analyst(dsn: str) -> None:
 
     from props.projections import engine
     from props.tools.checks.workload import Workload
-    from tests.conftest import as_role
+    from tests.conftest import as_role, fence_clear
 
     async with open_store(dsn) as store:
         w = Workload(4)
         await w.setup(store)
         await w.append_runs(store, 30)
+        await fence_clear(store)
         await engine.rebuild(store)
     (block,) = re.findall(r"```sql\n(.*?)```", (DOCS / "howto" / "results.md").read_text(),
                          flags=re.S)
