@@ -67,6 +67,9 @@ BEGIN
          WHERE NOT EXISTS (SELECT 1 FROM props.events e
                              JOIN props.importing i ON i.tx_id = e.tx_id
                             WHERE e.stream_id = 'run-' || t.run_id AND e.stream_version = 1)
+    ), own_named AS MATERIALIZED (  -- per line, the first run of this database's it names
+        SELECT DISTINCT ON (m.line) m.line, m.run_id FROM named m JOIN own_runs w USING (run_id)
+         ORDER BY m.line, m.run_id
     )
     SELECT n.line, n.stream_id, n.type,
            CASE WHEN n.type IN ('event.parked', 'parked.retried', 'run.excluded',
@@ -80,8 +83,7 @@ BEGIN
       FROM new n
       LEFT JOIN own_streams o
         ON o.stream_id = n.stream_id AND n.type <> 'snapshot.synced'
-      LEFT JOIN LATERAL (SELECT m.run_id FROM named m JOIN own_runs w USING (run_id)
-                          WHERE m.line = n.line LIMIT 1) r ON true
+      LEFT JOIN own_named r ON r.line = n.line
      WHERE n.type IN ('event.parked', 'parked.retried', 'run.excluded', 'scorer.activated',
                       'retention.held', 'retention.released', 'launcher.started')
         OR split_part(n.stream_id, '-', 1) IN ('reactor', 'retention', 'launcher')
