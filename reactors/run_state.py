@@ -36,6 +36,8 @@ class RunState:
     stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
     totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
     grading: grader_runs.GradingTask | None = None  # a grader run's task
+    # The last model call that gave no usable answer, if the agent recorded one.
+    call_failed: catalog.LlmResponded | None = None
 
 
 def fold_run(records: list[RecordedEvent]) -> RunState | None:
@@ -62,7 +64,13 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
             state.cancel_requested = True
         elif isinstance(e, catalog.LlmResponded):
             state.totals.add_usage(e)
+            if e.outcome != "answered":
+                state.call_failed = e
     return state
+
+
+# What a model call can fail with that a later attempt may not (the server back, its load over).
+_TRANSIENT_CALLS = frozenset({"unreachable", "reset", "timeout"})
 
 
 def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
@@ -92,5 +100,13 @@ def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRe
         return "completed", None
     if code is None:
         return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
+    if state.call_failed is not None:
+        # A model call that gave no usable answer ended the run: broken, never a scored 0.
+        failed = state.call_failed
+        status = failed.http_status or 0
+        transient = failed.outcome in _TRANSIENT_CALLS or (
+            failed.outcome == "http_error" and (status == 429 or status >= 500))
+        return "failed", catalog.Failure(phase="llm", category=f"llm_{failed.outcome}",
+                                         retryable=transient, exit_code=code)
     return "failed", catalog.Failure(phase="run", category="exit_nonzero",
                                      retryable=False, exit_code=code)
