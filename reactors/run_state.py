@@ -36,8 +36,6 @@ class RunState:
     stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
     totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
     grading: grader_runs.GradingTask | None = None  # a grader run's task
-    # The last model call that gave no usable answer, if the agent recorded one.
-    call_failed: catalog.LlmResponded | None = None
 
 
 def fold_run(records: list[RecordedEvent]) -> RunState | None:
@@ -64,8 +62,6 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
             state.cancel_requested = True
         elif isinstance(e, catalog.LlmResponded):
             state.totals.add_usage(e)
-            if e.outcome != "answered":
-                state.call_failed = e
     return state
 
 
@@ -100,9 +96,9 @@ def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRe
         return "completed", None
     if code is None:
         return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
-    if state.call_failed is not None:
+    if state.totals.call_failed is not None:
         # A model call that gave no usable answer ended the run: broken, never a scored 0.
-        failed = state.call_failed
+        failed = state.totals.call_failed
         status = failed.http_status or 0
         transient = failed.outcome in _TRANSIENT_CALLS or (
             failed.outcome == "http_error" and (status == 429 or status >= 500))

@@ -183,10 +183,6 @@ class Endpoint:
     def post(self, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
         """The server's JSON answer and the latency of the attempt that gave it (ms),
         retried under MODEL_CALL while the failure is transient."""
-        def wait(failure: BaseException, n: int) -> float:
-            after = failure.retry_after if isinstance(failure, CallFailed) else None
-            return max(after or 0.0, retries.MODEL_CALL.delay(n))
-
         def attempt() -> tuple[dict[str, Any], float]:
             started = time.monotonic()
             with httpx.Client(timeout=self.timeout) as client:
@@ -194,7 +190,8 @@ class Endpoint:
             return answer, (time.monotonic() - started) * 1000
 
         result: tuple[dict[str, Any], float] = retries.MODEL_CALL.retrying_sync(
-            lambda exc: isinstance(exc, CallFailed) and exc.transient, wait=wait)(attempt)
+            lambda exc: isinstance(exc, CallFailed) and exc.transient,
+            wait=wait_before_retry)(attempt)
         return result
 
     # -- what callers ask -----------------------------------------------------------------------
@@ -228,6 +225,13 @@ class Endpoint:
         """An answer that may call `tools` (OpenAI's function tools)."""
         raw, latency = self.post(self.body(messages, tools=tools, tool_choice="auto"))
         return _answer(raw, latency, "tools")
+
+
+def wait_before_retry(failure: BaseException, retry: int) -> float:
+    """Seconds before retry number `retry`: the policy's backoff, or longer when the server
+    said how long (Retry-After, capped)."""
+    after = failure.retry_after if isinstance(failure, CallFailed) else None
+    return max(after or 0.0, retries.MODEL_CALL.delay(retry))
 
 
 def _response_format(mode: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
