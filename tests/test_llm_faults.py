@@ -24,10 +24,10 @@ PER_FILE = {"mode": "per-file", "structured": "json_schema"}
 NO_ISSUES = completion('{"issues": []}')
 
 
-async def _run(store: EventStore, config: dict[str, Any], timeout: float = 60
+async def _run(store: EventStore, config: dict[str, Any], run_seconds: float = 60
                ) -> tuple[catalog.RunFinished, list[Any]]:
     await push_llm(store, "faulty", {**PER_FILE, **config})
-    [run_id] = await request(store, "faulty", timeout_seconds=timeout)
+    [run_id] = await request(store, "faulty", timeout_seconds=run_seconds)
     done = (await finished(store, [run_id]))[run_id]
     return done, [r.event for r in await store.read_stream(f"run-{run_id}")]
 
@@ -116,7 +116,7 @@ async def test_a_slow_answer_past_the_request_timeout_and_past_the_run_timeout(
         done, events = await _run(served, {"base_url": url, "request_timeout": 0.5})
         assert done.failure is not None and done.failure.category == "llm_timeout"
         assert _outcomes(events) == ["timeout"]
-        done, _ = await _run(served, {"base_url": url}, timeout=2)
+        done, _ = await _run(served, {"base_url": url}, run_seconds=2)
     assert done.status == "timed_out"
 
 
