@@ -37,17 +37,23 @@ class CallFailed(Exception):
     """A model call that gave no usable answer; `outcome` is the closed fact."""
 
     def __init__(self, outcome: str, http_status: int | None = None,
-                 retry_after: float | None = None, answer: Answer | None = None) -> None:
+                 retry_after: float | None = None, answer: Answer | None = None,
+                 form_refused: bool = False) -> None:
         super().__init__(outcome if http_status is None else f"{outcome} (HTTP {http_status})")
         self.outcome = outcome
         self.http_status = http_status
         self.retry_after = retry_after
         self.answer = answer  # the answer that came, if one did (unreadable, truncated)
+        # The server refused the request's form (its response_format, its tools): asking
+        # again in the same form would fail again; another form may not.
+        self.form_refused = form_refused or (outcome == "http_error"
+                                             and http_status in (400, 415, 422))
 
     @property
     def transient(self) -> bool:
         return self.outcome in ("unreachable", "reset") or (
-            self.outcome == "http_error" and self.http_status in _RETRIED_STATUS)
+            self.outcome == "http_error" and self.http_status in _RETRIED_STATUS
+            and not self.form_refused)
 
 
 @dataclasses.dataclass
@@ -167,9 +173,14 @@ class Endpoint:
         except httpx.HTTPError:  # the class only: a message could echo a URL with a secret
             raise CallFailed("unreachable") from None
         if response.status_code >= 400:
-            outcome = "overflow" if response.status_code == 400 and _overflow(response) \
-                else "http_error"
-            raise CallFailed(outcome, response.status_code, _retry_after(response))
+            if response.status_code == 400 and _overflow(response):
+                raise CallFailed("overflow", 400)
+            # llama-cpp-python answers a response_format it does not know with HTTP 500
+            # and a validation message naming the field.
+            refused = any(field in response.text[:4000]
+                          for field in ("response_format", "'tools'", '"tools"'))
+            raise CallFailed("http_error", response.status_code, _retry_after(response),
+                             form_refused=refused)
         if len(response.content) > _MAX_BODY:
             raise CallFailed("malformed_body", response.status_code)
         try:
@@ -205,10 +216,8 @@ class Endpoint:
                 raw, latency = self.post(self.body(messages, **_response_format(mode, schema,
                                                                                 name)))
             except CallFailed as exc:
-                # A 4xx other than overflow, auth or rate: the form was refused; try the next.
-                if exc.outcome == "http_error" and exc.http_status in (400, 415, 422) \
-                        and mode != MODES[-1]:
-                    continue
+                if exc.form_refused and mode != MODES[-1]:
+                    continue  # the server takes another form, or none
                 raise
             self.mode = mode
             answer = _answer(raw, latency, mode)
@@ -221,9 +230,13 @@ class Endpoint:
             return answer, data
         raise AssertionError("unreachable: the last form raises")
 
-    def ask_tools(self, messages: list[Message], tools: list[dict[str, Any]]) -> Answer:
+    def ask_tools(self, messages: list[Message], tools: list[dict[str, Any]],
+                  max_tokens: int | None = None) -> Answer:
         """An answer that may call `tools` (OpenAI's function tools)."""
-        raw, latency = self.post(self.body(messages, tools=tools, tool_choice="auto"))
+        extra: dict[str, Any] = {"tools": tools, "tool_choice": "auto"}
+        if max_tokens is not None:
+            extra["max_tokens"] = max_tokens
+        raw, latency = self.post(self.body(messages, **extra))
         return _answer(raw, latency, "tools")
 
 
@@ -247,16 +260,20 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and 0 <= value <= 10**9 else 0
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _answer(raw: dict[str, Any], latency: float, structured: str) -> Answer:
-    choice = raw["choices"][0]
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    choice = _dict(raw["choices"][0])
+    message = _dict(choice.get("message"))
     calls = message.get("tool_calls")
-    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    usage = _dict(raw.get("usage"))
+    cached = _dict(usage.get("prompt_tokens_details")).get("cached_tokens")
     reason = choice.get("finish_reason")
+    content = message.get("content")
     return Answer(
-        content=message.get("content") if isinstance(message.get("content"), str) else "",
+        content=content if isinstance(content, str) else "",
         tool_calls=[c for c in calls if isinstance(c, dict)][:100]
         if isinstance(calls, list) else [],
         finish_reason=reason[:40] if isinstance(reason, str) else None,

@@ -20,6 +20,7 @@ ranges, and call report_issue for each real defect (a bug, not style) with its f
 range, severity and why. Call finish when you have reviewed every file."""
 
 MAX_READ_LINES = 200
+PROBE_TOKENS = 128
 
 
 def _function(name: str, description: str, properties: dict[str, Any],
@@ -89,7 +90,7 @@ class _Session:
 
 
 def _arguments(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
     name = str(fn.get("name", ""))[:100]
     raw = fn.get("arguments", "{}")
     try:
@@ -112,10 +113,14 @@ def review_with_tools(rec: llm_critic.Recorder, files: list[str]) -> bool:
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": f"Review these {len(files)} files; start with list_files."}]
     for turn in range(max_turns):
+        # A tool call is short: the first answer, which may be free text from a model that
+        # makes none, is cut early rather than paid for in full.
+        cap = PROBE_TOKENS if turn == 0 else None
         try:
-            answer = rec.call(messages, lambda: rec.endpoint.ask_tools(messages, TOOLS))
+            answer = rec.call(messages, lambda cap=cap: rec.endpoint.ask_tools(  # type: ignore[misc]
+                messages, TOOLS, cap))
         except chat.CallFailed as exc:
-            if turn == 0 and exc.outcome == "http_error" and exc.http_status in (400, 422):
+            if turn == 0 and exc.form_refused:
                 rec.agent.phase("no-tool-calls", began)  # the endpoint takes no tools
                 return False
             raise
