@@ -80,11 +80,20 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(model: Path, context_tokens: int = 2048, log: Path | None = None
-          ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """llama.cpp's OpenAI-compatible server for `model` on a free loopback port, until the
-    block ends: its base URL (`http://127.0.0.1:PORT/v1`) and its process."""
-    port = _free_port()
+def serve(model: Path, context_tokens: int = 2048, log: Path | None = None,
+          port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """llama.cpp's OpenAI-compatible server for `model` on `port` (default: a free one) of
+    loopback, until the block ends: its base URL (`http://127.0.0.1:PORT/v1`) and its
+    process."""
+    if port is None:
+        port = _free_port()
+    else:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                raise errors.PropsError(f"port {port} of 127.0.0.1 is taken: stop what "
+                                        "listens there (a model server left running?)")
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab") if log else subprocess.DEVNULL
     process = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
