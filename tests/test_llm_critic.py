@@ -21,7 +21,8 @@ import pytest
 
 from props.core.domain import catalog, chat, definitions
 from props.core.log.store import EventStore
-from props.reactors.agents.llm_critic import chunks, estimate_tokens, parse_issues
+from props.reactors.agents.llm_calls import estimate_tokens
+from props.reactors.agents.llm_critic import chunks, parse_issues
 from tests.fake_openai import Reply, chat_server
 from tests.reactor_helpers import eventually, finished, request, sync_samples
 

