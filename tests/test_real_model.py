@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,14 +158,17 @@ async def test_the_server_killed_mid_run_is_a_closed_fact(
 
 
 
-def test_the_llm_demo_runs_as_written(tmp_path: Path) -> None:
+def test_the_llm_demo_runs_as_written() -> None:
     """`props demo --llm`, as the README gives it, on a database of its own (the embedded
-    server under a PROPS_HOME of its own): it starts its own model server."""
+    server under a PROPS_HOME of its own, outside pytest's numbered folders, which a second
+    pytest session on the machine may delete while this one runs): it starts its own model
+    server."""
     _need_model()
-    done = subprocess.run([*CLI, "demo", "--llm", "--runtime", "local"], capture_output=True,
-                          text=True, timeout=1800, check=False,
-                          env={**{k: v for k, v in os.environ.items() if k != "PROPS_DSN"},
-                               "PROPS_HOME": str(tmp_path / "home"), "COLUMNS": "160"})
+    with tempfile.TemporaryDirectory(prefix="props-demo-llm-") as home:
+        done = subprocess.run([*CLI, "demo", "--llm", "--runtime", "local"],
+                              capture_output=True, text=True, timeout=1800, check=False,
+                              env={**{k: v for k, v in os.environ.items() if k != "PROPS_DSN"},
+                                   "PROPS_HOME": home, "COLUMNS": "160"})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "evaluation demo-llm v1: 6 cases" in done.stdout
     assert "judge:" in done.stdout and "time: model server start" in done.stdout
