@@ -21,7 +21,6 @@ runtimes' `EngineUnreachable`):
   before the event is parked.
 - RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
 - SWAP: a rebuild's swap of the live tables while readers hold them.
-- AGENT_CALL: an agent's call to the database from inside its container (synchronous).
 - MODEL_CALL: a call to a model's chat endpoint (core/domain/chat.py says which failures:
   the server unreachable or gone mid-answer, 429, 5xx); a `Retry-After` the server sends is
   honoured up to the policy's cap on it.
@@ -104,9 +103,9 @@ class Policy:
 
     def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
                       wait: Wait | None = None) -> tenacity.Retrying:
-        """A tenacity controller of this policy for code that is not async (an agent's SDK
-        in its container): `policy.retrying_sync(...)(fn)`. `wait` sizes a wait other than
-        by `delay` (a server's Retry-After)."""
+        """A tenacity controller of this policy for code that is not async (a model call
+        from the LLM critic in its container): `policy.retrying_sync(...)(fn)`. `wait` sizes
+        a wait other than by `delay` (a server's Retry-After)."""
         return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, wait))
 
     def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
@@ -150,7 +149,6 @@ EVENT = Policy("event", first=0.1, cap=5.0, attempts=None)
 POISON = Policy("poison", first=0.05, cap=5.0, attempts=3)
 RUN = Policy("run", first=0.2, cap=10.0, attempts=20)
 SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
-AGENT_CALL = Policy("agent call", first=0.1, cap=2.0, attempts=8)
 MODEL_CALL = Policy("model call", first=0.5, cap=8.0, attempts=5)
 MODEL_RETRY_AFTER_CAP = 60.0  # the longest Retry-After honoured (seconds)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)

@@ -80,8 +80,7 @@ class Recorder:
     def issue(self, path: str, start: int, end: int, rationale: str,
               severity: catalog.Severity | None) -> None:
         self.issues += 1
-        self.agent.issue(f"i{self.issues}", rationale, [catalog.Location(
-            file=path, ranges=[catalog.LineRange(start=start, end=end)])], severity)
+        self.agent.issue(path, start, end, rationale, severity)
 
 
 def endpoint_of(config: dict[str, Any], model: str) -> chat.Endpoint:
