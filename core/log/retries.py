@@ -20,7 +20,8 @@ runtimes' `EngineUnreachable`):
   (a stop's deadline cuts it); POISON: a handler that failed otherwise, tried a few times
   before the event is parked.
 - RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
-- SWAP: a rebuild's swap of the live tables while readers hold them.
+- SWAP: a rebuild's swap of the live tables while readers hold them (`swap_for`: through
+  the rebuild's reader grace, after which it ends the analysts' sessions, and a while more).
 - MODEL_CALL: a call to a model's chat endpoint (core/domain/chat.py says which failures:
   the server unreachable or gone mid-answer, 429, 5xx); a `Retry-After` the server sends is
   honoured up to the policy's cap on it.
@@ -153,6 +154,11 @@ MODEL_CALL = Policy("model call", first=0.5, cap=8.0, attempts=5)
 MODEL_RETRY_AFTER_CAP = 60.0  # the longest Retry-After honoured (seconds)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
 API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
+
+
+def swap_for(seconds: float) -> Policy:
+    """SWAP, tried again for `seconds` (a rebuild's reader grace and the time after it)."""
+    return dataclasses.replace(SWAP, attempts=None, seconds=seconds)
 
 
 def of_kinds(*kinds: type[BaseException]) -> RetryOn:
