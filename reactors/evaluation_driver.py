@@ -14,13 +14,13 @@ import anyio
 
 from props.core.domain import catalog, definitions, evaluations
 from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.log import leadership
 from props.core.log.store import EventStore
 from props.core.log.subscription import Wakeups
 from props.core.scoring import registration
 from props.projections import status as projection_status
 from props.reactors.containers import ContainerRuntime
 from props.reactors.launcher import Launcher
-from props.reactors.service import Service
 
 TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
 LOOK_GAP = 0.1  # the fewest seconds between two looks
@@ -92,40 +92,69 @@ def progress_line(ev: Evaluation, states: Sequence[CaseState], began: float) -> 
             f"waiting; spent ${spent:.2f}{budget}{eta}")
 
 
+@dataclasses.dataclass(frozen=True)
+class Look:
+    """What one look at an evaluation found, and did: its cases' states, how it stands
+    (a stop that applies), the runs it requested, and whether driving it is over."""
+
+    states: list[CaseState]
+    outcome: catalog.EvaluationOutcome
+    requested: int
+    over: bool
+
+
+async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
+               settled: dict[str, CaseState]) -> Look:
+    """Look at the cases once and request what has no result within the ceiling and the
+    budget (`settled`: the cases known final, filled in as they settle). The one step of
+    every driver: `props eval run`, and the service's for detached evaluations."""
+    # (read each time: a new log's grader activates the default scorer as it starts)
+    states = await case_states(store, ev, await registration.active_scorer(store),
+                               settled=settled)
+    settled.update((s.case.key, s) for s in states if s.state in DONE or (
+        s.state == "failed" and s.attempts > stops.retry_failed))
+    retryable = [s for s in states if s.state == "failed" and s.attempts <= stops.retry_failed]
+    failed = sum(1 for s in states if s.state == "failed") - len(retryable)
+    spent = sum(s.cost_usd for s in states)
+    outcome: catalog.EvaluationOutcome = "complete"
+    if ev.plan.budget_usd is not None and spent >= ev.plan.budget_usd:
+        outcome = "budget_exhausted"
+    elif failed > _failure_limit(stops, len(ev.cases)):
+        outcome = "stopped_on_errors"
+    flying = [s for s in states if s.state == "running"]
+    requested = 0
+    if outcome == "complete":
+        requested = await request_within(store, ev, ceiling, flying, [
+            s for s in states if s.state == "waiting"] + retryable, _headroom(ev, flying, spent))
+    ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
+    return Look(states, outcome, requested,
+                ended or (outcome != "complete" and not flying and not requested))
+
+
+def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> float | None:
+    """What the budget leaves for new runs: the spend so far and what the runs in flight
+    may still spend (their run budget) are set aside. None: the plan has no budget."""
+    if ev.plan.budget_usd is None:
+        return None
+    reserved = sum(max(0.0, ev.plan.run_budget_usd - s.cost_usd) for s in flying)
+    return ev.plan.budget_usd - spent - reserved
+
+
 async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
                  show: Callable[[str], None]) -> catalog.EvaluationOutcome:
     """Request what has no result within the ceiling until every case is done (or a stop
     applies), calling `show` with a line each time the cases move; returns how it ended."""
     began, deadline, shown = time.monotonic(), time.monotonic() + stops.wait, ""
-    limit = _failure_limit(stops, len(ev.cases))
-    outcome: catalog.EvaluationOutcome = "complete"
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
     async with Wakeups(store) as log_moved:
         while True:
-            # (read each time: a new log's grader activates the default scorer as it starts)
-            states = await case_states(store, ev, await registration.active_scorer(store),
-                                       settled=settled)
-            settled.update((s.case.key, s) for s in states if s.state in DONE or (
-                s.state == "failed" and s.attempts > stops.retry_failed))
-            now = progress_line(ev, states, began)
-            if now != shown:
-                show(now)
-                shown = now
-            retryable = [s for s in states
-                         if s.state == "failed" and s.attempts <= stops.retry_failed]
-            failed = sum(1 for s in states if s.state == "failed") - len(retryable)
-            spent = sum(s.cost_usd for s in states)
-            if ev.plan.budget_usd is not None and spent >= ev.plan.budget_usd:
-                outcome = "budget_exhausted"
-            elif failed > limit:
-                outcome = "stopped_on_errors"
-            flying = [s for s in states if s.state == "running"]
-            if outcome == "complete":
-                await request_within(store, ev, ceiling, flying,
-                                     [s for s in states if s.state == "waiting"] + retryable)
-            ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
-            if ended or (outcome != "complete" and not flying) or time.monotonic() > deadline:
-                return outcome
+            now = await look(store, ev, ceiling, stops, settled)
+            line = progress_line(ev, now.states, began)
+            if line != shown:
+                show(line)
+                shown = line
+            if now.over or time.monotonic() > deadline:
+                return now.outcome
             # A case moves with an append: look again then, but at most every LOOK_GAP
             # seconds (a busy log would otherwise have every open case read 50 times a s).
             await log_moved.wait(TICK, coalesce=LOOK_GAP)
@@ -153,30 +182,34 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
 
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
-                         flying: list[CaseState], todo: list[CaseState]) -> int:
-    """Request cases of `todo` while the ceiling has room; how many were requested."""
+                         flying: list[CaseState], todo: list[CaseState],
+                         headroom: float | None = None) -> int:
+    """Request cases of `todo` while the ceiling has room, each with at most what the
+    budget's `headroom` leaves (none left: nothing more); how many were requested."""
     per_definition = Counter(s.case.definition for s in flying)
     room = ceiling.runs - len(flying)
     requested = 0
     for s in todo:
-        if room <= requested:
+        if room <= requested or (headroom is not None and headroom <= 0):
             break
         limit = ceiling.per_definition.get(s.case.definition)
         if limit is not None and per_definition[s.case.definition] >= limit:
             continue
-        await evaluations.request(store, ev, s.case, s.attempts)
+        budget = None if headroom is None else min(headroom, ev.plan.run_budget_usd)
+        await evaluations.request(store, ev, s.case, s.attempts, budget)
+        if headroom is not None and budget is not None:
+            headroom -= budget
         per_definition[s.case.definition] += 1
         requested += 1
     return requested
 
 
 async def request_detached(store: EventStore, ev: Evaluation) -> int:
-    """Request every case without a run for another process to serve (`--detach`, the
-    API): no ceiling of this process's, each model's own still; how many were requested."""
-    ceiling = await ceiling_of(store, ev, None)
-    states = await case_states(store, ev, await registration.active_scorer(store))
-    return await request_within(store, ev, dataclasses.replace(ceiling, runs=len(states)),
-                                [], [s for s in states if s.state == "waiting"])
+    """Request the first cases for the service to serve (`--detach`, the API), within the
+    plan's ceiling and budget: the service's evaluation driver requests the rest as runs
+    finish (props.reactors.evaluations). How many were requested."""
+    now = await look(store, ev, await ceiling_of(store, ev, None), Stops(), {})
+    return now.requested
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:
@@ -197,17 +230,29 @@ async def serve_until_done(store: EventStore, ev: Evaluation,
                            show: Callable[[str], None]) -> Driven:
     """Serve the reactors in this process and drive `ev` until its cases are done (or a stop
     applies), then record how it ended (`evaluation.ended`). `show` is given the ceiling in
-    force, then a line each time the cases move."""
+    force, then a line each time the cases move. This process is the evaluation's one
+    driver meanwhile (its lock): a service's evaluation driver leaves it alone."""
+    from props.reactors.service import Service  # (which serves this module's reactor)
+
     service = Service(store, runtimes, poll_interval=0.2)
     capacity = next((h.reactor.capacity for h in service.hosts
                      if isinstance(h.reactor, Launcher)), None)
     ceiling = await ceiling_of(store, ev, capacity)
     show(f"at most {ceiling.runs} run(s) at once: {ceiling.why}")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(service.run, name="props-eval-service")
-        outcome = await _drive(store, ev, ceiling, stops, show)
-        await caught_up(store)
-        tg.cancel_scope.cancel()
+    async with leadership.lead(store.dsn, leadership.evaluation(ev.name),
+                               f"the driver of evaluation {ev.name}"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(service.run, name="props-eval-service")
+            outcome = await _drive(store, ev, ceiling, stops, show)
+            await caught_up(store)
+            tg.cancel_scope.cancel()
+        return await end_drive(store, ev, outcome)
+
+
+async def end_drive(store: EventStore, ev: Evaluation,
+                    outcome: catalog.EvaluationOutcome) -> Driven:
+    """Record how driving left `ev` (a case with no result is missing; complete only when
+    every case is scored or excluded)."""
     states = await case_states(store, ev, await registration.active_scorer(store),
                                stopped=True)
     if outcome == "complete" and not all(s.state in DONE for s in states):

@@ -34,6 +34,7 @@ from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors import (
     agent_roles,
+    fair_queue,
     grader_runs,
     launchers,
     run_attempts,
@@ -100,7 +101,8 @@ class Launcher:
         self.work_dir = work_dir
         self.capacity = max(1, min([max_concurrent, *(rt.capacity() for rt in runtimes)]))
         self.stats = LauncherStats()
-        self._slots = anyio.Semaphore(self.capacity)
+        self._slots = fair_queue.FairSlots(self.capacity)  # in turn, not first come
+        self.tickets = fair_queue.Tickets(store)
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -193,8 +195,14 @@ class Launcher:
             await self._fail_run(run_id, exc, category=category, retryable=retryable)
 
         try:
-            await run_attempts.carry_out(run_id, lambda: self._run(run_id), self._slots,
-                                         fail, self.engine_wait)
+            try:
+                ticket = await self.tickets.of(run_id)
+            except Exception as exc:  # (the database away: queued as nobody's, not lost)
+                log.warning("run %s: cannot read whose it is (%s); queued as nobody's",
+                            run_id, type(exc).__name__)
+                ticket = fair_queue.Ticket("")
+            await run_attempts.carry_out(run_id, lambda: self._run(run_id),
+                                         self._slots.slot(ticket), fail, self.engine_wait)
         finally:
             self._known.discard(run_id)
 

@@ -20,8 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-
-import anyio
+from contextlib import AbstractAsyncContextManager
 
 from props.core.log import database, errors, retries
 from props.reactors.containers import EngineUnreachable
@@ -42,9 +41,10 @@ def passing(exc: BaseException) -> bool:
 
 
 async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
-                    slots: anyio.Semaphore, fail: Fail, engine_wait: float) -> None:
-    """`attempt()` under a slot, again under retries.RUN while trouble passes (see the
-    module's doc); the slot is given back between attempts."""
+                    slot: AbstractAsyncContextManager[None], fail: Fail,
+                    engine_wait: float) -> None:
+    """`attempt()` under a slot (the launcher's fair queue), again under retries.RUN while
+    trouble passes (see the module's doc); the slot is given back between attempts."""
     engine_down_since: float | None = None
 
     def engine_gone(exc: BaseException) -> bool:
@@ -59,7 +59,7 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
                     type(exc).__name__, exc)
 
     async def under_a_slot() -> None:
-        async with slots:
+        async with slot:
             await attempt()
 
     try:

@@ -37,6 +37,13 @@ def reactor(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def evaluation(name: str) -> int:
+    """The key its one driver holds while it requests an evaluation's cases (`props eval
+    run` for the whole drive, the service's evaluation driver for one look)."""
+    digest = hashlib.sha256(f"props evaluation {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 @asynccontextmanager
 async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0) -> AsyncIterator[None]:
     """Wait to be the one active `what`, then hold `key` for the block: `async with
