@@ -79,7 +79,7 @@ class LauncherStats:
 
 
 class Launcher:
-    types: tuple[str, ...] = ("run.requested", "run.cancel_requested")
+    types: tuple[str, ...] = ("run.requested", "run.cancel_requested", "run.released")
 
     def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
                  work_dir: Path, *, max_concurrent: int = 8,
@@ -176,6 +176,8 @@ class Launcher:
         elif isinstance(e, catalog.RunCancelRequested):
             self._cancelled.add(e.run_id)
             self._queue(e.run_id)  # a run not seen yet (or finished) is settled by _run
+        elif isinstance(e, catalog.RunReleased) and e.launcher != self.launcher:
+            self._queue(e.run_id)  # another launcher's engine is away: this one may take it
 
     # -- running ----------------------------------------------------------------------------
 
@@ -201,8 +203,9 @@ class Launcher:
                 log.warning("run %s: cannot read whose it is (%s); queued as nobody's",
                             run_id, type(exc).__name__)
                 ticket = fair_queue.Ticket("")
-            await run_attempts.carry_out(run_id, lambda: self._run(run_id),
-                                         self._slots.slot(ticket), fail, self.engine_wait)
+            await run_attempts.carry_out(
+                run_id, lambda: self._run(run_id), self._slots.slot(ticket), fail,
+                self.engine_wait, lambda: launchers.release(self.store, run_id, self.launcher))
         finally:
             self._known.discard(run_id)
 
@@ -326,8 +329,8 @@ class Launcher:
         run: the launcher goes on with the others, and the sweep takes this one up again."""
         try:
             state = fold_run(await self.store.read_stream(streams.run(run_id)))
-            if state is None or state.finished:
-                return
+            if state is None or state.finished or state.claim not in (None, self.launcher):
+                return  # (released, and another launcher's now)
             category = category or "".join(f"_{c.lower()}" if c.isupper() else c
                                            for c in type(exc).__name__).lstrip("_")
             phase = "report" if state.container_started else "launch"

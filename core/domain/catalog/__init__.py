@@ -68,6 +68,7 @@ from props.core.domain.catalog.runs import (
     RunCancelRequested,
     RunClaimed,
     RunFinished,
+    RunReleased,
     RunRequested,
     RunStarted,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "RunClaimed",
     "RunExcluded",
     "RunFinished",
+    "RunReleased",
     "RunRequested",
     "RunStarted",
     "RunStatus",
