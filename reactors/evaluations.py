@@ -24,7 +24,7 @@ from props.core.domain.evaluations import CaseState, Evaluation
 from props.core.log import database, leadership
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import evaluation_driver as driver
+from props.reactors import evaluation_steps as driver
 from props.schema import queries
 
 log = logging.getLogger(__name__)

@@ -10,19 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import anyio.lowlevel
 import pytest
 
-from props.core.domain import catalog, definitions, evaluations, quotas, tokens
-from props.core.log.events import NewEvent
+from props.core.domain import catalog
 from props.core.log.store import EventStore
-from props.reactors import evaluation_driver, fair_queue
+from props.reactors import fair_queue
 from props.reactors.containers import ContainerSpec, EngineUnreachable
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
-from props.reactors.service import Service
-from props.tools.http import app as http_app
 from tests.reactor_helpers import SNAPSHOT, eventually, finished, push_code, sync_samples
 from tests.test_launchers import WAIT, most_at_once, runs_by_launcher, served_until_finished
 
@@ -42,7 +39,7 @@ async def _order(tickets: list[fair_queue.Ticket], capacity: int) -> list[int]:
     async with anyio.create_task_group() as tg:
         for n in range(len(tickets)):
             tg.start_soon(one, n)
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
         await eventually(lambda: slots.waiting() == len(tickets) - capacity)
         while len(got) < len(tickets):  # one slot freed at a time
             hold.set()

@@ -127,7 +127,10 @@ async def test_a_detached_evaluation_is_held_to_its_ceiling_and_driven_to_its_en
                                                                   max_concurrency=1))
     assert posted.status_code == 202 and posted.json()["requested"] == 1, posted.text
     async with serving(store, [LocalRuntime(tmp_path / "c", trust_commands=True)]):
-        await eventually(lambda: _ended(store, "held"), seconds=120)
+        async def ended_now() -> bool:
+            return await _ended(store, "held") is not None
+
+        await eventually(ended_now, seconds=120)
     ended = await _ended(store, "held")
     assert ended is not None and (ended.outcome, ended.scored) == ("complete", 3), ended
     spans = await _container_spans(store)
