@@ -21,7 +21,7 @@ import anyio.abc
 
 from props.core.domain import catalog, evaluations, streams
 from props.core.domain.evaluations import CaseState, Evaluation
-from props.core.log import database, leadership
+from props.core.log import leadership
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors import evaluation_steps as driver
@@ -67,15 +67,14 @@ class EvaluationDriver:
         names = [r["name"] for r in await self.store.sql.fetch(_Q["open_evaluation_names"])]
         if not names:
             return
-        async with database.session(self.store.dsn) as conn:
-            for name in names:
-                key = leadership.evaluation(name)
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+        for name in names:
+            # Held for the look by a transaction that writes nothing (no xid: the log's
+            # fence is not held), on a pooled connection: no new connection per look.
+            async with self.store.pool.acquire() as conn, conn.transaction():
+                if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)",
+                                           leadership.evaluation(name)):
                     continue  # `props eval run` drives it
-                try:
-                    await self._look(name)
-                finally:
-                    await conn.execute("SELECT pg_advisory_unlock($1)", key)
+                await self._look(name)
         self.looks += 1
 
     async def _look(self, name: str) -> None:
