@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
+import time
 import uuid
 from types import TracebackType
 
@@ -24,6 +26,7 @@ from props.core.log.store import EventStore
 
 EVALUATION = "evaluation"  # a run.requested's metadata: its evaluation, and
 REQUESTER = "requester"  # who started that evaluation (a token's name), for the queue
+TAG_SECONDS = 5.0  # how long a definition's ceiling read by tag is trusted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,28 +48,26 @@ class _Waiter:
 
 class Tickets:
     """Each queued run's ticket, from its request; a model's ceiling read from its definition
-    (by digest: cached, a digest's config never changes)."""
+    (by digest: cached, a digest's config never changes; by tag: for TAG_SECONDS)."""
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
-        self._limits: dict[tuple[str, str, str], int | None] = {}
+        self._limits: dict[tuple[str, str, str], tuple[int | None, float]] = {}
 
     async def of(self, run_id: uuid.UUID) -> Ticket:
         records = await self.store.read_stream(streams.run(run_id), limit=1)
         if not records or not isinstance(req := records[0].event, catalog.RunRequested):
             return Ticket("")
         meta = records[0].metadata
-        requester = meta.get(REQUESTER) or req.requested_by or ""
         key = (req.agent_type, req.definition, req.definition_ref)
-        if key not in self._limits:
+        cached = self._limits.get(key)
+        if cached is None or cached[1] < time.monotonic():
             d = await definitions.resolve(self.store, *key)
-            limit = evaluations.max_connections(d) if d is not None else None
-            if not req.definition_ref.startswith("sha256:"):
-                return Ticket(str(requester), str(meta.get(EVALUATION) or ""),
-                              req.definition, limit)
-            self._limits[key] = limit
-        return Ticket(str(requester), str(meta.get(EVALUATION) or ""), req.definition,
-                      self._limits[key])
+            ttl = math.inf if req.definition_ref.startswith("sha256:") else TAG_SECONDS
+            cached = (evaluations.max_connections(d) if d else None, time.monotonic() + ttl)
+            self._limits[key] = cached
+        return Ticket(str(meta.get(REQUESTER) or req.requested_by or ""),
+                      str(meta.get(EVALUATION) or ""), req.definition, cached[0])
 
 
 class FairSlots:
