@@ -68,13 +68,9 @@ class EvaluationDriver:
         if not names:
             return
         for name in names:
-            # Held for the look by a transaction that writes nothing (no xid: the log's
-            # fence is not held), on a pooled connection: no new connection per look.
-            async with self.store.pool.acquire() as conn, conn.transaction():
-                if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)",
-                                           leadership.evaluation(name)):
-                    continue  # `props eval run` drives it
-                await self._look(name)
+            async with leadership.if_free(self.store, leadership.evaluation(name)) as mine:
+                if mine:  # (not: `props eval run` drives it)
+                    await self._look(name)
         self.looks += 1
 
     async def _look(self, name: str) -> None:

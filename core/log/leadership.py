@@ -14,8 +14,10 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 import anyio
+import asyncpg
 
 from props.core.log import database
 
@@ -68,6 +70,19 @@ async def exclusive(dsn: str, key: int) -> AsyncIterator[None]:
             yield
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+
+class _Pooled(Protocol):
+    pool: asyncpg.Pool
+
+
+@asynccontextmanager
+async def if_free(store: _Pooled, key: int) -> AsyncIterator[bool]:
+    """Hold `key` for the block when nobody else does (yields True; False: another holds
+    it), in a transaction that writes nothing (no xid: no reader's fence is held) on a
+    pooled connection: no new connection for a short hold."""
+    async with store.pool.acquire() as conn, conn.transaction():
+        yield bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", key))
 
 
 async def for_transaction(conn: database.Connection, key: int) -> None:
