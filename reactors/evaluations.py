@@ -30,6 +30,7 @@ from props.schema import queries
 log = logging.getLogger(__name__)
 _Q = queries.load("quotas")
 LOOK_SECONDS = 2.0  # the most seconds between looks at the open evaluations
+LOOK_GAP = 0.2  # the fewest
 
 
 class EvaluationDriver:
@@ -60,6 +61,7 @@ class EvaluationDriver:
                             "look tries again", type(exc).__name__, exc)
             with anyio.move_on_after(self.look_seconds):
                 await self._moved.wait()
+            await anyio.sleep(LOOK_GAP)  # (a busy log would have it look without a pause)
             self._moved = anyio.Event()
 
     async def look_all(self) -> None:
