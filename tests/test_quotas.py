@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 from props.core.domain import catalog, quotas, specimen_sync, streams, tokens
@@ -193,3 +194,21 @@ async def _container_spans(store: EventStore) -> list[Any]:
 
 
 
+
+
+async def test_many_requests_of_one_token_at_once_stay_within_its_quota(
+        store: EventStore) -> None:
+    """20 requests of one token at once, quota 5: exactly 5 pass (a check made before any
+    of them appended would let them all through)."""
+    await _ready(store)
+    async with api(store, quotas.Quotas(runs_in_flight=5)) as c:
+        answers: list[int] = []
+
+        async def one() -> None:
+            answers.append((await c["a"].post("/api/runs/critic", json=RUN)).status_code)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(one)
+    assert sorted(answers) == [202] * 5 + [429] * 15
+    assert await _count(store, "run.requested") == 5

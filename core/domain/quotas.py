@@ -14,7 +14,12 @@ alone. `props` commands on the operator's own database have no token and no quot
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
+
+import anyio
 
 from props.core.log import errors
 from props.core.log.store import EventStore
@@ -30,6 +35,21 @@ class OverQuota(errors.PropsError):
     exit_code = 75  # EX_TEMPFAIL: it can pass later, as the requester's runs finish
 
 
+class Gates:
+    """One requester's check and append at a time, in this process: 200 requests of one
+    token at once cannot all pass a check made before any of them appended. (Several API
+    processes each hold their own: a token could pass by one request per process.)"""
+
+    def __init__(self) -> None:
+        self._locks: collections.defaultdict[str, anyio.Lock] = collections.defaultdict(
+            anyio.Lock)
+
+    @contextlib.asynccontextmanager
+    async def held(self, requester: str) -> AsyncIterator[None]:
+        async with self._locks[requester]:
+            yield
+
+
 @dataclasses.dataclass(frozen=True)
 class Quotas:
     """The settings `quota_runs_in_flight`, `quota_cases_queued`, `quota_evaluations_open`."""
@@ -37,6 +57,7 @@ class Quotas:
     runs_in_flight: int = 100
     cases_queued: int = 2_000
     evaluations_open: int = 5
+    gates: Gates = dataclasses.field(default_factory=Gates, compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -57,12 +57,14 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
     except evaluations.PlanNamesNothing as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)
     requester = f"api:{token.name}"
-    await quotas.check_evaluation(store, quota, requester, plan.name, len(cases))
-    try:
-        ev, resumed = await evaluations.start(store, plan, cases, new_version=new_version,
-                                              requester=requester)
-    except evaluations.PlanChanged as exc:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+    async with quota.gates.held(requester):
+        await quotas.check_evaluation(store, quota, requester, plan.name, len(cases))
+        try:
+            ev, resumed = await evaluations.start(store, plan, cases,
+                                                  new_version=new_version,
+                                                  requester=requester)
+        except evaluations.PlanChanged as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=409)
     requested = await driver.request_detached(store, ev)
     return Started(name=ev.name, version=ev.version, cases=len(cases), resumed=resumed,
                    requested=requested)

@@ -97,12 +97,13 @@ async def request_critic(
         description="retrying with the same key returns the same runs"
     )] = None,
 ) -> Requested:
-    if idempotency_key is None or not await _seen(store, token, idempotency_key):
-        await quotas.check_runs(store, quota, f"api:{token.name}", body.count)
-    done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-        **body.model_dump(), requested_by=f"api:{token.name}",
-        idempotency_key=None if idempotency_key is None
-        else f"{token.id}/{idempotency_key}"))
+    async with quota.gates.held(f"api:{token.name}"):
+        if idempotency_key is None or not await _seen(store, token, idempotency_key):
+            await quotas.check_runs(store, quota, f"api:{token.name}", body.count)
+        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
+            **body.model_dump(), requested_by=f"api:{token.name}",
+            idempotency_key=None if idempotency_key is None
+            else f"{token.id}/{idempotency_key}"))
     if len(done.run_ids) == 1:
         response.headers["Location"] = f"/api/runs/{done.run_ids[0]}"
     return Requested(run_ids=done.run_ids, digest=done.digest,
