@@ -20,7 +20,8 @@ runtimes' `EngineUnreachable`):
   (a stop's deadline cuts it); POISON: a handler that failed otherwise, tried a few times
   before the event is parked.
 - RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
-- SWAP: a rebuild's swap of the live tables while readers hold them.
+- SWAP: a rebuild's swap of the live tables while readers hold them (`swap_for`: through
+  the rebuild's reader grace, after which it ends the analysts' sessions, and a while more).
 - DRIVER: a harness's own query through a database it restarts; API_REQUEST: its run
   requests through replicas it kills (chaos).
 """
@@ -141,6 +142,11 @@ RUN = Policy("run", first=0.2, cap=10.0, attempts=20)
 SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
 API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
+
+
+def swap_for(seconds: float) -> Policy:
+    """SWAP, tried again for `seconds` (a rebuild's reader grace and the time after it)."""
+    return dataclasses.replace(SWAP, attempts=None, seconds=seconds)
 
 
 def of_kinds(*kinds: type[BaseException]) -> RetryOn:
