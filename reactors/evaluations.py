@@ -54,15 +54,19 @@ class EvaluationDriver:
 
     async def _loop(self) -> None:
         while True:
-            try:
-                await self.look_all()
-            except Exception as exc:  # (the database away, ...): the next look tries again
-                log.warning("looking at the open evaluations failed (%s: %s); the next "
-                            "look tries again", type(exc).__name__, exc)
             with anyio.move_on_after(self.look_seconds):
                 await self._moved.wait()
             await anyio.sleep(LOOK_GAP)  # (a busy log would have it look without a pause)
             self._moved = anyio.Event()
+            await self._look_logged()
+
+    async def _look_logged(self) -> None:
+        """A look; one that fails (the database away, ...) is logged: the next tries again."""
+        try:
+            await self.look_all()
+        except Exception as exc:
+            log.warning("looking at the open evaluations failed (%s: %s); the next look "
+                        "tries again", type(exc).__name__, exc)
 
     async def look_all(self) -> None:
         """One look at each open evaluation that no other driver holds."""
