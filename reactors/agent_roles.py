@@ -55,7 +55,7 @@ AGENT_CONNECTIONS = 1
 # (which notifies) fails.
 NOTIFY_QUEUE_SHARE = 0.25
 # An analyst's transaction that took a transaction id holds every reader's fence: ended past
-# this (README: an analyst who needs longer works on a copy, e.g. pg_dump of projections).
+# this (an analyst who needs longer works on a copy, e.g. pg_dump of projections).
 ANALYST_FENCE_SECONDS = 30.0
 
 
