@@ -58,6 +58,7 @@ from props.core.domain.catalog.parts import (
     TruePositive,
 )
 from props.core.domain.catalog.runs import (
+    CallOutcome,
     ContainerExited,
     ContainerStarted,
     IssueReported,
@@ -68,8 +69,10 @@ from props.core.domain.catalog.runs import (
     RunCancelRequested,
     RunClaimed,
     RunFinished,
+    RunReleased,
     RunRequested,
     RunStarted,
+    StructuredOutput,
 )
 from props.core.domain.catalog.snapshots import (
     AgentLimits,
@@ -85,6 +88,7 @@ __all__ = [
     "AgentLimits",
     "AgentType",
     "ArchiveImported",
+    "CallOutcome",
     "ContainerExited",
     "ContainerStarted",
     "Count",
@@ -128,6 +132,7 @@ __all__ = [
     "RunClaimed",
     "RunExcluded",
     "RunFinished",
+    "RunReleased",
     "RunRequested",
     "RunStarted",
     "RunStatus",
@@ -139,6 +144,7 @@ __all__ = [
     "SnapshotRetired",
     "SnapshotSlug",
     "SnapshotSynced",
+    "StructuredOutput",
     "TerminalStatus",
     "TruePositive",
 ]
