@@ -36,8 +36,8 @@ from props.core.scoring.llm_judge import JudgeError
 
 # What a run's issues are to a scorer, by the names callers have always used here.
 from props.core.scoring.scorable import FINISHED as FINISHED
-from props.core.scoring.scorable import parsed_only
 from props.core.scoring.scorable import parse_issues as parse_issues
+from props.core.scoring.scorable import parsed_only
 from props.core.scoring.scorable import reason_kind as reason_kind
 from props.core.scoring.scorable import run_unscorable_reason as run_unscorable_reason
 from props.core.scoring.scorable import unscorable_reason as unscorable_reason
@@ -364,7 +364,8 @@ async def _grade_one(
         writes.append((streams.grading(run.run_id, scorers.ref(grader.scorer)), said))
     if calls:
         writes.append((streams.judge(run.run_id, scorers.ref(grader.scorer)), list(calls)))
-    if not dry_run and unscorable is None and (level := await chance_runs.of_run(
+    # (a run with no issue at all has chance 0 in the score views: nothing to record)
+    if not dry_run and unscorable is None and run.issues and (level := await chance_runs.of_run(
             store, grader.scorer, run.run_id, snapshot,
             {i: locs for i, locs in parsed_only(parsed).items() if i not in graded.never},
             report.chance)):
