@@ -106,7 +106,7 @@ async def test_spraying_every_line_is_all_chance_and_a_precise_find_keeps_its_li
     assert spray["recall"] == 1.0 and spray["chance"] == pytest.approx(1.0)
     assert spray["above_chance"] == pytest.approx(0.0, abs=1e-9)
     low, high = spray["above_chance_low"], spray["above_chance_high"]
-    assert low is not None and high is not None and low <= 0 <= high + 1e-9
+    assert isinstance(low, float) and isinstance(high, float) and low <= 0 <= high + 1e-9
     # The negative control: one issue on each defect's line, 1 of 100 offsets by chance
     # (the line itself; overlap@2 widens the defect by 3 lines on each side: 7 of 100).
     expected = 0.01 if name == "tiered" else 0.07

@@ -59,10 +59,10 @@ async def line_counts(store: EventStore, snapshot: catalog.SnapshotSynced,
             _LINES[sha] = line_count(data)
     out: dict[str, int] = {}
     for path in files:
-        sha = shas.get(path)
-        if sha is None or sha not in _LINES:
+        known = _LINES.get(shas.get(path, ""))
+        if known is None:
             return None
-        out[path] = _LINES[sha]
+        out[path] = known
     return out
 
 
