@@ -270,7 +270,8 @@ async def _grade_on_server(
             report.unscorable[reason_kind(reason)] += 1
         if not dry_run and (chances := await chance_runs.of_server_runs(
                 store, s, [c for c in chunk if c[0] not in graded.malformed], report.chance)):
-            await store.append_many(chances)
+            with report.chance:  # (its appends are the chance's cost too)
+                await store.append_many(chances)
         report.graded_runs += len(chunk) - len(graded.malformed)
         report.grades += graded.grades
         report.appended += graded.appended
