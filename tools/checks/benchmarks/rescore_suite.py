@@ -3,8 +3,9 @@ then report their scores, against a raw aggregate query.
 
 The log holds critic runs of 100 issues each, graded by overlap@1. Re-scoring them all with
 overlap@2 (their grades and each run's chance level) is timed from the start of the rescore
-until the live projection runner has projected every new grade (read, grade, append, project); the raw baseline reads the same
-issue events in position order and decodes them with orjson. A dry run (read and grade,
+until the live projection runner has projected every new grade (read, grade, append,
+project); the raw baseline reads the same issue events in position order and decodes them
+with orjson. A dry run (read and grade,
 nothing written) is timed first: the share of the Python side alone.
 
 Then `props report --scorer overlap@2` over those runs (10,000 runs and 1,000,000 grading
