@@ -160,11 +160,15 @@ def test_the_chance_count_is_exact() -> None:
         slack = rng.choice([0, 2, 5])
         assert chance.covered(lines, issues, occurrence, slack) == \
             _brute(lines, issues, occurrence, slack), (lines, issues, occurrence, slack)
+        # merged first (as the runs' issues are), the count is the same
+        assert chance.covered(lines, chance.merged(lines, issues), occurrence, slack) == \
+            _brute(lines, issues, occurrence, slack), (lines, issues, occurrence, slack)
 
 
 def test_a_run_with_no_issue_has_chance_zero() -> None:
     g = chance.geometry(scorers.scorer("tiered@2"))
     assert g is not None
-    assert chance.occurrence_chances(g, {}, _truth("a.py", 10), {"a.py": LINES}) == []
+    t = chance.truth(_truth("a.py", 10), "t")
+    assert chance.occurrence_chances(g, {}, t, {"a.py": LINES}) == []
     # a scorer that reads claims (a person, a judge) has no chance level here
     assert chance.geometry(scorers.scorer("tiered@1")) is not None

@@ -63,6 +63,22 @@ def geometry(s: scorers.Scorer) -> Geometry | None:
     return None
 
 
+def merged(lines: int, issues: Ranges) -> Ranges:
+    """`issues` on the circle of `lines` lines, overlapping and adjacent ranges merged: the
+    same offsets meet an occurrence (a range meets it when one of its parts does), and the
+    sweep below runs over fewer of them. A range as long as the file covers it all."""
+    out: Ranges = []
+    for s, e in sorted(((s % lines, s % lines + e - s) for s, e in issues)):
+        if e - s + 1 >= lines:
+            return [(0, lines - 1)]
+        if out and s <= out[-1][1] + 1:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
 def covered(lines: int, issues: Ranges, occurrence: Ranges, slack: int) -> int:
     """How many of the file's `lines` offsets put some range of `issues` (moved together)
     on some range of `occurrence` widened by `slack`: an exact count, in one sweep."""
@@ -92,34 +108,67 @@ def _by_file(locations: Iterable[catalog.Location]) -> dict[str, Ranges]:
     return out
 
 
-def occurrence_chances(g: Geometry, issues: Mapping[str, Ranges], gt: catalog.GroundTruth,
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """A ground truth's TP occurrences as the chance reads them: (id, number, ranges by
+    file), and the files they lie in. Made once per ground truth (`truth`)."""
+
+    occurrences: list[tuple[str, int, dict[str, Ranges]]]
+    files: frozenset[str]
+
+
+_TRUTHS: dict[str, Truth] = {}
+
+
+def truth(gt: catalog.GroundTruth, ground_truth_hash: str) -> Truth:
+    found = _TRUTHS.get(ground_truth_hash)
+    if found is None:
+        if len(_TRUTHS) > 1000:
+            _TRUTHS.clear()
+        occurrences = [(tp.id, n, dict(_by_file(occ.locations)))
+                       for tp in gt.true_positives for n, occ in enumerate(tp.occurrences, 1)]
+        found = _TRUTHS[ground_truth_hash] = Truth(
+            occurrences, frozenset(f for _, _, by in occurrences for f in by))
+    return found
+
+
+def _one(g: Geometry, by_file: dict[str, Ranges], placed: Mapping[str, Ranges],
+         lines: Mapping[str, int]) -> tuple[float, float]:
+    """One occurrence's chance of a find, and its expected best grade: per file the offsets
+    that reach it, the misses multiplied across its files."""
+    miss_find = miss_near = miss_file = 1.0
+    for file, theirs in by_file.items():
+        mine = placed.get(file)
+        if not mine:
+            continue
+        size = lines[file]
+        miss_find *= 1 - covered(size, mine, theirs, g.find) / size
+        if g.near is not None:
+            miss_near *= 1 - covered(size, mine, theirs, g.near) / size
+        miss_file = 0.0
+    found = 1 - miss_find
+    if g.near is None:
+        return found, found
+    near = max(found, 1 - miss_near)
+    same = max(near, 1 - miss_file) if g.same_file is not None else near
+    return found, found + g.near_grade * (near - found) + (g.same_file or 0) * (same - near)
+
+
+def occurrence_chances(g: Geometry, issues: Mapping[str, Ranges], t: Truth,
                        lines: Mapping[str, int]) -> list[catalog.OccurrenceChance]:
     """Each TP occurrence's chance (those the issues can reach at all): `issues` are the
     run's issue ranges by file, `lines` the files' line counts."""
     out: list[catalog.OccurrenceChance] = []
-    for tp in gt.true_positives:
-        for n, occ in enumerate(tp.occurrences, start=1):
-            miss_find = miss_near = miss_file = 1.0
-            for file, theirs in _by_file(occ.locations).items():
-                mine, size = issues.get(file), lines.get(file, 0)
-                if not mine or size <= 0:
-                    continue
-                miss_find *= 1 - covered(size, mine, theirs, g.find) / size
-                if g.near is not None:
-                    miss_near *= 1 - covered(size, mine, theirs, g.near) / size
-                miss_file = 0.0
-            found = 1 - miss_find
-            if g.near is None:
-                graded = found
-            else:
-                near = max(found, 1 - miss_near)
-                same = max(near, 1 - miss_file) if g.same_file is not None else near
-                graded = found + g.near_grade * (near - found) + (g.same_file or 0) * (
-                    same - near)
-            if found > 0 or graded > 0:
-                out.append(catalog.OccurrenceChance(
-                    tp_id=tp.id, tp_occurrence=n, found=round(min(found, 1.0), 9),
-                    graded=round(min(graded, 1.0), 9)))
+    placed = {f: merged(lines[f], ranges) for f, ranges in issues.items()
+              if ranges and lines.get(f, 0) > 0}
+    for tp_id, n, by_file in t.occurrences:
+        if placed.keys().isdisjoint(by_file):
+            continue
+        found, graded = _one(g, by_file, placed, lines)
+        if found > 0 or graded > 0:
+            out.append(catalog.OccurrenceChance(
+                tp_id=tp_id, tp_occurrence=n, found=round(min(found, 1.0), 9),
+                graded=round(min(graded, 1.0), 9)))
     return out
 
 
@@ -132,12 +181,10 @@ def issue_ranges(issues: Iterable[list[catalog.Location]]) -> dict[str, Ranges]:
     return out
 
 
-def needed(gt: catalog.GroundTruth, files: Iterable[str]) -> set[str]:
+def needed(t: Truth, files: Iterable[str]) -> set[str]:
     """The files among `files` (where issues lie) that hold some TP occurrence: the only
     ones whose line counts the chance needs."""
-    wanted = set(files)
-    return {loc.file for tp in gt.true_positives for occ in tp.occurrences
-            for loc in occ.locations if loc.file in wanted}
+    return set(t.files.intersection(files))
 
 
 def event(s: scorers.Scorer, g: Geometry, run_id: uuid.UUID,
@@ -146,7 +193,8 @@ def event(s: scorers.Scorer, g: Geometry, run_id: uuid.UUID,
     return catalog.GradesChance(
         critique_run_id=run_id, scorer=scorers.scorer_ref(s, snapshot.ground_truth_hash),
         null_model=NULL_MODEL, issues=count,
-        occurrences=occurrence_chances(g, issues, snapshot.ground_truth, lines))
+        occurrences=occurrence_chances(
+            g, issues, truth(snapshot.ground_truth, snapshot.ground_truth_hash), lines))
 
 
 def event_id(e: catalog.GradesChance) -> uuid.UUID:

@@ -69,7 +69,8 @@ async def line_counts(store: EventStore, snapshot: catalog.SnapshotSynced,
 async def _write(store: EventStore, s: scorers.Scorer, g: chance.Geometry, run_id: uuid.UUID,
                  snapshot: catalog.SnapshotSynced, ranges: Mapping[str, chance.Ranges],
                  count: int) -> Write | None:
-    lines = await line_counts(store, snapshot, chance.needed(snapshot.ground_truth, ranges))
+    t = chance.truth(snapshot.ground_truth, snapshot.ground_truth_hash)
+    lines = await line_counts(store, snapshot, chance.needed(t, ranges))
     if lines is None:
         return None
     e = chance.event(s, g, run_id, snapshot, ranges, count, lines)
@@ -100,8 +101,7 @@ async def of_server_runs(store: EventStore, s: scorers.Scorer,
     with clock:
         by_run = dict(runs)
         pairs = [(run, file) for run, snap in runs for file in sorted(
-            {loc.file for tp in snap.ground_truth.true_positives for occ in tp.occurrences
-             for loc in occ.locations})]
+            chance.truth(snap.ground_truth, snap.ground_truth_hash).files)]
         rows = await store.sql.fetch(_Q["issue_ranges"], [r for r, _ in runs],
                                      [r for r, _ in pairs], [f for _, f in pairs])
         out: list[Write] = []
