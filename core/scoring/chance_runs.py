@@ -2,10 +2,11 @@
 rule's grading stream (`props.core.scoring.chance` computes it).
 
 Runs graded in Python (the grader reactor, re-scoring with tiered, baselines' runs) give
-their candidate issues; runs graded on the server give theirs through one query per chunk,
-only the ranges in files that hold a TP occurrence. The files' line counts come from the
-snapshot's blobs, once per file content and process. A file whose content is not stored
-leaves the run without a chance level (never a guessed one): the report counts such runs.
+their candidate issues; runs graded on the server give what the grading statement returns
+with the grades (their ranges in files that hold a TP occurrence, parsed there anyway). The
+files' line counts come from the snapshot's blobs, once per file content and process. A
+file whose content is not stored leaves the run without a chance level (never a guessed
+one): the report counts such runs.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 
-import orjson
-
 from props.core.domain import catalog, streams
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import EventStore
-from props.core.scoring import chance, scorers
-from props.schema import queries
+from props.core.scoring import chance, scorers, server_grading
 
-_Q = queries.load("chance")
 _LINES: dict[str, int] = {}  # file content (sha256) -> lines
 _MAX_CACHED = 200_000
 Write = tuple[str, list[Event | NewEvent]]
@@ -93,25 +90,19 @@ async def of_run(store: EventStore, s: scorers.Scorer, run_id: uuid.UUID,
 
 async def of_server_runs(store: EventStore, s: scorers.Scorer,
                          runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
-                         clock: Clock) -> list[Write]:
-    """The chance events of runs the server graded (every issue a candidate)."""
+                         graded: server_grading.Graded, clock: Clock) -> list[Write]:
+    """The chance events of runs the server graded (every issue a candidate), from the
+    issue counts and ranges its statement returned."""
     g = chance.geometry(s)
-    if g is None or not runs:
+    if g is None:
         return []
     with clock:
-        by_run = dict(runs)
-        pairs = [(run, file) for run, snap in runs for file in sorted(
-            chance.truth(snap.ground_truth, snap.ground_truth_hash).files)]
-        rows = await store.sql.fetch(_Q["issue_ranges"], [r for r, _ in runs],
-                                     [r for r, _ in pairs], [f for _, f in pairs])
         out: list[Write] = []
-        for row in rows:
-            ranges: dict[str, chance.Ranges] = {}
-            for file, start, end in orjson.loads(row["ranges"]):
-                ranges.setdefault(file, []).append((start, end))
-            write = await _write(store, s, g, row["run_id"], by_run[row["run_id"]], ranges,
-                                 row["issues"])
+        for run, snapshot in runs:
+            if (count := graded.issues.get(run)) is None:
+                continue  # not graded (malformed), or no issue
+            write = await _write(store, s, g, run, snapshot, graded.ranges.get(run, {}), count)
             if write is not None:
                 out.append(write)
-        clock.runs += len(rows)
+        clock.runs += len(out)
         return out

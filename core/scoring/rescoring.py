@@ -263,20 +263,23 @@ async def _grade_on_server(
     # a small last chunk keeps that tail short. One chunk at a time: the projection runner
     # needs the other core (two at once appended sooner and projected later, measured).
     size = min(chunk_runs, max(SERVER_MIN_CHUNK_RUNS, math.ceil(len(todo) / 20)))
+    chances: list[chance_runs.Write] = []  # appended together at the end (a rerun makes them)
     for at in range(0, len(todo), size):
         chunk = todo[at:at + size]
         graded = await server_grading.grade(store, s, chunk, dry_run=dry_run)
         for reason in graded.malformed.values():
             report.unscorable[reason_kind(reason)] += 1
-        if not dry_run and (chances := await chance_runs.of_server_runs(
-                store, s, [c for c in chunk if c[0] not in graded.malformed], report.chance)):
-            with report.chance:  # (its appends are the chance's cost too)
-                await store.append_many(chances)
+        if not dry_run:
+            chances += await chance_runs.of_server_runs(store, s, chunk, graded,
+                                                        report.chance)
         report.graded_runs += len(chunk) - len(graded.malformed)
         report.grades += graded.grades
         report.appended += graded.appended
         if progress:
             progress(len(chunk))
+    for at in range(0, len(chances), FLUSH_GRADES):
+        with report.chance:  # (their appends are the chance's cost too)
+            await store.append_many(chances[at:at + FLUSH_GRADES])
 
 
 async def grade_runs(

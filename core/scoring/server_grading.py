@@ -52,6 +52,11 @@ class Graded:
     malformed: dict[uuid.UUID, str]  # run -> why it cannot be graded (nothing graded)
     grades: int = 0  # issues graded
     appended: int = 0  # grades new to the log
+    # What the chance levels need: each graded run's issues, and their ranges in files that
+    # hold a TP occurrence, by file (none in a dry run).
+    issues: dict[uuid.UUID, int] = dataclasses.field(default_factory=dict)
+    ranges: dict[uuid.UUID, dict[str, list[tuple[int, int]]]] = dataclasses.field(
+        default_factory=dict)
 
 
 def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[str, str]:
@@ -122,4 +127,11 @@ async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
     assert row is not None
     malformed = {uuid.UUID(run): f"malformed issue: {issue}: {problem}"
                  for run, issue, problem in orjson.loads(row["problems"] or "[]")}
-    return Graded(malformed, row["graded"], row["appended"])
+    graded = Graded(malformed, row["graded"], row["appended"])
+    if not dry_run:
+        graded.issues = {uuid.UUID(r): n for r, n in
+                         orjson.loads(row["issue_counts"] or "{}").items()}
+        for run, file, start, end in orjson.loads(row["chance_ranges"] or "[]"):
+            graded.ranges.setdefault(uuid.UUID(run), {}).setdefault(file, []).append(
+                (start, end))
+    return graded

@@ -17,7 +17,10 @@ SELECT (SELECT count(*) FROM matches) AS graded, 0::bigint AS appended,
 -- code hash), the issues in id order (by code point). Its id derives from (run, scorer,
 -- ground truth) exactly as server_grading.run_grades_id derives it: a run already graded so
 -- is not appended again. The log's append trigger checks ids and stream versions as for any
--- append.
+-- append. It returns too what the runs' chance levels need (props.core.scoring.chance_runs),
+-- read from the ranges the statement parsed anyway: each graded run's issue count
+-- (`issue_counts`, {run: n}) and its issues' ranges in files where its ground truth has a TP
+-- occurrence (`chance_ranges`, [[run, file, start, end], ...]; the others reach none).
 WITH {scoring}, per_run AS (
     SELECT m.run_id, m.ground_truth_hash, count(*) AS grades,
            -- a field that is null is left out (its default): most issues match nothing
@@ -64,7 +67,15 @@ WITH {scoring}, per_run AS (
 SELECT (SELECT coalesce(sum(grades), 0) FROM g)::bigint AS graded,
        (SELECT coalesce(sum(grades), 0) FROM inserted)::bigint AS appended,
        (SELECT jsonb_agg(jsonb_build_array(run_id, issue_id, problem)) FROM problems)
-           AS problems
+           AS problems,
+       (SELECT jsonb_object_agg(run_id, n)::text
+          FROM (SELECT run_id, count(*) AS n FROM matches GROUP BY run_id) c) AS issue_counts,
+       (SELECT jsonb_agg(jsonb_build_array(ir.run_id, ir.file, ir.first, ir.last))::text
+          FROM issue_ranges ir
+         WHERE ir.run_id NOT IN (SELECT run_id FROM problems)
+           AND EXISTS (SELECT 1 FROM truth t
+                        WHERE t.kind = 'tp' AND t.slug = ir.slug AND t.version = ir.version
+                          AND t.file = ir.file)) AS chance_ranges
 
 -- out_of_range --
 -- The runs of $1 with an issue whose line range the scorer's SQL cannot hold (stored before
