@@ -129,9 +129,10 @@ async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
                  for run, issue, problem in orjson.loads(row["problems"] or "[]")}
     graded = Graded(malformed, row["graded"], row["appended"])
     if not dry_run:
-        graded.issues = {uuid.UUID(r): n for r, n in
-                         orjson.loads(row["issue_counts"] or "{}").items()}
-        for run, file, start, end in orjson.loads(row["chance_ranges"] or "[]"):
-            graded.ranges.setdefault(uuid.UUID(run), {}).setdefault(file, []).append(
-                (start, end))
+        graded.issues = dict(zip(row["counted_runs"] or [], row["counted_issues"] or [],
+                                 strict=True))
+        for run, file, start, end in zip(row["chance_runs"] or [], row["chance_files"] or [],
+                                         row["chance_starts"] or [], row["chance_ends"] or [],
+                                         strict=True):
+            graded.ranges.setdefault(run, {}).setdefault(file, []).append((start, end))
     return graded
