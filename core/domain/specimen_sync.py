@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from props.core.domain import catalog, specimens, streams
-from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 
@@ -66,10 +65,13 @@ def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -
 
 
 async def history(store: EventStore) -> dict[str, SnapshotHistory]:
-    """Every snapshot the log knows, with all its versions."""
+    """Every snapshot the log holds, with all its versions: its streams read whole, not
+    through the fence, so what a sync just committed is there whatever else is running."""
     known: dict[str, SnapshotHistory] = {}
-    async for batch in store.iter_all(START, category=streams.SNAPSHOT):
-        _fold(known, batch)
+    ids = await store.reader.category_streams(streams.SNAPSHOT)
+    found = await store.read_streams(ids) if ids else {}
+    for stream_id in ids:
+        _fold(known, found.get(stream_id, []))
     return known
 
 
