@@ -203,12 +203,16 @@ class Drained:
     tokens_out: int = 0
     malformed: str | None = None  # the first report that failed the catalog's checks
     last_seq: int = 0  # the outbox is read from here on
+    # The last model call that gave no usable answer, if the agent recorded one.
+    call_failed: catalog.LlmResponded | None = None
 
     def add_usage(self, e: catalog.LlmResponded) -> None:
         """Count an LLM call's cost and tokens: a run's totals, summed in one place."""
         self.cost_usd += e.cost_usd
         self.tokens_in += e.tokens_in
         self.tokens_out += e.tokens_out
+        if e.outcome != "answered":
+            self.call_failed = e
 
 
 async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],

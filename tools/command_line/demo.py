@@ -169,7 +169,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
                 progress=lambda n: progress.advance(task, n))
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
                       + ("" if report.appended else " (reused)"))
-        await _settled(store, run_ids)
+        await settled(store, run_ids)
         compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
         figure_tables.print_comparison(compared)
         tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
@@ -179,7 +179,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
 _EVERY_RUN = rescoring.Selection(everything=True)
 
 
-async def _settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
+async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
         while True:

@@ -60,6 +60,7 @@ from props.core.domain.catalog.parts import (
     TruePositive,
 )
 from props.core.domain.catalog.runs import (
+    CallOutcome,
     ContainerExited,
     ContainerStarted,
     IssueReported,
@@ -70,8 +71,10 @@ from props.core.domain.catalog.runs import (
     RunCancelRequested,
     RunClaimed,
     RunFinished,
+    RunReleased,
     RunRequested,
     RunStarted,
+    StructuredOutput,
 )
 from props.core.domain.catalog.snapshots import (
     AgentLimits,
@@ -87,6 +90,7 @@ __all__ = [
     "AgentLimits",
     "AgentType",
     "ArchiveImported",
+    "CallOutcome",
     "ContainerExited",
     "ContainerStarted",
     "Count",
@@ -132,6 +136,7 @@ __all__ = [
     "RunClaimed",
     "RunExcluded",
     "RunFinished",
+    "RunReleased",
     "RunRequested",
     "RunStarted",
     "RunStatus",
@@ -143,6 +148,7 @@ __all__ = [
     "SnapshotRetired",
     "SnapshotSlug",
     "SnapshotSynced",
+    "StructuredOutput",
     "TerminalStatus",
     "TruePositive",
 ]
