@@ -23,7 +23,8 @@ from props.schema import queries
 _Q = queries.load("evaluations")
 Critic = tuple[str, str]  # (definition, model)
 Example = tuple[str, str | None]  # (snapshot, files_hash)
-# What one example's scored runs sum to: recalled, expected, finds, graded.
+# What one example's scored runs sum to: recalled, expected, finds, graded, and recall's
+# chance level (expected finds by chance: props.core.scoring.chance).
 MEASURES = (("recall", 0, 1), ("precision", 2, 3))
 
 
@@ -38,6 +39,8 @@ class Scored:
     confirmed: dict[Critic, dict[Example, list[int]]] = dataclasses.field(
         default_factory=dict)
     judges: list[str] = dataclasses.field(default_factory=list)  # who could confirm
+    # Per critic, its scored runs whose chance level is not recorded (then it has none).
+    chance_missing: dict[Critic, int] = dataclasses.field(default_factory=dict)
 
 
 async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
@@ -62,19 +65,22 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
             said = {r["run_id"]: r for r in await conn.fetch(_Q["case_confirmations"], runs,
                                                              name, version)}
     confirmed: dict[Critic, dict[Example, list[int]]] = {c: {} for c in cases}
+    missing: dict[Critic, int] = {c: 0 for c in cases}
     for s in states:
         if s.run_id is None or (r := by_run.get(s.run_id)) is None or s.state != "scored":
             continue
         example = sums[(s.case.definition, s.case.model)].setdefault(
-            (s.case.snapshot, s.case.files_hash), [0.0, 0.0, 0.0, 0.0])
+            (s.case.snapshot, s.case.files_hash), [0.0, 0.0, 0.0, 0.0, 0.0])
         for i, column in enumerate(("recalled", "expected", "finds", "graded")):
             example[i] += r[column]
+        example[4] += r["chance_recalled"] or 0.0
+        missing[(s.case.definition, s.case.model)] += r["chance_recalled"] is None
         verdicts = confirmed[(s.case.definition, s.case.model)].setdefault(
             (s.case.snapshot, s.case.files_hash), [0, 0])
         if (c := said.get(s.run_id)) is not None:
             verdicts[0] += c["confirmed"]
             verdicts[1] += c["rejected"]
-    return Scored(sums, cases, counted, confirmed, judges)
+    return Scored(sums, cases, counted, confirmed, judges, missing)
 
 
 def critic_rows(found: Scored) -> list[dict[str, Any]]:
@@ -89,12 +95,27 @@ def critic_rows(found: Scored) -> list[dict[str, Any]]:
             total_n = sum(c[1] for c in clusters)
             row[measure] = sum(c[0] for c in clusters) / total_n if total_n else None
             row[f"{measure}_low"], row[f"{measure}_high"] = intervals.ratio_interval(clusters)
+        row.update(chance_fields(examples, found.chance_missing.get((definition, model), 0)))
         said = found.confirmed.get((definition, model), {})
         row.update(confirmation.fields(
             sum(e[0] for e in examples.values()), sum(c[1] for c in said.values()),
             [(said.get(ex, [0, 0])[0], e[1]) for ex, e in examples.items()]))
         out.append(row)
     return out
+
+
+def chance_fields(examples: dict[Example, list[float]], missing: int) -> dict[str, Any]:
+    """Recall's chance level and recall above chance with its interval (as the report's,
+    props.projections.figures.chance_fields): none where a run's chance is not recorded."""
+    expected = sum(e[1] for e in examples.values())
+    if missing or not expected:
+        return {"chance": None, "above_chance": None, "above_chance_low": None,
+                "above_chance_high": None, "chance_missing": missing}
+    chance = sum(e[4] for e in examples.values()) / expected
+    low, high = intervals.ratio_interval([(e[0] - e[4], e[1]) for e in examples.values()])
+    return {"chance": chance,
+            "above_chance": sum(e[0] for e in examples.values()) / expected - chance,
+            "above_chance_low": low, "above_chance_high": high, "chance_missing": 0}
 
 
 def paired(a: dict[Example, list[float]], b: dict[Example, list[float]]) -> dict[str, Any]:

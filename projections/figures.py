@@ -30,8 +30,12 @@ _FIGURES = ["recall", "recall_low", "recall_high", "recall_graded", "precision",
 # Then located and confirmed (props.projections.confirmation): of the TP occurrences the
 # location rule found (`located`, recall's numerator), those a judge or a person confirmed,
 # rejected, or has not looked at; recall counting the confirmed only, with its interval.
+# Then chance (props.core.scoring.chance): recall's and graded recall's chance levels,
+# recall above chance with its interval, and the runs whose chance level is not recorded.
+CHANCE = ["chance", "above_chance", "above_chance_low", "above_chance_high",
+          "chance_graded", "chance_missing"]
 COLUMNS = ["model", "definition", "scorer", "runs", *_FIGURES, "examples",
-           *confirmation.FIELDS]
+           *confirmation.FIELDS, *CHANCE]
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 # The report's set-based queries hash a million grades and issues: in memory, not on disk;
 # and they are not compiled (over 10,000 runs and a million grades, JIT compiled for 0.27 s
@@ -64,6 +68,9 @@ class _Score:
     unmatched: int | None
     mean_run_recall: float | None
     stddev_run_recall: float | None
+    chance_recalled: float | None
+    chance_graded: float | None
+    chance_missing: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +216,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
             [(p.finds, p.graded) for p in mine])
         record.update(confirmed.of(key, r.recalled, [((p.snapshot, p.files_hash), p.expected)
                                                      for p in mine]))
+        record.update(chance_fields(r, mine))
         records.append(record)
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
     notes["states_scorer"] = None if chosen.name is None else \
@@ -222,6 +230,20 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["imported_excluded"] = int(exclude_imported)
     notes.update({f"imported_by_{signer}": n for signer, n in imported.items()})
     return records, notes
+
+
+def chance_fields(r: _Score, examples: list[_Score]) -> dict[str, Any]:
+    """A row's chance levels and recall above chance, its interval by the same cluster
+    bootstrap as recall's (of recalled minus chance over expected): none at all when some
+    run's chance level is not recorded (never a partial sum)."""
+    if r.chance_missing or not r.expected:
+        return {**dict.fromkeys(CHANCE), "chance_missing": int(r.chance_missing)}
+    chance = (r.chance_recalled or 0.0) / r.expected
+    low, high = intervals.ratio_interval(
+        [(p.recalled - (p.chance_recalled or 0.0), p.expected) for p in examples])
+    return {"chance": chance, "above_chance": r.recalled / r.expected - chance,
+            "above_chance_low": low, "above_chance_high": high,
+            "chance_graded": (r.chance_graded or 0.0) / r.expected, "chance_missing": 0}
 
 
 def _by_group(points: list[_Score]) -> dict[tuple[str, str, str, int], list[_Score]]:

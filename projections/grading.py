@@ -37,6 +37,15 @@ GRADE_OCCURRENCES = Table("grade_occurrences", (
     Column("known_fp", "bigint", "latest"), Column("unmatched", "bigint", "latest"),
     Column("unscorable", "bigint", "latest"),
 ))
+# Per run, location rule and cited ground truth: what the run's issues would score by chance
+# (grades.chance, props.core.scoring.chance), the newest replacing the one before. The score
+# views sum the occurrences in the example's scope, as they sum recall.
+GRADE_CHANCES = Table("grade_chances", (
+    Column("run_id", "uuid", "key"), Column("scorer_name", "text", "key"),
+    Column("scorer_version", "integer", "key"), Column("ground_truth_hash", "text", "key"),
+    Column("null_model", "text", "latest"), Column("issues", "integer", "latest"),
+    Column("occurrences", "jsonb", "latest"), Column("computed_at", "timestamptz", "latest"),
+))
 _OCCURRENCES = queries.load("occurrences")
 
 
@@ -119,9 +128,10 @@ GRADING = Projection(
     # views remade set-based (run_scores folds every run's grades in one pass); issues a
     # scorer could not grade (grades.unscorable). 5: the grades counted per occurrence
     # (grade_occurrences), which the score views read. 6: the views made again with
-    # run_confirmations (located finds a judge or a person confirmed).
-    version=6,
-    tables=(GRADING_EDGES, GRADE_OCCURRENCES, SCORERS, ACTIVE_SCORER),
+    # run_confirmations (located finds a judge or a person confirmed). 7: the chance level
+    # of each run (grade_chances, grades.chance), beside recall in the score views.
+    version=7,
+    tables=(GRADING_EDGES, GRADE_OCCURRENCES, GRADE_CHANCES, SCORERS, ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).
         RowMap(catalog.GradeEmitted, GRADING_EDGES, {
@@ -133,6 +143,12 @@ GRADING = Projection(
         RowMap(catalog.GradeReviewed, GRADING_EDGES, _REVIEWED),
         RowMap(catalog.GradesUnscorable, GRADING_EDGES, each="issues", columns={
             **_GRADED, "critique_issue_id": item("issue_id"), "unscorable": item("reason")}),
+        RowMap(catalog.GradesChance, GRADE_CHANCES, {
+            "run_id": field("critique_run_id"), "scorer_name": field("scorer", "name"),
+            "scorer_version": field("scorer", "version"),
+            "ground_truth_hash": field("scorer", "ground_truth_hash"),
+            "null_model": field("null_model"), "issues": field("issues"),
+            "occurrences": field("occurrences"), "computed_at": "recorded_at"}),
     ),
     folds={"scorer.registered": registered, "scorer.activated": activated},
     derived=(Derived(

@@ -95,7 +95,8 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
 
         async def all_graded() -> bool:
             for run_id in honest_ids:
-                if len(await store.read_stream(f"grading-{run_id}-tiered@2")) != 2:
+                if len([r for r in await store.read_stream(f"grading-{run_id}-tiered@2")
+                        if not isinstance(r.event, catalog.GradesChance)]) != 2:
                     return False
             return True
 

@@ -59,7 +59,11 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append(f"grading-{graded}-overlap@2", [catalog.GradesEmitted(
         critique_run_id=uuid.UUID(graded), scorer=scorer, grades=[
             catalog.IssueGrade(issue_id="i1", tp_id="t", tp_occurrence=1, grade=1.0),
-            catalog.IssueGrade(issue_id="u0", grade=0.0)])])
+            catalog.IssueGrade(issue_id="u0", grade=0.0)]),
+        catalog.GradesChance(critique_run_id=uuid.UUID(graded), scorer=scorer,
+                             null_model="rotation@1", issues=2, occurrences=[
+                                 catalog.OccurrenceChance(tp_id="t", tp_occurrence=1,
+                                                          found=0.25, graded=0.25)])])
     # A judge that could not grade two issues; a later grade of one of them replaces its row.
     judge = scorer.model_copy(update={"name": "judge", "version": 1})
     await store.append(f"grading-{graded}-judge@1", [

@@ -18,14 +18,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 import anyio.lowlevel
-import pydantic
 
-from props.core.domain import catalog, specimen_sync, streams, vocabulary
+from props.core.domain import catalog, specimen_sync, streams
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore
 from props.core.scoring import (
     candidates,
+    chance_runs,
     grade_ids,
     registration,
     scorers,
@@ -33,12 +33,18 @@ from props.core.scoring import (
     verdicts,
 )
 from props.core.scoring.llm_judge import JudgeError
+
+# What a run's issues are to a scorer, by the names callers have always used here.
+from props.core.scoring.scorable import FINISHED as FINISHED
+from props.core.scoring.scorable import parse_issues as parse_issues
+from props.core.scoring.scorable import parsed_only
+from props.core.scoring.scorable import reason_kind as reason_kind
+from props.core.scoring.scorable import run_unscorable_reason as run_unscorable_reason
+from props.core.scoring.scorable import unscorable_reason as unscorable_reason
 from props.schema import queries
 
 _Q = queries.load("rescoring")
-_LOCATIONS = pydantic.TypeAdapter(list[catalog.Location])
 GroundTruthChoice = Literal["at-run", "latest"]
-FINISHED = frozenset(vocabulary.TERMINAL_STATUSES)
 FLUSH_RUNS = 25
 FLUSH_GRADES = 5000
 SERVER_CHUNK_RUNS = 250
@@ -123,51 +129,6 @@ def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHist
     return history.in_force_at(run.requested_at, own=not run.imported)
 
 
-def parse_issues(run: RunRecord) -> dict[str, list[catalog.Location] | str]:
-    """Each issue's locations, or why they do not parse."""
-    parsed: dict[str, list[catalog.Location] | str] = {}
-    for issue_id, raw in run.issues.items():
-        try:
-            parsed[issue_id] = _LOCATIONS.validate_json(raw)
-        except pydantic.ValidationError:
-            parsed[issue_id] = "locations do not parse"
-    return parsed
-
-
-def run_unscorable_reason(run: RunRecord,
-                          snapshot: catalog.SnapshotSynced | None) -> str | None:
-    """Why a run cannot be graded whatever its issues say, if it cannot."""
-    if run.status not in FINISHED:
-        return "no finish event"
-    if snapshot is None:
-        return "ground truth missing"
-    return None
-
-
-def unscorable_reason(run: RunRecord, snapshot: catalog.SnapshotSynced | None,
-                      parsed: dict[str, list[catalog.Location] | str]) -> str | None:
-    if (reason := run_unscorable_reason(run, snapshot)) is not None:
-        return reason
-    assert snapshot is not None
-    files = {f.path for f in snapshot.files}
-    for issue_id, locations in sorted(parsed.items()):
-        if isinstance(locations, str):
-            return f"malformed issue: {issue_id}: {locations}"
-        for loc in locations:
-            if not loc.ranges:
-                return f"malformed issue: {issue_id}: a location without line ranges"
-            if loc.file not in files:
-                return f"malformed issue: {issue_id}: {loc.file} is not in the snapshot"
-    return None
-
-
-def _scorable(parsed: dict[str, list[catalog.Location] | str]
-              ) -> dict[str, list[catalog.Location]]:
-    issues = {i: locs for i, locs in parsed.items() if not isinstance(locs, str)}
-    assert len(issues) == len(parsed)  # unscorable_reason refused malformed issues
-    return issues
-
-
 def _grades(s: scorers.Scorer, run: RunRecord, snapshot: catalog.SnapshotSynced,
             matches: dict[str, scorers.Match]) -> list[catalog.GradeEmitted]:
     return [scorers.grade_event(s, run.run_id, issue_id, matches[issue_id],
@@ -178,7 +139,7 @@ def grades_for(s: scorers.LocationRule, run: RunRecord, snapshot: catalog.Snapsh
                parsed: dict[str, list[catalog.Location] | str]) -> list[catalog.GradeEmitted]:
     """The rule's own grades of a run (the server's SQL rule gives the same: a test holds
     it), for a run whose issues are all candidates."""
-    return _grades(s, run, snapshot, s.match_run(_scorable(parsed), snapshot.ground_truth))
+    return _grades(s, run, snapshot, s.match_run(parsed_only(parsed), snapshot.ground_truth))
 
 
 async def _judged(store: EventStore, s: scorers.Scorer, run: RunRecord,
@@ -203,6 +164,7 @@ class _Graded:
     calls: list[Event]  # a model's llm.requested and llm.responded, if it asked one
     stored: int  # verdicts it gave before (a model not asked again)
     rule: str | None = None  # candidates.RULE, when it kept an issue from the location rule
+    never: frozenset[str] = frozenset()  # the issues it kept from the location rule
 
 
 async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
@@ -210,7 +172,7 @@ async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
                   parsed: dict[str, list[catalog.Location] | str], dry_run: bool) -> _Graded:
     """One run's grades through the scorer's seam."""
     s = grader.scorer
-    issues = _scorable(parsed)
+    issues = parsed_only(parsed)
     if grader.asks_a_model:
         if (done := await _judged(store, s, run, snapshot)) is not None:
             return _Graded([], None, [], done)
@@ -226,7 +188,7 @@ async def _graded(store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
         issues=[catalog.IssueUnscorable(issue_id=i, reason=r)
                 for i, r in sorted(said.unscorable.items())])
     return _Graded(_grades(s, run, snapshot, said.matches), unscorable, said.calls, 0,
-                   candidates.RULE if never else None)
+                   candidates.RULE if never else None, never)
 
 
 @dataclasses.dataclass
@@ -240,15 +202,11 @@ class RescoreReport:
     unscorable: Counter[str] = dataclasses.field(default_factory=Counter)
     unscorable_issues: int = 0  # issues a judge looked at and could not grade (see report)
     scorer_errors: list[str] = dataclasses.field(default_factory=list)  # by run
+    chance: chance_runs.Clock = dataclasses.field(default_factory=chance_runs.Clock)
 
     @property
     def accounted(self) -> bool:
         return self.graded_runs + sum(self.unscorable.values()) == self.selected
-
-
-def reason_kind(reason: str) -> str:
-    """"malformed issue: i3: ..." -> "malformed issue": what counts are kept by."""
-    return reason.split(":", 1)[0]
 
 
 async def rescore(
@@ -308,16 +266,23 @@ async def _grade_on_server(
     # a small last chunk keeps that tail short. One chunk at a time: the projection runner
     # needs the other core (two at once appended sooner and projected later, measured).
     size = min(chunk_runs, max(SERVER_MIN_CHUNK_RUNS, math.ceil(len(todo) / 20)))
+    chances: list[chance_runs.Write] = []  # appended together at the end (a rerun makes them)
     for at in range(0, len(todo), size):
         chunk = todo[at:at + size]
         graded = await server_grading.grade(store, s, chunk, dry_run=dry_run)
         for reason in graded.malformed.values():
             report.unscorable[reason_kind(reason)] += 1
+        if not dry_run:
+            chances += await chance_runs.of_server_runs(store, s, chunk, graded,
+                                                        report.chance)
         report.graded_runs += len(chunk) - len(graded.malformed)
         report.grades += graded.grades
         report.appended += graded.appended
         if progress:
             progress(len(chunk))
+    for at in range(0, len(chances), FLUSH_GRADES):
+        with report.chance:  # (their appends are the chance's cost too)
+            await store.append_many(chances[at:at + FLUSH_GRADES])
 
 
 async def grade_runs(
@@ -333,6 +298,7 @@ async def grade_runs(
     """Grade `runs` under `s` into `report`, appending the grades unless `dry_run`: the
     loop shared by `props rescore` and the grader reactor."""
     pending: list[tuple[str, list[Event | NewEvent]]] = []
+    chances: list[chance_runs.Write] = []  # appended apart: a stream once per append_many
     grader = verdicts.of(s)  # how `s` is asked: once, not per run
 
     def written(results: list[AppendResult]) -> None:
@@ -342,15 +308,24 @@ async def grade_runs(
     # The server appends one chunk while the next is graded.
     async with bulk.WriteAhead(written) as writer:
 
+        async def both(grades: list[chance_runs.Write], levels: list[chance_runs.Write],
+                       ) -> list[AppendResult]:
+            written = await store.append_many(grades) if grades else []
+            if levels:  # (not counted as grades)
+                await store.append_many(levels)
+            return written
+
         async def flush() -> None:
-            if pending and not dry_run:
-                await writer.submit(store.append_many(list(pending)))
+            if (pending or chances) and not dry_run:
+                await writer.submit(both(list(pending), list(chances)))
             pending.clear()
+            chances.clear()
 
         with bulk.gc_paused():  # each run's issues, grades and events: acyclic, and many
             for run in runs:
                 await anyio.lowlevel.checkpoint()  # the append in flight gets its turns
-                pending += await _grade_one(store, grader, run, known, report, dry_run)
+                pending += await _grade_one(store, grader, run, known, report, dry_run,
+                                            chances)
                 # One COPY per chunk of runs, each chunk committed: a crash loses one chunk.
                 if (len(pending) >= FLUSH_RUNS
                         or sum(len(b) for _, b in pending) >= FLUSH_GRADES):
@@ -363,9 +338,11 @@ async def grade_runs(
 async def _grade_one(
     store: EventStore, grader: verdicts.RunScorer, run: RunRecord,
     known: dict[str, specimen_sync.SnapshotHistory], report: RescoreReport, dry_run: bool,
+    chances: list[chance_runs.Write],
 ) -> list[tuple[str, list[Event | NewEvent]]]:
     """Grade one run into `report`; return what it appends: its grades and, from a scorer
-    that asks a model, the calls that produced them (in the same write)."""
+    that asks a model, the calls that produced them (in the same write). A location rule's
+    chance level of the run goes to `chances`."""
     snapshot = ground_truth_for(run, known, report.ground_truth)
     parsed = parse_issues(run)
     reason = unscorable_reason(run, snapshot, parsed)
@@ -394,6 +371,12 @@ async def _grade_one(
         writes.append((streams.grading(run.run_id, scorers.ref(grader.scorer)), said))
     if calls:
         writes.append((streams.judge(run.run_id, scorers.ref(grader.scorer)), list(calls)))
+    # (a run with no issue at all has chance 0 in the score views: nothing to record)
+    if not dry_run and unscorable is None and run.issues and (level := await chance_runs.of_run(
+            store, grader.scorer, run.run_id, snapshot,
+            {i: locs for i, locs in parsed_only(parsed).items() if i not in graded.never},
+            report.chance)):
+        chances.append(level)
     return writes
 
 

@@ -52,6 +52,11 @@ class Graded:
     malformed: dict[uuid.UUID, str]  # run -> why it cannot be graded (nothing graded)
     grades: int = 0  # issues graded
     appended: int = 0  # grades new to the log
+    # What the chance levels need: each graded run's issues, and their ranges in files that
+    # hold a TP occurrence, by file (none in a dry run).
+    issues: dict[uuid.UUID, int] = dataclasses.field(default_factory=dict)
+    ranges: dict[uuid.UUID, dict[str, list[tuple[int, int]]]] = dataclasses.field(
+        default_factory=dict)
 
 
 INT32 = 2**31 - 1  # PostgreSQL's integer, the statements' line numbers
@@ -133,4 +138,12 @@ async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
     assert row is not None
     malformed = {uuid.UUID(run): f"malformed issue: {issue}: {problem}"
                  for run, issue, problem in orjson.loads(row["problems"] or "[]")}
-    return Graded(malformed, row["graded"], row["appended"])
+    graded = Graded(malformed, row["graded"], row["appended"])
+    if not dry_run:
+        graded.issues = dict(zip(row["counted_runs"] or [], row["counted_issues"] or [],
+                                 strict=True))
+        for run, file, start, end in zip(row["chance_runs"] or [], row["chance_files"] or [],
+                                         row["chance_starts"] or [], row["chance_ends"] or [],
+                                         strict=True):
+            graded.ranges.setdefault(run, {}).setdefault(file, []).append((start, end))
+    return graded

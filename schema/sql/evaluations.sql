@@ -1,8 +1,9 @@
 -- An evaluation's scores (props.tools.command_line.handlers.evaluations), read from the analysts' tables.
 
 -- case_scores --
--- The scored runs $1 under the scorer $2@$3: what recall and precision sum.
-SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded
+-- The scored runs $1 under the scorer $2@$3: what recall, precision and recall's chance
+-- level sum (chance_recalled null: the run's chance level is not recorded).
+SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded, chance_recalled
   FROM projections.run_scores
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 

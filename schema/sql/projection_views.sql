@@ -41,7 +41,11 @@ SELECT run_id, scorer_name, scorer_version, ground_truth_hash, tp_id, tp_occurre
 -- grade 1, the scorer's "find"); the best grade each got (`recalled_graded`: partial credit
 -- too, tiered's near and same-file); issues graded, found (`finds`: precision's numerator),
 -- matched with partial credit only (`partial`), matched to a known FP, matched to nothing.
--- Runs excluded by a `run.excluded` event are left out.
+-- Runs excluded by a `run.excluded` event are left out. `chance_recalled` and
+-- `chance_graded`: what the same issues would get by chance (grades.chance: the expected
+-- finds and the expected graded credit over the occurrences in scope, props.core.scoring.
+-- chance), null where the run's chance level is not recorded; `chance` and `chance_graded_
+-- recall` are recall's and graded recall's chance levels.
 CREATE VIEW {schema}.run_scores AS
 WITH graded AS (
     SELECT run_id, scorer_name, scorer_version,
@@ -84,15 +88,35 @@ WITH graded AS (
              GROUP BY o.run_id, o.scorer_name, o.scorer_version, o.tp_id,
                       o.tp_occurrence) per_occurrence
      GROUP BY run_id, scorer_name, scorer_version
+), chances AS (
+    -- Per run, scorer and cited ground truth: the chance of the occurrences in scope.
+    SELECT c.run_id, c.scorer_name, c.scorer_version, c.ground_truth_hash,
+           s.found AS chance_recalled, s.graded AS chance_graded
+      FROM {schema}.grade_chances c
+      JOIN {schema}.agent_runs r ON r.run_id = c.run_id
+      JOIN {schema}.snapshots sv
+        ON sv.slug = r.snapshot AND sv.ground_truth_hash = c.ground_truth_hash
+     CROSS JOIN LATERAL (
+           SELECT coalesce(sum(o.found), 0)::float8 AS found,
+                  coalesce(sum(o.graded), 0)::float8 AS graded
+             FROM jsonb_to_recordset(c.occurrences)
+                  AS o(tp_id text, tp_occurrence int, found numeric, graded numeric)
+            WHERE EXISTS (SELECT 1 FROM {schema}.scopes sc
+                           WHERE sc.slug = r.snapshot AND sc.version = sv.version
+                             AND sc.files_hash = r.files_hash AND sc.tp_id = o.tp_id
+                             AND sc.occurrence = o.tp_occurrence)) s
 ), counted AS (
     SELECT u.run_id, u.model, u.definition, u.snapshot, u.files_hash, u.scorer_name,
            u.scorer_version, u.ground_truth_hash, u.snapshot_version,
            coalesce(x.expected, 0) AS expected, coalesce(f.recalled, 0) AS recalled,
            coalesce(f.recalled_graded, 0)::float8 AS recalled_graded,
-           u.graded, u.tp_matches, u.finds, u.partial, u.known_fp, u.unmatched
+           u.graded, u.tp_matches, u.finds, u.partial, u.known_fp, u.unmatched,
+           ch.chance_recalled, ch.chance_graded
       FROM runs u
       LEFT JOIN found f ON f.run_id = u.run_id AND f.scorer_name = u.scorer_name
        AND f.scorer_version = u.scorer_version
+      LEFT JOIN chances ch ON ch.run_id = u.run_id AND ch.scorer_name = u.scorer_name
+       AND ch.scorer_version = u.scorer_version AND ch.ground_truth_hash = u.ground_truth_hash
       LEFT JOIN expected x ON x.slug = u.snapshot AND x.version = u.snapshot_version
        AND x.files_hash = u.files_hash
 ), silent AS (
@@ -105,7 +129,8 @@ WITH graded AS (
            (SELECT count(*) FROM {schema}.scopes sc
              WHERE sc.slug = r.snapshot AND sc.version = sv.version
                AND sc.files_hash = r.files_hash),
-           0::bigint, 0::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint
+           0::bigint, 0::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
+           0::float8, 0::float8  -- no issue: nothing placed, chance 0
       FROM {schema}.agent_runs r
       CROSS JOIN {schema}.scorers s
       LEFT JOIN LATERAL (
@@ -119,7 +144,9 @@ WITH graded AS (
 SELECT c.*,
        c.recalled::float8 / nullif(c.expected, 0) AS recall,
        c.recalled_graded / nullif(c.expected, 0) AS recall_graded,
-       c.finds::float8 / nullif(c.graded, 0) AS precision
+       c.finds::float8 / nullif(c.graded, 0) AS precision,
+       c.chance_recalled / nullif(c.expected, 0) AS chance,
+       c.chance_graded / nullif(c.expected, 0) AS chance_graded_recall
   FROM (SELECT * FROM counted UNION ALL SELECT * FROM silent) c
 
 -- model_scores --
@@ -133,7 +160,12 @@ SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
        sum(recalled_graded) / nullif(sum(expected), 0) AS recall_graded,
        sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
        sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
-       avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall
+       avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall,
+       -- chance levels only where every run's is recorded (else null: never a partial sum)
+       CASE WHEN bool_and(chance_recalled IS NOT NULL)
+            THEN sum(chance_recalled) / nullif(sum(expected), 0) END AS chance,
+       CASE WHEN bool_and(chance_graded IS NOT NULL)
+            THEN sum(chance_graded) / nullif(sum(expected), 0) END AS chance_graded
   FROM {schema}.run_scores s
  -- `SET props.exclude_imported = on` leaves out the runs that came in from export files.
  WHERE current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'

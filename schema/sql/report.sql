@@ -18,7 +18,12 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
        sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
        sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
        avg(recalled::numeric / nullif(expected, 0))::float8 AS mean_run_recall,
-       stddev_samp(recalled::numeric / nullif(expected, 0))::float8 AS stddev_run_recall
+       stddev_samp(recalled::numeric / nullif(expected, 0))::float8 AS stddev_run_recall,
+       -- chance levels (grades.chance): the expected finds and graded credit by chance, and
+       -- the runs whose chance level is not recorded (then the row has none)
+       sum(chance_recalled::numeric)::float8 AS chance_recalled,
+       sum(chance_graded::numeric)::float8 AS chance_graded,
+       count(*) FILTER (WHERE chance_recalled IS NULL) AS chance_missing
   FROM {schema}.run_scores s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR definition = $4)

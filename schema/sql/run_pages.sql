@@ -31,7 +31,8 @@ SELECT * FROM projections.agent_runs r
  ORDER BY {order} LIMIT $11 OFFSET $12
 
 -- scores_of --
-SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, finds
+SELECT run_id, recall, recall_graded, precision, expected, recalled, graded, finds, chance,
+       chance_graded_recall, chance_recalled
   FROM projections.run_scores
  WHERE run_id = ANY($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 

@@ -17,7 +17,11 @@ SELECT (SELECT count(*) FROM matches) AS graded, 0::bigint AS appended,
 -- code hash), the issues in id order (by code point). Its id derives from (run, scorer,
 -- ground truth) exactly as server_grading.run_grades_id derives it: a run already graded so
 -- is not appended again. The log's append trigger checks ids and stream versions as for any
--- append.
+-- append. It returns too what the runs' chance levels need (props.core.scoring.chance_runs),
+-- from the ranges the statement parsed anyway, as arrays (no JSON to build or parse): each
+-- graded run's issue count (`counted_runs`, `counted_issues`) and its issues' ranges in files
+-- where its ground truth has a TP occurrence (`chance_runs`, `chance_files`, `chance_starts`,
+-- `chance_ends`, one element a range; the ranges in other files reach no occurrence).
 WITH {scoring}, per_run AS (
     SELECT m.run_id, m.ground_truth_hash, count(*) AS grades,
            -- a field that is null is left out (its default): most issues match nothing
@@ -46,6 +50,17 @@ WITH {scoring}, per_run AS (
            SELECT substring(sha256(convert_to(
                       'props-grades:' || p.run_id || ':' || $8::text || ':' || p.ground_truth_hash,
                       'UTF8')) FROM 1 FOR 16) AS h) d
+), chance AS (
+    SELECT array_agg(ir.run_id) AS runs, array_agg(ir.file) AS files,
+           array_agg(ir.first) AS starts, array_agg(ir.last) AS ends
+      FROM issue_ranges ir
+      JOIN (SELECT DISTINCT slug, version, file FROM truth WHERE kind = 'tp') f
+        ON f.slug = ir.slug AND f.version = ir.version AND f.file = ir.file
+     WHERE ir.run_id NOT IN (SELECT run_id FROM problems)
+), counted AS (
+    SELECT array_agg(run_id) AS runs, array_agg(n) AS issues
+      FROM (SELECT run_id, count(*) AS n FROM issues
+             WHERE run_id NOT IN (SELECT run_id FROM problems) GROUP BY run_id) per_run
 ), stored AS (
     -- looked up by index, a chunk's worth: a join would read the whole table
     SELECT event_id FROM props.event_ids WHERE event_id = ANY (ARRAY(SELECT event_id FROM g))
@@ -64,7 +79,10 @@ WITH {scoring}, per_run AS (
 SELECT (SELECT coalesce(sum(grades), 0) FROM g)::bigint AS graded,
        (SELECT coalesce(sum(grades), 0) FROM inserted)::bigint AS appended,
        (SELECT jsonb_agg(jsonb_build_array(run_id, issue_id, problem)) FROM problems)
-           AS problems
+           AS problems,
+       ct.runs AS counted_runs, ct.issues AS counted_issues, ch.runs AS chance_runs,
+       ch.files AS chance_files, ch.starts AS chance_starts, ch.ends AS chance_ends
+  FROM chance ch, counted ct
 
 -- out_of_range --
 -- The runs of $1 with an issue whose line range the scorer's SQL cannot hold (stored before

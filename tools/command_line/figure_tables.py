@@ -35,11 +35,13 @@ _COLUMNS = [
     Column("definition", "definition"),
     Column("scorer", "scorer"),
     Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall")),
+    Column("chance", "chance", percent),
+    Column("above_chance", "above chance [interval]",
+           shows=lambda r: with_interval(r, "above_chance")),
     Column("precision", "precision [interval]",
            shows=lambda r: with_interval(r, "precision")),
     Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
            optional=True),
-    Column("recall_graded", "graded recall", percent, optional=True),
     Column("partial", "partial", shows=_count("partial"), optional=True),
     Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
     Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
@@ -84,7 +86,7 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
-    for line in confirmation_lines(records, notes):
+    for line in [*confirmation_lines(records, notes), *chance_lines(records)]:
         console.print(Text(line))
     if notes["imported_runs"]:
         signers = ", ".join(f"{k.removeprefix('imported_by_')}: {v}" for k, v in notes.items()
@@ -116,6 +118,33 @@ def confirmation_lines(records: Sequence[Mapping[str, Any]],
                  "  no judge or person has looked at any find: every located find is "
                  "unconfirmed (props review; props rescore --scorer JUDGE@N)")
     return lines if records else []
+
+
+def chance_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What chance means; the rows without one, and why; and graded recall (partial credit)
+    only beside its own chance level, never alone."""
+    if not records:
+        return []
+    lines = ["chance: the recall the same issues would get anywhere in their files (each "
+             "keeps its file and span; a run's issues in a file move together to a random "
+             "offset); above chance = recall - chance (docs/reference/chance.md)"]
+    graded = []
+    for r in records:
+        critic = r["definition"] if r["model"] == r["definition"] else \
+            f"{r['model']} / {r['definition']}"
+        where = f"{critic}, {r['scorer']}" if r.get("scorer") else critic
+        if r.get("chance_missing"):
+            lines.append(f"  {where}: no chance level for {r['chance_missing']} run(s) (a "
+                         f"file's content is not stored, or graded before chance levels: "
+                         f"props rescore), so no chance and no graded recall")
+        elif r.get("chance_graded") is not None and r.get("recall_graded") is not None:
+            graded.append(f"  {where}: graded recall {percent(r['recall_graded'])}, by "
+                          f"chance {percent(r['chance_graded'])}, above chance "
+                          f"{percent(r['recall_graded'] - r['chance_graded'])}")
+    if graded:
+        lines += ["graded recall counts partial credit too (tiered: within 5 lines 0.6, "
+                  "anywhere in the same file 0.3), so most of it is chance:", *graded]
+    return lines
 
 
 def _delta(g: Mapping[str, Any], measure: str) -> str:

@@ -94,6 +94,35 @@ class GradesUnscorable(Event):
     issues: list[IssueUnscorable] = pydantic.Field(min_length=1, max_length=MAX_RUN_EVENTS)
 
 
+class OccurrenceChance(_Part):
+    """One TP occurrence's chance inside `grades.chance`: the probability that the run's
+    issues, moved at random (the null model), find it at full credit, and the best grade
+    they would give it, expected."""
+
+    tp_id: Name
+    tp_occurrence: int = pydantic.Field(ge=1, le=1000)
+    found: float = pydantic.Field(ge=0, le=1, allow_inf_nan=False)
+    graded: float = pydantic.Field(ge=0, le=1, allow_inf_nan=False)
+
+
+@REGISTRY.register
+class GradesChance(Event):
+    """What a location rule's grades of one run would be by chance (props.core.scoring.
+    chance): per TP occurrence of the ground truth that the run's issues could reach at all,
+    the probability of a find and the expected best grade when every issue keeps its file
+    and span and the run's issues in a file are rotated together to a uniformly random
+    offset (`null_model`). The occurrences left out have chance 0; a run with no issue has
+    none. Recall's chance level is the sum over the occurrences in the example's scope."""
+
+    type_name = "grades.chance"
+    critique_run_id: uuid.UUID
+    scorer: ScorerRef
+    null_model: Name
+    issues: int = pydantic.Field(ge=0, le=MAX_RUN_EVENTS)  # the candidates moved
+    occurrences: list[OccurrenceChance] = pydantic.Field(default_factory=list,
+                                                         max_length=MAX_RUN_EVENTS)
+
+
 # -- scorers (stream scorer-<name>) --------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
--- projection grading (version 6)
+-- projection grading (version 7)
 
 -- table grading_edges
 CREATE TABLE projections.grading_edges (
@@ -60,6 +60,35 @@ CREATE TABLE projections.grade_occurrences (
     unscorable bigint,
     PRIMARY KEY (reading, run_id, scorer_name, scorer_version, ground_truth_hash, tp_id, tp_occurrence)
 );
+
+-- table grade_chances
+CREATE TABLE projections.grade_chances (
+    run_id uuid NOT NULL,
+    scorer_name text COLLATE "C" NOT NULL,
+    scorer_version integer NOT NULL,
+    ground_truth_hash text COLLATE "C" NOT NULL,
+    null_model text,
+    issues integer,
+    occurrences jsonb,
+    computed_at timestamptz,
+    PRIMARY KEY (run_id, scorer_name, scorer_version, ground_truth_hash)
+); ALTER TABLE projections.grade_chances ALTER COLUMN occurrences SET STATISTICS 0;
+-- fold of grades.chance into grade_chances
+INSERT INTO projections.grade_chances AS t (run_id, scorer_name, scorer_version, ground_truth_hash, null_model, issues, occurrences, computed_at) SELECT run_id, scorer_name, scorer_version, ground_truth_hash, null_model, issues, occurrences, computed_at
+  FROM (SELECT DISTINCT ON (run_id, scorer_name, scorer_version, ground_truth_hash) run_id, scorer_name, scorer_version, ground_truth_hash, null_model, issues, occurrences, computed_at
+  FROM (SELECT tx_id, global_position, 1 AS nth,
+    CASE type WHEN 'grades.chance' THEN (data->>'critique_run_id')::uuid END AS run_id,
+    CASE type WHEN 'grades.chance' THEN (data->'scorer'->>'name')::text COLLATE "C" END AS scorer_name,
+    CASE type WHEN 'grades.chance' THEN (data->'scorer'->>'version')::integer END AS scorer_version,
+    CASE type WHEN 'grades.chance' THEN (data->'scorer'->>'ground_truth_hash')::text COLLATE "C" END AS ground_truth_hash,
+    CASE type WHEN 'grades.chance' THEN (data->>'null_model')::text END AS null_model,
+    CASE type WHEN 'grades.chance' THEN (data->>'issues')::integer END AS issues,
+    CASE type WHEN 'grades.chance' THEN (data->'occurrences')::jsonb END AS occurrences,
+    CASE type WHEN 'grades.chance' THEN (recorded_at)::timestamptz END AS computed_at
+  FROM (SELECT tx_id, global_position, type, data, recorded_at FROM props.events
+  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint) AND (tx_id, global_position) <= ($3::xid8, $4::bigint) AND global_position <> ALL ($5::bigint[]) AND ((type = 'grades.chance' AND schema_version = 1))) e) s
+  ORDER BY run_id, scorer_name, scorer_version, ground_truth_hash, tx_id DESC, global_position DESC, nth DESC) folded
+  ON CONFLICT (run_id, scorer_name, scorer_version, ground_truth_hash) DO UPDATE SET null_model = EXCLUDED.null_model, issues = EXCLUDED.issues, occurrences = EXCLUDED.occurrences, computed_at = EXCLUDED.computed_at;
 
 -- table scorers
 CREATE TABLE projections.scorers (

@@ -2,9 +2,10 @@
 then report their scores, against a raw aggregate query.
 
 The log holds critic runs of 100 issues each, graded by overlap@1. Re-scoring them all with
-overlap@2 is timed from the start of the rescore until the live projection runner has
-projected every new grade (read, grade, append, project); the raw baseline reads the same
-issue events in position order and decodes them with orjson. A dry run (read and grade,
+overlap@2 (their grades and each run's chance level) is timed from the start of the rescore
+until the live projection runner has projected every new grade (read, grade, append,
+project); the raw baseline reads the same issue events in position order and decodes them
+with orjson. A dry run (read and grade,
 nothing written) is timed first: the share of the Python side alone.
 
 Then `props report --scorer overlap@2` over those runs (10,000 runs and 1,000,000 grading
@@ -181,6 +182,12 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         })
         report.checks.append(Check("rescore_issues_per_s", rate, ">=", 20_000,
                                    unit="issues/s"))
+        # The chance levels (one grades.chance per run, props.core.scoring.chance) are
+        # computed and appended inside the rescore: their share of its time, measured in it.
+        report.figures.update({"chance_runs": result.chance.runs,
+                               "chance_seconds": round(result.chance.seconds, 3)})
+        report.checks.append(Check("chance_share_of_rescore",
+                                   result.chance.seconds / graded_at, "<=", 0.2))
         report.checks.append(Check("rescore_vs_raw_read", rate / raw_rate, ">=", 0.3))
         console.print("reporting the scores ...")
         ours_s, raw_agg_s, report_runs, edges = await _time_report(store)

@@ -25,6 +25,7 @@ from props.reactors.service import container_runtimes
 from props.tools.command_line import render, service_config
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.command_line.figure_tables import (
+    chance_lines,
     confirmation_lines,
     critic_columns,
     percent,
@@ -59,12 +60,18 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
         print_table(console, [
             *critic_columns(scores), Column("cases", "cases", justify="right"),
             Column("scored", "scored", justify="right"),
-            *(Column(m, f"{m} [interval]", shows=partial(with_interval, measure=m))
-              for m in ("recall", "precision"))],
+            Column("recall", "recall [interval]",
+                   shows=partial(with_interval, measure="recall")),
+            Column("chance", "chance", percent),
+            Column("above_chance", "above chance [interval]",
+                   shows=partial(with_interval, measure="above_chance")),
+            Column("precision", "precision [interval]",
+                   shows=partial(with_interval, measure="precision"))],
             scores, wide=wide)
         console.print(f"intervals: {intervals.METHOD}")
-        for line in confirmation_lines([{**r, "scorer": scorer} for r in scores],
-                                       {"confirmed_by": found.judges}):
+        for line in [*confirmation_lines([{**r, "scorer": scorer} for r in scores],
+                                         {"confirmed_by": found.judges}),
+                     *chance_lines([{**r, "scorer": scorer} for r in scores])]:
             console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
     if listed:

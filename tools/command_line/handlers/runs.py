@@ -221,7 +221,8 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
                        f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
     if found is not None:
         console.print(Text(
-            f"under {found.scorer}: recall {percent(scores.get('recall'))}, precision "
+            f"under {found.scorer}: recall {percent(scores.get('recall'))} (by chance "
+            f"{percent(scores.get('chance'))}), precision "
             f"{percent(scores.get('precision'))}; " + ", ".join(
                 f"{n} {k}" for k, n in sorted(found.kinds.items()))
             if found.scorer else "no scorer has graded it"))
@@ -246,7 +247,8 @@ def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
 async def _scores(store: EventStore, run_id: uuid.UUID, scorer: str) -> dict[str, Any]:
     found = await run_pages.scores_of(store, [run_id], streams.parse_ref(scorer))
     row = found.get(run_id, {})
-    return {"recall": row.get("recall"), "precision": row.get("precision")}
+    return {"recall": row.get("recall"), "chance": row.get("chance"),
+            "precision": row.get("precision")}
 
 
 ISSUE_COLUMNS = [

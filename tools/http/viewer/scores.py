@@ -26,6 +26,9 @@ _Q = queries.load("viewer")
 def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "recall_plot": plots.interval("recall", row["recall"], row["recall_low"],
                                                   row["recall_high"]),
+             "above_chance_plot": plots.interval("above chance", row["above_chance"],
+                                                 row["above_chance_low"],
+                                                 row["above_chance_high"]),
              "precision_plot": plots.interval("precision", row["precision"],
                                               row["precision_low"], row["precision_high"])}
             for row in rows]
