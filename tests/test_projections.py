@@ -83,6 +83,7 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
         "SELECT data->>'run_id' FROM props.events WHERE type = 'run.finished' LIMIT 1")
     await store.append(f"run-{excluded}", [
         catalog.RunClaimed(run_id=uuid.UUID(excluded), launcher="b", takes_over="a"),
+        catalog.RunReleased(run_id=uuid.UUID(excluded), launcher="b"),
         catalog.RunExcluded(run_id=uuid.UUID(excluded), reason="a broken image",
                             excluded_by="ada")])
     await store.append("evaluation-e", [catalog.EvaluationStarted(
@@ -91,6 +92,8 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
                                           failed=0, excluded=0, missing=1, cost_usd=0.0)])
     await store.append("launcher-b", [catalog.LauncherStarted(
         name="b", capacity=8, runtimes=["local"], engine=None, lease_seconds=30)])
+    await store.append("inert-a1", [catalog.ImportInert(
+        line=3, reason="consumers", event={"type": "run.excluded", "data": {}})])
     await store.append("import-a1", [catalog.ArchiveImported(
         archive_id="a1", sha256="2" * 64, signer=None, events=1, imported=1, part=1,
         runs=[catalog.ImportedRun(run_id=uuid.UUID(graded))])])
