@@ -194,7 +194,7 @@ class Launcher:
 
         try:
             await run_attempts.carry_out(run_id, lambda: self._run(run_id), self._slots,
-                                         fail, self.engine_wait)
+                                         fail, lambda: self.engine_wait)
         finally:
             self._known.discard(run_id)
 

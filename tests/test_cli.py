@@ -19,10 +19,11 @@ CLI = [sys.executable, "-m", "props.tools.cli"]
 
 
 def props(*args: str, dsn: str, stdin: str | None = None,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+          env: dict[str, str] | None = None, timeout: float = 120,
+          ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PROPS_DSN": dsn, **(env or {})}
     return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True,
-                          env=full_env, timeout=120, check=False)
+                          env=full_env, timeout=timeout, check=False)
 
 
 def event_json(**over: object) -> str:

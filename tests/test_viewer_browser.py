@@ -131,7 +131,7 @@ async def test_an_analyst_reads_a_run_and_gives_a_verdict(
 
             async def recorded() -> bool:
                 return bool(await store.read_stream(f"review-{judged}"))
-            await eventually(recorded, seconds=10)
+            await eventually(recorded, seconds=120)
             [verdict] = [r.event for r in await store.read_stream(f"review-{judged}")]
             assert verdict.reviewer == "ada"  # type: ignore[union-attr]
             assert verdict.critique_issue_id == issue_id  # type: ignore[union-attr]

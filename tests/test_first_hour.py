@@ -1,0 +1,185 @@
+"""The first hour of a newcomer, trap by trap (issue 45): each test would have failed on the
+code the newcomer met, and says so where the trap is a behaviour (a negative control beside
+the fix).
+
+1. A variant of the reference critic pushed as `--local -- python -m ...reference_critic` was
+   accepted, then every run failed as untrusted_local_command.
+2. `props demo` again after `props definitions baseline ruff` ran 18 new cases, and its
+   comparison took every run of the database.
+Also: one exit code per thing missing (66), whatever the command.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from props.core.domain import catalog, definitions, evaluations, vocabulary
+from props.core.log.store import EventStore
+from props.reactors.agents import reference_critic
+from props.reactors.local_runtime import LocalRuntime, ships
+from props.tools.bundled import samples
+from tests.reactor_helpers import finished, request, serving, sync_samples
+from tests.test_cli import CLI, props
+
+REFERENCE = "props.reactors.agents.reference_critic"
+
+
+# -- 1. a variant of the reference critic ------------------------------------------------------
+
+def test_the_help_lists_every_check_the_reference_critic_has() -> None:
+    assert vocabulary.REFERENCE_CHECKS == tuple(reference_critic.CHECKS)
+    out = subprocess.run([*CLI, "definitions", "reference", "--help"], capture_output=True,
+                         text=True, check=True, timeout=60)
+    flat = " ".join(out.stdout.split())
+    assert "--name" in flat and "--config FILE" in flat
+    for check in reference_critic.CHECKS:
+        assert check in flat
+
+
+def test_a_reference_critic_by_another_interpreter_is_refused_at_push(
+        dsn: str, tmp_path: Path) -> None:
+    """The trap: accepted, then 0 of 18. Now refused, naming the command that works, and
+    nothing is written."""
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    config = tmp_path / "lite.toml"
+    config.write_text('checks = ["bare-except"]\n')
+    out = props("definitions", "push", "--type", "critic", "--local", "--image", "lite",
+                "--config", str(config), "--", "python", "-m", REFERENCE, dsn=dsn)
+    assert out.returncode == 65, out.stderr
+    assert "untrusted_local_command" in out.stderr
+    assert "props definitions reference --name lite --config FILE" in out.stderr
+    assert out.stderr.count("\n") == 1
+    assert "lite" not in props("definitions", "list", dsn=dsn).stdout
+
+
+def test_a_command_props_does_not_ship_is_pushed_with_a_warning(dsn: str) -> None:
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    out = props("definitions", "push", "--type", "critic", "--local", "--image", "mine",
+                "--", "/bin/true", dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert "--trust-local-commands" in out.stderr and "untrusted_local_command" in out.stderr
+
+
+def test_an_unknown_check_is_refused_at_push(dsn: str, tmp_path: Path) -> None:
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    config = tmp_path / "typo.json"
+    config.write_text(json.dumps({"checks": ["bare-except", "bare-exept"]}))
+    out = props("definitions", "reference", "--name", "typo", "--config", str(config), dsn=dsn)
+    assert out.returncode == 65 and "'bare-exept'" in out.stderr
+    assert "mutable-default" in out.stderr  # the names it does have
+    assert "typo" not in props("definitions", "list", dsn=dsn).stdout
+
+
+async def test_a_variant_made_as_documented_runs_where_the_trap_failed(
+        dsn: str, store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`props definitions reference --name N --config FILE` runs under the default (untrusted)
+    local runtime, with only its checks. Negative control: the command the newcomer pushed,
+    recorded without the CLI's check, fails every run as untrusted_local_command."""
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    config = tmp_path / "lite.toml"
+    config.write_text('checks = ["open-without-with", "swallowed-exception"]\n')
+    out = props("definitions", "reference", "--name", "lite", "--config", str(config), dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert "critic lite:local (local)" in out.stdout
+    trap = ["python", "-m", REFERENCE]
+    assert not ships(trap)
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="trap", tag="local", runtime="local", image="trap",
+        command=trap, config={}, digest=definitions.local_digest(trap, {})))
+    await sync_samples(store)
+    lite = await request(store, "lite", ref="local", model="lite", budget=0)
+    trapped = await request(store, "trap", ref="local", model="trap", budget=0)
+    async with serving(store, [LocalRuntime(tmp_path / "containers")]):
+        done = await finished(store, lite + trapped)
+    assert done[lite[0]].status == "completed", done[lite[0]]
+    failure = done[trapped[0]].failure
+    assert failure is not None and failure.category == "untrusted_local_command"
+    rationales = [r.event.rationale for r in await store.read_stream(f"run-{lite[0]}")
+                  if isinstance(r.event, catalog.IssueReported)]
+    assert rationales and all(r.startswith(("[open-without-with]", "[swallowed-exception]"))
+                              for r in rationales)  # csvtool also has zip-without-strict
+
+
+# -- 2. the demo again is a no-op ----------------------------------------------------------------
+
+async def test_the_demo_plan_pins_every_critic(dsn: str, store: EventStore) -> None:
+    """Negative control beside the pin: with a newer baseline pushed as `latest`, the plan
+    without its `ref` resolves to other cases (the 18 new runs of the trap); pinned, it
+    resolves to the demo's own."""
+    plan = evaluations.load_plan(samples.plans_dir() / "demo.toml")
+    assert {c.ref for c in plan.critic} == {"demo"}
+    await sync_samples(store)
+    pushed = [definitions.reference_local().model_copy(update={"name": n, "tag": "demo"})
+              for n in ("reference", "reference-lite", "baseline-ruff")]
+    for d in pushed:
+        await definitions.push(store, d)
+    newer = pushed[2].model_copy(update={"tag": "latest", "config": {"v": 2},
+                                         "digest": "sha256:" + "2" * 64})
+    await definitions.push(store, newer)
+    pinned = await evaluations.resolve(store, plan)
+    assert {c.digest for c in pinned if c.definition == "baseline-ruff"} == {pushed[2].digest}
+    floating = plan.model_copy(update={"critic": [
+        c.model_copy(update={"ref": "latest"}) for c in plan.critic]})
+    moved = await evaluations.resolve(store, floating)
+    assert {c.digest for c in moved if c.definition == "baseline-ruff"} == {newer.digest}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_demo_again_after_the_next_steps_appends_nothing(dsn: str, tmp_path: Path) -> None:
+    """README's next steps push the baseline again (another digest) and request a run of
+    one's own; the demo again records nothing of its own and compares its 18 runs only."""
+    home = {"PROPS_HOME": str(tmp_path)}
+    first = props("demo", dsn=dsn, env=home, timeout=600)
+    assert first.returncode == 0, first.stderr
+    other = props("definitions", "push", "--type", "critic", "--local", "--image", "ruff2",
+                  "--name", "baseline-ruff", "--", sys.executable, "-m",
+                  "props.reactors.agents.baseline_critic", dsn=dsn)
+    assert other.returncode == 0, other.stderr
+    asked = props("runs", "request", "--definition", "reference@demo", "--snapshot",
+                  "csvtool/2025-09-03-00", dsn=dsn)
+    assert asked.returncode == 0, asked.stderr
+    run_id = asked.stdout.split("requested run ")[1].split()[0]
+    before = _count(dsn)
+    again = props("demo", dsn=dsn, env=home, timeout=600)
+    assert again.returncode == 0, again.stderr
+    flat = " ".join(again.stdout.split())
+    assert "evaluation demo v1 (demo.toml): 18 cases" in flat and "(resumed)" in flat
+    assert "18 run(s) selected = " in flat  # not the 19th run, requested outside the demo
+    # The demo's reactors carry out the run requested beside it: its events are the only
+    # new ones.
+    outside = _count(dsn, "WHERE stream_id = %s OR stream_id LIKE %s",
+                     f"run-{run_id}", f"grading-{run_id}%")
+    assert _count(dsn) - before == outside > 0
+
+
+def _count(dsn: str, where: str = "", *args: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(f"SELECT count(*) FROM props.events {where}", args).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# -- also: one exit code for the same thing -----------------------------------------------------
+
+def test_a_missing_critic_or_plan_file_exits_66_everywhere(dsn: str, tmp_path: Path) -> None:
+    """Negative control: a plan's missing critic was 65, `runs request`'s 66; a missing plan
+    file 65. The README's table says 66 for something named that is not there."""
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "p"\nexamples = ["csvtool/*"]\n[[critic]]\ndefinition = "nope"\n')
+    assert props("specimens", "sync", str(samples.samples_dir()), dsn=dsn).returncode == 0
+    in_plan = props("eval", "run", str(plan), dsn=dsn)
+    asked = props("runs", "request", "--definition", "nope", "--snapshot",
+                  "csvtool/2025-09-03-00", dsn=dsn)
+    no_file = props("eval", "run", str(tmp_path / "missing.toml"), dsn=dsn)
+    assert (in_plan.returncode, asked.returncode, no_file.returncode) == (66, 66, 66), \
+        (in_plan.stderr, asked.stderr, no_file.stderr)
+    assert "no critic definition 'nope'" in in_plan.stderr
+    assert "no plan file" in no_file.stderr
