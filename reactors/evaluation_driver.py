@@ -79,24 +79,37 @@ def _failure_limit(stops: Stops, cases: int) -> float:
     return given * cases if 0 < given < 1 else given
 
 
-def progress_line(ev: Evaluation, states: Sequence[CaseState], began: float) -> str:
-    n = Counter(s.state for s in states)
-    done = n["scored"] + n["excluded"] + n["failed"]
-    spent = sum(s.cost_usd for s in states)
-    budget = f" of ${ev.plan.budget_usd:.2f}" if ev.plan.budget_usd is not None else ""
-    elapsed = time.monotonic() - began
-    left = len(states) - done
-    eta = f"; about {elapsed / done * left:.0f} s left" if done and left else ""
-    return (f"{ev.name}: {done}/{len(states)} done ({n['scored']} scored, {n['failed']} "
-            f"failed, {n['excluded']} excluded), {n['running']} running, {n['waiting']} "
-            f"waiting; spent ${spent:.2f}{budget}{eta}")
+@dataclasses.dataclass
+class Progress:
+    """The running account of an evaluation's cases. Done is scored or excluded, and failed
+    is said apart (a failure is no result). The time left is estimated when a case ends,
+    from the pace so far, and stays put until the next one ends: it never grows while
+    nothing finishes (a clock running against a fixed count would make it grow)."""
+
+    began: float
+    ended: int = 0  # cases done or failed when the estimate was made
+    eta: str = ""
+
+    def line(self, ev: Evaluation, states: Sequence[CaseState]) -> str:
+        n = Counter(s.state for s in states)
+        done = n["scored"] + n["excluded"]
+        ended, left = done + n["failed"], len(states) - done - n["failed"]
+        if ended != self.ended:
+            self.ended = ended
+            pace = (time.monotonic() - self.began) / ended if ended else 0.0
+            self.eta = f"; about {pace * left:.0f} s left" if ended and left else ""
+        spent = sum(s.cost_usd for s in states)
+        budget = f" of ${ev.plan.budget_usd:.2f}" if ev.plan.budget_usd is not None else ""
+        return (f"{ev.name}: {done}/{len(states)} done ({n['scored']} scored, "
+                f"{n['excluded']} excluded), {n['failed']} failed, {n['running']} running, "
+                f"{n['waiting']} waiting; spent ${spent:.2f}{budget}{self.eta}")
 
 
 async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
                  show: Callable[[str], None]) -> catalog.EvaluationOutcome:
     """Request what has no result within the ceiling until every case is done (or a stop
     applies), calling `show` with a line each time the cases move; returns how it ended."""
-    began, deadline, shown = time.monotonic(), time.monotonic() + stops.wait, ""
+    progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + stops.wait, ""
     limit = _failure_limit(stops, len(ev.cases))
     outcome: catalog.EvaluationOutcome = "complete"
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
@@ -107,7 +120,7 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
                                        settled=settled)
             settled.update((s.case.key, s) for s in states if s.state in DONE or (
                 s.state == "failed" and s.attempts > stops.retry_failed))
-            now = progress_line(ev, states, began)
+            now = progress.line(ev, states)
             if now != shown:
                 show(now)
                 shown = now
@@ -136,14 +149,14 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
     """Follow an evaluation another process drives (`props serve` after `--detach`) until
     every case is done or `wait` seconds pass, calling `show` as the cases move; requests
     nothing."""
-    began, deadline, shown = time.monotonic(), time.monotonic() + wait, ""
+    progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + wait, ""
     settled: dict[str, CaseState] = {}
     async with Wakeups(store) as log_moved:
         while True:
             states = await case_states(store, ev, await registration.active_scorer(store),
                                        settled=settled)
             settled.update((s.case.key, s) for s in states if s.state in DONE)
-            if (now := progress_line(ev, states, began)) != shown:
+            if (now := progress.line(ev, states)) != shown:
                 show(now)
                 shown = now
             if all(s.state in DONE or s.state == "failed" for s in states) \

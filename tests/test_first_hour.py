@@ -183,3 +183,75 @@ def test_a_missing_critic_or_plan_file_exits_66_everywhere(dsn: str, tmp_path: P
         (in_plan.stderr, asked.stderr, no_file.stderr)
     assert "no critic definition 'nope'" in in_plan.stderr
     assert "no plan file" in no_file.stderr
+
+
+# -- 4. eval run: failures once per kind, failed apart from done --------------------------------
+
+def test_eval_run_says_each_kind_of_failure_once_and_counts_failed_apart(
+        dsn: str, tmp_path: Path) -> None:
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    assert props("specimens", "sync", str(samples.samples_dir()), dsn=dsn).returncode == 0
+    pushed = props("definitions", "push", "--type", "critic", "--local", "--image", "mine",
+                   "--tag", "t", "--", "/bin/true", dsn=dsn)
+    assert pushed.returncode == 0, pushed.stderr
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "mine"\nexamples = ["csvtool/*", "logparse/*"]\nepochs = 3\n'
+                    'timeout_seconds = 60\n[[critic]]\ndefinition = "mine"\nref = "t"\n')
+    out = props("eval", "run", str(plan), "--runtime", "local", dsn=dsn,
+                env={"PROPS_HOME": str(tmp_path), "COLUMNS": "80"}, timeout=280)
+    assert out.returncode != 0
+    said = out.stdout + out.stderr
+    # six cases fail alike: the launcher's paragraph once, with its count
+    assert said.count("could not be carried out") == 1, said
+    assert "6 x warning: run … could not be carried out: The local runtime runs only" in said
+    assert "mine: 0/6 done (0 scored, 0 excluded), 6 failed" in " ".join(said.split())
+
+
+def test_held_warnings_are_one_line_per_kind() -> None:
+    """Negative control: the same records, not held, are one paragraph per run."""
+    import io
+    import logging
+    import uuid
+
+    from props.tools.command_line import run_warnings
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    old = root.handlers[:], root.level
+    root.handlers[:], root.level = [handler], logging.WARNING
+    log = logging.getLogger("props.reactors.launcher")
+    try:
+        for _ in range(5):
+            log.warning("run %s could not be carried out: %s", uuid.uuid4(), "refused\n  why")
+        loose = stream.getvalue().count("could not be carried out")
+        with run_warnings.held() as held:
+            for _ in range(5):
+                log.warning("run %s could not be carried out: %s", uuid.uuid4(), "refused")
+            log.warning("something else: %s", "kept")
+    finally:
+        root.handlers[:], root.level = old
+    assert loose == 5
+    assert stream.getvalue().count("could not be carried out") == 5  # none more
+    assert "something else: kept" in stream.getvalue()
+    assert held.lines() == ["5 x warning: run … could not be carried out: refused"]
+
+
+def test_the_time_left_does_not_grow_while_nothing_finishes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from props.reactors import evaluation_driver
+
+    clock = [100.0]
+    monkeypatch.setattr(evaluation_driver.time, "monotonic", lambda: clock[0])
+    ev = SimpleNamespace(name="e", plan=SimpleNamespace(budget_usd=None))
+    states = [SimpleNamespace(state=s, cost_usd=0.0) for s in ("scored", "running", "waiting")]
+    progress = evaluation_driver.Progress(began=90.0)
+    first = progress.line(ev, states)  # type: ignore[arg-type]
+    assert first.endswith("about 20 s left")
+    clock[0] = 400.0  # five minutes and nothing finished
+    assert progress.line(ev, states) == first  # type: ignore[arg-type]
+    states[1].state = "failed"
+    assert progress.line(ev, states).endswith("1/3 done (1 scored, 0 excluded), 1 failed, 0 "  # type: ignore[arg-type]
+                                              "running, 1 waiting; spent $0.00; about 155 s left")

@@ -44,7 +44,7 @@ from props.reactors.docker_runtime import (
 )
 from props.reactors.service import Service, container_runtimes
 from props.tools.bundled import samples
-from props.tools.command_line import figure_tables
+from props.tools.command_line import figure_tables, run_warnings
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False)
@@ -147,11 +147,13 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
 
 async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
                            ev: evaluations.Evaluation) -> comparison.Comparison:
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True) as progress, run_warnings.held() as held:
         task = progress.add_task("critics running, grading", total=None)
         driven = await driver.serve_until_done(
             store, ev, runtimes, driver.Stops(wait=WAIT_SECONDS),
             lambda line: progress.update(task, description=escape(line)))
+    for line in held.lines():
+        console.print(line)
     left = [s for s in driven.states if s.state not in driver.DONE]
     if left:
         raise errors.PropsError(

@@ -20,7 +20,7 @@ from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores
 from props.reactors import evaluation_driver as driver
 from props.reactors.service import container_runtimes
-from props.tools.command_line import render
+from props.tools.command_line import render, run_warnings
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.command_line.figure_tables import (
     confirmation_lines,
@@ -117,9 +117,12 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
                       f"follows them (`props eval show {ev.name}`: where they stand now)")
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
-    async with container_runtimes(args.runtime) as runtimes:
-        driven = await driver.serve_until_done(
-            store, ev, runtimes, stops, lambda line: say.print(line))
+    with run_warnings.held() as held:
+        async with container_runtimes(args.runtime) as runtimes:
+            driven = await driver.serve_until_done(
+                store, ev, runtimes, stops, lambda line: say.print(line))
+    for line in held.lines():  # each kind of a run's trouble once, not once per run
+        say.print(Text(line))
     return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
 
 
