@@ -34,11 +34,14 @@ _COLUMNS = [
     Column("model", "model"),
     Column("definition", "definition"),
     Column("scorer", "scorer"),
-    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall")),
-    Column("precision", "precision [interval]",
-           shows=lambda r: with_interval(r, "precision")),
+    # A row over 6 runs is not a row over 12: the runs stay beside the figures at any width
+    # (the intervals wrap between their words first).
     Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
-           optional=True),
+           short="runs (ex.)", justify="right"),
+    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall"),
+           prose=True),
+    Column("precision", "precision [interval]",
+           shows=lambda r: with_interval(r, "precision"), prose=True),
     Column("recall_graded", "graded recall", percent, optional=True),
     Column("partial", "partial", shows=_count("partial"), optional=True),
     Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
@@ -69,18 +72,7 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
         "this report again)" if notes["as_of"] else
         "the projections stand at different points of the log: run `props projections "
         "run` (or rebuild) before quoting these figures"))
-    under = notes["states_scorer"] or "no scorer (none is active)"
-    console.print(Text(
-        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
-        f"{notes['scored']}; excluded (run.excluded): {notes['excluded']}; without a finish "
-        f"event (missing evidence): "
-        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
-        f"completed with no issue reported (in the figures, found nothing): "
-        f"{notes['no_issues']}; with "
-        f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
-        f"that is not recorded (unscorable): {notes['unscorable']}; touched by an event some "
-        f"consumer parked (its figures may be partial; `props projections status` and "
-        f"`props reactors status` name it): {notes['parked']}"))
+    console.print(Text(evidence_line(notes)))
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
@@ -93,6 +85,34 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
             f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
             + ("left out of the figures above" if notes["imported_excluded"] else
                "included above (--exclude-imported leaves them out)"))
+
+
+# Each state a critic run can be in under the report's scorer: its short name, and what it
+# means (said when some run is in it).
+_STATES = [
+    ("scored", "scored", ""), ("excluded", "excluded", "run.excluded"),
+    ("unfinished", "missing evidence", "no finish event"),
+    ("not_completed", "not completed", "finished, not completed"),
+    ("no_issues", "no issues", "completed, reported nothing: in the figures, found nothing"),
+    ("ungraded", "ungraded", "issues the scorer has not graded"),
+    ("unscorable", "unscorable", "graded against ground truth that is not recorded"),
+    ("parked", "parked", "an event of the run some consumer parked: its figures may be "
+                         "partial; `props projections status` names it"),
+]
+
+
+def evidence_line(notes: Mapping[str, Any]) -> str:
+    """Every critic run of the report in one state: the states some run is in, each with its
+    count and meaning, then the empty ones in one clause (nine zero counts took seven
+    lines of an 80-column terminal)."""
+    under = notes["states_scorer"] or "no scorer (none is active)"
+    some = [f"{short} {notes[key]}" + (f" ({means})" if means else "")
+            for key, short, means in _STATES if notes[key]]
+    none = [short for key, short, _ in _STATES if not notes[key]]
+    return (f"critic runs: {notes['critic_runs']}, each in one state under {under}: "
+            + "; ".join(some or ["none"])
+            + (f"; none {', '.join(none[:-1])} or {none[-1]}" if len(none) > 1 else
+               f"; none {none[0]}" if none else ""))
 
 
 def confirmation_lines(records: Sequence[Mapping[str, Any]],
