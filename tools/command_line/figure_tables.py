@@ -51,12 +51,15 @@ _COLUMNS = [
 ]
 
 
-def critic_columns(rows: Sequence[Mapping[str, Any]]) -> list[Column]:
+def critic_columns(rows: Sequence[Mapping[str, Any]], optional_model: bool = False,
+                   ) -> list[Column]:
     """The model and the definition, or one column where every row's are the same (a
-    baseline's tool is its model)."""
+    baseline's tool is its model). `optional_model`: the model may be left out of a narrow
+    table (the definition names the critic)."""
     if rows and all(r["model"] == r["definition"] for r in rows):
-        return [Column("definition", "model = definition")]
-    return [Column("model", "model"), Column("definition", "definition")]
+        return [Column("definition", "model = definition", short="critic")]
+    return [Column("definition", "definition"),
+            Column("model", "model", optional=optional_model)]
 
 
 def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
@@ -148,45 +151,62 @@ def _delta(g: Mapping[str, Any], measure: str) -> str:
 CHANGED_SHOWN = 20  # runs graded differently that the table lists
 
 
-def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
-    console = Console()
-    print_table(console, [
-        *critic_columns(c.groups),
-        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
-               short="recall A"),
-        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
-               short="recall B"),
-        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR"),
-        Column("precision_a", f"precision {c.a}", percent,
-               short="prec. A"),
-        Column("precision_b", f"precision {c.b}", percent,
-               short="prec. B"),
-        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
-               short="ΔP"),
-        ], c.groups, wide=wide)
-    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
-                  f"examples, * where the interval excludes 0")
-    if c.changed:
-        shown = c.changed[:CHANGED_SHOWN]
+def _print_changed(console: Console, c: comparison.Comparison, wide: bool) -> None:
+    """The runs whose figures changed, each with what changed (an issue's match under A and
+    under B); the runs whose issues matched otherwise with the same figures, counted."""
+    moved = [d for d in c.changed if d.figures_changed]
+    if moved:
+        shown = moved[:CHANGED_SHOWN]
         print_table(console, [
             Column("run_id", "run", lambda r: str(r)[:8]),
             *critic_columns([dataclasses.asdict(d) for d in shown]),
             *(Column(f"{m}_{side}", f"{m} {ref}", percent, justify="right",
                      short=f"{m[0].upper()} {side.upper()}")
               for m in ("recall", "precision") for side, ref in (("a", c.a), ("b", c.b))),
-            Column("changed_issues", "issues graded differently", lambda ids: " ".join(ids),
-                   prose=True, short="issues")],
+            Column("what", "what changed (issue: match under A -> under B)",
+                   lambda what: "; ".join(what), prose=True, short="what changed")],
             [dataclasses.asdict(d) for d in shown], wide=wide,
-            title=f"runs graded differently ({len(c.changed)}"
+            title=f"runs whose figures changed ({len(moved)}"
                   + (f"; the first {CHANGED_SHOWN}: --format csv lists every one)"
-                     if len(c.changed) > CHANGED_SHOWN else ")"))
+                     if len(moved) > CHANGED_SHOWN else ")"))
+    same = [d for d in c.changed if not d.figures_changed]
+    if same:
+        example = same[0].what[0]
+        console.print(Text(
+            f"{len(same)} run(s) with the same figures under both, an issue matching "
+            f"another occurrence or decoy (e.g. {str(same[0].run_id)[:8]} {example}; "
+            f"--format csv lists them)"))
+
+
+def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
+    console = Console()
+    print_table(console, [
+        *critic_columns(c.groups),
+        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
+               short="recall A", prose=True),
+        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
+               short="recall B", prose=True),
+        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR",
+               prose=True),
+        Column("precision_a", f"precision {c.a}", percent,
+               short="prec. A"),
+        Column("precision_b", f"precision {c.b}", percent,
+               short="prec. B"),
+        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
+               short="ΔP", prose=True),
+        ], c.groups, wide=wide)
+    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
+                  f"examples, * where the interval excludes 0")
+    _print_changed(console, c, wide)
     reasons: dict[str, int] = {}
     for reason in c.unscorable.values():
         kind = rescoring.reason_kind(reason)
         reasons[kind] = reasons.get(kind, 0) + 1
+    moved = sum(1 for d in c.changed if d.figures_changed)
     console.print(
         f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
-        f"changed + {len(c.unscorable)} unscorable"
+        f"changed ({moved} in their figures, {len(c.changed) - moved} in matches only) + "
+        f"{len(c.unscorable)} unscorable"
         + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
     agree = c.agreement
     if agree is not None and agree.issues:

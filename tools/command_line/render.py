@@ -143,15 +143,15 @@ class Fitted:
 
 
 def _empty(text: str) -> bool:
-    return text.strip() in ("", "-")
+    return not text.strip()
 
 
 def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None,
         ) -> Fitted:
     """The columns that fit in `width` (None: all, unsqueezed), each at a width none of its
     words, numbers or names is split at. In order: every column with its header; columns
-    with nothing in any row left out (nothing is lost); the short headers; prose at its
-    longest word; optional columns left out, the last first; prose folded down to
+    with nothing in any row left out (nothing is lost); the short headers; optional columns
+    left out, the last first; prose wrapped at its longest word, then folded down to
     PROSE_FLOOR; then records. Prose columns share what is left evenly."""
     def natural(i: int, header: str) -> int:
         return max([_width(header)] + [_width(row[i]) for row in cells])
@@ -166,15 +166,25 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
     def total(widths: list[int]) -> int:
         return sum(widths) + GAP * (len(widths) - 1)
 
-    shown = list(range(len(columns)))
-    full = [(i, columns[i].header, natural(i, columns[i].header)) for i in shown]
-    if width is None or total([w for *_, w in full]) <= width:
+    every = list(range(len(columns)))
+    full = [(i, columns[i].header, natural(i, columns[i].header)) for i in every]
+    if width is None:
         return Fitted(full, [], [])
-    shown = [i for i in shown if cells and not all(_empty(row[i]) for row in cells)] or shown
+    shown = [i for i in every if cells and not all(_empty(row[i]) for row in cells)] or every
+    if total([natural(i, columns[i].header) for i in shown]) <= width:
+        return Fitted([f for f in full if f[0] in shown], [], [])
     headers = [c.short or c.header for c in columns]
     legend = [(c.short, c.header) for c in columns if c.short]
-    floor: int | None = None
-    while True:
+    while True:  # every cell whole, leaving out optional columns, the last first
+        widths = [natural(i, headers[i]) for i in shown]
+        optional = [i for i in shown if columns[i].optional]
+        if total(widths) <= width or not optional:
+            break
+        shown.remove(optional[-1])
+    # Then prose wraps between its words (down to its longest word, then folded down to
+    # PROSE_FLOOR), sharing what the kept columns leave: an optional column never takes the
+    # width a key column's prose needs.
+    for floor in (None, PROSE_FLOOR):
         widths = [least(i, headers[i], floor) for i in shown]
         if total(widths) <= width:
             grown = _share(width - total(widths), [
@@ -185,13 +195,7 @@ def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | 
                        and not all(_empty(row[i]) for row in cells)]
             return Fitted(out, dropped, [(s, h) for s, h in legend
                                          if any(columns[i].short == s for i, *_ in out)])
-        optional = [i for i in shown if columns[i].optional]
-        if optional:
-            shown.remove(optional[-1])
-        elif floor is None and any(columns[i].prose for i in shown):
-            floor = PROSE_FLOOR
-        else:
-            return Fitted(full, [], [], records=True)
+    return Fitted(full, [], [], records=True)
 
 
 PROSE_FLOOR = 12  # the narrowest a prose column folds to before the table becomes records

@@ -66,15 +66,16 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
     if listed:
+        rows = [{"state": s.state, "definition": s.case.definition, "model": s.case.model,
+                 "snapshot": s.case.snapshot, "epoch": s.case.epoch,
+                 "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
+                for s in listed]
+        # The epoch tells two cases of one critic and example apart: it stays, and `why`
+        # wraps (an empty one is left out) rather than the table turning into records.
         print_table(console, [
-            Column("state", "state"), Column("definition", "definition"),
-            Column("model", "model"), Column("snapshot", "snapshot"),
-            Column("epoch", "epoch", optional=True), Column("run", "run"),
-            Column("why", "why", prose=True)], [
-            {"state": s.state, "definition": s.case.definition, "model": s.case.model,
-             "snapshot": s.case.snapshot, "epoch": s.case.epoch,
-             "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
-            for s in listed], wide=wide,
+            Column("state", "state"), *critic_columns(rows, optional_model=True),
+            Column("snapshot", "snapshot"), Column("epoch", "epoch", justify="right"),
+            Column("run", "run"), Column("why", "why", prose=True)], rows, wide=wide,
             title="cases" if listed is states else
             f"cases without a result ({len(states) - len(open_cases)} with one are not "
             f"listed: --format json lists every case)")
