@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -254,3 +255,109 @@ def test_the_time_left_does_not_grow_while_nothing_finishes(
     states[1].state = "failed"
     assert progress.line(ev, states).endswith("1/3 done (1 scored, 0 excluded), 1 failed, 0 "  # type: ignore[arg-type]
                                               "running, 1 waiting; spent $0.00; about 155 s left")
+
+
+# -- 5 and 7: tables at 80 columns keep their key columns ---------------------------------------
+
+def _printed(columns: list[Any], rows: list[dict[str, Any]], width: int = 80) -> str:
+    import io
+
+    from props.tools.command_line import render
+
+    out = io.StringIO()
+    render.print_table(render.Console(width=width, file=out), columns, rows)
+    return out.getvalue()
+
+
+def _report_row(model: str, scorer: str, runs: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"model": model, "definition": model, "scorer": scorer, "runs": runs,
+                           "examples": runs // 2, "recall_graded": 0.5, "partial": 1,
+                           "known_fp": 2, "unmatched": 3, "mean_run_recall": 0.4,
+                           "stddev_run_recall": 0.1}
+    for m in ("recall", "precision"):
+        row.update({m: 0.176, f"{m}_low": 0.0, f"{m}_high": 1.0})
+    return row
+
+
+def test_the_report_keeps_runs_beside_the_figures_at_80_columns() -> None:
+    """The trap: overlap@2 over 6 runs above tiered@2 over 12, the runs column left out."""
+    from props.tools.command_line import figure_tables
+
+    rows = [_report_row("reference-lite", "overlap@2", 6),
+            _report_row("reference-lite", "tiered@2", 12)]
+    columns = [*figure_tables.critic_columns(rows), *figure_tables._COLUMNS[2:]]
+    shown = _printed(columns, rows)
+    assert "runs (ex.)" in shown and "6 (3)" in shown and "12 (6)" in shown
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    assert "not shown at 80 columns: graded recall" in " ".join(shown.split())
+    assert "17.6%" in shown and "100.0%]" in shown  # each interval whole, wrapped
+
+
+def test_the_reports_footer_is_short_when_the_counts_are_zero() -> None:
+    from props.tools.command_line import figure_tables
+
+    notes = {"critic_runs": 18, "states_scorer": "tiered@2", "scored": 17, "excluded": 0,
+             "unfinished": 1, "not_completed": 0, "no_issues": 0, "ungraded": 0,
+             "unscorable": 0, "parked": 0}
+    line = figure_tables.evidence_line(notes)
+    assert line == ("critic runs: 18, each in one state under tiered@2: scored 17; missing "
+                    "evidence 1 (no finish event); none excluded, not completed, no issues, "
+                    "ungraded, unscorable or parked")
+    assert len(line) <= 3 * 80  # it took seven lines
+
+
+def _case(state: str, epoch: int, why: str = "") -> dict[str, Any]:
+    return {"state": state, "definition": "reference-lite", "model": "reference-lite",
+            "snapshot": "notes-api/2025-10-14-00", "epoch": epoch, "run": "c55b3c55",
+            "why": why}
+
+
+def test_the_case_table_keeps_the_epoch_and_one_why_stays_a_table() -> None:
+    """The trap: the epoch left out (two epochs looked like a duplicate row) while an empty
+    `why` stayed; with one `why`, every case printed as a record of seven lines."""
+    from props.tools.command_line import figure_tables
+    from props.tools.command_line.render import Column
+
+    def columns(rows: list[dict[str, Any]]) -> list[Column]:
+        return [Column("state", "state"),
+                *figure_tables.critic_columns(rows, optional_model=True),
+                Column("snapshot", "snapshot"), Column("epoch", "epoch", justify="right"),
+                Column("run", "run"), Column("why", "why", prose=True)]
+
+    rows = [_case("scored", e) for e in (1, 2) for _ in range(10)]
+    shown = _printed(columns(rows), rows)
+    header = shown.splitlines()[0]
+    assert "epoch" in header and "why" not in header
+    rows[3] = _case("failed", 2, "launch: untrusted_local_command, exit 77")
+    shown = _printed(columns(rows), rows)
+    assert "epoch" in shown.splitlines()[0] and "state:" not in shown  # not records
+    assert len(shown.splitlines()) <= len(rows) + 6
+    assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+# -- 8. compare: only real changes, and what changed --------------------------------------------
+
+def test_compare_lists_runs_whose_figures_changed_and_says_what_changed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The trap: ten runs listed as changed with equal figures, and nothing said of what."""
+    import uuid
+
+    from props.core.scoring import comparison
+    from props.tools.command_line import figure_tables
+
+    same = comparison.RunDiff(uuid.uuid4(), "m", "m", 0.5, 0.5, 0.4, 0.4, ["i3"],
+                              ["i3: none -> FP zip-without-strict"])
+    moved = comparison.RunDiff(uuid.uuid4(), "m", "m", 0.5, 1.0, 0.4, 0.6, ["i1"],
+                               ["i1: none -> TP t1#2"])
+    c = comparison.Comparison("tiered@2", "overlap@2", selected=3, unchanged=[uuid.uuid4()],
+                              changed=[same, moved])
+    figure_tables.print_comparison(c)
+    said = " ".join(capsys.readouterr().out.split())
+    assert str(moved.run_id)[:8] in said and "i1: none -> TP t1#2" in said
+    assert str(same.run_id)[:8] + " i3: none -> FP zip-without-strict" in said  # counted apart
+    assert "runs whose figures changed (1)" in said
+    assert "1 run(s) with the same figures under both" in said
+    assert "= 1 unchanged + 2 changed (1 in their figures, 1 in matches only)" in said
+    assert comparison._match(("t1", 2, None)) == "TP t1#2"
+    assert comparison._match((None, None, "d1")) == "FP d1"
+    assert comparison._match((None, None, None)) == "none"
