@@ -361,3 +361,34 @@ def test_compare_lists_runs_whose_figures_changed_and_says_what_changed(
     assert comparison._match(("t1", 2, None)) == "TP t1#2"
     assert comparison._match((None, None, "d1")) == "FP d1"
     assert comparison._match((None, None, None)) == "none"
+
+
+# -- 10. a second `props serve` says it stands by -----------------------------------------------
+
+async def test_a_second_serve_says_it_stands_by(store: EventStore, tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """The trap: the second instance printed "serving launcher, grader, ..." as the first.
+    The first (negative control: the same code) says serving."""
+    import logging
+
+    import anyio
+
+    from props.reactors.service import Service
+    from props.tools.command_line.handlers import service as service_cmd
+
+    caplog.set_level(logging.INFO, logger=service_cmd.log.name)
+    only = ["grader", "supervisor", "projections"]
+    first = Service(store, [LocalRuntime(tmp_path / "a")], only=only, poll_interval=0.1)
+    second = Service(store, [LocalRuntime(tmp_path / "b")], only=only, poll_interval=0.1)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.run)
+        assert await first.standing() == (only, [])
+        tg.start_soon(second.run)
+        assert await second.standing() == ([], only)
+        await service_cmd._say_standing(first, "local")
+        await service_cmd._say_standing(second, "local")
+        tg.cancel_scope.cancel()
+    said = [r.getMessage() for r in caplog.records if r.name == service_cmd.log.name]
+    assert said[0].startswith("serving grader, supervisor, projections; runtimes: local")
+    assert said[1].startswith("standing by for grader, supervisor, projections: another "
+                              "props serve is active")
