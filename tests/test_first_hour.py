@@ -392,3 +392,24 @@ async def test_a_second_serve_says_it_stands_by(store: EventStore, tmp_path: Pat
     assert said[0].startswith("serving grader, supervisor, projections; runtimes: local")
     assert said[1].startswith("standing by for grader, supervisor, projections: another "
                               "props serve is active")
+
+
+def test_eval_compare_pairs_per_example_with_each_sides_interval() -> None:
+    """The trap: no per-example rows (README: "paired, per example") and no interval on
+    either side's precision."""
+    from props.projections import evaluation_scores
+
+    a = {("s1", None): [2.0, 3.0, 2.0, 4.0], ("s2", "h"): [0.0, 1.0, 0.0, 2.0],
+         ("s3", None): [1.0, 1.0, 1.0, 1.0]}
+    b = {("s1", None): [3.0, 3.0, 3.0, 3.0], ("s2", "h"): [1.0, 1.0, 1.0, 1.0]}
+    row = evaluation_scores.paired(a, b)
+    assert row["examples"] == 2 and row["only_a"] == 1
+    assert row["per_example"] == [
+        {"snapshot": "s1", "files_hash": None, "recall_a": 2 / 3, "recall_b": 1.0,
+         "precision_a": 0.5, "precision_b": 1.0},
+        {"snapshot": "s2", "files_hash": "h", "recall_a": 0.0, "recall_b": 1.0,
+         "precision_a": 0.0, "precision_b": 1.0}]
+    for side in ("a", "b"):
+        assert row[f"precision_{side}_low"] is not None
+        assert row[f"precision_{side}_low"] <= row[f"precision_{side}"] \
+            <= row[f"precision_{side}_high"]

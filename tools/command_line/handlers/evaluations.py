@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from functools import partial
+from typing import Any
 
 import orjson
 from rich.text import Text
@@ -159,6 +160,24 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
+PER_EXAMPLE_SHOWN = 30  # examples a pair's table lists (--format json has every one)
+
+
+def _per_example(r: dict[str, Any], wide: bool) -> None:
+    """One pair's examples side by side: what the paired interval resamples."""
+    shown = r["per_example"][:PER_EXAMPLE_SHOWN]
+    more = len(r["per_example"]) - len(shown)
+    print_table(console, [
+        Column("snapshot", "example", shows=lambda e: e["snapshot"] + (
+            f" ({e['files_hash'][:8]})" if e["files_hash"] else "")),
+        *(Column(f"{m}_{side}", f"{m} {side.upper()}", percent, justify="right",
+                 short=f"{m[0].upper()} {side.upper()}")
+          for m in ("recall", "precision") for side in ("a", "b"))], shown, wide=wide,
+        title=f"per example, {r['a']['evaluation']}:{r['a']['definition']} (A) and "
+              f"{r['b']['evaluation']}:{r['b']['definition']} (B)"
+              + (f"; {more} more: --format json" if more else ""))
+
+
 # -- comparing two critics ------------------------------------------------------------------
 
 
@@ -215,14 +234,18 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
         Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
         Column("examples", "examples", optional=True),
         *(column for m in ("recall", "precision") for column in (
-            Column(f"{m}_a", f"{m} A", percent, short=f"{m[0].upper()} A"),
-            Column(f"{m}_b", f"{m} B", percent, short=f"{m[0].upper()} B"),
-            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}")))], [
+            Column(f"{m}_a", f"{m} A", shows=partial(with_interval, measure=f"{m}_a"),
+                   short=f"{m[0].upper()} A", prose=True),
+            Column(f"{m}_b", f"{m} B", shows=partial(with_interval, measure=f"{m}_b"),
+                   short=f"{m[0].upper()} B", prose=True),
+            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}", prose=True)))], [
         {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
                                                  if r["only_a"] or r["only_b"] else ""),
          **{f"{m}_delta": with_interval(r, f"{m}_delta")
             + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
         for r in rows], wide=args.wide)
+    for r in rows:
+        _per_example(r, args.wide)
     console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
                   "examples only one side scored are counted, not paired")
     return 0
