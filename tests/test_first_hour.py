@@ -413,3 +413,26 @@ def test_eval_compare_pairs_per_example_with_each_sides_interval() -> None:
         assert row[f"precision_{side}_low"] is not None
         assert row[f"precision_{side}_low"] <= row[f"precision_{side}"] \
             <= row[f"precision_{side}_high"]
+
+
+# -- also: `runs show` at 80 columns -------------------------------------------------------------
+
+def test_runs_show_tells_the_reported_issues_once() -> None:
+    """The trap: 9 issues took 99 lines, each issue told again in the timeline."""
+    from props.tools.command_line.handlers import runs as runs_cmd
+
+    def event(version: int, kind: str, **data: Any) -> dict[str, Any]:
+        return {"version": version, "recorded_at": None, "type": kind, "data": data}
+
+    timeline = [event(1, "run.started", digest="d"),
+                *(event(1 + n, "issue.reported", issue_id=f"i{n}", rationale="x" * 300)
+                  for n in range(1, 10)),
+                event(11, "phase.completed", phase="review"),
+                event(12, "issue.reported", issue_id="late")]
+    rows = runs_cmd._compact(timeline)
+    assert [(r["version"], r["type"]) for r in rows] == [
+        (1, "run.started"), ("2-10", "issue.reported"), (11, "phase.completed"),
+        (12, "issue.reported")]
+    assert rows[1]["data"] == {"issues": "9: i1 i2 i3 i4 i5 i6 i7 i8 i9 (each in the table "
+                                         "above)"}
+    assert timeline[1]["data"]["issue_id"] == "i1"  # the log's own rows are not changed

@@ -270,8 +270,34 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
                         title=f"{found.total} issue(s)")
         if found.missed:
             console.print(Text("not found: " + ", ".join(t.label for t in found.missed)))
-    print_table(console, TIMELINE_COLUMNS, timeline, wide=args.wide, title="timeline")
+    print_table(console, TIMELINE_COLUMNS, _compact(timeline) if issues else timeline,
+                wide=args.wide, title="timeline")
     return 0
+
+
+def _compact(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The timeline with each run of consecutive `issue.reported` events as one row: the
+    issues table above holds them (9 issues took 60 of 99 lines at 80 columns)."""
+    out: list[dict[str, Any]] = []
+    for row in timeline:
+        last = out[-1] if out else None
+        if row["type"] == "issue.reported" and last is not None \
+                and last["type"] == "issue.reported":
+            last["ids"].append(str(row["data"].get("issue_id")))
+            last["last_version"] = row["version"]
+            continue
+        if row["type"] == "issue.reported":
+            row = {**row, "ids": [str(row["data"].get("issue_id"))],
+                   "last_version": row["version"]}
+        out.append(row)
+    for row in out:
+        if "ids" in row:
+            ids = row.pop("ids")
+            first, last = row["version"], row.pop("last_version")
+            row["version"] = first if first == last else f"{first}-{last}"
+            named = " ".join(ids) if len(ids) <= 12 else f"{ids[0]} ... {ids[-1]}"
+            row["data"] = {"issues": f"{len(ids)}: {named} (each in the table above)"}
+    return out
 
 
 def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
@@ -297,7 +323,7 @@ ISSUE_COLUMNS = [
     Column("severity", "severity", optional=True),
     Column("rationale", "rationale", prose=True, optional=True)]
 TIMELINE_COLUMNS = [
-    Column("version", "#", justify="right"),
+    Column("version", "#", lambda v: str(v), justify="right"),
     Column("recorded_at", "time", lambda at: f"{at:%H:%M:%S.%f}"[:-3]),
     Column("type", "event"),
     Column("data", "details", lambda d: _details(d), prose=True)]
