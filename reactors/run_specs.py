@@ -10,15 +10,16 @@ import shutil
 import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
+import pydantic
 
 from props.core.domain import catalog, definitions, specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.reactors import agent_roles, grader_runs
-from props.reactors.agents.sdk import Task
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     LABEL,
@@ -34,6 +35,21 @@ _Q = queries.load("agents")
 EXAMPLE_TARGET = "/example"
 GRADING_TARGET = "/grading"
 SOCKET_TARGET = "/run/props-pg"
+
+
+class Task(pydantic.BaseModel):
+    """PROPS_TASK: what a run's agent is told (the agent SDK's `Task` reads it; the how-to,
+    docs/howto/write-a-critic.md, documents it for agents in any language)."""
+
+    model_config = pydantic.ConfigDict(frozen=True)
+
+    run_id: uuid.UUID
+    agent_type: catalog.AgentType
+    model: str
+    example: catalog.Example
+    config: dict[str, Any] = pydantic.Field(default_factory=dict)
+    timeout_seconds: float
+    budget_usd: float
 
 
 async def deployment_of(store: EventStore) -> str:

@@ -21,14 +21,12 @@ SNAPSHOT = "csvtool/2025-09-03-00"
 # An agent that reports `N` issues (from the SDK), after sleeping `SLEEP` seconds.
 QUICK_AGENT = """
 import os, time
-from props.core.domain import catalog
 from props.reactors.agents.sdk import Agent
 with Agent.from_environment() as a:
     time.sleep(float(a.task.config.get("sleep", 0)))
     a.prompt("review " + ",".join(a.files()))
     for n in range(int(a.task.config.get("issues", 2))):
-        a.issue(f"i{n}", "why", [catalog.Location(file="csvtool/cli.py",
-                ranges=[catalog.LineRange(start=37 + n, end=40 + n)])])
+        a.issue("csvtool/cli.py", 37 + n, 40 + n, "why")
     a.phase("review")
 """
 

@@ -21,7 +21,6 @@ runtimes' `EngineUnreachable`):
   before the event is parked.
 - RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
 - SWAP: a rebuild's swap of the live tables while readers hold them.
-- AGENT_CALL: an agent's call to the database from inside its container (synchronous).
 - DRIVER: a harness's own query through a database it restarts; API_REQUEST: its run
   requests through replicas it kills (chaos).
 """
@@ -99,12 +98,6 @@ class Policy:
             **rest._strategy(retry_on, again, stop, lambda f, n: sized(f, n + 1)))(attempt)
         return result
 
-    def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
-                      ) -> tenacity.Retrying:
-        """A tenacity controller of this policy for code that is not async (an agent's SDK
-        in its container): `policy.retrying_sync(...)(fn)`."""
-        return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, None))
-
     def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
                   stop: Callable[[BaseException], bool] | None,
                   wait: Wait | None) -> dict[str, Any]:
@@ -146,7 +139,6 @@ EVENT = Policy("event", first=0.1, cap=5.0, attempts=None)
 POISON = Policy("poison", first=0.05, cap=5.0, attempts=3)
 RUN = Policy("run", first=0.2, cap=10.0, attempts=20)
 SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
-AGENT_CALL = Policy("agent call", first=0.1, cap=2.0, attempts=8)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
 API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
 

@@ -185,12 +185,11 @@ def main() -> int:
         except (RuntimeError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
             print(f"{tool} could not review the example: {exc}", file=sys.stderr)
             return TOOL_FAILED
-        for n, f in enumerate(sorted(findings, key=lambda f: (f.path, f.start, f.rule)), 1):
-            loc = catalog.Location(file=f.path, ranges=[catalog.LineRange(
-                start=f.start, end=max(f.start, f.end))])
+        for f in sorted(findings, key=lambda f: (f.path, f.start, f.rule)):
             # The rule first (what props.core.scoring.candidates reads), then its category.
             kind = baselines.category(tool, f.rule.split(" ", 1)[0])
-            agent.issue(f"i{n}", f"[{f.rule}] ({kind}) {f.message}", [loc], f.severity)
+            agent.issue(f.path, f.start, max(f.start, f.end),
+                        f"[{f.rule}] ({kind}) {f.message}", f.severity)
         agent.phase("review", began)
         print(f"{tool} {here['version']} on {agent.task.example.snapshot}: {len(findings)} "
               f"issue(s); {dropped} finding(s) outside the example's files dropped")

@@ -133,8 +133,7 @@ def main() -> int:
             for start, end, rationale, severity in parse_issues(content, path,
                                                                 len(text.splitlines())):
                 n += 1
-                agent.issue(f"i{n}", rationale, [catalog.Location(
-                    file=path, ranges=[catalog.LineRange(start=start, end=end)])], severity)
+                agent.issue(path, start, end, rationale, severity)
         agent.phase("review", began)
         print(f"reviewed {task.example.snapshot} with {task.model}: {n} issues, "
               f"{spent:.6f} USD")

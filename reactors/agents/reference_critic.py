@@ -147,9 +147,7 @@ def main() -> int:
                 continue
             for name, f in review(agent.read(path), checks):
                 n += 1
-                loc = catalog.Location(file=path, ranges=[catalog.LineRange(start=f.line,
-                                                                            end=f.end)])
-                agent.issue(f"i{n}", f"[{name}] {f.rationale}", [loc], f.severity)
+                agent.issue(path, f.line, f.end, f"[{name}] {f.rationale}", f.severity)
         agent.phase("review", began)
         print(f"reviewed {agent.task.example.snapshot}: {n} issues")
     return 0

@@ -54,8 +54,7 @@ with Agent.from_environment() as a:
                                   cost_usd=0.001, latency_ms=5))
     for n in range(rng.randint(1, 6)):
         line = rng.randint(1, 60)
-        a.issue(f"i{n}", "why", [catalog.Location(file=rng.choice(files),
-                ranges=[catalog.LineRange(start=line, end=line + rng.randint(0, 3))])])
+        a.issue(rng.choice(files), line, line + rng.randint(0, 3), "why")
     a.phase("review")
 """
 HOSTILE_EVERY = 10  # every tenth requested run is the hostile critic
