@@ -244,7 +244,7 @@ def test_the_time_left_does_not_grow_while_nothing_finishes(
     from props.reactors import evaluation_driver
 
     clock = [100.0]
-    monkeypatch.setattr(evaluation_driver.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("props.reactors.evaluation_driver.time.monotonic", lambda: clock[0])
     ev = SimpleNamespace(name="e", plan=SimpleNamespace(budget_usd=None))
     states = [SimpleNamespace(state=s, cost_usd=0.0) for s in ("scored", "running", "waiting")]
     progress = evaluation_driver.Progress(began=90.0)
