@@ -25,7 +25,7 @@ from props.core.log import database, errors, leadership, retries
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.projections import parking, views
+from props.projections import parking, readers, views
 from props.projections.base import Projection
 from props.projections.folding import (
     Chunk,
@@ -170,6 +170,7 @@ class RebuildReport:
     events: int
     seconds: float
     resumed: bool
+    readers_ended: list[readers.Reader] = dataclasses.field(default_factory=list)
 
     @property
     def events_per_second(self) -> float:
@@ -178,8 +179,11 @@ class RebuildReport:
 
 async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
                   progress: Progress | None = None,
-                  chunk: int = REBUILD_CHUNK) -> RebuildReport:
-    """Rebuild `projections` from the log beside the live tables, then swap them in."""
+                  chunk: int = REBUILD_CHUNK,
+                  reader_grace: float = readers.READER_GRACE_SECONDS) -> RebuildReport:
+    """Rebuild `projections` from the log beside the live tables, then swap them in. The
+    swap waits `reader_grace` seconds for analysts' transactions that hold the live tables,
+    then ends them (`RebuildReport.readers_ended`, see props.projections.readers)."""
     projections = tuple(projections)
     began = time.perf_counter()
     async with leadership.exclusive(store.dsn, leadership.PROJECTION_REBUILD):
@@ -198,9 +202,11 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
             for table in (t.name for p in projections for t in p.tables):
                 if table not in derived:
                     tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
-        events += await _swap_when_unlocked(store, projections, positions, skipped)
+        ended: list[readers.Reader] = []
+        events += await _swap_when_unlocked(store, projections, positions, skipped,
+                                            reader_grace, ended)
     return RebuildReport([p.name for p in projections], events,
-                         time.perf_counter() - began, resumed)
+                         time.perf_counter() - began, resumed, ended)
 
 
 async def _derive(store: EventStore, projections: Sequence[Projection],
@@ -307,19 +313,27 @@ async def _flush(store: EventStore, p: Projection, chunk: Chunk,
 
 async def _swap_when_unlocked(store: EventStore, projections: Sequence[Projection],
                               positions: dict[str, Checkpoint],
-                              skipped: dict[str, frozenset[int]]) -> int:
+                              skipped: dict[str, frozenset[int]], grace: float,
+                              ended: list[readers.Reader]) -> int:
     """The swap must lock several live tables while analysts' queries lock them too, in their
     own order. Waiting on one lock while holding another could deadlock with a reader (and
     the reader is the one PostgreSQL might cancel), so the swap waits briefly for each lock,
-    and on a timeout rolls back everything, releasing what it held, and tries again."""
+    and on a timeout rolls back everything, releasing what it held, and tries again. Past
+    `grace` seconds, each attempt first ends the analysts' sessions holding the tables
+    (appended to `ended`): a long transaction of short reads must not hold it forever."""
+    began = time.monotonic()
+
     async def attempt() -> int:
+        if time.monotonic() - began >= grace:
+            ended.extend(await readers.end(store))
         trial = dict(positions)
         caught_up = await _swap(store, projections, trial, skipped)
         positions.update(trial)
         return caught_up
 
     try:
-        return await retries.SWAP.call(attempt, retries.of_kinds(errors.Busy))
+        return await retries.swap_for(grace + readers.AFTER_GRACE_SECONDS).call(
+            attempt, retries.of_kinds(errors.Busy))
     except errors.Busy as exc:
         raise errors.PropsError(
             "could not take the live projection tables for the swap: readers kept them "

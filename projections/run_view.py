@@ -69,7 +69,11 @@ def _message(data: bytes | None) -> Message:
     except orjson.JSONDecodeError:
         return Message("raw", text_of(data))
     if isinstance(parsed, dict) and isinstance(parsed.get("content"), str):
-        return Message(str(parsed.get("role", "?"))[:40], parsed["content"])
+        text = parsed["content"]
+        calls = parsed.get("tool_calls")  # an agentic critic's turn: what it called
+        if isinstance(calls, list) and calls:
+            text += ("\n" if text else "") + orjson.dumps(calls).decode()
+        return Message(str(parsed.get("role", "?"))[:40], text)
     return Message("raw", text_of(data))
 
 

@@ -1,18 +1,19 @@
 """The PostgreSQL side of a run's agent: its own role, its binding, and what it reported.
 
 A login role is opened at launch by the owner's function `props.open_agent_role` (migration
-0007): a member of `props_agent`, which may only call the functions of schema `agent`, under
+0007, 0012): a member of `props_agent`, which may only call the functions of schema `agent`, under
 a random name (`props_agent_<hex>`: role names are visible to every session, so a name must
-not reveal the run), with short timeouts and no temp tables, large objects or advisory
-locks. It is bound to the run with the definition's caps. What the agent reports waits in
-`props.agent_outbox` until the launcher drains it: each row is checked against the event
-catalog and appended to the run's stream under an id derived from (run, the id the agent
-gave), so no agent can name another run's or the launcher's events, and a drain repeated
-after a crash appends nothing twice. After the container exits the binding is closed, the
-role's sessions ended and the role dropped; roles of ended runs that a crash left behind are
-reaped at start-up and on every sweep, and a role that cannot be dropped is retried there.
-The role's password is drawn once and kept in the binding (readable by the service, never by
-agents): a restarted launcher that adopts a running container must not lock its agent out.
+not reveal the run), with short timeouts, one connection, a cap on temp files, and no temp
+tables, large objects or advisory locks. It is bound to the run with the definition's caps.
+What the agent reports waits in `props.agent_outbox` until the launcher drains it: each row
+is checked against the event catalog and appended to the run's stream under an id derived
+from (run, the id the agent gave), so no agent can name another run's or the launcher's
+events, and a drain repeated after a crash appends nothing twice. After the container exits
+the binding is closed, the role's sessions ended and the role dropped; roles of ended runs
+that a crash left behind are reaped at start-up and on every sweep, and a role that cannot
+be dropped is retried there. The role's password is drawn once and kept in the binding
+(readable by the service, never by agents): a restarted launcher that adopts a running
+container must not lock its agent out.
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ _REPORT_NAMESPACE = uuid.UUID("5d1f0e7a-2b9c-4c61-9a0e-7c4b8e2f3a15")
 # timeouts away; a transaction held open stalls every reader's fence).
 STATEMENT_LIMIT_SECONDS = 5.0
 TRANSACTION_LIMIT_SECONDS = 10.0
-# Sessions one run's role may open at once (its CONNECTION LIMIT, migration 0007).
-AGENT_CONNECTIONS = 4
+# Sessions one run's role may open at once (its CONNECTION LIMIT, migration 0012): the SDK
+# holds one connection, and each session is a server process whose memory the agent can grow
+# (docs/internals/roles.md).
+AGENT_CONNECTIONS = 1
+# The share of the server's notification queue past which agent and analyst sessions are
+# ended: a listener that stops reading holds the queue, and once it is full every append
+# (which notifies) fails.
+NOTIFY_QUEUE_SHARE = 0.25
 # An analyst's transaction that took a transaction id holds every reader's fence: ended past
-# this (README: an analyst who needs longer works on a copy, e.g. pg_dump of projections).
+# this (an analyst who needs longer works on a copy, e.g. pg_dump of projections).
 ANALYST_FENCE_SECONDS = 30.0
 
 
@@ -127,10 +134,12 @@ async def reap(store: EventStore) -> int:
 
 
 async def end_overruns(store: EventStore) -> int:
-    """End agent sessions whose statement or transaction runs past its limit, and analyst
-    sessions whose transaction has held the visibility fence past ANALYST_FENCE_SECONDS."""
+    """End agent sessions whose statement or transaction runs past its limit, analyst
+    sessions whose transaction has held the visibility fence past ANALYST_FENCE_SECONDS, and
+    both once the notification queue is filled past NOTIFY_QUEUE_SHARE."""
     ended: int = await store.sql.fetchval(_Q["end_overruns"], STATEMENT_LIMIT_SECONDS,
-                                           TRANSACTION_LIMIT_SECONDS, ANALYST_FENCE_SECONDS)
+                                           TRANSACTION_LIMIT_SECONDS, ANALYST_FENCE_SECONDS,
+                                           NOTIFY_QUEUE_SHARE)
     return ended
 
 
@@ -194,12 +203,16 @@ class Drained:
     tokens_out: int = 0
     malformed: str | None = None  # the first report that failed the catalog's checks
     last_seq: int = 0  # the outbox is read from here on
+    # The last model call that gave no usable answer, if the agent recorded one.
+    call_failed: catalog.LlmResponded | None = None
 
     def add_usage(self, e: catalog.LlmResponded) -> None:
         """Count an LLM call's cost and tokens: a run's totals, summed in one place."""
         self.cost_usd += e.cost_usd
         self.tokens_in += e.tokens_in
         self.tokens_out += e.tokens_out
+        if e.outcome != "answered":
+            self.call_failed = e
 
 
 async def drain(store: EventStore, run_id: uuid.UUID, stored: set[uuid.UUID],

@@ -20,6 +20,7 @@ from props.core.scoring import registration
 from props.projections import status as projection_status
 from props.reactors.containers import ContainerRuntime
 from props.reactors.launcher import Launcher
+from props.reactors.run_environment import AgentEnvironment
 from props.reactors.service import Service
 
 TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
@@ -207,11 +208,12 @@ class Driven:
 
 async def serve_until_done(store: EventStore, ev: Evaluation,
                            runtimes: Sequence[ContainerRuntime], stops: Stops,
-                           show: Callable[[str], None]) -> Driven:
+                           show: Callable[[str], None],
+                           agent_env: AgentEnvironment | None = None) -> Driven:
     """Serve the reactors in this process and drive `ev` until its cases are done (or a stop
     applies), then record how it ended (`evaluation.ended`). `show` is given the ceiling in
     force, then a line each time the cases move."""
-    service = Service(store, runtimes, poll_interval=0.2)
+    service = Service(store, runtimes, poll_interval=0.2, agent_env=agent_env)
     capacity = next((h.reactor.capacity for h in service.hosts
                      if isinstance(h.reactor, Launcher)), None)
     ceiling = await ceiling_of(store, ev, capacity)

@@ -94,8 +94,8 @@ def write_read_only(target: Path, files: list[tuple[str, bytes]]) -> None:
 class AgentDatabase:
     """Where agents reach the database over TCP, when their engine is not on its host: the
     run's own role, over TLS when `sslmode` asks for it, from containers on `network` (an
-    engine network whose egress should reach only the database: README, "Agents over
-    TCP"). Every restriction of the run's role holds as through the socket."""
+    engine network whose egress should reach only the database: docs/howto/several-hosts.md,
+    "Agents over TCP"). Every restriction of the run's role holds as through the socket."""
 
     host: str
     port: int

@@ -65,6 +65,10 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
     return state
 
 
+# What a model call can fail with that a later attempt may not (the server back, its load over).
+_TRANSIENT_CALLS = frozenset({"unreachable", "reset", "timeout"})
+
+
 def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
             capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
     """The run's status from closed facts only (never from the agent's words)."""
@@ -92,5 +96,13 @@ def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRe
         return "completed", None
     if code is None:
         return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
+    if state.totals.call_failed is not None:
+        # A model call that gave no usable answer ended the run: broken, never a scored 0.
+        failed = state.totals.call_failed
+        status = failed.http_status or 0
+        transient = failed.outcome in _TRANSIENT_CALLS or (
+            failed.outcome == "http_error" and (status == 429 or status >= 500))
+        return "failed", catalog.Failure(phase="llm", category=f"llm_{failed.outcome}",
+                                         retryable=transient, exit_code=code)
     return "failed", catalog.Failure(phase="run", category="exit_nonzero",
                                      retryable=False, exit_code=code)

@@ -126,6 +126,17 @@ def as_role(dsn: str, role: str) -> str:
     return database.with_user(dsn, role, TEST_ROLE_PASSWORD)
 
 
+async def fence_clear(store: EventStore, seconds: float = 120) -> None:
+    """Wait until every committed event is readable: on a server shared with other work (a
+    second suite, other databases), an open transaction anywhere holds the visibility fence
+    back, and a rebuild or a read of the log then stops short of what the test appended."""
+    import anyio
+
+    with anyio.fail_after(seconds):
+        while (await store.fence_status()).held_back:  # noqa: ASYNC110 (a poll of the server)
+            await anyio.sleep(0.05)
+
+
 @pytest.fixture
 def new_event() -> object:
     """A factory of small valid events: `new_event(phase="x")`."""

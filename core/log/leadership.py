@@ -50,6 +50,13 @@ class Standing:
         self.settled.set()
 
 
+def definition_tag(agent_type: str, name: str, tag: str) -> int:
+    """The key of one definition's tag: its check, its push upstream and its record are one
+    decision (two concurrent pushes of a new tag must not both be recorded)."""
+    digest = hashlib.sha256(f"props tag {agent_type}:{name}:{tag}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 @asynccontextmanager
 async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
                standing: Standing | None = None) -> AsyncIterator[None]:

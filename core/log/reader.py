@@ -116,6 +116,13 @@ class Reader:
             out.setdefault(rec.stream_id, []).append(rec)
         return out
 
+    async def category_streams(self, category: str) -> list[str]:
+        """The ids of a category's streams as committed now, read directly: no fence, since a
+        point read of whole streams skips nothing, and a transaction left open anywhere on the
+        server must not hide what this process just wrote (`props demo` once found no snapshot
+        it had synced a moment before)."""
+        return [r["stream_id"] for r in await self._fetch(_Q["category_streams"], category)]
+
     async def page(
         self,
         after: Checkpoint,

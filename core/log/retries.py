@@ -20,7 +20,11 @@ runtimes' `EngineUnreachable`):
   (a stop's deadline cuts it); POISON: a handler that failed otherwise, tried a few times
   before the event is parked.
 - RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
-- SWAP: a rebuild's swap of the live tables while readers hold them.
+- SWAP: a rebuild's swap of the live tables while readers hold them (`swap_for`: through
+  the rebuild's reader grace, after which it ends the analysts' sessions, and a while more).
+- MODEL_CALL: a call to a model's chat endpoint (core/domain/chat.py says which failures:
+  the server unreachable or gone mid-answer, 429, 5xx); a `Retry-After` the server sends is
+  honoured up to the policy's cap on it.
 - DRIVER: a harness's own query through a database it restarts; API_REQUEST: its run
   requests through replicas it kills (chaos).
 """
@@ -98,6 +102,13 @@ class Policy:
             **rest._strategy(retry_on, again, stop, lambda f, n: sized(f, n + 1)))(attempt)
         return result
 
+    def retrying_sync(self, retry_on: RetryOn, *, on_retry: OnRetry | None = None,
+                      wait: Wait | None = None) -> tenacity.Retrying:
+        """A tenacity controller of this policy for code that is not async (a model call
+        from the LLM critic in its container): `policy.retrying_sync(...)(fn)`. `wait` sizes
+        a wait other than by `delay` (a server's Retry-After)."""
+        return tenacity.Retrying(reraise=True, **self._strategy(retry_on, on_retry, None, wait))
+
     def _strategy(self, retry_on: RetryOn, on_retry: OnRetry | None,
                   stop: Callable[[BaseException], bool] | None,
                   wait: Wait | None) -> dict[str, Any]:
@@ -139,8 +150,15 @@ EVENT = Policy("event", first=0.1, cap=5.0, attempts=None)
 POISON = Policy("poison", first=0.05, cap=5.0, attempts=3)
 RUN = Policy("run", first=0.2, cap=10.0, attempts=20)
 SWAP = Policy("swap", first=0.01, cap=1.0, attempts=200)
+MODEL_CALL = Policy("model call", first=0.5, cap=8.0, attempts=5)
+MODEL_RETRY_AFTER_CAP = 60.0  # the longest Retry-After honoured (seconds)
 DRIVER = Policy("driver", first=0.5, cap=0.5, attempts=None, seconds=60.0)
 API_REQUEST = Policy("api request", first=0.2, cap=0.2, attempts=None, seconds=120.0)
+
+
+def swap_for(seconds: float) -> Policy:
+    """SWAP, tried again for `seconds` (a rebuild's reader grace and the time after it)."""
+    return dataclasses.replace(SWAP, attempts=None, seconds=seconds)
 
 
 def of_kinds(*kinds: type[BaseException]) -> RetryOn:

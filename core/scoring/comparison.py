@@ -37,6 +37,7 @@ class _Edge:
     tp_id: str | None
     tp_occurrence: int | None
     fp_id: str | None
+    unscorable: str | None  # why the scorer could not grade the issue (a judge's answer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,12 +144,15 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
     result.selected = len(runs)
     ids = [r.run_id for r in runs]
     edges: dict[tuple[uuid.UUID, str, int], dict[str, tuple[Any, ...]]] = {}
+    unread: dict[tuple[uuid.UUID, str, int], str] = {}  # a run's first issue not graded
     scores: dict[tuple[uuid.UUID, str, int], _RunScore] = {}
     for start in range(0, len(ids), 5000):
         chunk = ids[start:start + 5000]
         for e in await store.sql.rows(_EDGES_OF, chunk, [name_a, name_b]):
             key = (e.critique_run_id, e.scorer_name, e.scorer_version)
             edges.setdefault(key, {})[e.critique_issue_id] = (e.tp_id, e.tp_occurrence, e.fp_id)
+            if e.unscorable is not None:
+                unread.setdefault(key, e.unscorable)
         for s in await store.sql.rows(_SCORES_OF, chunk, [name_a, name_b]):
             scores[(s.run_id, s.scorer_name, s.scorer_version)] = s
     pairs: list[tuple[Any, Any]] = []  # each scorable issue's match under A and under B
@@ -161,6 +165,10 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
             reason = f"not graded by {a}"
         if reason is None and run.issues and len(got_b) < len(run.issues):
             reason = f"not graded by {b}"
+        # An issue a scorer could not grade is no verdict: neither agreement nor a change.
+        for ref, key in ((a, (run.run_id, name_a, ver_a)), (b, (run.run_id, name_b, ver_b))):
+            if reason is None and key in unread:
+                reason = f"{ref} could not grade an issue: {unread[key]}"
         if reason is not None:
             result.unscorable[run.run_id] = reason
             continue

@@ -36,17 +36,16 @@ import hashlib
 import inspect
 import os
 import sys
-import time
 import tomllib
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import httpx
+import anyio
 import orjson
 
-from props.core.domain import catalog, streams
+from props.core.domain import catalog, chat, streams
 from props.core.log import embedded, errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
@@ -210,6 +209,15 @@ class LlmJudge(_AsksAModel):
             body["max_tokens"] = self.max_tokens
         return body
 
+    def endpoint(self) -> chat.Endpoint:
+        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        return chat.Endpoint(
+            base_url=self.base_url, model=self.model, key=key, timeout=self.request_timeout,
+            price_in_per_mtok=self.price_in_per_mtok,
+            price_out_per_mtok=self.price_out_per_mtok, temperature=self.temperature,
+            seed=self.seed, max_tokens=self.max_tokens,
+            mode=_FORMS_TAKEN.get(self.base_url, chat.MODES[0]))
+
     async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
                         gt: catalog.GroundTruth) -> tuple[dict[str, Verdict], list[Event]]:
@@ -221,55 +229,66 @@ class LlmJudge(_AsksAModel):
         shas = [] if store is None else [
             await store.put_blob(orjson.dumps(m, option=orjson.OPT_SORT_KEYS))
             for m in messages]
-        headers = {"Content-Type": "application/json"}
-        if self.api_key_env and (key := os.environ.get(self.api_key_env)):
-            headers["Authorization"] = f"Bearer {key}"
         draws, calls = [], []
-        async with httpx.AsyncClient(timeout=self.request_timeout) as client:
-            for n in range(1, self.draws + 1):
-                request_id = "judge" if self.draws == 1 else f"judge-{n}"
-                content, recorded = await self._ask(store, client, headers, messages, shas,
-                                                    self.judge_id(run_id), request_id)
-                draws.append(parse_answer(content, issues, gt))
-                calls += recorded
+        endpoint = self.endpoint()
+        for n in range(1, self.draws + 1):
+            request_id = "judge" if self.draws == 1 else f"judge-{n}"
+            said, recorded = await self._ask(store, endpoint, messages, shas, issues, gt,
+                                             self.judge_id(run_id), request_id)
+            draws.append(said)
+            calls += recorded
         return majority(draws), calls
 
-    async def _ask(self, store: EventStore | None, client: httpx.AsyncClient,
-                   headers: dict[str, str], messages: list[dict[str, str]], shas: list[str],
-                   judge: uuid.UUID, request_id: str) -> tuple[str, list[Event]]:
-        """One draw: the answer's text, and its `llm.requested` and `llm.responded` (none
-        without a store)."""
-        started = time.monotonic()
+    async def _ask(self, store: EventStore | None, endpoint: chat.Endpoint,
+                   messages: list[dict[str, Any]], shas: list[str], issues: dict[str, Any],
+                   gt: catalog.GroundTruth, judge: uuid.UUID, request_id: str
+                   ) -> tuple[dict[str, Verdict], list[Event]]:
+        """One draw: each issue's verdict, and its `llm.requested` and `llm.responded`
+        (none without a store). The answer is constrained by a schema (chat.py); one that
+        cannot be read as asked makes every issue unscorable, saying why."""
         try:
-            response = await client.post(self.base_url.rstrip("/") + "/chat/completions",
-                                         headers=headers,
-                                         content=orjson.dumps(self.request_body(messages)))
-            response.raise_for_status()
-            answer = response.json()
-            content = str(answer["choices"][0]["message"]["content"])
-        except httpx.HTTPError as exc:
-            # The class only: a message could echo a URL with credentials in it.
-            raise JudgeError(f"the judge's endpoint failed ({type(exc).__name__})") from None
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise JudgeError("the judge's endpoint answered something that is not a chat "
-                             "completion") from None
-        latency = (time.monotonic() - started) * 1000
+            answer, data = await anyio.to_thread.run_sync(
+                endpoint.ask_json, messages, answer_schema(issues, gt), "matches")
+            said = parse_answer(orjson.dumps(data).decode(), issues, gt)
+            outcome = "answered"
+        except chat.CallFailed as exc:
+            if exc.answer is None:  # no answer at all: the run cannot be judged now
+                raise JudgeError(f"the judge's endpoint failed ({exc})") from None
+            answer, outcome = exc.answer, exc.outcome
+            said = dict.fromkeys(issues, _UNREAD.get(outcome, NOT_JSON))
+        _FORMS_TAKEN[self.base_url] = endpoint.mode
         if store is None:
-            return content, []
+            return said, []
         requested = catalog.LlmRequested(run_id=judge, request_id=request_id,
                                          model=self.model, message_sha256s=shas)
-        usage = answer.get("usage") or {}
-        tokens_in, tokens_out = int(usage.get("prompt_tokens", 0)), \
-            int(usage.get("completion_tokens", 0))
-        reply = {"role": "assistant", "content": content}
         responded = catalog.LlmResponded(
             run_id=judge, request_id=request_id,
-            response_sha256=await store.put_blob(orjson.dumps(reply, option=orjson.OPT_SORT_KEYS)),
-            tokens_in=tokens_in, tokens_out=tokens_out,
-            cost_usd=(tokens_in * self.price_in_per_mtok
-                      + tokens_out * self.price_out_per_mtok) / 1e6,
-            latency_ms=latency)
-        return content, [requested, responded]
+            response_sha256=await store.put_blob(
+                orjson.dumps(answer.message, option=orjson.OPT_SORT_KEYS)),
+            tokens_in=answer.tokens_in, tokens_out=answer.tokens_out,
+            cost_usd=endpoint.cost(answer), latency_ms=answer.latency_ms,
+            finish_reason=answer.finish_reason, cached_tokens=answer.cached_tokens,
+            structured=cast(catalog.StructuredOutput, answer.structured),
+            outcome=cast(catalog.CallOutcome, outcome))
+        return said, [requested, responded]
+
+
+# The structured-output form each endpoint took (chat.MODES), so later runs start there.
+_FORMS_TAKEN: dict[str, str] = {}
+_UNREAD = {"truncated": "the judge's answer was cut at max_tokens",
+           "refused": "the judge refused to answer"}
+
+
+def answer_schema(issues: dict[str, Any], gt: catalog.GroundTruth) -> dict[str, Any]:
+    """The answer's JSON schema: every issue id, each mapped to a known item or "none"."""
+    refs = [f"tp:{tp.id}#{n}" for tp in gt.true_positives
+            for n in range(1, len(tp.occurrences) + 1)]
+    refs += [f"fp:{fp.id}" for fp in gt.false_positives]
+    one = {"type": "string", "enum": [*refs, "none"]}
+    return {"type": "object", "additionalProperties": False, "required": ["matches"],
+            "properties": {"matches": {
+                "type": "object", "additionalProperties": False, "required": sorted(issues),
+                "properties": {i: one for i in sorted(issues)}}}}
 
 
 def scorers_file() -> Path:

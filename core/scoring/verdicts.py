@@ -79,6 +79,8 @@ class ByModel:
                        issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
                        gt: catalog.GroundTruth, never: frozenset[str] = frozenset(),
                        ) -> RunVerdicts:
+        if not issues:  # nothing to judge: the model is neither asked nor paid
+            return RunVerdicts({}, {}, [])
         said, calls = await self.scorer.judge_run(store, run_id, issues, rationales, gt)
         return RunVerdicts({i: v for i, v in said.items() if isinstance(v, scorers.Match)},
                            {i: v for i, v in said.items() if isinstance(v, str)}, calls)

@@ -1,93 +1,135 @@
-"""The LLM critic: any OpenAI-compatible chat endpoint (OpenAI, Ollama, LiteLLM, vLLM).
+"""The LLM critic: any OpenAI-compatible chat endpoint (OpenAI, Ollama, LiteLLM, vLLM, llama.cpp).
 
 `python -m props.reactors.agents.llm_critic` inside a run's container. The definition's config:
 - `base_url` (required): e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`;
 - `api_key_env`: the name of an environment variable holding the key, which the launcher
   passes from its own environment (a key never goes into the config, hence never into the log);
 - `price_in_per_mtok`, `price_out_per_mtok`: USD per million tokens, for the cost (default 0);
-- `request_timeout`: seconds per request (default 120).
-The model is the run's. It reviews the example one file per turn of a single conversation and
-asks for JSON issues. Every message is stored once as a blob and each request lists its
-messages by hash, so a transcript of N turns costs O(N) bytes. It stops before the next
-request once the run's budget is spent (exit code 3); the launcher records budget_exceeded.
+- `request_timeout`: seconds per request (default 120);
+- `mode`: `auto` (default: tools where the endpoint makes tool calls, else per file),
+  `tools` or `per-file`;
+- `context_tokens` (default 2048, llama.cpp's default) and `max_answer_tokens` (default 512):
+  a file is reviewed in chunks whose prompt leaves room for the answer in that context;
+- `structured`: the first form of structured output to try (`json_schema`, default, then
+  `json_object`, then `tolerant`; core/domain/chat.py).
+The model is the run's. Per file, each chunk is one request of its own (a system message and
+the numbered lines: no conversation grows across files), answered in JSON constrained by a
+schema. Every message is stored once as a blob and each request lists its messages by hash.
+A call that gives no usable answer (unreadable, cut off, the context overflowed, the server
+gone after the retries) is recorded as the call's closed outcome and ends the run with exit 4:
+the launcher records the run as failed `llm_<outcome>` (broken), never as a review that found
+nothing. It stops before the next request once the run's budget is spent (exit code 3).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import sys
 import time
-import urllib.error
-import urllib.request
 from typing import Any, cast
 
-from props.core.domain import catalog
+from props.core.domain import catalog, chat
+from props.reactors.agents import llm_tools
+from props.reactors.agents.llm_calls import (
+    SEVERITIES,
+    Budget,
+    Recorder,
+    endpoint_of,
+    estimate_tokens,
+    numbered,
+)
 from props.reactors.agents.sdk import Agent
 
-SYSTEM = """You are a meticulous code reviewer. For each file you are shown, report real \
-defects only (bugs, not style). Answer with JSON only, in this shape:
+SYSTEM = """You are a meticulous code reviewer. You are shown part of a file, each line \
+prefixed by its number. Report real defects only (bugs, not style), as JSON: \
 {"issues": [{"start": LINE, "end": LINE, "severity": "low|medium|high|critical", \
-"rationale": "why it is a defect"}]}
-Line numbers are the ones shown at the start of each line. Answer {"issues": []} when the \
-file has no defect."""
+"rationale": "why it is a defect"}]}. Answer {"issues": []} when there is no defect."""
 
 EXIT_BUDGET = 3
 EXIT_ENDPOINT = 4
-_JSON = re.compile(r"\{.*\}", re.DOTALL)
-_SEVERITIES = {"info", "low", "medium", "high", "critical"}
+MAX_ISSUES = 8  # per chunk: a schema's bound keeps a small model's answer finite
+ISSUES_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["issues"],
+    "properties": {"issues": {"type": "array", "maxItems": MAX_ISSUES, "items": {
+        "type": "object", "additionalProperties": False,
+        "required": ["start", "end", "severity", "rationale"],
+        "properties": {"start": {"type": "integer", "minimum": 1},
+                       "end": {"type": "integer", "minimum": 1},
+                       "severity": {"type": "string", "enum": list(SEVERITIES)},
+                       "rationale": {"type": "string", "maxLength": 400}}}}}}
 
 
-def numbered(text: str) -> str:
-    return "\n".join(f"{n:4d} | {line}" for n, line in enumerate(text.splitlines(), start=1))
+def chunks(text: str, room: int) -> list[tuple[int, list[str]]]:
+    """The file as (first line number, lines) pieces whose numbered text fits `room` tokens;
+    a line longer than the room alone is cut (its number kept)."""
+    out: list[tuple[int, list[str]]] = []
+    piece: list[str] = []
+    used, first = 0, 1
+    for n, line in enumerate(text.splitlines(), start=1):
+        cost = estimate_tokens(f"{n:4d} | {line}\n")
+        if cost > room:
+            line, cost = line[:max(1, int(room * 2.5) - 16)], room
+        if piece and used + cost > room:
+            out.append((first, piece))
+            piece, used, first = [], 0, n
+        piece.append(line)
+        used += cost
+    if piece:
+        out.append((first, piece))
+    return out
 
 
 Found = tuple[int, int, str, catalog.Severity | None]
 
 
-def parse_issues(answer: str, path: str, lines: int) -> list[Found]:
-    """(start, end, rationale, severity) of each well-formed issue in the model's answer;
+def parse_issues(data: Any, lines: int) -> list[Found]:
+    """(start, end, rationale, severity) of each well-formed issue of the answer's JSON;
     line numbers outside the file are dropped, not guessed."""
-    found = _JSON.search(answer)
-    if not found:
-        return []
-    try:
-        data = json.loads(found.group(0))
-    except ValueError:
-        return []
     out: list[Found] = []
-    for item in data.get("issues", []) if isinstance(data, dict) else []:
+    items = data.get("issues") if isinstance(data, dict) else None
+    for item in items if isinstance(items, list) else []:
         try:
             start, end = int(item["start"]), int(item.get("end", item["start"]))
             rationale = str(item.get("rationale", "")).strip()[:4000]
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, AttributeError):
             continue
         if 1 <= start <= end <= lines and rationale:
             severity = item.get("severity")
             out.append((start, end, rationale,
-                         cast(catalog.Severity, severity) if severity in _SEVERITIES else None))
+                        cast(catalog.Severity, severity) if severity in SEVERITIES else None))
     return out
 
 
-class Endpoint:
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.url = str(config["base_url"]).rstrip("/") + "/chat/completions"
-        key_env = config.get("api_key_env")
-        self.key = os.environ.get(str(key_env), "") if key_env else ""
-        self.timeout = float(config.get("request_timeout", 120))
-        self.price_in = float(config.get("price_in_per_mtok", 0)) / 1e6
-        self.price_out = float(config.get("price_out_per_mtok", 0)) / 1e6
+def review_per_file(rec: Recorder, files: list[str]) -> None:
+    """Each file in chunks that fit the context, one request per chunk."""
+    config = rec.agent.task.config
+    context = int(config.get("context_tokens", 2048))
+    room = context - int(config.get("max_answer_tokens", 512)) - estimate_tokens(SYSTEM) - 96
+    if room < 64:
+        raise SystemExit("context_tokens leaves no room for a file beside the answer")
+    system = {"role": "system", "content": SYSTEM}
+    for path in files:
+        text = rec.agent.read(path)
+        total = len(text.splitlines())
+        for first, lines in chunks(text, room):
+            last = first + len(lines) - 1
+            user = {"role": "user", "content": f"File {path}, lines {first}-{last} of {total}:"
+                                               f"\n{numbered(lines, first)}"}
+            messages = [system, user]
+            _, data = _ask_json(rec, messages)
+            for start, end, rationale, severity in parse_issues(data, total):
+                rec.issue(path, start, end, rationale, severity)
 
-    def chat(self, model: str, messages: list[dict[str, str]]) -> dict[str, Any]:
-        body = json.dumps({"model": model, "messages": messages, "temperature": 0}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.key:
-            headers["Authorization"] = f"Bearer {self.key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            answer: dict[str, Any] = json.loads(response.read())
+
+def _ask_json(rec: Recorder, messages: list[chat.Message]) -> tuple[chat.Answer, Any]:
+    got: list[Any] = []
+
+    def ask() -> chat.Answer:
+        answer, data = rec.endpoint.ask_json(messages, ISSUES_SCHEMA, "issues")
+        got.append(data)
         return answer
+
+    answer = rec.call(messages, ask)
+    return answer, got[0]
 
 
 def main() -> int:
@@ -96,47 +138,25 @@ def main() -> int:
         if "base_url" not in task.config:
             print("the definition's config has no base_url", file=sys.stderr)
             return 2
-        endpoint = Endpoint(task.config)
-        messages = [{"role": "system", "content": SYSTEM}]
-        agent.prompt(SYSTEM, template="llm-critic/system")
-        spent, n = 0.0, 0
+        mode = str(task.config.get("mode", "auto"))
+        rec = Recorder(agent, endpoint_of(task.config, task.model))
+        files = [p for p in agent.files() if p.endswith(".py")]
         began = time.monotonic()
-        for turn, path in enumerate(p for p in agent.files() if p.endswith(".py")):
-            if spent >= task.budget_usd > 0:
-                print(f"budget spent: {spent:.6f} of {task.budget_usd} USD", file=sys.stderr)
-                return EXIT_BUDGET
-            text = agent.read(path)
-            messages.append({"role": "user", "content": f"File {path}:\n{numbered(text)}"})
-            shas = [agent.put_blob(json.dumps(m, sort_keys=True).encode()) for m in messages]
-            request_id = f"r{turn + 1}"
-            agent.report(catalog.LlmRequested(run_id=agent.run_id, request_id=request_id,
-                                              model=task.model, message_sha256s=shas))
-            t0 = time.monotonic()
-            try:
-                answer = endpoint.chat(task.model, messages)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                # The class only: a message could echo a URL with credentials in it.
-                print(f"the endpoint failed: {type(exc).__name__}", file=sys.stderr)
-                return EXIT_ENDPOINT
-            latency = (time.monotonic() - t0) * 1000
-            content = str(answer["choices"][0]["message"]["content"])
-            usage = answer.get("usage") or {}
-            t_in, t_out = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-            cost = t_in * endpoint.price_in + t_out * endpoint.price_out
-            spent += cost
-            reply = {"role": "assistant", "content": content}
-            agent.report(catalog.LlmResponded(
-                run_id=agent.run_id, request_id=request_id,
-                response_sha256=agent.put_blob(json.dumps(reply, sort_keys=True).encode()),
-                tokens_in=t_in, tokens_out=t_out, cost_usd=cost, latency_ms=latency))
-            messages.append(reply)
-            for start, end, rationale, severity in parse_issues(content, path,
-                                                                len(text.splitlines())):
-                n += 1
-                agent.issue(path, start, end, rationale, severity)
-        agent.phase("review", began)
-        print(f"reviewed {task.example.snapshot} with {task.model}: {n} issues, "
-              f"{spent:.6f} USD")
+        try:
+            if mode in ("auto", "tools") and llm_tools.review_with_tools(rec, files):
+                agent.phase("review-tools", began)
+            else:
+                agent.prompt(SYSTEM, template="llm-critic/per-file")
+                review_per_file(rec, files)
+                agent.phase("review-per-file", began)
+        except Budget:
+            print(f"budget spent: {rec.spent:.6f} of {task.budget_usd} USD", file=sys.stderr)
+            return EXIT_BUDGET
+        except chat.CallFailed as exc:
+            print(f"the model call failed: {exc}", file=sys.stderr)
+            return EXIT_ENDPOINT
+        print(f"reviewed {task.example.snapshot} with {task.model}: {rec.issues} issues, "
+              f"{rec.calls} calls, {rec.spent:.6f} USD")
     return 0
 
 

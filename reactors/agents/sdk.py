@@ -117,7 +117,9 @@ class Agent:
         self.task = task
         self.example_dir = example_dir
         self._dsn = dsn
-        self._conn: psycopg.Connection[Any] | None = self._connect()
+        # One connection (the run's role allows one session), made by the first call: its
+        # retries also wait out a previous session of the role still ending on the server.
+        self._conn: psycopg.Connection[Any] | None = None
         self._started = time.monotonic()
         self._issues = 0
 

@@ -22,6 +22,7 @@ SELECT b.run_id FROM props.agent_bindings b
 
 -- end_overruns --
 SELECT props.end_agent_overruns($1, $2) + props.end_analyst_fence_holds($3)
+       + props.end_notify_queue_holders($4)
 
 -- server_socket --
 SELECT directories, port FROM props.server_socket()

@@ -35,6 +35,10 @@ RETURNING stream_version
 -- stream_versions --
 SELECT stream_id, version FROM props.streams WHERE stream_id = ANY ($1::text[])
 
+-- category_streams --
+-- The ids of one category's streams ($1: `snapshot` for `snapshot-...`), as committed now.
+SELECT stream_id FROM props.streams WHERE starts_with(stream_id, $1 || '-') ORDER BY stream_id
+
 -- stored_by_stream --
 SELECT e.stream_id, count(*)::integer AS found, max(e.stream_version) AS last
   FROM props.event_ids i JOIN props.events e ON e.global_position = i.global_position

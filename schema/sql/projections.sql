@@ -33,3 +33,7 @@ SELECT tx_id, global_position, event_id
  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint)
    AND (tx_id, global_position) <= ($3::xid8, $4::bigint)
  ORDER BY tx_id, global_position
+
+-- end_projection_readers --
+-- Ends the analyst sessions that hold a lock on the live projections (migration 0012).
+SELECT pid, role_name AS role FROM props.end_projection_readers()

@@ -18,7 +18,7 @@ SELECT run_id, issue_id, locations, rationale FROM projections.reported_issues
 
 -- edges_of --
 SELECT critique_run_id, critique_issue_id, scorer_name, scorer_version, tp_id, tp_occurrence,
-       fp_id
+       fp_id, unscorable
   FROM projections.grading_edges
  WHERE critique_run_id = ANY ($1::uuid[]) AND scorer_name = ANY ($2::text[])
 

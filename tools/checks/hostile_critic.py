@@ -35,7 +35,7 @@ FORBIDDEN = [
     "SELECT pg_notify('props_events', 'x')",
     "UPDATE props.agent_bindings SET max_events = 1000000",
     "SELECT pg_read_file('/etc/passwd')", "SELECT pg_current_xact_id()",
-    "SELECT txid_current()"]
+    "SELECT txid_current()", "SET temp_file_limit = -1"]
 # What the launcher declares for a run; any other PROPS_* or PG* variable (or DATABASE_URL) in
 # its environment would be the service's, handed over: a breach whatever it holds.
 DECLARED = {"PROPS_TASK", "PROPS_AGENT_DSN", "PROPS_EXAMPLE_DIR", "PROPS_GRADING_DIR"}
@@ -64,6 +64,20 @@ class Attempts:
         psycopg.connect(self.as_role(role, password), connect_timeout=5).close()
 
 
+def _session(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    """The run's one session (its role allows one): the previous one may still be ending on
+    the server, so a refusal is tried again for a few seconds, as the SDK does."""
+    import tenacity
+
+    def connect() -> psycopg.Connection[Any]:
+        return psycopg.connect(dsn, autocommit=autocommit)
+
+    again = tenacity.Retrying(reraise=True, stop=tenacity.stop_after_delay(10),
+                              wait=tenacity.wait_fixed(0.2),
+                              retry=tenacity.retry_if_exception_type(psycopg.OperationalError))
+    return again(connect)
+
+
 def _fetch(conn: psycopg.Connection[Any], statement: sql.SQL | sql.Composed) -> object:
     return conn.execute(statement).fetchall()
 
@@ -78,7 +92,9 @@ def main() -> None:
         k.startswith(("PROPS_", "PG")) or k == "DATABASE_URL"))
     if leaked:
         tries.breaches.append(f"the environment holds {', '.join(leaked)}")
-    with psycopg.connect(dsn, autocommit=True) as own:
+    with _session(dsn) as own:
+        tries.attempt("a second session of the run's role", functools.partial(
+            tries.log_in, *dsn.partition("://")[2].partition("@")[0].split(":", 1)))
         others = [r[0] for r in own.execute(
             "SELECT rolname FROM pg_roles WHERE rolname LIKE 'props\\_agent\\_%' "
             "AND rolname <> current_user").fetchall()]
@@ -101,7 +117,7 @@ def main() -> None:
     # timeout, the timeouts SET away: the launcher's watchdog must end the session. (The
     # report takes a transaction id: the only way an agent has.)
     try:
-        with psycopg.connect(dsn) as holder:
+        with _session(dsn, autocommit=False) as holder:
             holder.execute("SET statement_timeout = 0")
             holder.execute("SET idle_in_transaction_session_timeout = 0")
             holder.execute("SELECT agent.report(%s, 'phase.completed', %s::jsonb)",
@@ -123,7 +139,7 @@ def main() -> None:
                                     "locations": [{"file": "a.py", "ranges": [
                                         {"start": 1, "end": 3_000_000_000}]}]}),
                 ("issue.reported", {"evil": True})]
-    with psycopg.connect(dsn, autocommit=True) as own:
+    with _session(dsn) as own:
         for type_name, data in extremes:
             own.execute("SELECT agent.report(%s, %s, %s::jsonb)",
                         (uuid.uuid4(), type_name, json.dumps(data)))

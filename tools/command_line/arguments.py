@@ -37,6 +37,19 @@ def limit(most: int) -> Callable[[str], int]:
     return parse
 
 
+def seconds(most: float) -> Callable[[str], float]:
+    """A duration in seconds from 0 to `most` (a finite number: `nan`, `inf` refused)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not 0 <= value <= most:  # (false for nan)
+            raise argparse.ArgumentTypeError(f"{text} is not from 0 to {most:g} seconds")
+        return value
+    return parse
+
+
 def name(text: str) -> str:
     """A model's, definition's, snapshot's or evaluation's name as a filter: 1 to 200
     characters (the catalog's bound), no control characters."""

@@ -177,14 +177,14 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
                 progress=lambda n: progress.advance(task, n))
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
                       + ("" if report.appended else " (reused)"))
-        await _settled(store, run_ids)
+        await settled(store, run_ids)
         compared = await comparison.compare(store, SCORER, RESCORER, demo_runs)
         figure_tables.print_comparison(compared)
         tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
     return compared
 
 
-async def _settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
+async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
         while True:

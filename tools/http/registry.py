@@ -36,7 +36,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from props.core.domain import catalog, definitions, vocabulary
+from props.core.domain import catalog, definitions, tokens, vocabulary
+from props.core.log import leadership
 from props.core.log.events import describe_validation_error
 from props.core.log.store import EventStore
 from props.tools.http.auth import Denied, authorize
@@ -212,11 +213,22 @@ class RegistryProxy:
         except ManifestInvalid as exc:
             return _error(400, "MANIFEST_INVALID", str(exc))
         digest = "sha256:" + hashlib.sha256(body).hexdigest()  # what the registry will name
+        # The check, the upstream's store and the record are one decision per tag: two
+        # concurrent pushes of one new tag would otherwise both pass the check and both be
+        # recorded (two digests for one tag). The key is held on a connection of its own.
+        async with leadership.exclusive(self.store.dsn,
+                                        leadership.definition_tag(*agent, tag)):
+            return await self._decide(request, path, body, token, definition, digest)
+
+    async def _decide(self, request: Request, path: str, body: bytes, token: tokens.Token,
+                      definition: catalog.DefinitionPushed, digest: str) -> Response:
+        """Refuse a moved tag (unless an admin moves it), else forward and record."""
+        what = f"{definition.agent_type} {definition.name}:{definition.tag}"
         override = await self._moves_a_tag(definition, digest)
         if override and not token.allows("admin"):
-            return _error(409, "DENIED", f"{agent[0]} {agent[1]}:{tag} is recorded with "
-                          f"another digest: push the new image under a new tag (an admin "
-                          f"token may move the tag, recorded as an override)")
+            return _error(409, "DENIED", f"{what} is recorded with another digest: push the "
+                          f"new image under a new tag (an admin token may move the tag, "
+                          f"recorded as an override)")
         response = await self._forward(request, path, body)
         stored = response.headers.get("docker-content-digest", "")
         if response.status_code == 201 and stored:
@@ -226,7 +238,7 @@ class RegistryProxy:
             # docker retries it; the event id derives from name, tag and digest.
             await definitions.push(self.store, recorded, actor=f"token:{token.name}",
                                    override=override)
-            log.info("definition pushed: %s %s:%s = %s%s", agent[0], agent[1], tag, stored,
+            log.info("definition pushed: %s = %s%s", what, stored,
                      " (an admin moved the tag)" if override else "",
                      extra={"token": token.name})
         return response

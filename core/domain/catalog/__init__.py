@@ -58,6 +58,7 @@ from props.core.domain.catalog.parts import (
     TruePositive,
 )
 from props.core.domain.catalog.runs import (
+    CallOutcome,
     ContainerExited,
     ContainerStarted,
     IssueReported,
@@ -70,6 +71,7 @@ from props.core.domain.catalog.runs import (
     RunFinished,
     RunRequested,
     RunStarted,
+    StructuredOutput,
 )
 from props.core.domain.catalog.snapshots import (
     AgentLimits,
@@ -85,6 +87,7 @@ __all__ = [
     "AgentLimits",
     "AgentType",
     "ArchiveImported",
+    "CallOutcome",
     "ContainerExited",
     "ContainerStarted",
     "Count",
@@ -139,6 +142,7 @@ __all__ = [
     "SnapshotRetired",
     "SnapshotSlug",
     "SnapshotSynced",
+    "StructuredOutput",
     "TerminalStatus",
     "TruePositive",
 ]

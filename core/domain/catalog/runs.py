@@ -92,6 +92,17 @@ class LlmRequested(Event):
     message_sha256s: list[Sha256] = pydantic.Field(max_length=100_000)
 
 
+FinishReason = Annotated[str, pydantic.StringConstraints(max_length=40)]
+HttpStatus = Annotated[int, pydantic.Field(ge=100, le=599)]
+# json_schema: OpenAI's response_format; json_object: llama.cpp's (json_object + schema);
+# tolerant: neither was taken, the answer's JSON was looked for in free text; tools: tool calls.
+StructuredOutput = Literal["json_schema", "json_object", "tolerant", "tools", "none"]
+# How a model call ended. Each but "answered" ends the run as a failure of that category
+# (llm_<outcome>): the answer cannot be read as asked, or there is none.
+CallOutcome = Literal["answered", "unreadable", "truncated", "refused", "overflow",
+                      "http_error", "unreachable", "reset", "timeout", "malformed_body"]
+
+
 @REGISTRY.register
 class LlmResponded(Event):
     type_name = "llm.responded"
@@ -102,6 +113,16 @@ class LlmResponded(Event):
     tokens_out: Tokens
     cost_usd: Usd
     latency_ms: Milliseconds
+    # What the server said of the answer (absent from events recorded before they existed):
+    # why it stopped ("stop", "length", "tool_calls", ...), the prompt tokens its cache
+    # served, how the output was constrained, how many tool calls it made.
+    finish_reason: FinishReason | None = None
+    cached_tokens: Tokens | None = None
+    structured: StructuredOutput | None = None
+    tool_calls: Count | None = None
+    # A call that gave no usable answer: a closed fact (the answer, if any, is the blob).
+    outcome: CallOutcome = "answered"
+    http_status: HttpStatus | None = None
 
 
 @REGISTRY.register

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from props.projections import names
+from props.projections import names, readers
 from props.tools.command_line import arguments
 
 
@@ -31,6 +31,7 @@ def add_parser(sub: Any) -> None:
                         "the live tables, catch up, and swap atomically: readers see the old "
                         "rows until the swap. An interrupted rebuild resumes where it stopped.")
     _chosen(p, "projections to rebuild", "rebuild every projection")
+    _reader_grace(p)
     p.set_defaults(handler="projections:rebuild_cmd", connections=4)
     p = cmds.add_parser("sql", help="print the SQL a projection runs",
                         description="Print the statements the projection runs, as the "
@@ -48,6 +49,7 @@ def add_parser(sub: Any) -> None:
                         "skipped and rebuilds the projection(s): what still cannot be folded "
                         "is parked again.")
     _chosen(p, "projections whose parked events to retry", "every projection's")
+    _reader_grace(p)
     p.set_defaults(handler="projections:retry_parked_cmd", connections=4)
 
 
@@ -56,3 +58,11 @@ def _chosen(p: Any, what: str, every: str) -> None:
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"{what} ({', '.join(names.NAMES)})")
     p.add_argument("--all", action="store_true", help=every)
+
+
+def _reader_grace(p: Any) -> None:
+    p.add_argument("--reader-grace", type=arguments.seconds(86_400), metavar="SECONDS",
+                   default=readers.READER_GRACE_SECONDS,
+                   help="how long the swap waits for analysts' transactions that hold the "
+                   "live tables before it ends their sessions, saying which (default "
+                   f"{readers.READER_GRACE_SECONDS:g}; at most a day)")

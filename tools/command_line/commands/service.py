@@ -96,7 +96,7 @@ def _agent_flags(p: Any) -> None:
                    "password never crosses the network in the clear)")
     p.add_argument("--agent-network", metavar="NAME",
                    help="the engine network agent containers join over TCP (default bridge): "
-                   "one whose egress reaches only the database (README, Agents over TCP); "
+                   "one whose egress reaches only the database (docs/howto/several-hosts.md); "
                    "host is refused without --unsafe-agent-network")
     p.add_argument("--unsafe-agent-network", action="store_true", default=None,
                    help="allow --agent-network host: every agent then reaches every "

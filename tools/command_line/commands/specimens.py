@@ -12,8 +12,8 @@ from props.tools.command_line import arguments
 FORMAT_HELP = """\
 DIR holds one folder per snapshot, PROJECT/YYYY-MM-DD-NN/, each with a code/ folder (the
 snapshot's files) and a ground_truth.toml (true positives [[tp]], known false positives
-[[fp]], [file_sets], optional [scopes]); see README, "Specimens". The bundled samples are in
-the folder `props specimens samples` prints.
+[[fp]], [file_sets], optional [scopes]); see docs/reference/ground-truth-format.md. The
+bundled samples are in the folder `props specimens samples` prints.
 """
 
 

@@ -10,7 +10,7 @@ import anyio.abc
 
 from props.core.domain import parking as core_parking
 from props.core.log.store import EventStore
-from props.projections import engine, parking
+from props.projections import engine, parking, readers
 from props.projections import status as projection_status
 from props.projections.base import Projection
 from props.reactors.service import cancel_on_signal
@@ -61,9 +61,10 @@ async def retry_parked_cmd(args: argparse.Namespace, store: EventStore) -> int:
     retried = {p.name: await core_parking.retry_all(store, parking.consumer(p), "cli")
                for p in chosen}
     again = [p for p in chosen if retried[p.name]]
-    if again:
-        await engine.rebuild(store, again)
     console = Console(highlight=False)
+    if again:
+        report = await engine.rebuild(store, again, reader_grace=args.reader_grace)
+        _say_readers_ended(console, report, args.reader_grace)
     for p in chosen:
         left = len(await core_parking.parked(store, parking.consumer(p)))
         console.print(f"{p.name}: {retried[p.name]} parked event(s) taken up again, "
@@ -75,13 +76,20 @@ async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
     chosen = _chosen(args, "rebuild")
     total = await store.sql.fetchval("SELECT count(*) FROM props.events")
     with progress.counting_events("rebuilding", total) as advance:
-        report = await engine.rebuild(store, chosen, progress=advance)
+        report = await engine.rebuild(store, chosen, progress=advance,
+                                      reader_grace=args.reader_grace)
+    _say_readers_ended(Console(highlight=False), report, args.reader_grace)
     Console(highlight=False).print(
         f"rebuilt {', '.join(report.projections)} from {report.events:,} events in "
         f"{report.seconds:.1f}s ({report.events_per_second:,.0f} events/s)"
         + (", resuming an interrupted rebuild" if report.resumed else "")
     )
     return 0
+
+
+def _say_readers_ended(out: Console, report: engine.RebuildReport, grace: float) -> None:
+    if report.readers_ended:
+        out.print(readers.describe(report.readers_ended, grace), soft_wrap=True)
 
 
 async def sql_cmd(args: argparse.Namespace) -> int:
