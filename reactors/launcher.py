@@ -34,6 +34,7 @@ from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors import (
     agent_roles,
+    fair_queue,
     grader_runs,
     launchers,
     run_attempts,
@@ -78,7 +79,7 @@ class LauncherStats:
 
 
 class Launcher:
-    types: tuple[str, ...] = ("run.requested", "run.cancel_requested")
+    types: tuple[str, ...] = ("run.requested", "run.cancel_requested", "run.released")
 
     def __init__(self, store: EventStore, runtimes: Sequence[ContainerRuntime],
                  work_dir: Path, *, max_concurrent: int = 8,
@@ -100,7 +101,8 @@ class Launcher:
         self.work_dir = work_dir
         self.capacity = max(1, min([max_concurrent, *(rt.capacity() for rt in runtimes)]))
         self.stats = LauncherStats()
-        self._slots = anyio.Semaphore(self.capacity)
+        self._slots = fair_queue.FairSlots(self.capacity)  # in turn, not first come
+        self.tickets = fair_queue.Tickets(store)
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -174,6 +176,8 @@ class Launcher:
         elif isinstance(e, catalog.RunCancelRequested):
             self._cancelled.add(e.run_id)
             self._queue(e.run_id)  # a run not seen yet (or finished) is settled by _run
+        elif isinstance(e, catalog.RunReleased) and e.launcher != self.launcher:
+            self._queue(e.run_id)  # another launcher's engine is away: this one may take it
 
     # -- running ----------------------------------------------------------------------------
 
@@ -193,8 +197,16 @@ class Launcher:
             await self._fail_run(run_id, exc, category=category, retryable=retryable)
 
         try:
-            await run_attempts.carry_out(run_id, lambda: self._run(run_id), self._slots,
-                                         fail, lambda: self.engine_wait)
+            try:
+                ticket = await self.tickets.of(run_id)
+            except Exception as exc:  # (the database away: queued as nobody's, not lost)
+                log.warning("run %s: cannot read whose it is (%s); queued as nobody's",
+                            run_id, type(exc).__name__)
+                ticket = fair_queue.Ticket("")
+            await run_attempts.carry_out(
+                run_id, lambda: self._run(run_id), self._slots.slot(ticket), fail,
+                lambda: self.engine_wait,
+                lambda: launchers.release(self.store, run_id, self.launcher))
         finally:
             self._known.discard(run_id)
 
@@ -318,8 +330,8 @@ class Launcher:
         run: the launcher goes on with the others, and the sweep takes this one up again."""
         try:
             state = fold_run(await self.store.read_stream(streams.run(run_id)))
-            if state is None or state.finished:
-                return
+            if state is None or state.finished or state.claim not in (None, self.launcher):
+                return  # (released, and another launcher's now)
             category = category or "".join(f"_{c.lower()}" if c.isupper() else c
                                            for c in type(exc).__name__).lstrip("_")
             phase = "report" if state.container_started else "launch"

@@ -131,6 +131,25 @@ async def claim(store: EventStore, state: RunState, me: str, taking_over: str | 
     return state
 
 
+async def release(store: EventStore, run_id: uuid.UUID, me: str) -> bool:
+    """Give back run `run_id` if launcher `me` holds its claim and never started its
+    container (`run.released`, compare-and-set like a claim): another launcher may claim it.
+    A run whose container started stays claimed: its container lives on this launcher's
+    engine, and a second one must never start elsewhere. Whether it was released."""
+    state = fold_run(await store.read_stream(streams.run(run_id)))
+    if state is None or state.finished or state.claim != me or state.container_started:
+        return False
+    try:
+        await store.append(streams.run(run_id), [NewEvent(
+            catalog.RunReleased(run_id=run_id, launcher=me),
+            lifecycle_id(run_id, f"released:{me}:at:{state.version}"),
+            {"actor": f"launcher:{me}"})], expected_version=state.version)
+    except errors.ConcurrencyConflict:
+        return False  # the run moved meanwhile (cancelled, finished): the next attempt sees it
+    log.warning("run %s released by launcher %s: its engine does not answer", run_id, me)
+    return True
+
+
 class Leases:
     """Which other launchers' leases have run out: launchers whose lock no session has held
     for `lease_seconds` (as seen by this one), with the unfinished runs they hold."""

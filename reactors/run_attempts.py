@@ -20,8 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-
-import anyio
+from contextlib import AbstractAsyncContextManager
 
 from props.core.log import database, errors, retries
 from props.reactors.containers import EngineUnreachable
@@ -32,6 +31,7 @@ ENGINE_WAIT_SECONDS = 120.0  # an engine away this long fails its runs (engine_u
 
 # fail(error, category or None for the error's class, retryable)
 Fail = Callable[[BaseException, str | None, bool], Awaitable[None]]
+Release = Callable[[], Awaitable[object]]
 
 
 def passing(exc: BaseException) -> bool:
@@ -42,11 +42,13 @@ def passing(exc: BaseException) -> bool:
 
 
 async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
-                    slots: anyio.Semaphore, fail: Fail,
-                    engine_wait: Callable[[], float]) -> None:
-    """`attempt()` under a slot, again under retries.RUN while trouble passes (see the
-    module's doc); the slot is given back between attempts. `engine_wait()` is read at each
-    failure (the launcher's current setting)."""
+                    slot: AbstractAsyncContextManager[None], fail: Fail,
+                    engine_wait: Callable[[], float], release: Release | None = None) -> None:
+    """`attempt()` under a slot (the launcher's fair queue), again under retries.RUN while
+    trouble passes (see the module's doc); the slot is given back between attempts, and
+    after an engine that did not answer, the run's claim too (`release()`, still under the
+    slot: a launcher never holds more claims than slots, engine down or not).
+    `engine_wait()` is read at each failure (the launcher's current setting)."""
     engine_down_since: float | None = None
 
     def engine_gone(exc: BaseException) -> bool:
@@ -61,8 +63,17 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
                     type(exc).__name__, exc)
 
     async def under_a_slot() -> None:
-        async with slots:
-            await attempt()
+        async with slot:
+            try:
+                await attempt()
+            except EngineUnreachable:
+                if release is not None:
+                    try:
+                        await release()
+                    except Exception as exc:  # (the database away too: the claim stays)
+                        log.warning("run %s: could not give its claim back (%s)", run_id,
+                                    type(exc).__name__)
+                raise
 
     try:
         await retries.RUN.call(under_a_slot, passing, on_retry=retried, stop=engine_gone)

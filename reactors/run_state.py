@@ -50,6 +50,8 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
         state.version = rec.stream_version
         if isinstance(e, catalog.RunClaimed):
             state.claim = e.launcher
+        elif isinstance(e, catalog.RunReleased) and state.claim == e.launcher:
+            state.claim = None
         elif isinstance(e, catalog.RunStarted):
             state.started, state.started_at = e, rec.recorded_at
         elif isinstance(e, catalog.ContainerStarted):

@@ -24,6 +24,7 @@ from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import docker_runtime, launchers, run_attempts
 from props.reactors.containers import ContainerRuntime
+from props.reactors.evaluations import EvaluationDriver
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
@@ -100,6 +101,8 @@ class Service:
             reactors.append(Grader(self.store))
         if "supervisor" in self.only:
             reactors.append(Supervisor(self.store))
+        if "evaluations" in self.only:
+            reactors.append(EvaluationDriver(self.store))
         self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval,
                                   stop=self.stop) for r in reactors]
         if "projections" in self.only:

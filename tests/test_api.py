@@ -257,9 +257,11 @@ async def test_reads_before_the_projections_are_built_say_so(store: EventStore, 
 
 
 @pytest.mark.slow
-async def test_200_concurrent_requests(store: EventStore, dsn: str, tmp_path: Path) -> None:
+async def test_200_concurrent_requests(store: EventStore, dsn: str, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """200 run requests at once on loopback: every one answered 202, every run in the log
     exactly once and in the projection; the latency percentiles are printed."""
+    monkeypatch.setenv("PROPS_QUOTA_RUNS_IN_FLIGHT", "200")  # (one token's 200 runs)
     await _ready(store)
     async with props_serve(dsn, tmp_path, "--only", "projections") as served:
         _, secret = await tokens.create(store, "load", ("request", "read"))

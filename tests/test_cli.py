@@ -310,9 +310,13 @@ def test_export_verify_import_commands(dsn: str, empty_dsn: str, tmp_path: Path)
     whole = tmp_path / "all.jsonl.zst"
     assert props("export", "-o", str(whole), dsn=dsn).returncode == 0
     assert props("db", "migrate", dsn=empty_dsn).returncode == 0
-    first = props("import", str(whole), dsn=empty_dsn)
+    # (a whole log carries its consumers' records: refused, naming the line, or kept inert)
+    refused_whole = props("import", str(whole), dsn=empty_dsn)
+    assert refused_whole.returncode == 65 and "all.jsonl.zst:" in refused_whole.stderr
+    first = props("import", str(whole), "--inert", dsn=empty_dsn)
     assert first.returncode == 0 and "0 already present" in first.stdout
-    again = props("import", str(whole), dsn=empty_dsn)
+    assert "as inert history" in first.stdout
+    again = props("import", str(whole), "--inert", dsn=empty_dsn)
     assert "imported 0," in again.stdout
     broken = tmp_path / "broken.jsonl.zst"
     broken.write_bytes(whole.read_bytes()[:-40])

@@ -21,10 +21,12 @@ import pytest
 import zstandard
 
 from props.core.domain import baselines, catalog, definitions, evaluations
+from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from tests.conftest import SESSION, create_database, drop_database
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, sync_samples
+from tests.test_archive import behind_the_fence
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 LITE = {"checks": ["open-without-with", "swallowed-exception"]}
@@ -268,8 +270,24 @@ async def test_export_eval_is_one_evaluation_that_reads_alone(
     fresh_name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
     fresh = create_database(server_dsn, fresh_name, template_db)
     try:
-        imported = _props(fresh, home, "import", str(out))
+        # Its scorers' streams carry the source's activation: acting on this database's
+        # grader, refused naming the line, unless kept as inert history.
+        refused = _props(fresh, home, "import", str(out))
+        assert refused.returncode == 65 and "scorer.activated" in refused.stderr
+        assert refused.stderr.strip().count("\n") == 0, refused.stderr
+        imported = _props(fresh, home, "import", str(out), "--inert")
         assert imported.returncode == 0, imported.stderr
+        async with open_store(fresh) as imported_into:
+            # Which scorer grades here is this database's choice: the operator activates
+            # the one the source had (kept inert), and it grades the imported runs.
+            theirs_active = await imported_into.pool.fetchval(
+                "SELECT (data->'event'->'data'->>'name') || '@' || "
+                "(data->'event'->'data'->>'version') FROM props.events "
+                "WHERE type = 'import.inert' AND data->'event'->>'type' = 'scorer.activated' "
+                "ORDER BY global_position DESC LIMIT 1")
+        assert _props(fresh, home, "scorers", "activate", theirs_active).returncode == 0
+        async with open_store(fresh) as imported_into:
+            await behind_the_fence(imported_into)  # (the server is shared)
         assert _props(fresh, home, "projections", "rebuild", "--all").returncode == 0
         shown = _props(fresh, home, "eval", "show", "mine", "--json")
         assert shown.returncode == 0, shown.stdout + shown.stderr

@@ -446,10 +446,11 @@ def test_the_reactor_names_are_the_reactors_own() -> None:
     `host.REACTORS`: they must be the names the reactors give themselves."""
     from props.core.domain.vocabulary import REACTORS, SERVICES
     from props.reactors import launchers
+    from props.reactors.evaluations import EvaluationDriver
     from props.reactors.grader import Grader
     from props.reactors.supervisor import Supervisor
 
     # The unnamed launcher's reactor; named ones are launcher-NAME, beside it.
     assert REACTORS == (launchers.reactor_name(launchers.DEFAULT_NAME), Grader.name,
-                        Supervisor.name)
+                        Supervisor.name, EvaluationDriver.name)
     assert SERVICES == (*REACTORS, "projections")

@@ -177,20 +177,27 @@ class Evaluation:
     version: int
     plan: Plan
     cases: list[Case]
+    requester: str | None = None  # the token that started it (the API's), else None
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
         return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
 
 
 async def start(store: EventStore, plan: Plan, cases: list[Case], *,
-                new_version: bool = False) -> tuple[Evaluation, bool]:
+                new_version: bool = False, requester: str | None = None,
+                ) -> tuple[Evaluation, bool]:
     """The evaluation of `plan` as recorded (and whether it was recorded before): the same
-    plan and cases resume it; a changed one is refused unless `new_version`."""
+    plan and cases resume it; a changed one is refused unless `new_version`. `requester`
+    (a token's `api:NAME`) is recorded in the metadata: its quotas and its turn in the
+    launcher's queue."""
     canonical = _canonical(plan, cases)
     digest = hashlib.sha256(canonical).hexdigest()
-    recorded = await history(store, plan.name)
+    records = await _started(store, plan.name)
+    recorded = [e for e, _ in records]
     if recorded and recorded[-1].plan_sha256 == digest:
-        return Evaluation(plan.name, recorded[-1].version, plan, cases), True
+        by = records[-1][1].get("requested_by")
+        return Evaluation(plan.name, recorded[-1].version, plan, cases,
+                          by if isinstance(by, str) else None), True
     if recorded and not new_version:
         raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
                         f"critics' digests or snapshots changed since): give it another name, "
@@ -201,24 +208,32 @@ async def start(store: EventStore, plan: Plan, cases: list[Case], *,
                                       plan=plan.model_dump(mode="json"), plan_sha256=digest,
                                       cases_sha256=blob, cases=len(cases))
     await store.append(streams.evaluation(plan.name), [NewEvent(
-        event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"))])
-    return Evaluation(plan.name, version, plan, cases), False
+        event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"),
+        {"requested_by": requester} if requester else {})])
+    return Evaluation(plan.name, version, plan, cases, requester), False
+
+
+async def _started(store: EventStore, name: str,
+                   ) -> list[tuple[catalog.EvaluationStarted, dict[str, object]]]:
+    return [(r.event, r.metadata) for r in await store.read_stream(streams.evaluation(name))
+            if isinstance(r.event, catalog.EvaluationStarted)]
 
 
 async def history(store: EventStore, name: str) -> list[catalog.EvaluationStarted]:
-    return [r.event for r in await store.read_stream(streams.evaluation(name))
-            if isinstance(r.event, catalog.EvaluationStarted)]
+    return [e for e, _ in await _started(store, name)]
 
 
 async def recorded(store: EventStore, name: str) -> Evaluation:
     """The evaluation's latest version as recorded (its cases as resolved then)."""
-    versions = await history(store, name)
+    versions = await _started(store, name)
     if not versions:
         raise errors.NotFound(f"no evaluation named {name} (props eval list)")
-    last = versions[-1]
+    last, meta = versions[-1]
     doc = orjson.loads(await store.get_blob(last.cases_sha256))
+    requester = meta.get("requested_by")
     return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
-                      [Case(**c) for c in doc["cases"]])
+                      [Case(**c) for c in doc["cases"]],
+                      requester if isinstance(requester, str) else None)
 
 
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:
@@ -323,19 +338,25 @@ def case_json(s: CaseState) -> dict[str, object]:
             "failure": s.failure.model_dump() if s.failure else None, "reason": s.reason}
 
 
-async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int) -> uuid.UUID:
-    """Request attempt `attempt` of `case` (idempotent: its run id is the case's)."""
+async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int,
+                  budget_usd: float | None = None) -> uuid.UUID:
+    """Request attempt `attempt` of `case` (idempotent: its run id is the case's), with
+    the plan's run budget or `budget_usd` (what is left of the evaluation's) if lower."""
     run_id = ev.run_id(case, attempt)
+    budget = ev.plan.run_budget_usd if budget_usd is None else min(budget_usd,
+                                                                   ev.plan.run_budget_usd)
     event = catalog.RunRequested(
         run_id=run_id, agent_type="critic", definition=case.definition,
         definition_ref=case.digest,
         example=catalog.Example(snapshot=case.snapshot, files_hash=case.files_hash),
         model=case.model, timeout_seconds=ev.plan.timeout_seconds,
-        budget_usd=ev.plan.run_budget_usd, requested_by=f"eval:{ev.name}@{ev.version}")
+        budget_usd=budget, requested_by=f"eval:{ev.name}@{ev.version}")
+    meta: dict[str, object] = {"evaluation": ev.name, "evaluation_version": ev.version,
+                               "case": case.key, "attempt": attempt}
+    if ev.requester:
+        meta["requester"] = ev.requester  # its turn in the launcher's queue is theirs
     await store.append(streams.run(run_id), [NewEvent(
-        event, uuid.uuid5(run_id, "run.requested"), {"evaluation": ev.name,
-                                                      "evaluation_version": ev.version,
-                                                      "case": case.key, "attempt": attempt})])
+        event, uuid.uuid5(run_id, "run.requested"), meta)])
     return run_id
 
 

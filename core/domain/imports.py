@@ -43,6 +43,7 @@ class ImportReport:
     blobs: int = 0
     restored: str | None = None  # the archived partition this file put back
     signer: str | None = None  # the fingerprint of the key that signed it (None: unsigned)
+    inert: int = 0  # events kept as inert history (`inert`), none of them acting here
 
 
 RUNS_PER_RECORD = 5000
@@ -65,7 +66,8 @@ async def _record_import(tx: StoreTransaction, archive_id: str, sha256: str,
 async def import_archive(store: EventStore, path: Path,
                          progress: Callable[[int], None] | None = None, *,
                          trusted: list[signing.PublicKey] | None = None,
-                         allow_unknown: bool = False) -> ImportReport:
+                         allow_unknown: bool = False, inert: bool = False,
+                         adopt_snapshots: bool = False) -> ImportReport:
     """Verify `path` while staging it in temporary tables, then, only if every check passed,
     append in one transaction what the database does not have yet.
 
@@ -74,6 +76,12 @@ async def import_archive(store: EventStore, path: Path,
     goes over as the JSON text that was hashed; the server, on its own core, takes its fields
     apart). Staging is not the log: if verification fails, the temporary tables go with the
     session and nothing was written.
+
+    What the file may bring is checked last, against this database, before anything is
+    written (props.import_staged): an event that acts on this database's own streams or
+    consumers refuses the file, naming its line; with `inert` such events are kept as
+    `import.inert` history instead. `adopt_snapshots`: the snapshot versions it brings may
+    grade this database's own runs (see specimen_sync.SnapshotHistory).
     """
     report = ImportReport()
     state = _Verifier(path, store.registry, allow_unknown)
@@ -115,37 +123,71 @@ async def import_archive(store: EventStore, path: Path,
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
                 with errors.refused():
-                    inserted = await _insert_staged(store, conn, verified, report)
+                    inserted = await _insert_staged(store, conn, verified, report,
+                                                    Admit(path, inert, adopt_snapshots))
             except errors.StreamGap as exc:
                 raise errors.PropsError(
                     f"{path}: its streams continue events this database does not have "
                     f"({exc}); import the range before it first. Nothing was written."
                 ) from exc
             report.imported = inserted
-            report.already_present = report.events - inserted
+            report.already_present = report.events - inserted - report.inert
         finally:
             await conn.execute(_Q["drop_stage_tables"])
     return report
 
 
+@dataclasses.dataclass(frozen=True)
+class Admit:
+    """What the operator said of a file's events that would act on this database."""
+
+    path: Path
+    inert: bool = False  # keep them as inert history instead of refusing the file
+    adopt_snapshots: bool = False  # its snapshot versions may grade this database's runs
+
+
+REFUSED_BECAUSE = {
+    "consumers": "acts on this database's consumers (parks, retries, exclusions, the active "
+                 "scorer, retention holds and launchers are this database's own)",
+    "own_stream": "appends to a stream this database began",
+    "own_run": "names critic run {run} of this database's own",
+}
+
+
 async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
-                         report: ImportReport) -> int:
-    """The staged blobs and events into the log, and the import's record, in one
-    transaction: how many events were new."""
+                         report: ImportReport, admit: Admit) -> int:
+    """The staged events and blobs into the log, and the import's record, in one
+    transaction: how many events were new. What the file may not bring is looked for first
+    (by the owner's function), and refuses the file before anything is written."""
     async with conn.transaction():
-        await conn.execute(_Q["insert_staged_blobs"])
         runs = [r[0] for r in await conn.fetch(_Q["staged_new_runs"])]
-        origin = {"archive": str(verified.manifest.get("archive_id")
-                                 or verified.manifest["sha256"]),
-                  "signer": report.signer or "unsigned"}
-        await conn.execute(_Q["mark_import"])
-        inserted = await conn.fetchval(_Q["insert_staged_events"],
-                                       orjson.dumps(origin).decode())
-        if inserted:
+        origin: dict[str, Any] = {"archive": str(verified.manifest.get("archive_id")
+                                                 or verified.manifest["sha256"]),
+                                  "signer": report.signer or "unsigned"}
+        if admit.adopt_snapshots:
+            origin["ground_truth"] = "adopted"
+        try:
+            with errors.refused():
+                done = await conn.fetchrow(_Q["import_staged"], orjson.dumps(origin).decode(),
+                                           admit.inert)
+        except errors.PrivilegeRequired as exc:
+            raise errors.ConfigurationError(
+                "an import is the owner's: run `props import` with the owner's DSN "
+                "(PROPS_DSN); nothing was written") from exc
+        if done["refused_line"] is not None and not admit.inert:
+            why = REFUSED_BECAUSE[done["refused_reason"]].format(run=done["refused_run"])
+            raise ArchiveError(
+                f"{admit.path}:{done['refused_line']}: {done['refused_type']} in "
+                f"{done['refused_stream'][:80]} {why}: an import adds, it never changes what "
+                f"is this database's; nothing was written (`props import --inert` keeps such "
+                f"events as history that nothing acts on)")
+        await conn.execute(_Q["insert_staged_blobs"])
+        inserted, report.inert = int(done["appended"]), int(done["inert"])
+        if inserted or report.inert:
             await _record_import(StoreTransaction(store, conn), origin["archive"],
                                  verified.manifest["sha256"], report.signer,
                                  report.events, inserted, runs)
-    return int(inserted or 0)
+    return inserted
 
 
 async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
@@ -174,7 +216,8 @@ async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:
         try:
             with errors.refused():
                 await conn.execute(_Q["stage_events"],
-                                   (b"[" + b",".join(chunk.events) + b"]").decode())
+                                   (b"[" + b",".join(chunk.events) + b"]").decode(),
+                                   chunk.lines)
         except (errors.ValueRefused, errors.AlreadyExists) as exc:
             raise ArchiveError(f"{path}: lines {chunk.first_line}-{chunk.last_line}: an event "
                                f"with a malformed field ({exc}); nothing was written") from None
@@ -209,16 +252,19 @@ class _Staged:
 
     events: list[bytes]
     blobs: list[tuple[Any, ...]]
+    lines: list[int] = dataclasses.field(default_factory=list)  # each event's line
     first_line: int = 0
     last_line: int = 0
 
 
 def _next_staged(state: _Verifier, lines: Iterator[tuple[int, bytes]]) -> _Staged:
     checked = _next_checked(state, lines, _STAGE_CHUNK)
-    chunk = _Staged([], [], checked[0][0] if checked else 0, checked[-1][0] if checked else 0)
-    for _number, line, kind, payload in checked:
+    chunk = _Staged([], [], [], checked[0][0] if checked else 0,
+                    checked[-1][0] if checked else 0)
+    for number, line, kind, payload in checked:
         if kind == "event":
             chunk.events.append(line)
+            chunk.lines.append(number)
         elif payload is not None:
             chunk.blobs.append(blobs.packed(payload))
     return chunk

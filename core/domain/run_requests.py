@@ -51,6 +51,11 @@ class Requested:
     already_requested: bool  # an idempotent retry: these runs were requested before
 
 
+def idempotent_run_id(key: str, i: int) -> uuid.UUID:
+    """The `i`th run of a request with idempotency key `key`."""
+    return uuid.uuid5(_KEYS, f"{key}/{i}")
+
+
 async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Requested:
     resolved = await definitions.resolve(store, "critic", req.definition, req.ref)
     if resolved is None:
@@ -73,7 +78,7 @@ async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Reque
         if req.idempotency_key is None:
             run_id, event_id = uuid.uuid4(), uuid.uuid4()
         else:
-            run_id = uuid.uuid5(_KEYS, f"{req.idempotency_key}/{i}")
+            run_id = idempotent_run_id(req.idempotency_key, i)
             event_id = uuid.uuid5(run_id, "run.requested")
         try:
             event = catalog.RunRequested(

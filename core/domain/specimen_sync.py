@@ -30,6 +30,11 @@ class SnapshotHistory:
     versions: list[catalog.SnapshotSynced] = dataclasses.field(default_factory=list)
     synced_at: list[datetime] = dataclasses.field(default_factory=list)
     retired: bool = False
+    # Per version: brought by an import whose operator did not adopt its snapshots
+    # (`props import --adopt-snapshots`). Such a version never grades, nor is given to, a
+    # run of this database's own: an unsigned file cannot make itself the ground truth of
+    # runs it did not bring, however it is dated.
+    foreign: list[bool] = dataclasses.field(default_factory=list)
 
     @property
     def latest(self) -> catalog.SnapshotSynced:
@@ -38,14 +43,29 @@ class SnapshotHistory:
     def version(self, number: int) -> catalog.SnapshotSynced | None:
         return next((v for v in self.versions if v.version == number), None)
 
-    def in_force_at(self, at: datetime) -> catalog.SnapshotSynced | None:
+    def in_force_at(self, at: datetime, *, own: bool = True) -> catalog.SnapshotSynced | None:
         """The version current at `at` (the last one synced at or before it): what a run
-        requested then is given, and graded against."""
+        requested then is given, and graded against. For a run of this database's own
+        (`own`), only versions that are not `foreign` count; an imported run is graded on
+        every version, its file's too."""
         current = None
-        for version, synced_at in zip(self.versions, self.synced_at, strict=True):
-            if synced_at <= at:
+        for version, synced_at, foreign in zip(self.versions, self.synced_at, self.foreign,
+                                               strict=True):
+            if synced_at <= at and not (own and foreign):
                 current = version
         return current
+
+    def latest_for(self, *, own: bool = True) -> catalog.SnapshotSynced | None:
+        """The latest version a run may be graded against (see `in_force_at`)."""
+        usable = [v for v, foreign in zip(self.versions, self.foreign, strict=True)
+                  if not (own and foreign)]
+        return usable[-1] if usable else None
+
+
+def foreign(rec: RecordedEvent) -> bool:
+    """Whether an event came in by an import whose operator did not adopt its snapshots."""
+    origin = rec.metadata.get("origin")
+    return isinstance(origin, dict) and origin.get("ground_truth") != "adopted"
 
 
 def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -> None:
@@ -55,6 +75,7 @@ def _fold(known: dict[str, SnapshotHistory], records: Iterable[RecordedEvent]) -
             h = known.setdefault(event.slug, SnapshotHistory(event.slug))
             h.versions.append(event)
             h.synced_at.append(rec.recorded_at)
+            h.foreign.append(foreign(rec))
             h.retired = False
         elif isinstance(event, catalog.SnapshotRetired):
             h = known.setdefault(event.slug, SnapshotHistory(event.slug))

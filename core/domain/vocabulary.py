@@ -18,7 +18,7 @@ Severity = Literal["info", "low", "medium", "high", "critical"]
 Scope = Literal["read", "request", "push", "review", "admin"]  # what an API token may do
 
 # The reactors (each is its `name`) and the services `props serve --only` names.
-ReactorName = Literal["launcher", "grader", "supervisor"]
+ReactorName = Literal["launcher", "grader", "supervisor", "evaluations"]
 ServiceName = Literal[ReactorName, "projections"]
 
 # A snapshot's file over this many bytes is refused (`props specimens ... --max-file-bytes`).

@@ -14,8 +14,10 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 import anyio
+import asyncpg
 
 from props.core.log import database
 
@@ -48,6 +50,13 @@ class Standing:
     def answer(self, leading: bool) -> None:
         self.leading = leading
         self.settled.set()
+
+
+def evaluation(name: str) -> int:
+    """The key its one driver holds while it requests an evaluation's cases (`props eval
+    run` for the whole drive, the service's evaluation driver for one look)."""
+    digest = hashlib.sha256(f"props evaluation {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def definition_tag(agent_type: str, name: str, tag: str) -> int:
@@ -87,6 +96,19 @@ async def exclusive(dsn: str, key: int) -> AsyncIterator[None]:
             yield
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", key)
+
+
+class _Pooled(Protocol):
+    pool: asyncpg.Pool
+
+
+@asynccontextmanager
+async def if_free(store: _Pooled, key: int) -> AsyncIterator[bool]:
+    """Hold `key` for the block when nobody else does (yields True; False: another holds
+    it), in a transaction that writes nothing (no xid: no reader's fence is held) on a
+    pooled connection: no new connection for a short hold."""
+    async with store.pool.acquire() as conn, conn.transaction():
+        yield bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", key))
 
 
 async def for_transaction(conn: database.Connection, key: int) -> None:

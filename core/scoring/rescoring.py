@@ -81,6 +81,9 @@ class RunRecord:
     requested_at: datetime
     model: str
     definition: str
+    # Brought by an import (its stream began in an import): graded on its file's snapshot
+    # versions too; a run of this database's own never is (SnapshotHistory.foreign).
+    imported: bool = False
     issues: dict[str, Any] = dataclasses.field(default_factory=dict)  # issue id -> locations
     rationales: dict[str, str] = dataclasses.field(default_factory=dict)  # for LLM judges
 
@@ -116,8 +119,8 @@ def ground_truth_for(run: RunRecord, known: dict[str, specimen_sync.SnapshotHist
     if history is None or not history.versions:
         return None
     if choice == "latest":
-        return history.latest
-    return history.in_force_at(run.requested_at)
+        return history.latest_for(own=not run.imported)
+    return history.in_force_at(run.requested_at, own=not run.imported)
 
 
 def parse_issues(run: RunRecord) -> dict[str, list[catalog.Location] | str]:

@@ -54,8 +54,17 @@ class Graded:
     appended: int = 0  # grades new to the log
 
 
-def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[str, str]:
-    """The ground truth's line ranges and the snapshots' files, as the statements take them."""
+INT32 = 2**31 - 1  # PostgreSQL's integer, the statements' line numbers
+
+
+def _truth(snapshots: Sequence[catalog.SnapshotSynced], tolerance: int) -> tuple[str, str]:
+    """The ground truth's line ranges and the snapshots' files, as the statements take them.
+
+    The statement widens each range by `tolerance` in PostgreSQL's integer: an end within
+    `tolerance` of 2^31-1 (an imported key's line 2^31-1) would overflow it and stop the
+    grading of every run. Such an end is given as 2^31-1 - tolerance: widened, it reaches
+    2^31-1, past every line an issue can name, so every score is what it was."""
+    last = INT32 - tolerance
     ranges: list[list[Any]] = []
     files: list[list[Any]] = []
     for snap in {(s.slug, s.version): s for s in snapshots}.values():
@@ -63,7 +72,8 @@ def _truth(snapshots: Sequence[catalog.SnapshotSynced]) -> tuple[str, str]:
         for kind, defects in (("tp", gt.true_positives), ("fp", gt.false_positives)):
             for d in defects:
                 for n, occ in enumerate(d.occurrences, start=1):
-                    ranges += [[snap.slug, snap.version, kind, d.id, n, loc.file, r.start, r.end]
+                    ranges += [[snap.slug, snap.version, kind, d.id, n, loc.file, r.start,
+                                min(r.end, last)]
                                for loc in occ.locations for r in loc.ranges]
         files += [[snap.slug, snap.version, f.path] for f in snap.files]
     return orjson.dumps(ranges).decode(), orjson.dumps(files).decode()
@@ -75,7 +85,7 @@ async def grade(store: EventStore, s: scorers.Scorer,
     """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
     transaction; append the grades unless `dry_run`."""
     assert isinstance(s, scorers.OverlapScorer)
-    ranges, files = _truth([snap for _, snap in runs])
+    ranges, files = _truth([snap for _, snap in runs], s.tolerance)
     try:
         return await _grade_all(store, s, runs, ranges, files, dry_run)
     except Exception as exc:  # (raised by store.sql as OutOfRange; as itself elsewhere)
@@ -89,7 +99,8 @@ async def grade(store: EventStore, s: scorers.Scorer,
                     for row in await store.sql.fetch(_STATEMENTS["out_of_range"],
                                                      [run for run, _ in runs])}
     rest = [(run, snap) for run, snap in runs if run not in out_of_range]
-    graded = (await _grade_all(store, s, rest, *_truth([snap for _, snap in rest]), dry_run)
+    graded = (await _grade_all(store, s, rest, *_truth([snap for _, snap in rest], s.tolerance),
+                                  dry_run)
               if rest else Graded({}))
     graded.malformed.update(out_of_range)
     return graded

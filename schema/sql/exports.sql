@@ -22,15 +22,22 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
 CREATE TEMP TABLE import_events (
     position bigint NOT NULL, tx_id bigint, event_id uuid NOT NULL, stream_id text NOT NULL,
     stream_version integer NOT NULL, type text NOT NULL, schema_version smallint NOT NULL,
-    data jsonb NOT NULL, metadata jsonb NOT NULL, recorded_at timestamptz NOT NULL
+    data jsonb NOT NULL, metadata jsonb NOT NULL, recorded_at timestamptz NOT NULL,
+    line integer  -- the file's line: what a refusal names
 );
 CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, content bytea);
 
 -- stage_events --
 -- A chunk of checked event lines (a JSON array of them), parsed here, on the server's core,
 -- into typed columns: the JSON text is what the chain hashed. Keys map to the columns by name;
--- `kind` and `chain` are left out.
-INSERT INTO import_events SELECT * FROM jsonb_populate_recordset(NULL::import_events, $1::jsonb)
+-- `kind` and `chain` are left out. $2: the chunk's line numbers, in the same order.
+INSERT INTO import_events
+SELECT x.position, x.tx_id, x.event_id, x.stream_id, x.stream_version, x.type, x.schema_version,
+       x.data, x.metadata, x.recorded_at, x.n
+  FROM ROWS FROM (jsonb_populate_recordset(NULL::import_events, $1::jsonb),
+                  unnest($2::integer[]))
+       AS x(position, tx_id, event_id, stream_id, stream_version, type, schema_version, data,
+            metadata, recorded_at, line, n)
 
 -- drop_stage_tables --
 DROP TABLE IF EXISTS import_events, import_blobs
@@ -41,10 +48,13 @@ SELECT DISTINCT ON (sha256) sha256, size, compression, content FROM import_blobs
 ON CONFLICT (sha256) DO NOTHING
 
 -- staged_new_runs --
--- The critic runs whose request this import brings (not in the log yet).
+-- The critic runs whose request this import brings: a new stream `run-<id>` whose request
+-- names that run (one naming another run is not this import's to count).
 SELECT (s.data->>'run_id')::uuid FROM import_events s
  WHERE s.type = 'run.requested' AND s.stream_id LIKE 'run-%'
+   AND lower(s.data->>'run_id') = substring(s.stream_id FROM 5)
    AND NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
+   AND NOT EXISTS (SELECT 1 FROM props.streams t WHERE t.stream_id = s.stream_id)
  ORDER BY s.position
 
 -- backdated_snapshots --
@@ -62,27 +72,13 @@ SELECT s.stream_id, s.stream_version FROM import_events s
    AND NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
  ORDER BY s.position LIMIT 1
 
--- insert_staged_events --
+-- import_staged --
 -- The verified events the database does not have yet, in their original order, with their
--- origin kept in metadata: the position there, and the archive and its signer ($1). Returns
--- how many were appended. Their times are the origin's, in a transaction marked as an import
--- (mark_import, first in the same transaction; migration 0009): the log takes no other row's
--- time but its own.
-WITH ins AS (
-    INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data,
-                              metadata, recorded_at)
-    SELECT s.event_id, s.stream_id, s.stream_version, s.type, s.schema_version, s.data,
-           s.metadata || jsonb_build_object('origin_position', s.position, 'origin', $1::jsonb),
-           s.recorded_at
-      FROM import_events s
-     WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
-     ORDER BY s.position
-    RETURNING 1
-)
-SELECT count(*)::integer FROM ins
-
--- mark_import --
-SELECT props.mark_import()
+-- origin ($1: the archive and its signer) kept in metadata, appended by the owner's function
+-- (migration 0011): it first looks for what an import may not bring and, finding it, writes
+-- nothing and names the first such event (or, $2, keeps those as inert history). Their
+-- times are the origin's; the time this database recorded them is the import's.
+SELECT * FROM props.import_staged($1::jsonb, $2::boolean)
 
 -- future_events --
 -- A staged event recorded later than now: no log takes a time it has not reached.

@@ -1,8 +1,11 @@
 -- Queries of re-scoring and scorer comparison (props.core.rescoring); they read projections.
 
 -- select_runs --
-SELECT run_id, status, snapshot, files_hash, requested_at, model, definition
-  FROM projections.agent_runs
+-- `imported`: the run's stream began in an import (props.importing, migration 0011).
+SELECT r.run_id, r.status, r.snapshot, r.files_hash, r.requested_at, r.model, r.definition,
+       EXISTS (SELECT 1 FROM props.events e JOIN props.importing i ON i.tx_id = e.tx_id
+                WHERE e.stream_id = 'run-' || r.run_id AND e.stream_version = 1) AS imported
+  FROM projections.agent_runs r
  WHERE agent_type = 'critic'
    AND ($1::uuid[] IS NULL OR run_id = ANY ($1::uuid[]))
    AND ($2::timestamptz IS NULL OR requested_at >= $2)

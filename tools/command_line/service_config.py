@@ -50,6 +50,11 @@ class ServiceConfig(pydantic.BaseModel):
     # The engine's host network gives an agent every loopback service of the host.
     unsafe_agent_network: bool = False
     http: str | None = None  # HOST:PORT of the JSON API
+    # Each API token's share: its runs requested and not finished, the cases of its open
+    # evaluations, its open evaluations (over one: 429, nothing written).
+    quota_runs_in_flight: int = pydantic.Field(100, ge=1, le=1_000_000)
+    quota_cases_queued: int = pydantic.Field(2_000, ge=1, le=1_000_000)
+    quota_evaluations_open: int = pydantic.Field(5, ge=1, le=10_000)
     registry: str | None = None  # HOST:PORT of the registry proxy
     registry_upstream: str | None = None  # URL of the registry it forwards to
     registry_pull_from: str | None = None  # where engines pull images (default: upstream)

@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from props.core.domain.quotas import Quotas
 from props.core.log.store import EventStore
 from props.tools.http import limits
 from props.tools.http.api import app as api
@@ -21,10 +22,11 @@ from props.tools.http.viewer import app as viewer
 log = logging.getLogger("props.http")
 
 
-def create_app(store: EventStore) -> FastAPI:
+def create_app(store: EventStore, quotas: Quotas | None = None) -> FastAPI:
     app = FastAPI(title="props", version="1", openapi_url=None, docs_url=None,
                   redoc_url=None, description=api.__doc__, responses=api.EVERY_ROUTE)
     app.state.store = store
+    app.state.quotas = quotas or Quotas()  # each token's share (the settings' quota_*)
     pages, answers = viewer.errors_as_pages(), api.errors_as_json()
     for kind in {**answers, **pages}:
         app.add_exception_handler(kind, _either(pages.get(kind), answers.get(kind)))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from props.core.domain import run_requests, streams, tokens, vocabulary
+from props.core.domain import quotas, run_requests, streams, tokens, vocabulary
 from props.core.log.store import EventStore
 from props.tools.http.auth import authorize
 
@@ -20,6 +20,16 @@ _bearer = HTTPBearer(auto_error=False, description="a props token (props tokens 
 def store_of(request: Request) -> EventStore:
     store: EventStore = request.app.state.store
     return store
+
+
+OVER_QUOTA: dict[int | str, dict[str, Any]] = {429: {
+    "description": "the token is over one of its quotas (the sentence names it); nothing "
+                   "was written: retry once its runs finish (Retry-After)"}}
+
+
+def quotas_of(request: Request) -> quotas.Quotas:
+    found: quotas.Quotas = request.app.state.quotas
+    return found
 
 
 def scope(needed: vocabulary.Scope) -> Callable[..., Awaitable[tokens.Token]]:
@@ -45,3 +55,4 @@ RunNamed = Annotated[uuid.UUID, Depends(run_named)]
 RequestToken = Annotated[tokens.Token, Depends(scope("request"))]
 Read = [Depends(scope("read"))]
 Store = Annotated[EventStore, Depends(store_of)]
+Quota = Annotated[quotas.Quotas, Depends(quotas_of)]

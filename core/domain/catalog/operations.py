@@ -1,6 +1,7 @@
 """The service's own records: events a reactor parked (reactor-<name>), launchers as they
 start (launcher-<name>), retention holds
-(retention-<run>), imports (import-<archive id>)."""
+(retention-<run>), imports (import-<archive id>) and what an import kept inert
+(inert-<archive id>)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,20 @@ class ArchiveImported(Event):
     imported: Count
     part: int = pydantic.Field(ge=1, le=2**31 - 1)
     runs: list[ImportedRun] = pydantic.Field(max_length=5000)
+
+
+@REGISTRY.register
+class ImportInert(Event):
+    """An event an export file brought that would have acted on this database (a park, an
+    exclusion, an activation, an append to a stream or a grade of a run begun here), kept,
+    because the operator asked (`props import --inert`), as history: in the stream
+    `inert-<archive id>`, as it stood in the file (`event`) with its line and why it is inert.
+    No projection or reactor reads this type."""
+
+    type_name = "import.inert"
+    line: int = pydantic.Field(ge=1, le=2**31 - 1)
+    reason: Literal["consumers", "own_stream", "own_run"]
+    event: dict[str, Any]
 
 
 # -- evaluations (stream evaluation-<name>) ------------------------------------------------------

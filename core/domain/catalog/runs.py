@@ -157,6 +157,18 @@ class RunClaimed(Event):
 
 
 @REGISTRY.register
+class RunReleased(Event):
+    """A launcher gives back a run it claimed and never started (its engine does not
+    answer), so that another launcher may claim it: a launcher holds no run it cannot
+    carry out. Appended at the stream's version as read, like a claim."""
+
+    type_name = "run.released"
+    run_id: uuid.UUID
+    launcher: LauncherName
+    reason: Literal["engine_unreachable"] = "engine_unreachable"
+
+
+@REGISTRY.register
 class RunCancelRequested(Event):
     type_name = "run.cancel_requested"
     run_id: uuid.UUID

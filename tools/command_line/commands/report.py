@@ -53,7 +53,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--as-of", metavar="POINT",
                    help="report from the events up to POINT only: TX:POSITION (every report "
                         "prints the point it stands at), a global position, or an ISO 8601 "
-                        "time with its zone; the projections are folded again for this "
+                        "time with its zone (what this database had recorded by then: an "
+                        "imported event counts from its import, not from the time it "
+                        "carries); the projections are folded again for this "
                         "report, in temporary tables, so a figure quoted months ago comes "
                         "back exactly (same output, byte for byte)")
     p.set_defaults(handler="report:report_cmd", connections=2)

@@ -55,7 +55,8 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
     with progress.counting_events("importing") as advance:
         report = await imports.import_archive(
             store, args.file, progress=advance,
-            trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown)
+            trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown,
+            inert=args.inert, adopt_snapshots=args.adopt_snapshots)
     if report.restored:
         console.print(f"verified {report.events:,} event(s); restored the archived partition "
                       f"{report.restored}: {report.imported:,} event(s) back at their "
@@ -63,6 +64,9 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
         return 0
     console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
+    if report.inert:
+        console.print(f"kept {report.inert:,} event(s) as inert history (they would have "
+                      f"acted on this database; nothing acts on them)")
     console.print(f"signed by: {report.signer or 'nobody (unsigned)'}")
     return 0
 

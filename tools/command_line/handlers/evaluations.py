@@ -116,9 +116,9 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
     if args.detach:
-        await driver.request_detached(store, ev)
-        say.print(f"requested; `props serve` runs them, `props eval watch {ev.name}` "
-                      f"follows them (`props eval show {ev.name}`: where they stand now)")
+        first = await driver.request_detached(store, ev)
+        say.print(f"requested {first} (the plan's ceiling); `props serve` runs them and "
+                  f"the rest, `props eval watch {ev.name}` follows them")
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     # The variables runs may be given: the service's settings, and this command's flags.

@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from props.core.domain import specimen_sync, tokens
+from props.core.domain import quotas, specimen_sync, tokens
 from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate, retries
@@ -144,7 +144,9 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
         print(line, file=sys.stderr, flush=True)
     if config.http:
         sock = http_server.bind(config.http, "HTTP API")
-        await tg.start(http_server.serve, http_app.create_app(store), sock)
+        shares = quotas.Quotas(config.quota_runs_in_flight, config.quota_cases_queued,
+                               config.quota_evaluations_open)
+        await tg.start(http_server.serve, http_app.create_app(store, shares), sock)
         log.info(f"HTTP API on http://{_address(sock)}")
     if config.registry:
         assert config.registry_upstream is not None

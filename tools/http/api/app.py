@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from props.core.domain import run_requests
+from props.core.domain import quotas, run_requests
 from props.core.log import database, errors
 from props.tools.http import limits
 from props.tools.http.api.routes import evaluations, health, runs, scores
@@ -55,6 +55,8 @@ ANSWERS = {
          "scorer, a page cursor)",
     413: "the body is over the limit",
     422: "a field is not valid (its location and the reason)",
+    429: "the token is over one of its quotas (runs in flight, cases queued, evaluations "
+         "open): nothing was written; retry once its runs finish (Retry-After)",
     503: "the database is unavailable or the projections are not built yet; retry "
          "(Retry-After)",
 }
@@ -101,6 +103,9 @@ async def _props_error(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": "the projections are not built yet (the service "
                              "builds them as it starts); retry"},
                             status_code=503, headers={"Retry-After": "1"})
+    if isinstance(exc, quotas.OverQuota):
+        return JSONResponse({"detail": str(exc)}, status_code=429,
+                            headers={"Retry-After": "30"})
     if isinstance(exc, errors.StoreUnavailable | errors.SchemaError):
         return JSONResponse({"detail": str(exc)}, status_code=503,
                             headers={"Retry-After": "1"})

@@ -10,11 +10,11 @@ import pydantic
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from props.core.domain import evaluations
+from props.core.domain import evaluations, quotas
 from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores
 from props.reactors import evaluation_driver as driver
-from props.tools.http.dependencies import Read, RequestToken, Store
+from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, Store
 from props.tools.http.limits import STORABLE_TEXT
 
 router = APIRouter()
@@ -45,17 +45,26 @@ class Standing(pydantic.BaseModel):
 
 @router.post("/api/evaluations", status_code=202, response_model=Started,
              summary="record an evaluation's plan and request every case without a result",
-             responses={409: {"description": "a different plan is recorded under this name"}})
-async def start(store: Store, token: RequestToken, plan: evaluations.Plan,
+             responses={409: {"description": "a different plan is recorded under this name"},
+                        **OVER_QUOTA})
+async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluations.Plan,
                 new_version: bool = False) -> Started | JSONResponse:
+    """The plan's first cases are requested now, within its `max_concurrency` and
+    `budget_usd`; `props serve` requests the rest as runs finish. Over the token's quotas
+    (cases queued, evaluations open) it answers 429 and records nothing."""
     try:
         cases = await evaluations.resolve(store, plan)
     except evaluations.PlanNamesNothing as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)
-    try:
-        ev, resumed = await evaluations.start(store, plan, cases, new_version=new_version)
-    except evaluations.PlanChanged as exc:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+    requester = f"api:{token.name}"
+    async with quota.gates.held(requester):
+        await quotas.check_evaluation(store, quota, requester, plan.name, len(cases))
+        try:
+            ev, resumed = await evaluations.start(store, plan, cases,
+                                                  new_version=new_version,
+                                                  requester=requester)
+        except evaluations.PlanChanged as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=409)
     requested = await driver.request_detached(store, ev)
     return Started(name=ev.name, version=ev.version, cases=len(cases), resumed=resumed,
                    requested=requested)

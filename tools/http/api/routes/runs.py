@@ -11,11 +11,11 @@ import pydantic
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from fastapi.responses import JSONResponse
 
-from props.core.domain import catalog, run_requests
+from props.core.domain import catalog, quotas, run_requests, streams, tokens
 from props.core.log import errors
 from props.core.log.events import details
 from props.projections import run_pages
-from props.tools.http.dependencies import Read, RequestToken, RunNamed, Store
+from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, RunNamed, Store
 from props.tools.http.limits import STORABLE_TEXT
 
 router = APIRouter()
@@ -87,23 +87,33 @@ def _after(cursor: str | None) -> run_pages.After | None:
 
 
 @router.post("/api/runs/critic", status_code=202, response_model=Requested,
-             summary="request critic runs (they become run.requested events)")
+             summary="request critic runs (they become run.requested events)",
+             responses=OVER_QUOTA)
 async def request_critic(
     store: Store, body: CriticRunBody, response: Response,
-    token: RequestToken,
+    token: RequestToken, quota: Quota,
     idempotency_key: Annotated[str | None, Header(
         max_length=200, pattern=STORABLE_TEXT,
         description="retrying with the same key returns the same runs"
     )] = None,
 ) -> Requested:
-    done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-        **body.model_dump(), requested_by=f"api:{token.name}",
-        idempotency_key=None if idempotency_key is None
-        else f"{token.id}/{idempotency_key}"))
+    async with quota.gates.held(f"api:{token.name}"):
+        if idempotency_key is None or not await _seen(store, token, idempotency_key):
+            await quotas.check_runs(store, quota, f"api:{token.name}", body.count)
+        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
+            **body.model_dump(), requested_by=f"api:{token.name}",
+            idempotency_key=None if idempotency_key is None
+            else f"{token.id}/{idempotency_key}"))
     if len(done.run_ids) == 1:
         response.headers["Location"] = f"/api/runs/{done.run_ids[0]}"
     return Requested(run_ids=done.run_ids, digest=done.digest,
                      already_requested=done.already_requested)
+
+
+async def _seen(store: Store, token: tokens.Token, idempotency_key: str) -> bool:
+    """An idempotent retry asks for nothing new: no quota is taken twice."""
+    first = run_requests.idempotent_run_id(f"{token.id}/{idempotency_key}", 0)
+    return bool(await store.existing_streams([streams.run(first)]))
 
 
 @router.get("/api/runs/critic", include_in_schema=False)

@@ -1,0 +1,34 @@
+-- Queries of props.core.domain.quotas: what one requester (a token) holds now.
+
+-- runs_in_flight --
+-- Runs the requester asked for directly (not an evaluation's) and not finished.
+SELECT count(*) AS n
+  FROM props.events r
+ WHERE r.category = 'run' AND r.type = 'run.requested' AND r.data ->> 'requested_by' = $1
+   AND NOT EXISTS (SELECT 1 FROM props.events f
+                    WHERE f.stream_id = r.stream_id AND f.type = 'run.finished')
+
+-- open_evaluations --
+-- The requester's evaluations whose latest version has not ended, with their cases.
+SELECT s.data ->> 'name' AS name, (s.data ->> 'cases')::int AS cases
+  FROM (SELECT DISTINCT ON (stream_id) stream_id, stream_version, data, metadata
+          FROM props.events
+         WHERE category = 'evaluation' AND type = 'evaluation.started'
+         ORDER BY stream_id, stream_version DESC) s
+ WHERE s.metadata ->> 'requested_by' = $1
+   AND NOT EXISTS (SELECT 1 FROM props.events e
+                    WHERE e.stream_id = s.stream_id AND e.type = 'evaluation.ended'
+                      AND e.stream_version > s.stream_version)
+ ORDER BY 1
+
+-- open_evaluation_names --
+-- Every evaluation whose latest version has not ended (the service drives them).
+SELECT s.data ->> 'name' AS name
+  FROM (SELECT DISTINCT ON (stream_id) stream_id, stream_version, data
+          FROM props.events
+         WHERE category = 'evaluation' AND type = 'evaluation.started'
+         ORDER BY stream_id, stream_version DESC) s
+ WHERE NOT EXISTS (SELECT 1 FROM props.events e
+                    WHERE e.stream_id = s.stream_id AND e.type = 'evaluation.ended'
+                      AND e.stream_version > s.stream_version)
+ ORDER BY 1

@@ -1,0 +1,214 @@
+"""Each API token's share (runs in flight, cases queued, evaluations open: over one is 429
+and nothing written), and detached evaluations held by the service to their plan's ceiling
+and budget, one driver at a time. The real API app on the real database; real local runs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from props.core.domain import catalog, quotas, specimen_sync, streams, tokens
+from props.core.log import leadership
+from props.core.log.store import EventStore
+from props.reactors.evaluations import EvaluationDriver
+from props.reactors.local_runtime import LocalRuntime
+from props.tools.http import app as http_app
+from tests.reactor_helpers import QUICK_AGENT, eventually, push_code, serving, sync_samples
+from tests.test_launchers import most_at_once
+
+
+@asynccontextmanager
+async def api(store: EventStore, shares: quotas.Quotas | None = None,
+              ) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
+    """A client per token (`a`, `b`: request and read) of the app with these quotas."""
+    app = http_app.create_app(store, shares)
+    clients = {}
+    for name in ("a", "b"):
+        _, secret = await tokens.create(store, name, ("request", "read"))
+        clients[name] = httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                          base_url="http://props",
+                                          headers={"Authorization": f"Bearer {secret}"})
+    try:
+        yield clients
+    finally:
+        for c in clients.values():
+            await c.aclose()
+
+
+async def _ready(store: EventStore) -> None:
+    """The samples and the critic, and the log's fence past them (a plan reads through it;
+    another database's transaction on this server may hold it a moment)."""
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT)
+
+    async def visible() -> bool:
+        return bool(await specimen_sync.history(store))
+
+    await eventually(visible, seconds=60)
+
+
+async def _count(store: EventStore, kind: str) -> int:
+    return int(await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = $1",
+                                         kind))
+
+
+RUN = {"definition": "quick", "ref": "test", "snapshot": "csvtool/2025-09-03-00",
+       "model": "m", "budget_usd": 0}
+
+
+def _plan(name: str, epochs: int, critics: int = 1, **more: Any) -> dict[str, Any]:
+    return {"name": name, "examples": ["csvtool/*"], "epochs": epochs,
+            "critic": [{"definition": "quick", "ref": "test"}] * critics, **more}
+
+
+async def test_runs_in_flight_over_the_quota_are_refused_with_429(store: EventStore) -> None:
+    await _ready(store)
+    async with api(store, quotas.Quotas(runs_in_flight=3)) as c:
+        first = await c["a"].post("/api/runs/critic", json={**RUN, "count": 2},
+                                  headers={"Idempotency-Key": "k1"})
+        assert first.status_code == 202, first.text
+        over = await c["a"].post("/api/runs/critic", json={**RUN, "count": 2})
+        assert over.status_code == 429, over.text
+        assert "quota_runs_in_flight" in over.json()["detail"]
+        assert over.headers["Retry-After"]
+        assert await _count(store, "run.requested") == 2  # nothing written on refusal
+        # An idempotent retry asks for nothing new; another token has its own share.
+        again = await c["a"].post("/api/runs/critic", json={**RUN, "count": 2},
+                                  headers={"Idempotency-Key": "k1"})
+        assert again.status_code == 202 and again.json()["already_requested"]
+        assert (await c["b"].post("/api/runs/critic", json={**RUN, "count": 3})
+                ).status_code == 202
+        # Control: within the quota, a's next run passes.
+        assert (await c["a"].post("/api/runs/critic", json=RUN)).status_code == 202
+
+
+async def test_ten_thousand_cases_in_one_post_are_refused(store: EventStore) -> None:
+    """The probe's shape: one `request` token, one POST of 10,000 cases (100 critics x 100
+    epochs), with the default quotas."""
+    await _ready(store)
+    async with api(store) as c:
+        flood = await c["a"].post("/api/evaluations", json=_plan("flood", 100, critics=100))
+        assert flood.status_code == 429, flood.text
+        assert "10,000 cases queued" in flood.json()["detail"]
+        assert await _count(store, "evaluation.started") == 0
+        assert await _count(store, "run.requested") == 0
+
+
+async def test_cases_and_evaluations_open_per_token(store: EventStore) -> None:
+    await _ready(store)
+    async with api(store, quotas.Quotas(cases_queued=20, evaluations_open=1)) as c:
+        big = await c["a"].post("/api/evaluations", json=_plan("big", 21))
+        assert big.status_code == 429 and "quota_cases_queued" in big.json()["detail"]
+        first = await c["a"].post("/api/evaluations", json=_plan("first", 2))
+        assert first.status_code == 202, first.text
+        second = await c["a"].post("/api/evaluations", json=_plan("second", 2))
+        assert second.status_code == 429, second.text
+        assert "quota_evaluations_open" in second.json()["detail"]
+        # The same evaluation again resumes it (no second share); b has its own.
+        assert (await c["a"].post("/api/evaluations", json=_plan("first", 2))
+                ).json()["resumed"]
+        assert (await c["b"].post("/api/evaluations", json=_plan("theirs", 2))
+                ).status_code == 202
+        assert await _count(store, "evaluation.started") == 2
+
+
+async def test_a_detached_evaluation_is_held_to_its_ceiling_and_driven_to_its_end(
+        store: EventStore, tmp_path: Path) -> None:
+    """Posted with max_concurrency 1 and 3 cases: 1 requested at once (main requested all
+    3), the service's evaluation driver requests the others as runs finish, one at a time,
+    and records the end."""
+    await _ready(store)
+    async with api(store) as c:
+        posted = await c["a"].post("/api/evaluations", json=_plan("held", 3,
+                                                                  max_concurrency=1))
+    assert posted.status_code == 202 and posted.json()["requested"] == 1, posted.text
+    async with serving(store, [LocalRuntime(tmp_path / "c", trust_commands=True)]):
+        async def ended_now() -> bool:
+            return await _ended(store, "held") is not None
+
+        await eventually(ended_now, seconds=120)
+    ended = await _ended(store, "held")
+    assert ended is not None and (ended.outcome, ended.scored) == ("complete", 3), ended
+    spans = await _container_spans(store)
+    assert len(spans) == 3 and most_at_once(spans) == 1, spans
+
+
+async def test_a_detached_evaluations_budget_is_the_services_to_hold(
+        store: EventStore) -> None:
+    """The probe: max_concurrency 6, a $0.50 budget, runs of $1 each. Main requested all 6
+    at $1 each ($6 possible); now one run, given the $0.50 the budget leaves."""
+    await _ready(store)
+    async with api(store) as c:
+        posted = await c["a"].post("/api/evaluations", json=_plan(
+            "thrifty", 6, max_concurrency=6, budget_usd=0.5, run_budget_usd=1.0))
+    assert posted.json()["requested"] == 1, posted.text
+    budgets = [float(b[0]) for b in await store.pool.fetch(
+        "SELECT (data->>'budget_usd')::float FROM props.events WHERE type = 'run.requested'")]
+    assert budgets == [0.5]
+
+
+async def test_one_driver_an_evaluation_held_by_eval_run_is_left_alone(
+        store: EventStore) -> None:
+    await _ready(store)
+    async with api(store) as c:
+        await c["a"].post("/api/evaluations", json=_plan("mine", 3, max_concurrency=1))
+    reactor = EvaluationDriver(store)
+    await _finish_all(store)
+    async with leadership.lead(store.dsn, leadership.evaluation("mine"), "eval run"):
+        await reactor.look_all()  # held: it requests nothing
+        assert await _count(store, "run.requested") == 1
+    await reactor.look_all()  # control: free, it requests the next case
+    assert await _count(store, "run.requested") == 2
+
+
+async def _finish_all(store: EventStore) -> None:
+    """Every requested run finished as completed with nothing reported (scored)."""
+    for row in await store.pool.fetch(
+            "SELECT data->>'run_id' FROM props.events WHERE type = 'run.requested'"):
+        import uuid
+
+        run_id = uuid.UUID(row[0])
+        await store.append(streams.run(run_id), [catalog.RunFinished(run_id=run_id,
+                                                                     status="completed")])
+
+
+async def _ended(store: EventStore, name: str) -> catalog.EvaluationEnded | None:
+    for r in await store.read_stream(streams.evaluation(name)):
+        if isinstance(r.event, catalog.EvaluationEnded):
+            return r.event
+    return None
+
+
+async def _container_spans(store: EventStore) -> list[Any]:
+    rows = await store.pool.fetch(
+        "SELECT stream_id, type, recorded_at FROM props.events "
+        "WHERE type IN ('container.started', 'container.exited') ORDER BY global_position")
+    began = {r["stream_id"]: r["recorded_at"] for r in rows if r["type"] == "container.started"}
+    return [(began[r["stream_id"]], r["recorded_at"]) for r in rows
+            if r["type"] == "container.exited"]
+
+
+
+
+
+async def test_many_requests_of_one_token_at_once_stay_within_its_quota(
+        store: EventStore) -> None:
+    """20 requests of one token at once, quota 5: exactly 5 pass (a check made before any
+    of them appended would let them all through)."""
+    await _ready(store)
+    async with api(store, quotas.Quotas(runs_in_flight=5)) as c:
+        answers: list[int] = []
+
+        async def one() -> None:
+            answers.append((await c["a"].post("/api/runs/critic", json=RUN)).status_code)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(one)
+    assert sorted(answers) == [202] * 5 + [429] * 15
+    assert await _count(store, "run.requested") == 5
