@@ -47,8 +47,7 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
     """`attempt()` under a slot (the launcher's fair queue), again under retries.RUN while
     trouble passes (see the module's doc); the slot is given back between attempts, and
     after an engine that did not answer, the run's claim too (`release()`, still under the
-    slot: a launcher never holds more claims than slots, engine down or not).
-    `engine_wait()` is read at each failure (the launcher's current setting)."""
+    slot: never more claims than slots); `engine_wait()` is read at each failure."""
     engine_down_since: float | None = None
 
     def engine_gone(exc: BaseException) -> bool:
