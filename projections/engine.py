@@ -97,6 +97,7 @@ class Runner:
         self.batch_size = batch_size
         self.on_commit = on_commit  # told of each batch once its rows are committed
         self.stats = RunnerStats()
+        self.standing = leadership.Standing()  # whether it leads or stands by
 
     async def run(self, progress: Progress | None = None) -> None:
         """Serve until cancelled, surviving database restarts: each attempt resumes from the
@@ -106,7 +107,7 @@ class Runner:
     async def _run(self, progress: Progress | None) -> None:
         """Holds the runner lock while serving."""
         async with leadership.lead(self.store.dsn, leadership.PROJECTION_RUNNER,
-                                   "projection runner"):
+                                   "projection runner", standing=self.standing):
             missing = [p for p in self.projections
                        if await self.store.find_checkpoint(p.checkpoint_name) is None]
             if missing:

@@ -132,7 +132,16 @@ def paired(a: dict[Example, list[float]], b: dict[Example, list[float]]) -> dict
             total_n = sum(examples[e][n] for e in shared)
             row[f"{measure}_{side}"] = sum(examples[e][k] for e in shared) / total_n \
                 if total_n else None
+            row[f"{measure}_{side}_low"], row[f"{measure}_{side}_high"] = \
+                intervals.ratio_interval([(examples[e][k], examples[e][n]) for e in shared])
         row[f"{measure}_delta"] = diff.delta
         row[f"{measure}_delta_low"], row[f"{measure}_delta_high"] = diff.low, diff.high
         row[f"{measure}_significant"] = diff.significant
+    row["per_example"] = [{"snapshot": e[0], "files_hash": e[1], **{
+        f"{measure}_{side}": _ratio(x[e][k], x[e][n])
+        for measure, k, n in MEASURES for side, x in (("a", a), ("b", b))}} for e in shared]
     return row
+
+
+def _ratio(k: float, n: float) -> float | None:
+    return k / n if n else None

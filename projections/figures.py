@@ -219,6 +219,9 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
         record.update(chance_fields(r, mine))
         records.append(record)
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
+    notes["pooled_digests"] = [
+        {"model": r["model"], "definition": r["definition"], "digests": int(r["digests"])}
+        for r in await conn.fetch(q(_Q["pooled_digests"]), name, version, *scoped)]
     notes["states_scorer"] = None if chosen.name is None else \
         chosen.name + ("" if chosen.version is None else f"@{chosen.version}")
     notes["interval_method"] = intervals.METHOD

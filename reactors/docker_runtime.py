@@ -93,6 +93,7 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
 
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
+REMOVAL_WAIT = 60.0  # seconds a remove waits for another path's removal of the same container
 
 
 def _engine_call(fn: F) -> F:
@@ -217,7 +218,12 @@ class DockerRuntime:
         container = await self._find(name)
         if container is None:
             return b""
-        lines = await container.log(stdout=True, stderr=True)
+        try:
+            lines = await container.log(stdout=True, stderr=True)
+        except aiodocker.DockerError as exc:
+            if exc.status in (404, 409):  # gone, or being removed by another path: no logs
+                return b""
+            raise
         return "".join(lines).encode()[-MAX_LOG_BYTES:]
 
     @_engine_call
@@ -228,7 +234,13 @@ class DockerRuntime:
         try:
             await container.delete(force=True)
         except aiodocker.DockerError as exc:
-            if exc.status != 404:
+            if exc.status == 409 and "already in progress" in str(exc.message):
+                # Another path (a cancel, a sweep) removes it: the effect is the same one.
+                # (Polled: the engine signals nothing.)
+                with anyio.move_on_after(REMOVAL_WAIT):
+                    while await self._find(name) is not None:  # noqa: ASYNC110
+                        await anyio.sleep(0.2)
+            elif exc.status != 404:
                 raise
 
     @_engine_call

@@ -22,21 +22,35 @@ from props.reactors.evaluation_steps import (
     Ceiling,
     Driven,
     Look,
+    Progress,
     Stops,
     case_states,
     ceiling_of,
     end_drive,
     look,
-    progress_line,
     request_detached,
     request_within,
 )
 from props.reactors.launcher import Launcher
 from props.reactors.run_environment import AgentEnvironment
 
-__all__ = ["DONE", "Ceiling", "Driven", "Look", "Stops", "case_states", "caught_up",
-           "ceiling_of", "end_drive", "look", "progress_line", "request_detached",
-           "request_within", "serve_until_done", "watch"]
+__all__ = [
+    "DONE",
+    "Ceiling",
+    "Driven",
+    "Look",
+    "Progress",
+    "Stops",
+    "case_states",
+    "caught_up",
+    "ceiling_of",
+    "end_drive",
+    "look",
+    "request_detached",
+    "request_within",
+    "serve_until_done",
+    "watch",
+]
 
 TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
 LOOK_GAP = 0.1  # the fewest seconds between two looks
@@ -46,12 +60,12 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
                  show: Callable[[str], None]) -> catalog.EvaluationOutcome:
     """Request what has no result within the ceiling until every case is done (or a stop
     applies), calling `show` with a line each time the cases move; returns how it ended."""
-    began, deadline, shown = time.monotonic(), time.monotonic() + stops.wait, ""
+    progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + stops.wait, ""
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
     async with Wakeups(store) as log_moved:
         while True:
             now = await look(store, ev, ceiling, stops, settled)
-            line = progress_line(ev, now.states, began)
+            line = progress.line(ev, now.states)
             if line != shown:
                 show(line)
                 shown = line
@@ -67,14 +81,14 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
     """Follow an evaluation another process drives (`props serve` after `--detach`) until
     every case is done or `wait` seconds pass, calling `show` as the cases move; requests
     nothing."""
-    began, deadline, shown = time.monotonic(), time.monotonic() + wait, ""
+    progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + wait, ""
     settled: dict[str, CaseState] = {}
     async with Wakeups(store) as log_moved:
         while True:
             states = await case_states(store, ev, await registration.active_scorer(store),
                                        settled=settled)
             settled.update((s.case.key, s) for s in states if s.state in DONE)
-            if (now := progress_line(ev, states, began)) != shown:
+            if (now := progress.line(ev, states)) != shown:
                 show(now)
                 shown = now
             if all(s.state in DONE or s.state == "failed" for s in states) \

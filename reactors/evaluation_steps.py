@@ -71,17 +71,30 @@ def _failure_limit(stops: Stops, cases: int) -> float:
     return given * cases if 0 < given < 1 else given
 
 
-def progress_line(ev: Evaluation, states: Sequence[CaseState], began: float) -> str:
-    n = Counter(s.state for s in states)
-    done = n["scored"] + n["excluded"] + n["failed"]
-    spent = sum(s.cost_usd for s in states)
-    budget = f" of ${ev.plan.budget_usd:.2f}" if ev.plan.budget_usd is not None else ""
-    elapsed = time.monotonic() - began
-    left = len(states) - done
-    eta = f"; about {elapsed / done * left:.0f} s left" if done and left else ""
-    return (f"{ev.name}: {done}/{len(states)} done ({n['scored']} scored, {n['failed']} "
-            f"failed, {n['excluded']} excluded), {n['running']} running, {n['waiting']} "
-            f"waiting; spent ${spent:.2f}{budget}{eta}")
+@dataclasses.dataclass
+class Progress:
+    """The running account of an evaluation's cases. Done is scored or excluded, and failed
+    is said apart (a failure is no result). The time left is estimated when a case ends,
+    from the pace so far, and stays put until the next one ends: it never grows while
+    nothing finishes (a clock running against a fixed count would make it grow)."""
+
+    began: float
+    ended: int = 0  # cases done or failed when the estimate was made
+    eta: str = ""
+
+    def line(self, ev: Evaluation, states: Sequence[CaseState]) -> str:
+        n = Counter(s.state for s in states)
+        done = n["scored"] + n["excluded"]
+        ended, left = done + n["failed"], len(states) - done - n["failed"]
+        if ended != self.ended:
+            self.ended = ended
+            pace = (time.monotonic() - self.began) / ended if ended else 0.0
+            self.eta = f"; about {pace * left:.0f} s left" if ended and left else ""
+        spent = sum(s.cost_usd for s in states)
+        budget = f" of ${ev.plan.budget_usd:.2f}" if ev.plan.budget_usd is not None else ""
+        return (f"{ev.name}: {done}/{len(states)} done ({n['scored']} scored, "
+                f"{n['excluded']} excluded), {n['failed']} failed, {n['running']} running, "
+                f"{n['waiting']} waiting; spent ${spent:.2f}{budget}{self.eta}")
 
 
 @dataclasses.dataclass(frozen=True)

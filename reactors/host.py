@@ -108,6 +108,7 @@ class ReactorHost:
         self.batch_size = batch_size
         self.stats = HostStats()
         self.active = anyio.Event()  # set once this instance holds the lock
+        self.standing = leadership.Standing()  # whether it leads or stands by
 
     async def run(self) -> None:
         """Serve until cancelled, surviving database restarts. A lost lock session, or the
@@ -118,7 +119,8 @@ class ReactorHost:
 
     async def _serve(self) -> None:
         name = self.reactor.name
-        async with leadership.lead(self.store.dsn, leadership.reactor(name), f"reactor {name}"):
+        async with leadership.lead(self.store.dsn, leadership.reactor(name), f"reactor {name}",
+                                   standing=self.standing):
             self.active.set()
             try:
                 async with anyio.create_task_group() as tg:

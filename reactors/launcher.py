@@ -205,7 +205,8 @@ class Launcher:
                 ticket = fair_queue.Ticket("")
             await run_attempts.carry_out(
                 run_id, lambda: self._run(run_id), self._slots.slot(ticket), fail,
-                self.engine_wait, lambda: launchers.release(self.store, run_id, self.launcher))
+                lambda: self.engine_wait,
+                lambda: launchers.release(self.store, run_id, self.launcher))
         finally:
             self._known.discard(run_id)
 

@@ -43,11 +43,11 @@ def passing(exc: BaseException) -> bool:
 
 async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
                     slot: AbstractAsyncContextManager[None], fail: Fail,
-                    engine_wait: float, release: Release | None = None) -> None:
+                    engine_wait: Callable[[], float], release: Release | None = None) -> None:
     """`attempt()` under a slot (the launcher's fair queue), again under retries.RUN while
     trouble passes (see the module's doc); the slot is given back between attempts, and
     after an engine that did not answer, the run's claim too (`release()`, still under the
-    slot: a launcher never holds more claims than slots, engine down or not)."""
+    slot: never more claims than slots); `engine_wait()` is read at each failure."""
     engine_down_since: float | None = None
 
     def engine_gone(exc: BaseException) -> bool:
@@ -55,7 +55,7 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
         if not isinstance(exc, EngineUnreachable):
             return False
         engine_down_since = engine_down_since or time.monotonic()
-        return time.monotonic() - engine_down_since >= engine_wait
+        return time.monotonic() - engine_down_since >= engine_wait()
 
     def retried(exc: BaseException, number: int) -> None:
         log.warning("run %s: attempt %d failed (%s: %s); retrying", run_id, number,
@@ -79,7 +79,7 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
     except Exception as exc:
         if engine_gone(exc):
             log.warning("run %s: the engine has not answered for %.0f s: failing it as "
-                        "engine_unreachable", run_id, engine_wait)
+                        "engine_unreachable", run_id, engine_wait())
             await fail(exc, "engine_unreachable", True)
         elif passing(exc):  # RUN's attempts ran out
             log.error("run %s failed %d times in a row; the next sweep takes it up again",

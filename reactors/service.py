@@ -108,6 +108,17 @@ class Service:
         if "projections" in self.only:
             self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
 
+    async def standing(self) -> tuple[list[str], list[str]]:
+        """Once each part's first try for its lock is answered: the parts this process
+        serves, and those it stands by for (another instance is active)."""
+        parts = [(h.reactor.name if h.reactor.name in SERVICES else "launcher", h.standing)
+                 for h in self.hosts]
+        if self.runner is not None:
+            parts.append(("projections", self.runner.standing))
+        for _name, standing in parts:
+            await standing.settled.wait()
+        return ([n for n, s in parts if s.leading], [n for n, s in parts if not s.leading])
+
     async def run(self) -> None:
         """Serve until cancelled (each part finishes the event or batch in hand)."""
         async with anyio.create_task_group() as tg:

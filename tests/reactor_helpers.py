@@ -49,8 +49,10 @@ async def push_code(store: EventStore, name: str, code: str, *,
     return d
 
 
-async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float = 30) -> None:
-    """Wait until `check()` holds (polling: the tests watch the log from outside)."""
+async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float = 240) -> None:
+    """Wait until `check()` holds (polling: the tests watch the log from outside). `seconds`
+    is a ceiling for a test that would otherwise hang, never a deadline a test asserts: a
+    loaded 2-core machine runs everything several times slower."""
     with anyio.fail_after(seconds):
         while True:
             result = check()
@@ -60,7 +62,7 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float
 
 
 async def request(store: EventStore, definition: str, *, count: int = 1,
-                  timeout_seconds: float = 60, budget: float = 1.0, ref: str = "latest",
+                  timeout_seconds: float = 300, budget: float = 1.0, ref: str = "latest",
                   model: str = "test-model") -> list[uuid.UUID]:
     ids = []
     for _ in range(count):
@@ -74,7 +76,7 @@ async def request(store: EventStore, definition: str, *, count: int = 1,
 
 
 async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
-                   seconds: float = 120) -> dict[uuid.UUID, catalog.RunFinished]:
+                   seconds: float = 240) -> dict[uuid.UUID, catalog.RunFinished]:
     """Wait until every run has finished; its finish event by run."""
     done: dict[uuid.UUID, catalog.RunFinished] = {}
 

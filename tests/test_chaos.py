@@ -57,4 +57,9 @@ def test_a_broken_build_is_caught_by_the_invariants() -> None:
     assert out.returncode == 1, out.stdout + out.stderr[-3000:]
     assert "AN INVARIANT BROKE" in out.stdout
     broken = [line for line in out.stdout.splitlines() if "BROKEN" in line]
-    assert any("projections equal a clean" in line for line in broken), out.stdout
+    # Which invariant sees a runner that applies events twice depends on where the faults
+    # land (a projection that differs from a clean rebuild, a run graded twice or never, a
+    # runner that dies on a duplicate row): any one of them is a catch. Running out of drain
+    # time is not (load alone does that), so it does not count.
+    caught = [line for line in broken if "drained in time" not in line]
+    assert caught, out.stdout

@@ -19,10 +19,11 @@ CLI = [sys.executable, "-m", "props.tools.cli"]
 
 
 def props(*args: str, dsn: str, stdin: str | None = None,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+          env: dict[str, str] | None = None, timeout: float = 120,
+          ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PROPS_DSN": dsn, **(env or {})}
     return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True,
-                          env=full_env, timeout=120, check=False)
+                          env=full_env, timeout=timeout, check=False)
 
 
 def event_json(**over: object) -> str:
@@ -137,9 +138,9 @@ def test_demo_from_a_fresh_embedded_data_directory(tmp_path: Path) -> None:
         assert "18 run(s) finished and graded under tiered@2, none pending" in out.stdout
         assert "baseline-ruff" in flat  # in the report, beside the variants
         assert "only the runs of evaluation demo" in flat
-        assert ("critic runs: 18, each in one state under tiered@2: scored: 18; excluded "
-                "(run.excluded): 0; without a finish event (missing evidence): 0; finished "
-                "but not completed: 0") in flat
+        assert ("critic runs: 18, each in one state under tiered@2: scored 18; none "
+                "excluded, missing evidence, not completed, no issues, ungraded, unscorable "
+                "or parked") in flat
         assert "18 run(s) selected = " in out.stdout and "+ 0 unscorable" in out.stdout
         assert "chain and manifest intact" in out.stdout
         first = int(out.stdout.split("export: ")[1].split(" events")[0])
@@ -253,7 +254,7 @@ def test_projections_and_report(dsn: str) -> None:
     csv_out = props("report", "--format", "csv", dsn=dsn).stdout.splitlines()
     assert csv_out[0].startswith("model,definition,scorer,runs,recall")
     table = props("report", dsn=dsn).stdout
-    assert "without a finish event (missing evidence): 0" in " ".join(table.split())
+    assert "none excluded, missing evidence" in " ".join(table.split())
     bad = props("projections", "rebuild", "nope", dsn=dsn)
     assert bad.returncode == 1 and "unknown projection(s) nope" in bad.stderr
 

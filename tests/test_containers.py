@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from props.core.domain import definitions
@@ -97,6 +98,19 @@ async def test_wait_times_out_then_kill_ends_it(made: Made) -> None:
     await made.rt.kill(spec.name)
     outcome = await made.rt.wait(spec.name, 30)
     assert outcome is not None and outcome.exit_code is None  # killed: no code of its own
+
+
+async def test_two_removals_of_one_container_both_succeed(made: Made) -> None:
+    """A cancel and the run's own clean-up may remove the same container at once: Docker
+    answers the second one 409 (removal already in progress), which is the same effect, not
+    a launcher defect (the demo's 18th case failed so on a loaded machine)."""
+    spec = made.spec("import time; time.sleep(60)")
+    await made.rt.start(spec)
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(made.rt.remove, spec.name)
+    assert await made.rt.logs(spec.name) == b""
+    assert spec.name not in await made.rt.names()
 
 
 async def test_memory_limit_is_enforced_and_reported(made: Made,

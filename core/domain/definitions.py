@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog, streams
+from props.core.domain import catalog, streams, vocabulary
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -132,10 +132,32 @@ def missing_definition(agent_type: str, name: str, ref: str) -> errors.PropsErro
         f"(props definitions push --type {agent_type} ...)")
 
 
+class UnknownCheck(errors.PropsError):
+    """A reference critic's config names a check it does not have: nothing was written."""
+
+    exit_code = 65  # EX_DATAERR: a name the user gave
+
+
+def check_reference_config(config: dict[str, Any]) -> None:
+    """Refuse at push time a reference critic config that would fail every run: `checks`
+    must be a list of the critic's check names (the only key it reads)."""
+    checks = config.get("checks", [])
+    if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+        raise UnknownCheck("the reference critic's config.checks must be a list of check "
+                           f"names: {', '.join(vocabulary.REFERENCE_CHECKS)}")
+    unknown = sorted(set(checks) - set(vocabulary.REFERENCE_CHECKS))
+    if unknown:
+        raise UnknownCheck(f"unknown check(s) {', '.join(map(repr, unknown))} in config.checks;"
+                           f" the reference critic has: "
+                           f"{', '.join(vocabulary.REFERENCE_CHECKS)}")
+
+
 def reference_local(agent_type: catalog.AgentType = "critic",
                     config: dict[str, Any] | None = None) -> catalog.DefinitionPushed:
     """The reference critic, or the reference grader, as a local command."""
     module = REFERENCE_MODULE if agent_type == "critic" else REFERENCE_GRADER_MODULE
+    if agent_type == "critic":
+        check_reference_config(config or {})
     command = reference_command(module)
     return catalog.DefinitionPushed(
         agent_type=agent_type, name=f"reference-{agent_type}" if agent_type == "grader"

@@ -56,6 +56,14 @@ class PlanError(errors.PropsError):
 class PlanNamesNothing(PlanError):
     """The plan names a snapshot, file set or critic definition the log does not hold."""
 
+    exit_code = 66  # EX_NOINPUT: as `runs request` naming a missing definition or snapshot
+
+
+class PlanNotFound(PlanError):
+    """No plan file at the path given."""
+
+    exit_code = 66  # EX_NOINPUT: a file that is not there
+
 
 class PlanChanged(PlanError):
     """A different plan (or the same one resolving to other digests or snapshot versions)
@@ -91,6 +99,8 @@ class Plan(pydantic.BaseModel):
 def load_plan(path: Path) -> Plan:
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise PlanNotFound(f"no plan file {path}") from exc
     except OSError as exc:
         raise PlanError(f"cannot read the plan {path}: {exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:

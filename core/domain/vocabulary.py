@@ -29,3 +29,9 @@ TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 REACTORS: tuple[ReactorName, ...] = get_args(ReactorName)
 SERVICES: tuple[ServiceName, ...] = get_args(ServiceName)
+
+# The reference critic's checks, by the names its `config.checks` takes (the critic's own
+# table, `reference_critic.CHECKS`, has the same keys: `tests/test_first_hour.py` holds it).
+REFERENCE_CHECKS: tuple[str, ...] = (
+    "open-without-with", "swallowed-exception", "bare-except", "mutable-default",
+    "truncated-product", "slice-minus-one", "zip-without-strict", "compare-to-none")

@@ -39,6 +39,19 @@ def reactor(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+class Standing:
+    """Whether an instance leads or stands by, as its first try for the key answered:
+    `settled` is set then (a service says which of its parts serve and which stand by)."""
+
+    def __init__(self) -> None:
+        self.leading = False
+        self.settled = anyio.Event()
+
+    def answer(self, leading: bool) -> None:
+        self.leading = leading
+        self.settled.set()
+
+
 def evaluation(name: str) -> int:
     """The key its one driver holds while it requests an evaluation's cases (`props eval
     run` for the whole drive, the service's evaluation driver for one look)."""
@@ -54,14 +67,20 @@ def definition_tag(agent_type: str, name: str, tag: str) -> int:
 
 
 @asynccontextmanager
-async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0) -> AsyncIterator[None]:
+async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
+               standing: Standing | None = None) -> AsyncIterator[None]:
     """Wait to be the one active `what`, then hold `key` for the block: `async with
     lead(...): ...`. Waiting ends when the caller is cancelled. The block is cancelled, and
-    StoreUnavailable raised, once the session holding the key is lost."""
+    StoreUnavailable raised, once the session holding the key is lost. `standing` is told
+    whether this instance leads or waits."""
     async with database.session(dsn) as conn:
         while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+            if standing is not None:
+                standing.answer(False)
             log.info("%s: another instance is active; waiting to take over", what)
             await anyio.sleep(retry_every)
+        if standing is not None:
+            standing.answer(True)
         async with anyio.create_task_group() as tg:
             tg.start_soon(database.watch_session, conn)  # the lock lives with the session
             yield

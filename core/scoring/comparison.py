@@ -71,6 +71,13 @@ class RunDiff:
     precision_a: float | None
     precision_b: float | None
     changed_issues: list[str]
+    what: list[str] = dataclasses.field(default_factory=list)  # per issue: A's match -> B's
+
+    @property
+    def figures_changed(self) -> bool:
+        """Whether the run's recall or precision differs (else only which occurrence or
+        decoy an issue matched did)."""
+        return (self.recall_a, self.precision_a) != (self.recall_b, self.precision_b)
 
 
 @dataclasses.dataclass
@@ -115,6 +122,16 @@ def agreement(pairs: list[tuple[Any, Any]]) -> Agreement:
     observed = agreed / n
     kappa = None if chance == 1 else (observed - chance) / (1 - chance)
     return Agreement(n, agreed, kappa)
+
+
+def _match(edge: tuple[Any, ...] | None) -> str:
+    """An issue's match as a person reads it: TP t1#2 (its occurrence), FP d1, or none."""
+    if edge is None:
+        return "ungraded"
+    tp_id, occurrence, fp_id = edge
+    if tp_id is not None:
+        return f"TP {tp_id}" + (f"#{occurrence}" if occurrence is not None else "")
+    return f"FP {fp_id}" if fp_id is not None else "none"
 
 
 async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Comparison:
@@ -165,7 +182,8 @@ async def compare(store: EventStore, a: str, b: str, selection: Selection) -> Co
         result.changed.append(RunDiff(
             run.run_id, run.model, run.definition,
             sa.recall if sa else None, sb.recall if sb else None,
-            sa.precision if sa else None, sb.precision if sb else None, changed))
+            sa.precision if sa else None, sb.precision if sb else None, changed,
+            [f"{i}: {_match(got_a.get(i))} -> {_match(got_b.get(i))}" for i in changed]))
     scorable = [i for i in ids if i not in result.unscorable]
     rows = await store.sql.fetch(_Q["group_scores"], scorable, name_a, ver_a, name_b, ver_b)
     result.groups = [dict(r) for r in rows]

@@ -119,6 +119,18 @@ SELECT i.signer, count(DISTINCT s.run_id) AS runs
    AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
  GROUP BY i.signer ORDER BY i.signer
 
+-- pooled_digests --
+-- The report's rows (model, definition) whose runs ran more than one digest: a definition
+-- pushed again under the same name (another config, another image) is another agent, and
+-- its figures pooled with the first's are said to be so. The scope: as in `imported_runs`.
+SELECT s.model, s.definition, count(DISTINCT r.digest) AS digests
+  FROM {schema}.run_scores s JOIN {schema}.agent_runs r ON r.run_id = s.run_id
+ WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
+   AND ($3::text IS NULL OR s.model = $3) AND ($4::text IS NULL OR s.definition = $4)
+   AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
+ GROUP BY s.model, s.definition HAVING count(DISTINCT r.digest) > 1
+ ORDER BY s.model, s.definition
+
 -- adjudicated_issues --
 -- Grades a person's verdict replaced (none unless `props.adjudicated` is on).
 SELECT count(*) FROM {schema}.scored_edges

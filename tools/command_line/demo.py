@@ -44,7 +44,7 @@ from props.reactors.docker_runtime import (
 )
 from props.reactors.service import Service, container_runtimes
 from props.tools.bundled import samples
-from props.tools.command_line import figure_tables
+from props.tools.command_line import figure_tables, run_warnings
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False)
@@ -103,9 +103,10 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         f"done in {time.perf_counter() - began:.1f}s\n"
         f"explore: `props eval show {ev.name}`, `props report --eval {ev.name}`, "
         "`props runs list`, `props runs show RUN_ID`, "
-        f"`props compare {SCORER} {RESCORER} --all`, `props events tail --from start "
-        '--no-follow`, `psql "$(props db dsn --analyst)"` (the analyst role reads '
-        "projections only), `props serve` to keep the reactors running")
+        f"`props compare {SCORER} {RESCORER} --all` (every run in the database), "
+        "`props events tail --from start --no-follow`, "
+        '`psql "$(props db dsn --analyst)"` (the analyst role reads projections only), '
+        "`props serve` to keep the reactors running")
     if not compared.complete:
         raise errors.PropsError("the comparison did not account for every run")
     return 0
@@ -134,6 +135,10 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
     except errors.ConfigurationError as exc:  # installed without props[baselines]
         console.print(f"baseline: {exc}; the report compares the two variants only")
         return base.runtime, critics
+    # Under the demo's own tag, as the variants: `props definitions baseline ruff` (a newer
+    # ruff, or --docker) pushes another digest as `latest`, and the demo's plan must not
+    # follow it (a second demo is a no-op).
+    baseline = baseline.model_copy(update={"tag": "demo"})
     new = await definitions.push(store, baseline)
     console.print(f"baseline: {BASELINE} {baseline.config['version']} as critic "
                   f"{baseline.name} ({'new' if new else 'reused'})")
@@ -142,11 +147,13 @@ async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]
 
 async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntime],
                            ev: evaluations.Evaluation) -> comparison.Comparison:
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True) as progress, run_warnings.held() as held:
         task = progress.add_task("critics running, grading", total=None)
         driven = await driver.serve_until_done(
             store, ev, runtimes, driver.Stops(wait=WAIT_SECONDS),
             lambda line: progress.update(task, description=escape(line)))
+    for line in held.lines():
+        console.print(line)
     left = [s for s in driven.states if s.state not in driver.DONE]
     if left:
         raise errors.PropsError(
@@ -157,6 +164,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
                   f"{SCORER}, none pending")
     records, notes = await figures.load(store, scope=figures.Scope(evaluation=ev.name))
     figure_tables.print_report(records, notes)
+    demo_runs = rescoring.Selection(run_ids=run_ids)  # the demo's runs, none other
     service = Service(store, runtimes, poll_interval=0.2)  # (the re-score's grades fold)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
@@ -164,19 +172,16 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task(f"re-scoring with {RESCORER}", total=None)
             report = await rescoring.rescore(
-                store, scorers.scorer(RESCORER), _EVERY_RUN,
+                store, scorers.scorer(RESCORER), demo_runs,
                 selected=lambda n: progress.update(task, total=n),
                 progress=lambda n: progress.advance(task, n))
         console.print(f"re-scored {report.graded_runs} run(s): {report.appended} new grade(s)"
                       + ("" if report.appended else " (reused)"))
         await settled(store, run_ids)
-        compared = await comparison.compare(store, SCORER, RESCORER, _EVERY_RUN)
+        compared = await comparison.compare(store, SCORER, RESCORER, demo_runs)
         figure_tables.print_comparison(compared)
         tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
     return compared
-
-
-_EVERY_RUN = rescoring.Selection(everything=True)
 
 
 async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:

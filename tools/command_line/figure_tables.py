@@ -34,14 +34,17 @@ _COLUMNS = [
     Column("model", "model"),
     Column("definition", "definition"),
     Column("scorer", "scorer"),
-    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall")),
+    # A row over 6 runs is not a row over 12: the runs stay beside the figures at any width
+    # (the intervals wrap between their words first).
+    Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
+           short="runs (ex.)", justify="right"),
+    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall"),
+           prose=True),
     Column("chance", "chance", percent),
     Column("above_chance", "above chance [interval]",
-           shows=lambda r: with_interval(r, "above_chance")),
+           shows=lambda r: with_interval(r, "above_chance"), prose=True),
     Column("precision", "precision [interval]",
-           shows=lambda r: with_interval(r, "precision")),
-    Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
-           optional=True),
+           shows=lambda r: with_interval(r, "precision"), prose=True),
     Column("partial", "partial", shows=_count("partial"), optional=True),
     Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
     Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
@@ -50,18 +53,28 @@ _COLUMNS = [
 ]
 
 
-def critic_columns(rows: Sequence[Mapping[str, Any]]) -> list[Column]:
+def critic_columns(rows: Sequence[Mapping[str, Any]], optional_model: bool = False,
+                   ) -> list[Column]:
     """The model and the definition, or one column where every row's are the same (a
-    baseline's tool is its model)."""
+    baseline's tool is its model). `optional_model`: the model may be left out of a narrow
+    table (the definition names the critic)."""
     if rows and all(r["model"] == r["definition"] for r in rows):
-        return [Column("definition", "model = definition")]
-    return [Column("model", "model"), Column("definition", "definition")]
+        return [Column("definition", "model = definition", short="critic")]
+    return [Column("definition", "definition"),
+            Column("model", "model", optional=optional_model)]
 
 
 def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
                 wide: bool = False) -> None:
     console = Console()
     print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
+    for p in notes.get("pooled_digests", []):
+        critic = p["definition"] if p["model"] == p["definition"] else \
+            f"{p['model']} / {p['definition']}"
+        console.print(Text(f"{critic}: its runs ran {p['digests']} digests (the definition "
+                           f"was pushed again under one name): its row pools them; name a "
+                           f"variant apart (props definitions reference --name N --config "
+                           f"FILE) or scope the report (--eval)"))
     if scope := notes.get("scope"):
         console.print(Text("only the runs of " + ", ".join(
             f"{k} {v}" for k, v in scope.items())))
@@ -71,18 +84,7 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
         "this report again)" if notes["as_of"] else
         "the projections stand at different points of the log: run `props projections "
         "run` (or rebuild) before quoting these figures"))
-    under = notes["states_scorer"] or "no scorer (none is active)"
-    console.print(Text(
-        f"critic runs: {notes['critic_runs']}, each in one state under {under}: scored: "
-        f"{notes['scored']}; excluded (run.excluded): {notes['excluded']}; without a finish "
-        f"event (missing evidence): "
-        f"{notes['unfinished']}; finished but not completed: {notes['not_completed']}; "
-        f"completed with no issue reported (in the figures, found nothing): "
-        f"{notes['no_issues']}; with "
-        f"issues {under} has not graded: {notes['ungraded']}; graded against ground truth "
-        f"that is not recorded (unscorable): {notes['unscorable']}; touched by an event some "
-        f"consumer parked (its figures may be partial; `props projections status` and "
-        f"`props reactors status` name it): {notes['parked']}"))
+    console.print(Text(evidence_line(notes)))
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
@@ -95,6 +97,34 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
             f"scored runs from imported export files: {notes['imported_runs']} ({signers}); "
             + ("left out of the figures above" if notes["imported_excluded"] else
                "included above (--exclude-imported leaves them out)"))
+
+
+# Each state a critic run can be in under the report's scorer: its short name, and what it
+# means (said when some run is in it).
+_STATES = [
+    ("scored", "scored", ""), ("excluded", "excluded", "run.excluded"),
+    ("unfinished", "missing evidence", "no finish event"),
+    ("not_completed", "not completed", "finished, not completed"),
+    ("no_issues", "no issues", "completed, reported nothing: in the figures, found nothing"),
+    ("ungraded", "ungraded", "issues the scorer has not graded"),
+    ("unscorable", "unscorable", "graded against ground truth that is not recorded"),
+    ("parked", "parked", "an event of the run some consumer parked: its figures may be "
+                         "partial; `props projections status` names it"),
+]
+
+
+def evidence_line(notes: Mapping[str, Any]) -> str:
+    """Every critic run of the report in one state: the states some run is in, each with its
+    count and meaning, then the empty ones in one clause (nine zero counts took seven
+    lines of an 80-column terminal)."""
+    under = notes["states_scorer"] or "no scorer (none is active)"
+    some = [f"{short} {notes[key]}" + (f" ({means})" if means else "")
+            for key, short, means in _STATES if notes[key]]
+    none = [short for key, short, _ in _STATES if not notes[key]]
+    return (f"critic runs: {notes['critic_runs']}, each in one state under {under}: "
+            + "; ".join(some or ["none"])
+            + (f"; none {', '.join(none[:-1])} or {none[-1]}" if len(none) > 1 else
+               f"; none {none[0]}" if none else ""))
 
 
 def confirmation_lines(records: Sequence[Mapping[str, Any]],
@@ -157,45 +187,62 @@ def _delta(g: Mapping[str, Any], measure: str) -> str:
 CHANGED_SHOWN = 20  # runs graded differently that the table lists
 
 
-def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
-    console = Console()
-    print_table(console, [
-        *critic_columns(c.groups),
-        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
-               short="recall A"),
-        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
-               short="recall B"),
-        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR"),
-        Column("precision_a", f"precision {c.a}", percent,
-               short="prec. A"),
-        Column("precision_b", f"precision {c.b}", percent,
-               short="prec. B"),
-        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
-               short="ΔP"),
-        ], c.groups, wide=wide)
-    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
-                  f"examples, * where the interval excludes 0")
-    if c.changed:
-        shown = c.changed[:CHANGED_SHOWN]
+def _print_changed(console: Console, c: comparison.Comparison, wide: bool) -> None:
+    """The runs whose figures changed, each with what changed (an issue's match under A and
+    under B); the runs whose issues matched otherwise with the same figures, counted."""
+    moved = [d for d in c.changed if d.figures_changed]
+    if moved:
+        shown = moved[:CHANGED_SHOWN]
         print_table(console, [
             Column("run_id", "run", lambda r: str(r)[:8]),
             *critic_columns([dataclasses.asdict(d) for d in shown]),
             *(Column(f"{m}_{side}", f"{m} {ref}", percent, justify="right",
                      short=f"{m[0].upper()} {side.upper()}")
               for m in ("recall", "precision") for side, ref in (("a", c.a), ("b", c.b))),
-            Column("changed_issues", "issues graded differently", lambda ids: " ".join(ids),
-                   prose=True, short="issues")],
+            Column("what", "what changed (issue: match under A -> under B)",
+                   lambda what: "; ".join(what), prose=True, short="what changed")],
             [dataclasses.asdict(d) for d in shown], wide=wide,
-            title=f"runs graded differently ({len(c.changed)}"
+            title=f"runs whose figures changed ({len(moved)}"
                   + (f"; the first {CHANGED_SHOWN}: --format csv lists every one)"
-                     if len(c.changed) > CHANGED_SHOWN else ")"))
+                     if len(moved) > CHANGED_SHOWN else ")"))
+    same = [d for d in c.changed if not d.figures_changed]
+    if same:
+        example = same[0].what[0]
+        console.print(Text(
+            f"{len(same)} run(s) with the same figures under both, an issue matching "
+            f"another occurrence or decoy (e.g. {str(same[0].run_id)[:8]} {example}; "
+            f"--format csv lists them)"))
+
+
+def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
+    console = Console()
+    print_table(console, [
+        *critic_columns(c.groups),
+        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
+               short="recall A", prose=True),
+        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
+               short="recall B", prose=True),
+        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR",
+               prose=True),
+        Column("precision_a", f"precision {c.a}", percent,
+               short="prec. A"),
+        Column("precision_b", f"precision {c.b}", percent,
+               short="prec. B"),
+        Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
+               short="ΔP", prose=True),
+        ], c.groups, wide=wide)
+    console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
+                  f"examples, * where the interval excludes 0")
+    _print_changed(console, c, wide)
     reasons: dict[str, int] = {}
     for reason in c.unscorable.values():
         kind = rescoring.reason_kind(reason)
         reasons[kind] = reasons.get(kind, 0) + 1
+    moved = sum(1 for d in c.changed if d.figures_changed)
     console.print(
         f"{c.selected} run(s) selected = {len(c.unchanged)} unchanged + {len(c.changed)} "
-        f"changed + {len(c.unscorable)} unscorable"
+        f"changed ({moved} in their figures, {len(c.changed) - moved} in matches only) + "
+        f"{len(c.unscorable)} unscorable"
         + "".join(f"\n  unscorable: {n} {kind}" for kind, n in sorted(reasons.items())))
     agree = c.agreement
     if agree is not None and agree.issues:

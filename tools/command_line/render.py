@@ -142,46 +142,74 @@ class Fitted:
     records: bool = False
 
 
+def _empty(text: str) -> bool:
+    return not text.strip()
+
+
 def fit(columns: Sequence[Column], cells: Sequence[Sequence[str]], width: int | None,
         ) -> Fitted:
     """The columns that fit in `width` (None: all, unsqueezed), each at a width none of its
-    words, numbers or names is split at. In order: every column with its header; the short
-    headers; prose at its longest word; optional columns left out, the last first; then
-    records."""
+    words, numbers or names is split at. In order: every column with its header; columns
+    with nothing in any row left out (nothing is lost); the short headers; optional columns
+    left out, the last first; prose wrapped at its longest word, then folded down to
+    PROSE_FLOOR; then records. Prose columns share what is left evenly."""
     def natural(i: int, header: str) -> int:
         return max([_width(header)] + [_width(row[i]) for row in cells])
 
-    def least(i: int, header: str) -> int:
+    def least(i: int, header: str, floor: int | None = None) -> int:
         c = columns[i]
         if not c.prose:
             return natural(i, header)
-        return max([_longest_word(header)] + [_longest_word(row[i]) for row in cells])
+        word = max([_longest_word(header)] + [_longest_word(row[i]) for row in cells])
+        return word if floor is None else min(word, floor)
 
     def total(widths: list[int]) -> int:
         return sum(widths) + GAP * (len(widths) - 1)
 
-    shown = list(range(len(columns)))
-    full = [(i, columns[i].header, natural(i, columns[i].header)) for i in shown]
-    if width is None or total([w for *_, w in full]) <= width:
+    every = list(range(len(columns)))
+    full = [(i, columns[i].header, natural(i, columns[i].header)) for i in every]
+    if width is None:
         return Fitted(full, [], [])
+    shown = [i for i in every if cells and not all(_empty(row[i]) for row in cells)] or every
+    if total([natural(i, columns[i].header) for i in shown]) <= width:
+        return Fitted([f for f in full if f[0] in shown], [], [])
     headers = [c.short or c.header for c in columns]
     legend = [(c.short, c.header) for c in columns if c.short]
-    while True:
-        widths = [least(i, headers[i]) for i in shown]
+    while True:  # every cell whole, leaving out optional columns, the last first
+        widths = [natural(i, headers[i]) for i in shown]
+        optional = [i for i in shown if columns[i].optional]
+        if total(widths) <= width or not optional:
+            break
+        shown.remove(optional[-1])
+    # Then prose wraps between its words (down to its longest word, then folded down to
+    # PROSE_FLOOR), sharing what the kept columns leave: an optional column never takes the
+    # width a key column's prose needs.
+    for floor in (None, PROSE_FLOOR):
+        widths = [least(i, headers[i], floor) for i in shown]
         if total(widths) <= width:
-            spare = width - total(widths)
-            out = []
-            for i, w in zip(shown, widths, strict=True):  # prose takes what is left
-                grow = min(spare, natural(i, headers[i]) - w) if columns[i].prose else 0
-                spare -= grow
-                out.append((i, headers[i], w + grow))
-            dropped = [c for i, c in enumerate(columns) if i not in shown]
+            grown = _share(width - total(widths), [
+                natural(i, headers[i]) - w if columns[i].prose else 0
+                for i, w in zip(shown, widths, strict=True)])
+            out = [(i, headers[i], w + g) for i, w, g in zip(shown, widths, grown, strict=True)]
+            dropped = [c for i, c in enumerate(columns) if i not in shown
+                       and not all(_empty(row[i]) for row in cells)]
             return Fitted(out, dropped, [(s, h) for s, h in legend
                                          if any(columns[i].short == s for i, *_ in out)])
-        optional = [i for i in shown if columns[i].optional]
-        if not optional:
-            return Fitted(full, [], [], records=True)
-        shown.remove(optional[-1])
+    return Fitted(full, [], [], records=True)
+
+
+PROSE_FLOOR = 12  # the narrowest a prose column folds to before the table becomes records
+
+
+def _share(spare: int, wants: list[int]) -> list[int]:
+    """`spare` columns given out evenly, one at a time, to those that want more."""
+    got = [0] * len(wants)
+    while spare > 0 and any(g < w for g, w in zip(got, wants, strict=True)):
+        for k, w in enumerate(wants):
+            if spare and got[k] < w:
+                got[k] += 1
+                spare -= 1
+    return got
 
 
 def print_table(console: rich.console.Console, columns: Sequence[Column],

@@ -24,7 +24,10 @@ def _definitions_parser(sub: Any) -> None:
                         description="Record IMAGE (already on the Docker engine) under NAME:TAG "
                         "with the digest the engine reports, or with --local a command run "
                         "on the host (its digest covers the command, the config and the "
-                        "module's source).")
+                        "module's source). A local command runs only if it is one of props' "
+                        "own modules run by props' interpreter, or under `props serve "
+                        "--trust-local-commands`; a variant of the reference critic is "
+                        "`props definitions reference --name N --config FILE`.")
     p.add_argument("--type", choices=("critic", "grader"), required=True, dest="agent_type",
                    help="what the agent does: review code, or grade reviews")
     p.add_argument("--image", required=True, help="the image reference (or a label, --local)")
@@ -47,9 +50,22 @@ def _definitions_parser(sub: Any) -> None:
                         "of Python files, no network) as definition `reference`: a local "
                         "command, or with --docker a small image made with `docker import`. "
                         "With --grader, the reference grader (the tiered scorer in a "
-                        "container) as `reference-grader`, a local command.")
+                        "container) as `reference-grader`, a local command. --name and "
+                        "--config make a variant: a second critic (a second \"model\") "
+                        "that runs only the checks its config names.",
+                        epilog="The checks (config.checks: a list of these names; default "
+                        "every one):\n" + "".join(f"  {c}\n" for c in vocabulary.REFERENCE_CHECKS)
+                        + "\nFor example, a file lite.toml holding\n"
+                        '  checks = ["bare-except", "mutable-default"]\n'
+                        "then: props definitions reference --name lite --config lite.toml")
     p.add_argument("--docker", action="store_true", help="build and push it as a Docker image")
     p.add_argument("--grader", action="store_true", help="the reference grader instead")
+    p.add_argument("--name", type=arguments.name,
+                   help="definition name (default: reference, or reference-grader)")
+    p.add_argument("--tag", type=arguments.name, help="tag (default: local, or the image's)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="JSON or TOML given to the critic as its config: `checks`, a list "
+                   "of the check names below")
     p.set_defaults(handler="runs:reference_cmd", connections=2)
     p = cmds.add_parser("baseline", help="push a static analyzer (ruff, bandit, pylint) as a "
                         "critic", description="Push a well-known static analyzer as critic "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from functools import partial
+from typing import Any
 
 import orjson
 from rich.text import Text
@@ -22,7 +23,7 @@ from props.reactors import evaluation_driver as driver
 from props.reactors import run_environment
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.service import container_runtimes
-from props.tools.command_line import render, service_config
+from props.tools.command_line import render, run_warnings, service_config
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.command_line.figure_tables import (
     chance_lines,
@@ -75,15 +76,16 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
     if listed:
+        rows = [{"state": s.state, "definition": s.case.definition, "model": s.case.model,
+                 "snapshot": s.case.snapshot, "epoch": s.case.epoch,
+                 "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
+                for s in listed]
+        # The epoch tells two cases of one critic and example apart: it stays, and `why`
+        # wraps (an empty one is left out) rather than the table turning into records.
         print_table(console, [
-            Column("state", "state"), Column("definition", "definition"),
-            Column("model", "model"), Column("snapshot", "snapshot"),
-            Column("epoch", "epoch", optional=True), Column("run", "run"),
-            Column("why", "why", prose=True)], [
-            {"state": s.state, "definition": s.case.definition, "model": s.case.model,
-             "snapshot": s.case.snapshot, "epoch": s.case.epoch,
-             "run": str(s.run_id)[:8] if s.run_id else "-", "why": _why(s)}
-            for s in listed], wide=wide,
+            Column("state", "state"), *critic_columns(rows, optional_model=True),
+            Column("snapshot", "snapshot"), Column("epoch", "epoch", justify="right"),
+            Column("run", "run"), Column("why", "why", prose=True)], rows, wide=wide,
             title="cases" if listed is states else
             f"cases without a result ({len(states) - len(open_cases)} with one are not "
             f"listed: --format json lists every case)")
@@ -130,9 +132,12 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     settings = service_config.load(argparse.Namespace(config=None, agent_env=None))
     allowed = AgentEnvironment(run_environment.check_allow_list(
         [*settings.agent_env, *(args.agent_env or [])]))
-    async with container_runtimes(args.runtime) as runtimes:
-        driven = await driver.serve_until_done(
-            store, ev, runtimes, stops, lambda line: say.print(line), agent_env=allowed)
+    with run_warnings.held() as held:
+        async with container_runtimes(args.runtime) as runtimes:
+            driven = await driver.serve_until_done(
+                store, ev, runtimes, stops, lambda line: say.print(line), agent_env=allowed)
+    for line in held.lines():  # each kind of a run's trouble once, not once per run
+        say.print(Text(line))
     return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
 
 
@@ -166,6 +171,24 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
         *(Column(k, k, justify="right") for k in ("cases", "scored", "failed", "open"))],
         empty="no evaluations yet: props eval run PLAN.toml")
     return 0
+
+
+PER_EXAMPLE_SHOWN = 30  # examples a pair's table lists (--format json has every one)
+
+
+def _per_example(r: dict[str, Any], wide: bool) -> None:
+    """One pair's examples side by side: what the paired interval resamples."""
+    shown = r["per_example"][:PER_EXAMPLE_SHOWN]
+    more = len(r["per_example"]) - len(shown)
+    print_table(console, [
+        Column("snapshot", "example", shows=lambda e: e["snapshot"] + (
+            f" ({e['files_hash'][:8]})" if e["files_hash"] else "")),
+        *(Column(f"{m}_{side}", f"{m} {side.upper()}", percent, justify="right",
+                 short=f"{m[0].upper()} {side.upper()}")
+          for m in ("recall", "precision") for side in ("a", "b"))], shown, wide=wide,
+        title=f"per example, {r['a']['evaluation']}:{r['a']['definition']} (A) and "
+              f"{r['b']['evaluation']}:{r['b']['definition']} (B)"
+              + (f"; {more} more: --format json" if more else ""))
 
 
 # -- comparing two critics ------------------------------------------------------------------
@@ -224,14 +247,18 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
         Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
         Column("examples", "examples", optional=True),
         *(column for m in ("recall", "precision") for column in (
-            Column(f"{m}_a", f"{m} A", percent, short=f"{m[0].upper()} A"),
-            Column(f"{m}_b", f"{m} B", percent, short=f"{m[0].upper()} B"),
-            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}")))], [
+            Column(f"{m}_a", f"{m} A", shows=partial(with_interval, measure=f"{m}_a"),
+                   short=f"{m[0].upper()} A", prose=True),
+            Column(f"{m}_b", f"{m} B", shows=partial(with_interval, measure=f"{m}_b"),
+                   short=f"{m[0].upper()} B", prose=True),
+            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}", prose=True)))], [
         {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
                                                  if r["only_a"] or r["only_b"] else ""),
          **{f"{m}_delta": with_interval(r, f"{m}_delta")
             + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
         for r in rows], wide=args.wide)
+    for r in rows:
+        _per_example(r, args.wide)
     console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
                   "examples only one side scored are counted, not paired")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import tomllib
 import uuid
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,7 @@ T = TypeVar("T")
 
 
 out = Console(highlight=False)
+err = Console(highlight=False, stderr=True)
 
 
 def _config(path: Path | None) -> dict[str, Any]:
@@ -66,6 +68,8 @@ async def push_cmd(args: argparse.Namespace, store: EventStore) -> int:
     command = list(args.command)
     if args.local and not command:
         raise errors.PropsError("a --local definition needs its command (after --)")
+    if args.local:
+        _check_local(command, config, args.name or args.image.split(":")[0])
     digest = definitions.local_digest(command, config) if args.local \
         else await image_digest(args.image)
     try:
@@ -84,15 +88,20 @@ async def push_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def reference_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    config = _config(args.config)
     if args.grader:
-        definition = definitions.reference_local("grader")
+        definition = definitions.reference_local("grader", config)
     elif args.docker:
         from props.reactors import docker_runtime
 
+        definitions.check_reference_config(config)
         async with docker_runtime.DockerRuntime.connect() as rt:
             definition = await docker_runtime.build_reference_image(rt)
+        definition = definition.model_copy(update={"config": config})
     else:
-        definition = definitions.reference_local()
+        definition = definitions.reference_local("critic", config)
+    renamed = {k: v for k, v in (("name", args.name), ("tag", args.tag)) if v is not None}
+    definition = definition.model_copy(update=renamed)
     new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0
@@ -109,6 +118,37 @@ async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
     new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0
+
+
+def _check_local(command: list[str], config: dict[str, Any], name: str) -> None:
+    """Refuse, at push time, a local command the launcher will never run: one of props' own
+    modules by another interpreter than props' (every run would fail as
+    untrusted_local_command). Warn of any other command: it runs only under `props serve
+    --trust-local-commands`."""
+    from props.reactors import local_runtime
+
+    if local_runtime.ships(command):
+        if command[-1] == definitions.REFERENCE_MODULE:
+            definitions.check_reference_config(config)
+        return
+    module = command[command.index("-m") + 1] if "-m" in command[:-1] else ""
+    if module.startswith("props."):
+        works = (f"props definitions reference --name {name} --config FILE"
+                 if module == definitions.REFERENCE_MODULE else
+                 f"props definitions push --local ... -- {sys.executable} -m {module}")
+        raise UntrustedCommand(
+            f"refused: the local runtime runs props' modules only with props' own interpreter "
+            f"({sys.executable}), so every run of this definition would fail as "
+            f"untrusted_local_command; push it as: {works}")
+    err.print(Text("warning: the local runtime runs this command only under `props serve "
+                   "--trust-local-commands` (else each run fails as untrusted_local_command); "
+                   "push an agent you did not write as a Docker image"))
+
+
+class UntrustedCommand(errors.PropsError):
+    """A local definition whose every run would fail: nothing was written."""
+
+    exit_code = 65  # EX_DATAERR: the command the user gave
 
 
 def _say_pushed(definition: catalog.DefinitionPushed, new: bool) -> None:
@@ -231,8 +271,34 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
                         title=f"{found.total} issue(s)")
         if found.missed:
             console.print(Text("not found: " + ", ".join(t.label for t in found.missed)))
-    print_table(console, TIMELINE_COLUMNS, timeline, wide=args.wide, title="timeline")
+    print_table(console, TIMELINE_COLUMNS, _compact(timeline) if issues else timeline,
+                wide=args.wide, title="timeline")
     return 0
+
+
+def _compact(timeline: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The timeline with each run of consecutive `issue.reported` events as one row: the
+    issues table above holds them (9 issues took 60 of 99 lines at 80 columns)."""
+    out: list[dict[str, Any]] = []
+    for row in timeline:
+        last = out[-1] if out else None
+        if row["type"] == "issue.reported" and last is not None \
+                and last["type"] == "issue.reported":
+            last["ids"].append(str(row["data"].get("issue_id")))
+            last["last_version"] = row["version"]
+            continue
+        if row["type"] == "issue.reported":
+            row = {**row, "ids": [str(row["data"].get("issue_id"))],
+                   "last_version": row["version"]}
+        out.append(row)
+    for row in out:
+        if "ids" in row:
+            ids = row.pop("ids")
+            first, last = row["version"], row.pop("last_version")
+            row["version"] = first if first == last else f"{first}-{last}"
+            named = " ".join(ids) if len(ids) <= 12 else f"{ids[0]} ... {ids[-1]}"
+            row["data"] = {"issues": f"{len(ids)}: {named} (each in the table above)"}
+    return out
 
 
 def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
@@ -259,7 +325,7 @@ ISSUE_COLUMNS = [
     Column("severity", "severity", optional=True),
     Column("rationale", "rationale", prose=True, optional=True)]
 TIMELINE_COLUMNS = [
-    Column("version", "#", justify="right"),
+    Column("version", "#", lambda v: str(v), justify="right"),
     Column("recorded_at", "time", lambda at: f"{at:%H:%M:%S.%f}"[:-3]),
     Column("type", "event"),
     Column("data", "details", lambda d: _details(d), prose=True)]

@@ -121,14 +121,14 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(["run_id", "bucket", "reason", "recall_a", "recall_b", "precision_a",
-                         "precision_b", "changed_issues"])
+                         "precision_b", "changed_issues", "what_changed"])
         for run_id in c.unchanged:
-            writer.writerow([run_id, "unchanged", "", "", "", "", "", ""])
+            writer.writerow([run_id, "unchanged", "", "", "", "", "", "", ""])
         for d in c.changed:
             writer.writerow([d.run_id, "changed", "", d.recall_a, d.recall_b, d.precision_a,
-                             d.precision_b, " ".join(d.changed_issues)])
+                             d.precision_b, " ".join(d.changed_issues), "; ".join(d.what)])
         for run_id, reason in c.unscorable.items():
-            writer.writerow([run_id, "unscorable", reason, "", "", "", "", ""])
+            writer.writerow([run_id, "unscorable", reason, "", "", "", "", "", ""])
         print(out.getvalue(), end="")
     else:
         figure_tables.print_comparison(c, wide=args.wide)

@@ -68,7 +68,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)
                 tg.start_soon(_tell_runs, store, args.quiet)
-                log.info(f"serving {', '.join(only)}; runtimes: {kinds}; Ctrl-C stops")
+                tg.start_soon(_say_standing, service, kinds)
                 await service.run()
 
     async with anyio.create_task_group() as tg:
@@ -84,6 +84,18 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     if stop.deadline is not None:  # (a signal stopped it)
         log.log(logging.WARNING if stop.unfinished else logging.INFO, stop.report())
     return 0
+
+
+async def _say_standing(service: Service, kinds: str) -> None:
+    """Say what this process serves once each part knows whether it leads: a second `props
+    serve` on the same database stands by (and says so) for what another one serves."""
+    serving, standby = await service.standing()
+    if not standby:
+        log.info(f"serving {', '.join(serving)}; runtimes: {kinds}; Ctrl-C stops")
+        return
+    log.info(("serving " + ", ".join(serving) + "; " if serving else "")
+             + f"standing by for {', '.join(standby)}: another props serve is active on this "
+             f"database, and this one takes over when it stops; Ctrl-C stops")
 
 
 async def _tell_runs(store: EventStore, quiet: bool) -> None:
