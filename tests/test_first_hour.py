@@ -271,10 +271,10 @@ def _printed(columns: list[Any], rows: list[dict[str, Any]], width: int = 80) ->
 
 def _report_row(model: str, scorer: str, runs: int) -> dict[str, Any]:
     row: dict[str, Any] = {"model": model, "definition": model, "scorer": scorer, "runs": runs,
-                           "examples": runs // 2, "recall_graded": 0.5, "partial": 1,
+                           "examples": runs // 2, "chance": 0.05, "partial": 1,
                            "known_fp": 2, "unmatched": 3, "mean_run_recall": 0.4,
                            "stddev_run_recall": 0.1}
-    for m in ("recall", "precision"):
+    for m in ("recall", "above_chance", "precision"):
         row.update({m: 0.176, f"{m}_low": 0.0, f"{m}_high": 1.0})
     return row
 
@@ -289,7 +289,8 @@ def test_the_report_keeps_runs_beside_the_figures_at_80_columns() -> None:
     shown = _printed(columns, rows)
     assert "runs (ex.)" in shown and "6 (3)" in shown and "12 (6)" in shown
     assert all(len(line) <= 80 for line in shown.splitlines())
-    assert "not shown at 80 columns: graded recall" in " ".join(shown.split())
+    assert "not shown at 80 columns: partial" in " ".join(shown.split())
+    assert "(5.0%)" in shown  # chance, in the cell that subtracts it
     assert "17.6%" in shown and "100.0%]" in shown  # each interval whole, wrapped
 
 
