@@ -36,7 +36,7 @@ def run_record(records: list[RecordedEvent]) -> rescoring.RunRecord | None:
                 return None
             run = rescoring.RunRecord(e.run_id, "requested", e.example.snapshot,
                                       e.example.files_hash or "", rec.recorded_at, e.model,
-                                      e.definition, imported="origin" in rec.metadata)
+                                      e.definition, imported=rec.imported)
         elif run is None:
             continue
         elif isinstance(e, catalog.IssueReported):

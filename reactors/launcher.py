@@ -231,9 +231,10 @@ class Launcher:
     async def _run(self, run_id: uuid.UUID) -> None:
         """One attempt at the run, from where its stream says it stands: settled, claimed,
         contained and watched, then finished and cleaned up."""
-        state = fold_run(await self.store.read_stream(streams.run(run_id)))
-        if state is None:
-            return
+        records = await self.store.read_stream(streams.run(run_id))
+        state = fold_run(records)
+        if state is None or records[0].imported:
+            return  # (an imported run is another database's history: never carried out here)
         if state.finished:
             # Finished, perhaps by an attempt that failed while cleaning up (the engine went
             # away): make sure nothing of it is left. Every step is a no-op when done.

@@ -221,3 +221,29 @@ def _with_last_line(snap: catalog.SnapshotSynced) -> catalog.SnapshotSynced:
     for tp in data["ground_truth"]["true_positives"]:
         tp["occurrences"][0]["locations"][0]["ranges"][0]["end"] = 2**31 - 1
     return catalog.SnapshotSynced.model_validate(data)
+
+
+async def test_an_imported_unfinished_run_is_never_carried_out_here(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """A file may bring a run that never finished where it came from: it is that database's
+    history. No launcher here queues it, claims it or starts its container. Control: the
+    same request appended here is queued and claimed."""
+    from props.reactors.launcher import Launcher
+    from props.reactors.local_runtime import LocalRuntime
+    from props.schema import queries
+
+    requested = await one(target, "SELECT data::text AS data FROM props.events "
+                                  "WHERE type = 'run.requested' LIMIT 1")
+    theirs, ours = uuid.uuid4(), uuid.uuid4()
+    data = {**orjson.loads(requested["data"]), "run_id": str(theirs)}
+    brought = hostile_imports.write(tmp_path / "unfinished.jsonl.zst", template, [
+        hostile_imports._event(f"run-{theirs}", 1, "run.requested", data, 1)])
+    assert (await imports.import_archive(target, brought)).imported == 1
+    await target.append(f"run-{ours}", [catalog.RunRequested.model_validate(
+        {**data, "run_id": str(ours)})])
+    queued = {r["stream_id"] for r in
+              await target.sql.fetch(queries.load("agents")["unfinished_runs"])}
+    assert f"run-{ours}" in queued and f"run-{theirs}" not in queued
+    launcher = Launcher(target, [LocalRuntime(tmp_path / "c")], tmp_path / "work")
+    await launcher._run(theirs)
+    assert await target.stream_version(f"run-{theirs}") == 1  # nothing appended: not claimed

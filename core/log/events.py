@@ -122,6 +122,12 @@ class RecordedEvent(NamedTuple):
     def category(self) -> str:
         return self.stream_id.split("-", 1)[0]
 
+    @property
+    def imported(self) -> bool:
+        """Brought by an import (`props.import_staged` records its origin): another
+        database's history, which this one's consumers read but never act on as their own."""
+        return "origin" in self.metadata
+
 
 class EventRegistry:
     """Event types by name, and the upcasters from each older schema version."""

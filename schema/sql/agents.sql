@@ -35,10 +35,11 @@ SELECT seq, event_id, type, data::text AS data, reported_at
   FROM props.agent_outbox WHERE run_id = $1 AND seq > $2 ORDER BY seq
 
 -- unfinished_runs --
--- Runs requested and not finished: the launcher's work after a restart, in request order.
+-- Runs requested here and not finished: the launcher's work after a restart, in request
+-- order. An imported run (its request carries its origin) is another database's history.
 SELECT r.stream_id
   FROM props.events r
- WHERE r.category = 'run' AND r.type = 'run.requested'
+ WHERE r.category = 'run' AND r.type = 'run.requested' AND NOT r.metadata ? 'origin'
    AND NOT EXISTS (SELECT 1 FROM props.events f
                     WHERE f.stream_id = r.stream_id AND f.type = 'run.finished')
  ORDER BY r.global_position
