@@ -26,9 +26,13 @@ from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring
 from props.projections import engine
+from props.reactors.local_runtime import LocalRuntime
+from props.reactors.run_environment import AgentEnvironment
+from props.reactors.service import Service
 from props.tools.bundled import samples
 from props.tools.command_line import local_model
 from tests.reactor_helpers import eventually, finished, request
+from tests.test_launchers import most_at_once
 from tests.test_llm_critic import push_llm
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -74,14 +78,22 @@ def _judge_file(home: Path, url: str) -> Path:
     return path
 
 
-async def test_an_evaluation_of_the_llm_critic_is_graded_and_rejudged(
-        store: EventStore, dsn: str, model_url: str, tmp_path: Path) -> None:
-    """`props eval run` of the LLM critic on a sample (the key variable passed with
-    --agent-env), its parsed issues graded; the judge re-scores the run, `props compare`
-    counts what it could not grade apart, and `props scorers eval` measures it."""
+async def test_a_detached_evaluation_of_the_llm_critic_is_served_to_its_end(
+        store: EventStore, dsn: str, model_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`props eval run --detach` of the LLM critic (`max_connections = 1` in its definition,
+    its key variable allow-listed) requests one case; the service in this process (its
+    `evaluations` reactor) requests the other as the slot frees and ends the evaluation
+    complete, never two runs of the model at once; the issues parsed are graded. Then
+    `props scorers eval` measures the judge on labelled cases. Two cases of one file (per-file
+    mode: a model call each) are the least that show the rest requested; `props demo --llm`
+    (the test below) has the critic's forms, phases, the judge's re-score and comparison."""
     home = tmp_path / "home"
+    monkeypatch.setenv("PROPS_HOME", str(home))
+    monkeypatch.setenv(KEY_VARIABLE, "not-a-real-key")
     config = tmp_path / "llm.json"
-    config.write_text(json.dumps({"base_url": model_url, "api_key_env": KEY_VARIABLE}))
+    config.write_text(json.dumps({"base_url": model_url, "api_key_env": KEY_VARIABLE,
+                                  "mode": "per-file", "max_connections": 1}))
     for args in (["specimens", "sync", str(samples.samples_dir())],
                  ["definitions", "push", "--type", "critic", "--local", "--image", "local:llm",
                   "--name", "llm", "--tag", "local", "--network", "--config", str(config),
@@ -89,52 +101,78 @@ async def test_an_evaluation_of_the_llm_critic_is_graded_and_rejudged(
         done = _props(dsn, home, *args)
         assert done.returncode == 0, done.stdout + done.stderr
     plan = tmp_path / "plan.toml"
-    plan.write_text('name = "local-model"\nexamples = ["csvtool/*:stats"]\nepochs = 1\n'
-                    'timeout_seconds = 600\n[[critic]]\ndefinition = "llm"\nref = "local"\n'
-                    f'model = "{local_model.MODEL_NAME}"\n')
-    done = await anyio.to_thread.run_sync(lambda: _props(
-        dsn, home, "eval", "run", str(plan), "--runtime", "local", "--agent-env",
-        KEY_VARIABLE, "--format", "json", env={KEY_VARIABLE: "not-a-real-key"}))
-    assert done.returncode == 0, done.stdout + done.stderr
-    [run_id] = [uuid.UUID(r[0]) for r in await store.pool.fetch(
-        "SELECT data->>'run_id' FROM props.events WHERE type = 'run.finished'")]
-    events = [r.event for r in await store.read_stream(f"run-{run_id}")]
-    answers = [e for e in events if isinstance(e, catalog.LlmResponded)]
-    assert {a.outcome for a in answers} == {"answered"}
-    assert {a.structured for a in answers} == {"tools", "json_object"}  # the form it takes
-    assert all(a.tokens_in > 0 and a.finish_reason for a in answers)
-    phases = [e.phase for e in events if isinstance(e, catalog.PhaseCompleted)]
-    assert phases == ["no-tool-calls", "review-per-file"]  # recorded, then the fallback
-    issues = [e for e in events if isinstance(e, catalog.IssueReported)]
+    plan.write_text('name = "local-model"\nexamples = ["csvtool/*:stats"]\nepochs = 2\n'
+                    'max_concurrency = 2\ntimeout_seconds = 600\n[[critic]]\n'
+                    f'definition = "llm"\nref = "local"\nmodel = "{local_model.MODEL_NAME}"\n')
+    detached = _props(dsn, home, "eval", "run", str(plan), "--detach")
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    assert await _requested(store) == 1  # the model's one connection: the rest waits
+
+    service = Service(store, [LocalRuntime(tmp_path / "containers", trust_commands=True)],
+                      max_concurrent=4, poll_interval=0.2,
+                      agent_env=AgentEnvironment((KEY_VARIABLE,)))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(service.run)
+        await eventually(lambda: _any_ended(store), seconds=1200)
+        tg.cancel_scope.cancel()
+    [ended] = await _ended(store)
+    assert (ended.outcome, ended.scored, ended.failed, ended.missing) == ("complete", 2, 0, 0)
+    run_ids = await _run_ids(store)
+    assert len(run_ids) == 2 and await _requested(store) == 2
+    events = {run_id: await store.read_stream(f"run-{run_id}") for run_id in run_ids}
+    spans = [(next(r.recorded_at for r in rs if isinstance(r.event, catalog.ContainerStarted)),
+              next(r.recorded_at for r in rs if isinstance(r.event, catalog.ContainerExited)))
+             for rs in events.values()]
+    assert most_at_once(spans) == 1, spans  # its control: test_fair's, without the limit
+    issues = 0
+    for run_id, records in events.items():
+        answers = [r.event for r in records if isinstance(r.event, catalog.LlmResponded)]
+        assert [(a.outcome, a.structured) for a in answers] == [("answered", "json_object")]
+        found = [r for r in records if isinstance(r.event, catalog.IssueReported)]
+        grades = await store.read_stream(f"grading-{run_id}-tiered@2")
+        assert len([g for g in grades if isinstance(g.event, catalog.GradeEmitted)]) \
+            == len(found)
+        issues += len(found)
     assert issues, "the model reported no issue: nothing to grade"
-    grades = await store.read_stream(f"grading-{run_id}-tiered@2")
-    assert len([g for g in grades if isinstance(g.event, catalog.GradeEmitted)]) == len(issues)
 
-    _judge_file(home, model_url)
-    rescored = await anyio.to_thread.run_sync(lambda: _props(
-        dsn, home, "rescore", "--scorer", "judge@1", "--all"))
-    assert rescored.returncode == 0, rescored.stdout + rescored.stderr
-    judged = [r.event for r in await store.read_stream(f"judge-{run_id}-judge@1")]
-    assert [type(e).__name__ for e in judged] == ["LlmRequested", "LlmResponded"]
-    await engine.rebuild(store)
-    compared = await comparison.compare(store, "tiered@2", "judge@1",
-                                        rescoring.Selection(everything=True))
-    assert compared.complete and not any(  # judged: agreeing, changed, or unscorable saying why
-        r.startswith("not graded") for r in compared.unscorable.values()), compared.unscorable
-    print("compare:", compared.agreement, compared.unscorable)
-
-    # The judge measured on labelled cases that only a reading decides (the first four of
+    # The judge measured on labelled cases that only a reading decides (the first two of
     # the shipped judgement cases: each costs the model a call).
+    _judge_file(home, model_url)
     cases = tmp_path / "cases"
     cases.mkdir()
     shipped = (samples.samples_dir().parent / "grading_cases" / "judgement.toml").read_text()
-    (cases / "judgement.toml").write_text("[[case]]".join(shipped.split("[[case]]")[:5]))
+    (cases / "judgement.toml").write_text("[[case]]".join(shipped.split("[[case]]")[:3]))
     measured = await anyio.to_thread.run_sync(lambda: _props(
         dsn, home, "scorers", "eval", str(cases), "--scorer", "judge@1", "--format", "json"))
     assert measured.returncode == 0, measured.stdout + measured.stderr
     [figures] = json.loads(measured.stdout)["scorers"]
-    assert figures["scorer"] == "judge@1" and figures["issues"] == 4
+    assert figures["scorer"] == "judge@1" and figures["issues"] == 2
     print("scorers eval:", figures)
+
+
+async def _requested(store: EventStore) -> int:
+    return int(await store.pool.fetchval(
+        "SELECT count(*) FROM props.events WHERE type = 'run.requested'"))
+
+
+async def _run_ids(store: EventStore) -> list[uuid.UUID]:
+    return [uuid.UUID(r[0]) for r in await store.pool.fetch(
+        "SELECT data->>'run_id' FROM props.events WHERE type = 'run.finished'")]
+
+
+async def _any_ended(store: EventStore) -> bool:
+    await anyio.sleep(0.5)  # (a model's minutes: no need to ask twenty times a second)
+    return bool(await _ended(store))
+
+
+async def _ended(store: EventStore) -> list[catalog.EvaluationEnded]:
+    rows = await store.pool.fetch(
+        "SELECT stream_id FROM props.events WHERE type = 'evaluation.ended'")
+    found = []
+    for row in rows:
+        found += [r.event for r in await store.read_stream(row[0])
+                  if isinstance(r.event, catalog.EvaluationEnded)]
+    return found
 
 
 async def test_the_server_killed_mid_run_is_a_closed_fact(
@@ -158,18 +196,49 @@ async def test_the_server_killed_mid_run_is_a_closed_fact(
 
 
 
-def test_the_llm_demo_runs_as_written() -> None:
-    """`props demo --llm`, as the README gives it, on a database of its own (the embedded
-    server under a PROPS_HOME of its own, outside pytest's numbered folders, which a second
-    pytest session on the machine may delete while this one runs): it starts its own model
-    server."""
+async def test_the_llm_demo_runs_as_written(store: EventStore, dsn: str) -> None:
+    """`props demo --llm`, as the README gives it (it starts its own model server), on this
+    test's database (a PROPS_HOME of its own, outside pytest's numbered folders, which a
+    second pytest session on the machine may delete while this one runs). Read back from the
+    log: the LLM critic's answers took the structured forms the server offers (tools refused,
+    then per file), its parsed issues were graded, and the judge re-scored those runs, each
+    issue judged or unscorable saying why."""
     _need_model()
     with tempfile.TemporaryDirectory(prefix="props-demo-llm-") as home:
-        done = subprocess.run([*CLI, "demo", "--llm", "--runtime", "local"],
-                              capture_output=True, text=True, timeout=1800, check=False,
-                              env={**{k: v for k, v in os.environ.items() if k != "PROPS_DSN"},
-                                   "PROPS_HOME": home, "COLUMNS": "160"})
+        done = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [*CLI, "demo", "--llm", "--runtime", "local"], capture_output=True, text=True,
+            timeout=1800, check=False, env={**os.environ, "PROPS_DSN": dsn,
+                                            "PROPS_HOME": home, "COLUMNS": "160"}))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "evaluation demo-llm v1: 6 cases" in done.stdout
     assert "judge:" in done.stdout and "time: model server start" in done.stdout
     print(done.stdout[-3000:])
+
+    runs = [uuid.UUID(r[0]) for r in await store.pool.fetch(
+        "SELECT data->>'run_id' FROM props.events WHERE type = 'run.requested' "
+        "AND data->>'definition' = 'llm'")]
+    assert len(runs) == 3
+    issues = 0
+    for run_id in runs:
+        events = [r.event for r in await store.read_stream(f"run-{run_id}")]
+        answers = [e for e in events if isinstance(e, catalog.LlmResponded)]
+        assert {a.outcome for a in answers} == {"answered"}
+        assert {a.structured for a in answers} == {"tools", "json_object"}  # the form it takes
+        assert all(a.tokens_in > 0 and a.finish_reason for a in answers)
+        phases = [e.phase for e in events if isinstance(e, catalog.PhaseCompleted)]
+        assert phases == ["no-tool-calls", "review-per-file"]  # recorded, then the fallback
+        found = [e for e in events if isinstance(e, catalog.IssueReported)]
+        grades = await store.read_stream(f"grading-{run_id}-tiered@2")
+        assert len([g for g in grades if isinstance(g.event, catalog.GradeEmitted)]) \
+            == len(found)
+        judged = [type(r.event).__name__
+                  for r in await store.read_stream(f"judge-{run_id}-demo-judge@1")]
+        assert judged == (["LlmRequested", "LlmResponded"] if found else []), judged
+        issues += len(found)
+    assert issues, "the model reported no issue: nothing to grade"
+    await engine.rebuild(store)
+    compared = await comparison.compare(store, "tiered@2", "demo-judge@1",
+                                        rescoring.Selection(run_ids=runs, definition="llm"))
+    assert compared.complete and not any(  # judged: agreeing, changed, or unscorable saying why
+        r.startswith("not graded") for r in compared.unscorable.values()), compared.unscorable
+    print("compare:", compared.agreement, compared.unscorable)
