@@ -15,11 +15,12 @@ import dataclasses
 import logging
 
 from props.core.log.store import EventStore
+from props.projections import names
 from props.schema import queries
 
 log = logging.getLogger(__name__)
 
-READER_GRACE_SECONDS = 30.0  # `--reader-grace`: how long the swap waits for readers
+READER_GRACE_SECONDS = names.READER_GRACE_SECONDS  # how long the swap waits for readers
 AFTER_GRACE_SECONDS = 60.0  # and how long after it for what it may not end
 
 

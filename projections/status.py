@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import anyio
+
 from props.core.domain import parking as core_parking
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.store import EventStore
@@ -63,3 +65,18 @@ async def snapshot_rows(store: EventStore) -> dict[str, list[tuple[object, ...]]
             rows = await store.sql.fetch(f"SELECT {', '.join(t.names)} FROM {LIVE}.{t.name}")
             out[t.name] = sorted(tuple(r) for r in rows)
     return out
+
+
+async def folded(store: EventStore, seconds: float = 120) -> int:
+    """Fold what the log holds into the live projections now, so that a command's own
+    appends (a re-score) are in the figures the next command reads: a runner here, or the
+    service's if one leads. Waits at most `seconds`; returns the events still behind."""
+    from props.projections.engine import Runner
+
+    with anyio.move_on_after(seconds):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Runner(store, poll_interval=0.1).run, name="props-fold-now")
+            while any(s.lag_events for s in await of(store)):  # noqa: ASYNC110 (the tables)
+                await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+    return sum(s.lag_events for s in await of(store))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from props.core.domain import catalog
-from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.domain.evaluations import DONE, CaseState, Evaluation
 from props.core.log import leadership
 from props.core.log.store import EventStore
 from props.core.log.subscription import Wakeups
@@ -18,7 +18,6 @@ from props.core.scoring import registration
 from props.projections import status as projection_status
 from props.reactors.containers import ContainerRuntime
 from props.reactors.evaluation_steps import (
-    DONE,
     Ceiling,
     Driven,
     Look,

@@ -12,11 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from props.core.domain import catalog, definitions, evaluations
-from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.domain.evaluations import DONE, CaseState, Evaluation
 from props.core.log.store import EventStore
 from props.core.scoring import registration
-
-DONE: frozenset[str] = frozenset({"scored", "excluded"})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,10 +75,10 @@ def test_quick_projections_bench_reports_its_three_checks(server_dsn: str) -> No
 
 
 @pytest.mark.bench
-def test_quick_rescore_bench_reports_its_four_checks(server_dsn: str) -> None:
+def test_quick_rescore_bench_reports_its_five_checks(server_dsn: str) -> None:
     got, summary, _code = run_bench("rescore", server_dsn)
     assert set(got) == {"rescore_issues_per_s", "rescore_vs_raw_read", "report_seconds",
-                        "report_vs_raw_aggregate"}
+                        "report_vs_raw_aggregate", "chance_share_of_rescore"}
     assert summary["figures"]["grades"] == summary["figures"]["issues"] == 50_000
     # The report covered every run and every grade of the scorer it was timed on.
     assert summary["figures"]["report_runs"] == summary["figures"]["runs"] == 500

@@ -265,6 +265,7 @@ async def names(store: EventStore) -> list[str]:
 # -- where each case stands --------------------------------------------------------------------
 
 State = Literal["waiting", "running", "scored", "failed", "excluded", "missing"]
+DONE: frozenset[str] = frozenset({"scored", "excluded"})  # a result: complete when all are
 
 
 @dataclasses.dataclass(frozen=True)

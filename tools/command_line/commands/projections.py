@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from props.projections import names, readers
+from props.projections import names
 from props.tools.command_line import arguments
 
 
@@ -62,7 +62,7 @@ def _chosen(p: Any, what: str, every: str) -> None:
 
 def _reader_grace(p: Any) -> None:
     p.add_argument("--reader-grace", type=arguments.seconds(86_400), metavar="SECONDS",
-                   default=readers.READER_GRACE_SECONDS,
+                   default=names.READER_GRACE_SECONDS,
                    help="how long the swap waits for analysts' transactions that hold the "
                    "live tables before it ends their sessions, saying which (default "
-                   f"{readers.READER_GRACE_SECONDS:g}; at most a day)")
+                   f"{names.READER_GRACE_SECONDS:g}; at most a day)")

@@ -13,12 +13,12 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.domain import catalog, evaluations, streams
-from props.core.domain.evaluations import CaseState, Evaluation
+from props.core.domain import evaluations
+from props.core.domain.evaluations import CaseState
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
-from props.projections import evaluation_scores
+from props.projections import evaluation_scores, evaluation_standing
 from props.reactors import evaluation_driver as driver
 from props.reactors import run_environment
 from props.reactors.run_environment import AgentEnvironment
@@ -40,21 +40,15 @@ console = Console()
 # -- the report ---------------------------------------------------------------------------------
 
 
-async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
-                  outcome: str, fmt: str, wide: bool = False) -> int:
-    scorer = await registration.active_scorer(store)
-    found = await evaluation_scores.scored(store, states, scorer)
-    scores = evaluation_scores.critic_rows(found)  # (as the analysts' tables hold them)
-    complete = all(s.state in driver.DONE for s in states)
-    open_cases = [s for s in states if s.state not in driver.DONE]
+async def _report(standing: evaluation_standing.Standing, fmt: str, wide: bool = False,
+                  outcome: str | None = None) -> int:
+    """Render the evaluation's standing (props.projections.evaluation_standing); `outcome`:
+    how the drive that just ended left it, if one did."""
+    ev, states, scorer = standing.ev, standing.states, standing.scorer
+    scores, complete, open_cases = standing.critics, standing.complete, standing.open_cases
+    outcome = outcome or standing.outcome
     if fmt == "json":
-        print(orjson.dumps({
-            "name": ev.name, "version": ev.version, "outcome": outcome, "complete": complete,
-            "scorer": scorer, "interval": intervals.METHOD,
-            "counts": dict(Counter(s.state for s in states)),
-            "cost_usd": sum(s.cost_usd for s in states), "critics": scores,
-            "confirmed_by": found.judges,
-            "cases": [evaluations.case_json(s) for s in states]}).decode())
+        print(orjson.dumps({**standing.as_json(), "outcome": outcome}).decode())
         return 0 if complete else EXIT_INCOMPLETE
     console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
     if scores:
@@ -71,7 +65,7 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             scores, wide=wide)
         console.print(f"intervals: {intervals.METHOD}")
         for line in [*confirmation_lines([{**r, "scorer": scorer} for r in scores],
-                                         {"confirmed_by": found.judges}),
+                                         {"confirmed_by": standing.as_json()["confirmed_by"]}),
                      *chance_lines([{**r, "scorer": scorer} for r in scores])]:
             console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
@@ -90,8 +84,7 @@ async def _report(store: EventStore, ev: Evaluation, states: list[CaseState],
             f"cases without a result ({len(states) - len(open_cases)} with one are not "
             f"listed: --format json lists every case)")
     console.print(f"{ev.name}: {'complete' if complete else outcome.replace('_', ' ')}: "
-                  + ", ".join(f"{n} {k}" for k, n in sorted(Counter(
-                      s.state for s in states).items())))
+                  + ", ".join(f"{n} {k}" for k, n in sorted(standing.counts.items())))
     return 0 if complete else EXIT_INCOMPLETE
 
 
@@ -138,17 +131,13 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
                 store, ev, runtimes, stops, lambda line: say.print(line), agent_env=allowed)
     for line in held.lines():  # each kind of a run's trouble once, not once per run
         say.print(Text(line))
-    return await _report(store, ev, driven.states, driven.outcome, args.format, args.wide)
+    return await _report(await evaluation_standing.of(store, ev), args.format, args.wide,
+                         driven.outcome)
 
 
 async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    ev = await evaluations.recorded(store, args.name)
-    ended = any(isinstance(r.event, catalog.EvaluationEnded) and r.event.version == ev.version
-                for r in await store.read_stream(streams.evaluation(ev.name)))
-    states = await driver.case_states(store, ev, await registration.active_scorer(store),
-                                      stopped=ended)
-    outcome = "complete" if all(s.state in driver.DONE for s in states) else "incomplete"
-    return await _report(store, ev, states, outcome, args.format, args.wide)
+    standing = await evaluation_standing.named(store, args.name)
+    return await _report(standing, args.format, args.wide)
 
 
 async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -158,11 +147,10 @@ async def watch_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    scorer = await registration.active_scorer(store)
     rows = []
     for name in await evaluations.names(store):
-        ev = await evaluations.recorded(store, name)
-        n = Counter(s.state for s in await driver.case_states(store, ev, scorer))
+        standing = await evaluation_standing.named(store, name, figures=False)
+        ev, n = standing.ev, Counter(standing.counts)
         rows.append({"name": name, "version": ev.version, "cases": len(ev.cases),
                      "scored": n["scored"], "failed": n["failed"],
                      "open": len(ev.cases) - n["scored"] - n["failed"] - n["excluded"]})

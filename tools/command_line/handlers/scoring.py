@@ -22,6 +22,7 @@ from props.core.domain import catalog
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
+from props.projections import status as projection_status
 from props.tools.command_line import figure_tables, render
 from props.tools.command_line.render import Console
 
@@ -106,6 +107,10 @@ async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
         console.print(f"scorer error: {problem}")
     if not report.accounted:
         raise errors.PropsError("some runs are neither graded nor unscorable: a bug")
+    if report.appended and not args.dry_run and (behind := await projection_status.folded(
+            store)):
+        console.print(f"the projections are {behind} event(s) behind the log: `props "
+                      f"compare` and `props report` read them (`props projections run`)")
     if report.scorer_errors:
         raise errors.PropsError(
             f"{len(report.scorer_errors)} run(s) could not be graded by {report.scorer}: "

@@ -3,7 +3,6 @@ where one stands (as `props eval show`). `props serve` does the work."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Annotated, Any
 
 import pydantic
@@ -11,8 +10,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from props.core.domain import evaluations, quotas
-from props.core.scoring import intervals, registration
-from props.projections import evaluation_scores
+from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
 from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, Store
 from props.tools.http.limits import STORABLE_TEXT
@@ -33,6 +31,10 @@ class Started(pydantic.BaseModel):
 class Standing(pydantic.BaseModel):
     name: str
     version: int
+    outcome: str = pydantic.Field(description="complete; else how it ended (incomplete, "
+                                  "budget_exhausted, stopped_on_errors); else incomplete")
+    ended: bool = pydantic.Field(description="its driving ended: a case with no result is "
+                                 "missing then, no longer waiting or running")
     complete: bool = pydantic.Field(description="every case scored or excluded")
     scorer: str | None
     interval: str
@@ -40,6 +42,7 @@ class Standing(pydantic.BaseModel):
                                             "scored, failed, excluded")
     cost_usd: float
     critics: list[dict[str, Any]]
+    confirmed_by: list[str]
     cases: list[dict[str, Any]]
 
 
@@ -73,13 +76,7 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
 @router.get("/api/evaluations/{name}", response_model=Standing, dependencies=Read,
             summary="an evaluation's cases, where each stands, and its figures")
 async def standing(store: Store, name: EvaluationName) -> Standing:
-    ev = await evaluations.recorded(store, name)  # NotFound: 404
-    scorer = await registration.active_scorer(store)
-    states = await driver.case_states(store, ev, scorer)
-    critics = evaluation_scores.critic_rows(await evaluation_scores.scored(store, states,
-                                                                           scorer))
-    return Standing(
-        name=ev.name, version=ev.version, complete=all(s.state in driver.DONE for s in states),
-        scorer=scorer, interval=intervals.METHOD, counts=dict(Counter(s.state for s in states)),
-        cost_usd=sum(s.cost_usd for s in states), critics=critics,
-        cases=[evaluations.case_json(s) for s in states])
+    """As `props eval show --format json`: both render one read model
+    (props.projections.evaluation_standing)."""
+    found = await evaluation_standing.named(store, name)  # NotFound: 404
+    return Standing(**found.as_json())
