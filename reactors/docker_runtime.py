@@ -234,14 +234,17 @@ class DockerRuntime:
         try:
             await container.delete(force=True)
         except aiodocker.DockerError as exc:
-            if exc.status == 409 and "already in progress" in str(exc.message):
-                # Another path (a cancel, a sweep) removes it: the effect is the same one.
-                # (Polled: the engine signals nothing.)
-                with anyio.move_on_after(REMOVAL_WAIT):
-                    while await self._find(name) is not None:  # noqa: ASYNC110
-                        await anyio.sleep(0.2)
-            elif exc.status != 404:
-                raise
+            if exc.status == 404:
+                return
+            # Another path (a cancel, a sweep) may be removing it: Docker answers 409
+            # "already in progress", Podman in other words (and codes). The effect wanted is
+            # the container gone: wait for that (polled: the engine signals nothing), and
+            # raise only if it stays.
+            with anyio.move_on_after(REMOVAL_WAIT):
+                while await self._find(name) is not None:  # noqa: ASYNC110
+                    await anyio.sleep(0.2)
+                return
+            raise
 
     @_engine_call
     async def names(self, label: str = LABEL) -> dict[str, str]:
