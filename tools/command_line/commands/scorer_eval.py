@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from props.tools.bundled import samples
 from props.tools.command_line import arguments
 
 
@@ -23,7 +22,8 @@ def add_parser(cmds: Any) -> None:
         "scorer got wrong, and the cases only a judge can decide. Default: the cases shipped "
         "with props (add your own files to a copy of the folder) and every built-in scorer.")
     p.add_argument("cases", nargs="?", type=Path, metavar="CASES_DIR",
-                   help=f"a folder of *.toml case files (default: {samples.cases_dir()})")
+                   help="a folder of *.toml case files (default: the labelled cases props "
+                        "ships, in its package's tools/bundled/grading_cases)")
     p.add_argument("--scorer", action="append", metavar="NAME@VERSION",
                    help="a scorer to measure (repeat for several; default: every built-in)")
     p.add_argument("--draws", type=int, default=1, metavar="N",
