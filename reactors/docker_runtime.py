@@ -228,23 +228,31 @@ class DockerRuntime:
 
     @_engine_call
     async def remove(self, name: str) -> None:
-        container = await self._find(name)
-        if container is None:
-            return
         try:
+            container = await self._find(name)
+            if container is None:
+                return
             await container.delete(force=True)
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return
             # Another path (a cancel, a sweep) may be removing it: Docker answers 409
-            # "already in progress", Podman in other words (and codes). The effect wanted is
-            # the container gone: wait for that (polled: the engine signals nothing), and
-            # raise only if it stays.
-            with anyio.move_on_after(REMOVAL_WAIT):
-                while await self._find(name) is not None:  # noqa: ASYNC110
-                    await anyio.sleep(0.2)
-                return
-            raise
+            # "already in progress", Podman other words and codes (a 500, to the inspect
+            # too). The effect wanted is the container gone: raise only if it stays.
+            if not await self._gone_within(name, REMOVAL_WAIT):
+                raise
+
+    async def _gone_within(self, name: str, seconds: float) -> bool:
+        """Whether `name` is gone within `seconds` (polled: the engine signals nothing)."""
+        with anyio.move_on_after(seconds):
+            while True:
+                try:
+                    if await self._find(name) is None:
+                        return True
+                except aiodocker.DockerError:
+                    pass  # (an engine busy removing it may fail the inspect meanwhile)
+                await anyio.sleep(0.2)
+        return False
 
     @_engine_call
     async def names(self, label: str = LABEL) -> dict[str, str]:
