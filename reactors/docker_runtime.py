@@ -245,14 +245,16 @@ class DockerRuntime:
     async def _gone_within(self, name: str, seconds: float) -> bool:
         """Whether `name` is gone within `seconds` (polled: the engine signals nothing)."""
         with anyio.move_on_after(seconds):
-            while True:
-                try:
-                    if await self._find(name) is None:
-                        return True
-                except aiodocker.DockerError:
-                    pass  # (an engine busy removing it may fail the inspect meanwhile)
+            while await self._still_there(name):  # noqa: ASYNC110
                 await anyio.sleep(0.2)
+            return True
         return False
+
+    async def _still_there(self, name: str) -> bool:
+        try:
+            return await self._find(name) is not None
+        except aiodocker.DockerError:
+            return True  # (an engine busy removing it may fail the inspect meanwhile)
 
     @_engine_call
     async def names(self, label: str = LABEL) -> dict[str, str]:
