@@ -201,13 +201,7 @@ class LlmJudge(_AsksAModel):
                 "max_tokens": self.max_tokens, "draws": self.draws}
 
     def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
-                                "temperature": self.temperature}
-        if self.seed is not None:
-            body["seed"] = self.seed
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
-        return body
+        return self.endpoint().body(messages)  # (the one place a request is built)
 
     def endpoint(self) -> chat.Endpoint:
         key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
