@@ -6,7 +6,6 @@ import hashlib
 import random
 from pathlib import Path
 
-import anyio
 import orjson
 import pytest
 import zstandard
@@ -17,6 +16,7 @@ from props.core.log import errors, migrate
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.checks.workload import Workload
+from tests.conftest import fence_clear
 
 EVERYTHING = exports.Selection()
 
@@ -31,24 +31,12 @@ async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
     return out
 
 
-async def behind_the_fence(store: EventStore) -> None:
-    """Wait until every event is behind the visibility fence (the server is shared: another
-    database's open transaction holds it for a while)."""
-    for _ in range(600):
-        if await store.pool.fetchval(
-                "SELECT coalesce(max(tx_id) < pg_snapshot_xmin(pg_current_snapshot()), true) "
-                "FROM props.events"):
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError("the visibility fence did not pass the log's head in 60 s")
-
-
 @pytest.fixture
 async def exported(store: EventStore, tmp_path: Path) -> Path:
     w = Workload(31)
     await w.setup(store)
     await w.append_runs(store, 40)
-    await behind_the_fence(store)  # (a shared server: another database's writer holds it)
+    await fence_clear(store)  # (a shared server: another database's writer holds it)
     path = tmp_path / "log.jsonl.zst"
     report = await exports.export(store, EVERYTHING, path)
     assert report.events == await store.pool.fetchval("SELECT count(*) FROM props.events")
@@ -70,7 +58,7 @@ async def test_round_trip_rebuilds_identical_projections(
         assert first.inert > 0
         second = await imports.import_archive(target, exported, inert=True)
         assert second.imported == 0 and second.already_present == first.events
-        await behind_the_fence(target)
+        await fence_clear(target)
         await engine.rebuild(target)
         assert await projected(target) == source
         origin = await target.pool.fetchval(

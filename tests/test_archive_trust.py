@@ -25,7 +25,8 @@ from props.core.log import migrate
 from props.core.log.store import EventStore
 from props.projections import engine, figures
 from props.tools.checks.workload import Workload
-from tests.test_archive import _lines, _rechained, _write, behind_the_fence
+from tests.conftest import fence_clear
+from tests.test_archive import _lines, _rechained, _write
 
 EVERYTHING = exports.Selection()
 
@@ -170,7 +171,7 @@ async def test_reports_count_imported_runs_and_can_leave_them_out(
     w = Workload(9)  # and runs of the target's own, on the same specimens
     await w.setup(target)
     await w.append_runs(target, 4)
-    await behind_the_fence(target)
+    await fence_clear(target)
     await engine.rebuild(target)
     everything, notes = await figures.load(target)
     own, own_notes = await figures.load(target, exclude_imported=True)

@@ -23,10 +23,9 @@ import zstandard
 from props.core.domain import baselines, catalog, definitions, evaluations
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
-from tests.conftest import SESSION, create_database, drop_database
+from tests.conftest import SESSION, create_database, drop_database, fence_clear
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, sync_samples
-from tests.test_archive import behind_the_fence
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 LITE = {"checks": ["open-without-with", "swallowed-exception"]}
@@ -287,7 +286,7 @@ async def test_export_eval_is_one_evaluation_that_reads_alone(
                 "ORDER BY global_position DESC LIMIT 1")
         assert _props(fresh, home, "scorers", "activate", theirs_active).returncode == 0
         async with open_store(fresh) as imported_into:
-            await behind_the_fence(imported_into)  # (the server is shared)
+            await fence_clear(imported_into)  # (the server is shared)
         assert _props(fresh, home, "projections", "rebuild", "--all").returncode == 0
         shown = _props(fresh, home, "eval", "show", "mine", "--json")
         assert shown.returncode == 0, shown.stdout + shown.stderr

@@ -24,8 +24,8 @@ from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import as_of, engine
 from props.tools.checks.workload import Workload
 from tests import hostile_imports
+from tests.conftest import fence_clear
 from tests.hostile_imports import KINDS, Local
-from tests.test_archive import behind_the_fence
 
 
 @pytest.fixture
@@ -150,7 +150,7 @@ async def test_an_imported_snapshot_version_never_grades_a_local_run(
 async def test_as_of_a_time_never_moves_when_older_events_are_imported(
         target: EventStore, template: Path, tmp_path: Path) -> None:
     """Negative control: the old rule (the event's own time) names the imported event."""
-    await behind_the_fence(target)
+    await fence_clear(target)
     now = datetime.now(UTC)
     async with target.sql.acquire() as conn:
         before = await as_of.resolve(conn, now.isoformat())
@@ -158,7 +158,7 @@ async def test_as_of_a_time_never_moves_when_older_events_are_imported(
     old = hostile_imports.write(tmp_path / "old.jsonl.zst", template, [hostile_imports._event(
         f"run-{run}", 1, "run.cancel_requested", {"run_id": run}, 1)])
     assert (await imports.import_archive(target, old)).imported == 1
-    await behind_the_fence(target)
+    await fence_clear(target)
     async with target.sql.acquire() as conn:
         assert await as_of.resolve(conn, now.isoformat()) == before
         later = await as_of.resolve(conn, (datetime.now(UTC) + timedelta(seconds=1)).isoformat())
@@ -197,7 +197,7 @@ async def test_a_key_line_at_the_integer_limit_does_not_stop_the_overlap_stateme
         "  FROM props.events r JOIN props.events i ON i.stream_id = r.stream_id "
         " WHERE r.type = 'run.requested' AND i.type = 'issue.reported' "
         " ORDER BY r.global_position LIMIT 1")
-    await behind_the_fence(target)
+    await fence_clear(target)
     await engine.rebuild(target)
     history = await specimen_sync.history_of(target, row["slug"])
     assert history is not None
