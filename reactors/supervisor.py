@@ -20,7 +20,7 @@ import uuid
 
 import anyio.abc
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
@@ -62,9 +62,8 @@ class Supervisor:
 
     async def _latest_graders(self) -> list[catalog.DefinitionPushed]:
         latest: dict[str, catalog.DefinitionPushed] = {}
-        for rec in await self.store.read_stream(streams.definition("grader")):
-            if isinstance(rec.event, catalog.DefinitionPushed) and not rec.imported:
-                latest[rec.event.name] = rec.event  # (an imported grader never runs here)
+        for d in await definitions.all_pushed(self.store, "grader", own=True):
+            latest[d.name] = d  # (an imported grader never runs here)
         return list(latest.values())
 
     async def _pushed(self, grader: catalog.DefinitionPushed) -> None:

@@ -67,9 +67,13 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
     return not result.already_stored
 
 
-async def all_pushed(store: EventStore, agent_type: str) -> list[catalog.DefinitionPushed]:
+async def all_pushed(store: EventStore, agent_type: str, *,
+                     own: bool = False) -> list[catalog.DefinitionPushed]:
+    """Every push of `agent_type`, in order; `own`: this database's pushes only (an import's
+    are another database's history)."""
     return [rec.event for rec in await store.read_stream(streams.definition(agent_type))
-            if isinstance(rec.event, catalog.DefinitionPushed)]
+            if isinstance(rec.event, catalog.DefinitionPushed)
+            and not (own and rec.imported)]
 
 
 async def resolve(store: EventStore, agent_type: str, name: str,
