@@ -57,7 +57,7 @@ class _OnlyInstalledCode:
                 raise ImportError(f"props refused to import {name} from {place}: a "
                                   "baseline never runs the example's code")
         return None
-if settings["refuse_imports"]:
+if settings["guard_imports"]:
     sys.meta_path.insert(0, _OnlyInstalledCode)
 binary = None
 if settings["user"] is not None:
@@ -87,7 +87,7 @@ if binary is not None:
 if module == "pylint":
     import pylint.lint.message_state_handler as pragmas
     pragmas.OPTION_PO = re.compile(r"(?!)")  # pylint has no option to ignore its pragmas
-    if settings["refuse_imports"]:
+    if settings["tool_imports_off"]:
         from astroid import MANAGER, nodes
         from astroid.brain import brain_gi
         MANAGER.unregister_transform(nodes.Call, brain_gi._register_require_version,
@@ -105,16 +105,18 @@ def _default_user() -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Confinement:
-    """How a tool runs: `user` to drop to (only root can; None: props' own user), and
-    whether the finder and the disabled brains keep the example's modules out. Both are
-    on by default; the tests turn one off to show the other holds alone."""
+    """How a tool runs: `user` to drop to (only root can; None: props' own user), whether
+    the finder refuses the example's modules (`guard_imports`) and whether the tools'
+    importing features are off (`tool_imports_off`). All on by default; the tests turn
+    some off to show that each layer holds alone."""
 
     user: str | None = dataclasses.field(default_factory=_default_user)
-    refuse_imports: bool = True
+    guard_imports: bool = True
+    tool_imports_off: bool = True
 
     def command(self, python: str, module_arguments: list[str]) -> list[str]:
         return [python, "-I", "-c", GUARD,
-                json.dumps({"user": self.user, "refuse_imports": self.refuse_imports}),
+                json.dumps(dataclasses.asdict(self)),
                 *module_arguments]
 
 
