@@ -19,7 +19,7 @@ missing (a tool's next feature that imports) is not the end:
    library may sit in a folder nobody cannot enter (`/root/.pyenv` is 0700): it opens the
    folders of its path, puts them on `sys.path` as `/proc/self/fd/N`, then drops its user
    before it imports the tool. As another user than root, props cannot change user: the
-   tool runs as props' own user, with layers 1-3 only (docs/howto/baselines.md says so).
+   tool runs as props' own user, with layers 1-3 only (docs/internals/reactors.md says so).
 
 A file of the example that is a symbolic link leading out of the example is never read.
 """

@@ -121,7 +121,7 @@ async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
         if not args.local:
             out.print(f"no Docker engine answers (DOCKER_HOST, else the local socket): "
                       f"{args.tool} pushed as a local command instead; it runs beside props "
-                      "(docs/howto/baselines.md says as whom)")
+                      "(docs/internals/reactors.md says as whom)")
     new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0
