@@ -64,8 +64,8 @@ if settings["user"] is not None:
     import pwd
     user = pwd.getpwnam(settings["user"])
     if module == "ruff":  # a program, not Python: kept open to be run after the drop
-        import sysconfig
-        binary = os.open(os.path.join(sysconfig.get_path("scripts"), "ruff"), os.O_RDONLY)
+        from ruff import find_ruff_bin  # (installed code: the guard is on)
+        binary = os.open(find_ruff_bin(), os.O_RDONLY)
     held = {p: f"/proc/self/fd/{os.open(p, os.O_RDONLY | os.O_DIRECTORY)}"
             for p in sys.path if p and os.path.isdir(p)}
     sys.path[:] = list(held.values())
@@ -122,10 +122,12 @@ class Confinement:
 
 def inside(root: Path, files: list[str]) -> list[str]:
     """The files (relative to `root`) that are regular files inside the example: a symbolic
-    link leading out of it is never read."""
+    link leading out of it is never read, and a path that is not plainly relative
+    (`../x.py`, `/x.py`, `a/../b.py`) is never read nor copied."""
     real_root = os.path.realpath(root) + os.sep
-    return [f for f in files if os.path.realpath(root / f).startswith(real_root)
-            and (root / f).is_file()]
+    return [f for f in files if os.path.normpath(f) == f and not os.path.isabs(f)
+            and not f.startswith(os.pardir + os.sep)
+            and os.path.realpath(root / f).startswith(real_root) and (root / f).is_file()]
 
 
 @contextmanager
