@@ -25,6 +25,7 @@ from props.core.domain import catalog, definitions, evaluations, vocabulary
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.reactors.agents import reference_critic
+from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime, ships
 from props.tools.bundled import samples
 from tests.reactor_helpers import eventually, finished, request, serving, sync_samples
@@ -505,3 +506,15 @@ def test_a_baseline_push_falls_back_to_local_only_when_no_engine_answers(
     demanded = props("definitions", "baseline", "ruff", "--docker", dsn=dsn,
                      env={"DOCKER_HOST": dead})
     assert demanded.returncode == 69, demanded.stderr  # (unavailable)
+
+
+@pytest.mark.docker
+async def test_a_baseline_push_is_the_container_baseline_when_an_engine_answers(
+        dsn: str, docker: DockerRuntime, tmp_path: Path) -> None:
+    """The default: an engine answers, so the tool's imports run in a container (the old
+    default pushed the local command whatever the machine had)."""
+    out = props("definitions", "baseline", "pylint", dsn=dsn, timeout=300,
+                env={"PROPS_HOME": str(tmp_path / "home")})
+    assert out.returncode == 0, out.stderr
+    assert "critic baseline-pylint:docker (docker)" in out.stdout, out.stdout
+    assert "no Docker engine answers" not in out.stdout
