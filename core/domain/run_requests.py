@@ -107,15 +107,17 @@ async def resolve(store: EventStore, ref: str) -> uuid.UUID:
     except ValueError:
         pass
     ref = ref.lower()
-    found = [str(streams.run_id_of(r[0])) for r in await store.sql.fetch(
-        "SELECT stream_id FROM props.streams WHERE stream_id LIKE $1 ORDER BY stream_id "
-        "LIMIT 11", f"{streams.run(ref)}%")]  # (the ref's characters: hex and '-' only)
+    rows = await store.sql.fetch(  # (the ref's characters: hex and '-' only)
+        "SELECT stream_id, count(*) OVER () FROM props.streams WHERE stream_id LIKE $1 "
+        "ORDER BY stream_id LIMIT 10", f"{streams.run(ref)}%")
+    found = [str(streams.run_id_of(r[0])) for r in rows]
     if not found:
         raise errors.NotFound(f"no run id starts with {ref}")
-    if len(found) > 1:
+    if len(found) > 1:  # the count first: the user needs it to know how much more to give
+        many = rows[0][1]
         raise errors.Ambiguous(
-            f"{ref} is the start of several run ids: {', '.join(found[:10])}"
-            + (", ..." if len(found) > 10 else "") + "; give more of it")
+            f"{ref} is the start of {many} run ids: {', '.join(found)}"
+            + (", ..." if many > len(found) else "") + "; give more of it")
     return streams.run_id_of(streams.run(found[0]))
 
 

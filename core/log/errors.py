@@ -121,7 +121,8 @@ class CorruptBlob(PropsError):
 class UnknownScorer(PropsError):
     """No scorer of that name (and version) is known: the message lists the known ones."""
 
-    exit_code = 65  # EX_DATAERR: a name the user gave
+    exit_code = 66  # EX_NOINPUT: named and not there, as a run or a definition (one code
+    # wherever a scorer is named: rescore, compare, report, review, scorers eval)
 
 
 class UnknownLogPoint(PropsError):

@@ -3,7 +3,9 @@
 Each file runs once, in its own transaction, under a session advisory lock so two migrators
 never interleave. Its sha256 is recorded; a file changed after it was applied is refused,
 never re-run. A database that has migrations this code does not know (a newer props) is
-refused too.
+refused too. Numbers may skip (branches take numbers and some never land), but a file numbered
+below the highest applied one that was not applied itself (a late lower number) is refused:
+applying it would run it after migrations written to come after it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Migration:
 class MigrationState:
     version: int
     name: str
-    state: Literal["applied", "pending", "changed", "unknown"]
+    state: Literal["applied", "pending", "changed", "unknown", "late"]
     applied_at: datetime | None
 
 
@@ -73,9 +75,18 @@ def available() -> list[Migration]:
         found.append(Migration(int(match.group(1)), entry.name, entry.read_text()))
     found.sort(key=lambda m: m.version)
     versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise errors.SchemaError(f"migration numbers must be 1, 2, 3, ... without gaps: {versions}")
+    if len(set(versions)) != len(versions):
+        twice = sorted({v for v in versions if versions.count(v) > 1})
+        raise errors.SchemaError(f"two migration files share the number(s) {twice}: "
+                                 f"renumber one of each pair")
     return found
+
+
+def gaps(states: list[MigrationState]) -> list[int]:
+    """Numbers below the highest known that no file or applied migration has: allowed (a
+    number taken by work that never landed), and said by `props db status`."""
+    have = {s.version for s in states}
+    return [v for v in range(1, max(have, default=0)) if v not in have]
 
 
 async def _applied(conn: database.Connection) -> dict[int, asyncpg.Record]:
@@ -89,6 +100,7 @@ async def _applied(conn: database.Connection) -> dict[int, asyncpg.Record]:
 async def status(conn: database.Connection) -> list[MigrationState]:
     """Every known and every applied migration with its state, in order."""
     applied = await _applied(conn)
+    highest = max(applied, default=0)
     states: list[MigrationState] = []
     shipped = {m.version: m for m in available()}
     for version in sorted(set(shipped) | set(applied)):
@@ -98,7 +110,8 @@ async def status(conn: database.Connection) -> list[MigrationState]:
             assert row is not None  # the version came from one of the two
             states.append(MigrationState(version, row["name"], "unknown", row["applied_at"]))
         elif row is None:
-            states.append(MigrationState(version, mig.name, "pending", None))
+            states.append(MigrationState(version, mig.name,
+                                         "late" if version < highest else "pending", None))
         elif row["sha256"] != mig.sha256:
             states.append(MigrationState(version, mig.name, "changed", row["applied_at"]))
         else:
@@ -107,7 +120,13 @@ async def status(conn: database.Connection) -> list[MigrationState]:
 
 
 def _refuse_drift(states: list[MigrationState]) -> None:
+    highest = max((s.version for s in states if s.applied_at is not None), default=0)
     for s in states:
+        if s.state == "late":
+            raise errors.SchemaError(
+                f"migration {s.name} is numbered below {highest:04d}, already applied here, "
+                f"and was not applied itself: renumber it above {highest:04d} (a late lower "
+                f"number would run after the migrations written to follow it)")
         if s.state == "changed":
             raise errors.SchemaError(
                 f"migration {s.name} was changed after it was applied to this database "

@@ -146,7 +146,8 @@ class Result:
     cells: Counter[str] = dataclasses.field(default_factory=Counter)
     wrong: list[str] = dataclasses.field(default_factory=list)  # "case/issue: got X"
     wrong_decidable: list[str] = dataclasses.field(default_factory=list)
-    agreement: float | None = None  # across draws, for a scorer that is not deterministic
+    # across draws, for a scorer that is not deterministic asked twice or more (else None)
+    agreement: float | None = None
 
     @property
     def accuracy(self) -> float:
@@ -187,7 +188,7 @@ async def evaluate(s: scorers.Scorer, cases: list[Case], draws: int = 1) -> Resu
                 result.wrong.append(line)
                 if case.location_decides:
                     result.wrong_decidable.append(line)
-    if not s.deterministic:
+    if not s.deterministic and draws >= 2:  # one draw always agrees with itself: no measure
         result.agreement = agreed / result.issues if result.issues else None
     return result
 

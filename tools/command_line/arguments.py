@@ -81,6 +81,11 @@ async def resolve_run(store: EventStore, ref: str) -> uuid.UUID:
     return await run_requests.resolve(store, ref)
 
 
+async def resolve_runs(store: EventStore, refs: list[str] | None) -> list[uuid.UUID] | None:
+    """The runs a repeated `--run` names, each resolved as `resolve_run` (None: not given)."""
+    return None if refs is None else [await resolve_run(store, ref) for ref in refs]
+
+
 FORMATS = ("table", "json", "csv")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -61,8 +60,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _selectors(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run", action="append", type=uuid.UUID, metavar="RUN_ID",
-                   help="a run id (repeatable)")
+    p.add_argument("--run", action="append", type=arguments.run_ref, metavar="RUN_ID",
+                   help="a run id, or a unique prefix of one (repeatable)")
     p.add_argument("--since", type=datetime.fromisoformat, help="requested at or after (ISO)")
     p.add_argument("--until", type=datetime.fromisoformat, help="requested before (ISO)")
     p.add_argument("--model", help="only runs of this model")

@@ -60,6 +60,7 @@ async def status_cmd(args: argparse.Namespace) -> int:
             "database": database.redact(dsn),
             "migrations": [{"name": s.name, "state": s.state, "applied_at": s.applied_at}
                            for s in states],
+            "numbering_gaps": migrate.gaps(states),
             "events": count, "parked": parked,
             "held_back": fence.held_back if fence else None,
             "last_readable": str(fence.last_visible) if fence and fence.last_visible else None,
@@ -70,6 +71,12 @@ async def status_cmd(args: argparse.Namespace) -> int:
                           Column("applied_at", "applied at", optional=True)],
                 [{"name": s.name, "state": s.state, "applied_at": s.applied_at}
                  for s in states], wide=args.wide)
+    if skipped := migrate.gaps(states):
+        console.print(Text(f"numbering skips {', '.join(f'{v:04d}' for v in skipped)} (no such "
+                           f"migration; fine: a later file may not take a skipped number)"))
+    if late := [s.name for s in states if s.state == "late"]:
+        console.print(Text(f"late: {', '.join(late)} numbered below an applied migration; "
+                           f"`props db migrate` refuses it until it is renumbered"))
     if not current:
         console.print("run `props db migrate` to bring the schema up to date")
         return 1

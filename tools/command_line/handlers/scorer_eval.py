@@ -12,6 +12,7 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import evaluation, located, registration, rescoring, scorers
 from props.tools.bundled import samples
+from props.tools.command_line import arguments
 from props.tools.command_line.render import Column, Console, print_table
 
 console = Console()
@@ -57,6 +58,9 @@ def _print(results: list[evaluation.Result], cases: list[evaluation.Case], wide:
         if r.agreement is not None:
             console.print(Text(f"{r.scorer}: draws agreed on {100 * r.agreement:.1f}% of "
                                f"issues"))
+        elif not r.deterministic:
+            console.print(Text(f"{r.scorer}: agreement across draws n/a (one draw; "
+                               f"--draws 2 or more measures it)"))
         for line in r.wrong_decidable:
             console.print(Text(f"{r.scorer} wrong where location decides: {line}"))
 
@@ -71,8 +75,8 @@ async def located_cmd(args: argparse.Namespace, store: EventStore) -> int:
         raise errors.ConfigurationError(f"{', '.join(ruled)}: a location rule does not read "
                                         "claims; name a judge of the scorers file")
     found = await located.candidates(store, rule, rescoring.Selection(
-        args.run, args.since, args.until, args.model, args.definition, args.snapshot,
-        args.all), args.limit_runs)
+        await arguments.resolve_runs(store, args.run), args.since, args.until, args.model,
+        args.definition, args.snapshot, args.all), args.limit_runs)
     results = [(await evaluation.evaluate(j, found.located, args.draws),
                 await evaluation.evaluate(j, found.reviewed, args.draws)
                 if found.reviewed else None) for j in judges]

@@ -23,15 +23,16 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
 from props.projections import status as projection_status
-from props.tools.command_line import figure_tables, render
+from props.tools.command_line import arguments, figure_tables, render
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False)
 
 
-def _selection(args: argparse.Namespace) -> rescoring.Selection:
-    return rescoring.Selection(args.run, args.since, args.until, args.model, args.definition,
-                               args.snapshot, args.all)
+async def _selection(args: argparse.Namespace, store: EventStore) -> rescoring.Selection:
+    """The runs the selectors name (a `--run` prefix becomes its whole id, as in `runs`)."""
+    return rescoring.Selection(await arguments.resolve_runs(store, args.run), args.since,
+                               args.until, args.model, args.definition, args.snapshot, args.all)
 
 
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -82,7 +83,7 @@ async def activate_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
     s = scorers.scorer(args.scorer)
-    selection = _selection(args)
+    selection = await _selection(args, store)
     columns = (TextColumn(f"rescoring with {args.scorer}", markup=False), BarColumn(),
                MofNCompleteColumn(), TaskProgressColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
@@ -118,7 +119,7 @@ async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    c = await comparison.compare(store, args.a, args.b, _selection(args))
+    c = await comparison.compare(store, args.a, args.b, await _selection(args, store))
     if args.format == "json":
         sys.stdout.buffer.write(comparison.comparison_json(c) + b"\n")
     elif args.format == "csv":
