@@ -118,10 +118,12 @@ def chance_fields(examples: dict[Example, list[float]], missing: int) -> dict[st
             "above_chance_low": low, "above_chance_high": high, "chance_missing": 0}
 
 
-def paired(a: dict[Example, list[float]], b: dict[Example, list[float]]) -> dict[str, Any]:
+def paired(a: dict[Example, list[float]], b: dict[Example, list[float]],
+           chance_missing: tuple[int, int] = (0, 0)) -> dict[str, Any]:
     """B against A over the examples both scored: each side's recall and precision there,
-    B minus A with a paired bootstrap interval, and the examples only one side has (left
-    out of the pairing, and counted so)."""
+    each side's chance level and recall above it (none for a side with a run whose chance is
+    not recorded: `chance_missing` per side), B minus A with a paired bootstrap interval,
+    and the examples only one side has (left out of the pairing, and counted so)."""
     shared = sorted(set(a) & set(b))
     row: dict[str, Any] = {"examples": len(shared), "only_a": len(set(a) - set(b)),
                            "only_b": len(set(b) - set(a))}
@@ -137,6 +139,13 @@ def paired(a: dict[Example, list[float]], b: dict[Example, list[float]]) -> dict
         row[f"{measure}_delta"] = diff.delta
         row[f"{measure}_delta_low"], row[f"{measure}_delta_high"] = diff.low, diff.high
         row[f"{measure}_significant"] = diff.significant
+    for side, examples, missing in (("a", a, chance_missing[0]), ("b", b, chance_missing[1])):
+        # (a recall B - A above chance would only restate the recall delta when the
+        # examples are shared; each side's own level is what says whether it beat chance)
+        level = chance_fields({e: examples[e] for e in shared}, missing)
+        row[f"chance_{side}"] = level["chance"]
+        for end in ("", "_low", "_high"):
+            row[f"above_chance_{side}{end}"] = level[f"above_chance{end}"]
     row["per_example"] = [{"snapshot": e[0], "files_hash": e[1], **{
         f"{measure}_{side}": _ratio(x[e][k], x[e][n])
         for measure, k, n in MEASURES for side, x in (("a", a), ("b", b))}} for e in shared]

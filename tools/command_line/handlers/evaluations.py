@@ -179,6 +179,17 @@ def _per_example(r: dict[str, Any], wide: bool) -> None:
               + (f"; {more} more: --format json" if more else ""))
 
 
+def _chance_lines(r: dict[str, Any]) -> list[str]:
+    """Each side's chance level and recall above it, a line each (the table has no room for
+    four more columns at 80)."""
+    return [
+        f"{side.upper()} {r[side]['evaluation']}:{r[side]['definition']}: " + (
+            "no chance level (a run's is not recorded: props rescore)"
+            if r[f"chance_{side}"] is None else
+            f"chance {percent(r[f'chance_{side}'])}, above chance "
+            f"{with_interval(r, f'above_chance_{side}')}") for side in ("a", "b")]
+
+
 # -- comparing two critics ------------------------------------------------------------------
 
 
@@ -218,7 +229,8 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     for ca, cb in _pairs(a, a_def, b, b_def):
         rows.append({"a": {"evaluation": a_name, "definition": ca[0], "model": ca[1]},
                      "b": {"evaluation": b_name, "definition": cb[0], "model": cb[1]},
-                     **evaluation_scores.paired(a.sums[ca], b.sums[cb])})
+                     **evaluation_scores.paired(a.sums[ca], b.sums[cb], (
+                         a.chance_missing.get(ca, 0), b.chance_missing.get(cb, 0)))})
     if args.format == "json":
         print(orjson.dumps({"a": args.a, "b": args.b, "scorer": scorer,
                             "interval": intervals.METHOD, "pairs": rows}).decode())
@@ -246,6 +258,8 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
             + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
         for r in rows], wide=args.wide)
     for r in rows:
+        for line in _chance_lines(r):
+            console.print(Text(line))
         _per_example(r, args.wide)
     console.print(f"B - A: a paired {intervals.METHOD}; * where the interval excludes 0; "
                   "examples only one side scored are counted, not paired")
