@@ -50,7 +50,8 @@ class _Score:
 
     whole: bool
     model: str
-    definition: str
+    definition: str  # with its digest's first 12 hex digits where the name ran several
+    digest: str | None  # whole, where the name ran several (each digest its own row)
     scorer_name: str
     scorer_version: int
     snapshot: str | None
@@ -203,7 +204,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     for r in rows:
         key = (r.model, r.definition, r.scorer_name, r.scorer_version)
         record: dict[str, Any] = {
-            "model": r.model, "definition": r.definition,
+            "model": r.model, "definition": r.definition, "digest": r.digest,
             "scorer": f"{r.scorer_name}@{r.scorer_version}", "runs": r.runs}
         for k in _FIGURES:  # the intervals come from the bootstrap, below
             value = getattr(r, k, None)
@@ -219,9 +220,6 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
         record.update(chance_fields(r, mine))
         records.append(record)
     notes: dict[str, Any] = {k: int(gaps[k]) for k in gaps.keys()}
-    notes["pooled_digests"] = [
-        {"model": r["model"], "definition": r["definition"], "digests": int(r["digests"])}
-        for r in await conn.fetch(q(_Q["pooled_digests"]), name, version, *scoped)]
     notes["states_scorer"] = None if chosen.name is None else \
         chosen.name + ("" if chosen.version is None else f"@{chosen.version}")
     notes["interval_method"] = intervals.METHOD

@@ -8,8 +8,13 @@
 -- (an evaluation's).
 -- Sums of fractions in numeric: exact, so the figures do not change in the last digit with
 -- the order parallel workers happen to add rows in (`--as-of` promises the same bytes).
+-- A definition pushed again under one name (another config, another image) is another
+-- critic: where a (model, definition) ran several digests, each digest is a row of its own,
+-- its definition shown with the digest's first 12 hex digits (`digest` whole; NULL where
+-- the name ran one), never pooled.
 SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
-       model, definition, scorer_name, scorer_version, snapshot, files_hash,
+       model, critic AS definition, split_digest AS digest, scorer_name, scorer_version,
+       snapshot, files_hash,
        count(*) AS runs,
        sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
        sum(finds)::float8 AS finds, sum(graded)::float8 AS graded,
@@ -24,16 +29,25 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
        sum(chance_recalled::numeric)::float8 AS chance_recalled,
        sum(chance_graded::numeric)::float8 AS chance_graded,
        count(*) FILTER (WHERE chance_recalled IS NULL) AS chance_missing
-  FROM {schema}.run_scores s
+  FROM (SELECT s.*, d.split_digest,
+               s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
+          FROM {schema}.run_scores s
+          LEFT JOIN (  -- see `scores`: the digest apart where the name ran several
+                SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
+                  FROM {schema}.agent_runs r
+                  JOIN (SELECT model, definition FROM {schema}.agent_runs
+                         GROUP BY model, definition HAVING count(DISTINCT digest) > 1) m
+                    ON m.model = r.model AND m.definition = r.definition) d
+            ON d.run_id = s.run_id) s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
-   AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR definition = $4)
+   AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR s.definition = $4)
    AND ($5::text IS NULL OR snapshot = $5) AND ($6::uuid[] IS NULL OR run_id = ANY ($6))
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
- GROUP BY GROUPING SETS ((model, definition, scorer_name, scorer_version),
-                         (model, definition, scorer_name, scorer_version, snapshot,
+ GROUP BY GROUPING SETS ((model, critic, split_digest, scorer_name, scorer_version),
+                         (model, critic, split_digest, scorer_name, scorer_version, snapshot,
                           files_hash))
- ORDER BY model, definition, scorer_name, scorer_version, whole DESC, snapshot, files_hash
+ ORDER BY model, critic, scorer_name, scorer_version, whole DESC, snapshot, files_hash
 
 -- report_scorer --
 -- The scorer the run states are counted under: the one asked for ($1 name, $2 version or
@@ -119,18 +133,6 @@ SELECT i.signer, count(DISTINCT s.run_id) AS runs
    AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
  GROUP BY i.signer ORDER BY i.signer
 
--- pooled_digests --
--- The report's rows (model, definition) whose runs ran more than one digest: a definition
--- pushed again under the same name (another config, another image) is another agent, and
--- its figures pooled with the first's are said to be so. The scope: as in `imported_runs`.
-SELECT s.model, s.definition, count(DISTINCT r.digest) AS digests
-  FROM {schema}.run_scores s JOIN {schema}.agent_runs r ON r.run_id = s.run_id
- WHERE ($1::text IS NULL OR s.scorer_name = $1) AND ($2::int IS NULL OR s.scorer_version = $2)
-   AND ($3::text IS NULL OR s.model = $3) AND ($4::text IS NULL OR s.definition = $4)
-   AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
- GROUP BY s.model, s.definition HAVING count(DISTINCT r.digest) > 1
- ORDER BY s.model, s.definition
-
 -- adjudicated_issues --
 -- Grades a person's verdict replaced (none unless `props.adjudicated` is on).
 SELECT count(*) FROM {schema}.scored_edges
@@ -153,9 +155,18 @@ SELECT name, version, deterministic FROM {schema}.scorers
 -- person confirmed and those they rejected, per (model, definition, scorer) (`whole`) and
 -- per example within it, as `scores` groups them; its parameters.
 SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
-       s.model, s.definition, s.scorer_name, s.scorer_version, s.snapshot, s.files_hash,
-       sum(c.confirmed) AS confirmed, sum(c.rejected) AS rejected
-  FROM {schema}.run_scores s
+       s.model, s.critic AS definition, s.scorer_name, s.scorer_version, s.snapshot,
+       s.files_hash, sum(c.confirmed) AS confirmed, sum(c.rejected) AS rejected
+  FROM (SELECT s.*, d.split_digest,
+               s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
+          FROM {schema}.run_scores s
+          LEFT JOIN (  -- see `scores`: the digest apart where the name ran several
+                SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
+                  FROM {schema}.agent_runs r
+                  JOIN (SELECT model, definition FROM {schema}.agent_runs
+                         GROUP BY model, definition HAVING count(DISTINCT digest) > 1) m
+                    ON m.model = r.model AND m.definition = r.definition) d
+            ON d.run_id = s.run_id) s
   JOIN {schema}.run_confirmations c
     ON c.run_id = s.run_id AND c.scorer_name = s.scorer_name
    AND c.scorer_version = s.scorer_version
@@ -165,6 +176,6 @@ SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
    AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
- GROUP BY GROUPING SETS ((s.model, s.definition, s.scorer_name, s.scorer_version),
-                         (s.model, s.definition, s.scorer_name, s.scorer_version, s.snapshot,
+ GROUP BY GROUPING SETS ((s.model, s.critic, s.scorer_name, s.scorer_version),
+                         (s.model, s.critic, s.scorer_name, s.scorer_version, s.snapshot,
                           s.files_hash))

@@ -68,13 +68,11 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
                 wide: bool = False) -> None:
     console = Console()
     print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
-    for p in notes.get("pooled_digests", []):
-        critic = p["definition"] if p["model"] == p["definition"] else \
-            f"{p['model']} / {p['definition']}"
-        console.print(Text(f"{critic}: its runs ran {p['digests']} digests (the definition "
-                           f"was pushed again under one name): its row pools them; name a "
-                           f"variant apart (props definitions reference --name N --config "
-                           f"FILE) or scope the report (--eval)"))
+    if split := sorted({r["definition"].partition(" (")[0] for r in records if r.get("digest")}):
+        console.print(Text(f"{', '.join(split)}: pushed again under one name, so each digest "
+                           f"is a row of its own (its first 12 hex digits beside the name); "
+                           f"name a variant apart: props definitions reference --name N "
+                           f"--config FILE"))
     if scope := notes.get("scope"):
         console.print(Text("only the runs of " + ", ".join(
             f"{k} {v}" for k, v in scope.items())))
