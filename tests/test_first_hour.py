@@ -28,7 +28,7 @@ from props.reactors.agents import reference_critic
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime, ships
 from props.tools.bundled import samples
-from tests.reactor_helpers import eventually, finished, request, serving, sync_samples
+from tests.reactor_helpers import finished, request, serving, sync_samples
 from tests.test_cli import CLI, props
 
 REFERENCE = "props.reactors.agents.reference_critic"
@@ -442,28 +442,7 @@ def test_runs_show_tells_the_reported_issues_once() -> None:
     assert timeline[1]["data"]["issue_id"] == "i1"  # the log's own rows are not changed
 
 
-# -- 5. a report row over two digests says so ----------------------------------------------------
-
-async def test_a_report_row_over_two_digests_says_so(served: EventStore) -> None:
-    """The trap: `reference` pooled the demo's digest with one pushed later, silently."""
-    from props.projections import figures
-
-    store = served
-    first = definitions.reference_local()
-    second = definitions.reference_local("critic", {"checks": ["open-without-with"]})
-    await definitions.push(store, first)
-    await definitions.push(store, second.model_copy(update={"tag": "lite"}))
-    ids = [*await request(store, "reference", ref="local", model="reference", budget=0),
-           *await request(store, "reference", ref="lite", model="reference", budget=0)]
-    await finished(store, ids)
-    pooled: list[dict[str, Any]] = []
-
-    async def told() -> bool:
-        records, notes = await figures.load(store)
-        pooled[:] = notes["pooled_digests"]
-        return bool(records) and records[0]["runs"] == 2
-    await eventually(told)
-    assert pooled == [{"model": "reference", "definition": "reference", "digests": 2}]
+# -- 5. a report row over two digests: tests/test_newcomer_details.py (a row per digest) --
 
 
 # -- the demo on a machine whose engine does not answer (issue 43, item 2) ----------------------
