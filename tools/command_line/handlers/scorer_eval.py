@@ -69,14 +69,15 @@ async def located_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.draws < 1 or not 1 <= args.limit_runs <= 10_000:
         raise errors.ConfigurationError("--draws takes a whole number from 1, --limit-runs "
                                         "one from 1 to 10000")
+    runs = await arguments.resolve_runs(store, args.run)  # (the inputs first, as `rescore`)
     rule = await registration.resolve_ref(store, args.rule)
     judges = [scorers.scorer(ref) for ref in args.scorer]
     if ruled := [scorers.ref(j) for j in judges if j.deterministic]:
         raise errors.ConfigurationError(f"{', '.join(ruled)}: a location rule does not read "
                                         "claims; name a judge of the scorers file")
     found = await located.candidates(store, rule, rescoring.Selection(
-        await arguments.resolve_runs(store, args.run), args.since, args.until, args.model,
-        args.definition, args.snapshot, args.all), args.limit_runs)
+        runs, args.since, args.until, args.model, args.definition, args.snapshot, args.all),
+        args.limit_runs)
     results = [(await evaluation.evaluate(j, found.located, args.draws),
                 await evaluation.evaluate(j, found.reviewed, args.draws)
                 if found.reviewed else None) for j in judges]
