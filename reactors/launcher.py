@@ -186,7 +186,8 @@ class Launcher:
             return
         assert self._tg is not None, "start() first"
         self._known.add(run_id)
-        self._tg.start_soon(self._run_guarded, run_id, name=container_name(run_id))
+        self._tg.start_soon(self._run_guarded, run_id,
+                            name=container_name(self.deployment, run_id))
 
     async def _reap_orphans(self) -> None:
         await run_cleanup.reap_orphans(self.store, self.runtimes.values(), self.deployment)
@@ -274,7 +275,8 @@ class Launcher:
             return None
         self._taking_over.pop(run_id, None)
         if taken_from is not None and claimed.container_started and \
-                not await holds(self.runtimes.values(), container_name(run_id)):
+                not await holds(self.runtimes.values(),
+                                container_name(self.deployment, run_id)):
             await self._finish(claimed, "failed", catalog.Failure(
                 phase="run", category="launcher_lost", retryable=True))
             await self._clean_up(run_id)
@@ -309,8 +311,9 @@ class Launcher:
                                     state.grading)
             return state.container_exited
         await self._contain(state, definition, rt)
-        outcome, killed_for = await run_watch.watch(self.store, rt, state, self._cancelled)
-        logs = await rt.logs(container_name(run_id))
+        outcome, killed_for = await run_watch.watch(self.store, rt, state, self._cancelled,
+                                                   self.deployment)
+        logs = await rt.logs(container_name(self.deployment, run_id))
         started = state.started_at or state.requested_at
         exited = catalog.ContainerExited(
             run_id=run_id, exit_code=outcome.exit_code, oom_killed=outcome.oom_killed,
@@ -321,7 +324,8 @@ class Launcher:
         return exited
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
-        await run_cleanup.clean_up(self.store, self.runtimes.values(), self.work_dir, run_id)
+        await run_cleanup.clean_up(self.store, self.runtimes.values(), self.work_dir,
+                                   self.deployment, run_id)
 
     async def _fail_run(self, run_id: uuid.UUID, exc: BaseException, *,
                         category: str | None = None, retryable: bool = False) -> None:
@@ -368,5 +372,6 @@ class Launcher:
             return
         self.stats.launched += 1
         await self._append(run_id, "container.started", catalog.ContainerStarted(
-            run_id=run_id, runtime=rt.kind, container_name=container_name(run_id),
+            run_id=run_id, runtime=rt.kind,
+            container_name=container_name(self.deployment, run_id),
             container_id=container_id), state)

@@ -24,11 +24,11 @@ log = logging.getLogger("props.reactors.launcher")
 
 
 async def clean_up(store: EventStore, runtimes: Iterable[ContainerRuntime], work_dir: Path,
-                   run_id: uuid.UUID) -> None:
+                   deployment: str, run_id: uuid.UUID) -> None:
     await agent_roles.drop(store, run_id)
     for rt in runtimes:
         try:
-            await rt.remove(container_name(run_id))
+            await rt.remove(container_name(deployment, run_id))
         except EngineUnreachable:  # its containers are reaped when it is back
             log.warning("run %s: the %s engine does not answer; its container (if any) "
                         "is removed when it is back", run_id, rt.kind)

@@ -62,19 +62,24 @@ async def deployment_of(store: EventStore) -> str:
 
 
 CONTAINER_PREFIX = "props-run-"
+_RUN_ID_CHARACTERS = 36  # a UUID as text, the name's last part
 
 
-def container_name(run_id: uuid.UUID) -> str:
-    """The name of a run's container (and of the task that watches it)."""
-    return f"{CONTAINER_PREFIX}{run_id}"
+def container_name(deployment: str, run_id: uuid.UUID) -> str:
+    """The name of a run's container (and of the task that watches it):
+    `props-run-<deployment>-<run id>`. The deployment in it (`deployment_of`) keeps two
+    props databases on one engine from taking each other's names (a copy of a database
+    holds the same run ids: by run id alone its launcher would adopt or remove ours)."""
+    return f"{CONTAINER_PREFIX}{deployment}-{run_id}"
 
 
 def run_of_container(name: str) -> uuid.UUID | None:
-    """The run a container is named for (`container_name`'s inverse); None for another."""
+    """The run a container is named for (`container_name`'s inverse, and the name before
+    the deployment was in it, `props-run-<run id>`); None for another."""
     if not name.startswith(CONTAINER_PREFIX):
         return None
     try:
-        return uuid.UUID(name.removeprefix(CONTAINER_PREFIX))
+        return uuid.UUID(name[-_RUN_ID_CHARACTERS:])
     except ValueError:
         return None
 
@@ -151,7 +156,7 @@ class RunSpecs:
         # the operator allow-lists it: it never sits in the config, so never in the log.
         env.update(self.agent_env.secrets_for(definition.config, self.store.dsn))
         return ContainerSpec(
-            name=container_name(req.run_id),
+            name=container_name(deployment, req.run_id),
             image=definition.image or definition.digest,
             command=list(definition.command),
             env=env, mounts=mounts,

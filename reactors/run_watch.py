@@ -31,10 +31,11 @@ KillReason = Literal["timeout", "budget", "cancel"]
 
 
 async def watch(store: EventStore, rt: ContainerRuntime, state: RunState,
-                cancelled: set[uuid.UUID]) -> tuple[Outcome, KillReason | None]:
+                cancelled: set[uuid.UUID], deployment: str,
+                ) -> tuple[Outcome, KillReason | None]:
     """Until the container ends: its outcome, and why it was killed (None: it ended)."""
     req = state.requested
-    name = container_name(req.run_id)
+    name = container_name(deployment, req.run_id)
     began = state.started_at or state.requested_at
     deadline = time.monotonic() + req.timeout_seconds - \
         (datetime.now(UTC) - began).total_seconds()

@@ -37,7 +37,8 @@ from tests.test_cli import props
 # -- 1. a report row per definition digest ----------------------------------------------------
 
 
-async def test_a_definition_pushed_twice_is_two_report_rows(served: EventStore) -> None:
+async def test_a_definition_pushed_twice_is_two_report_rows(
+        served: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The trap: `reference` pooled the demo's digest with one pushed later into one row over
     both (the old code's row had runs == 2; test_first_hour held that, with a note)."""
     from props.projections import figures
@@ -67,12 +68,8 @@ async def test_a_definition_pushed_twice_is_two_report_rows(served: EventStore) 
 
     out = io.StringIO()
     console = render.Console(width=80, file=out)
-    original = figure_tables.Console
-    figure_tables.Console = lambda: console  # type: ignore[assignment,misc]
-    try:
-        figure_tables.print_report(rows, notes)
-    finally:
-        figure_tables.Console = original  # type: ignore[misc]
+    monkeypatch.setattr(figure_tables, "Console", lambda: console)
+    figure_tables.print_report(rows, notes)
     text = out.getvalue()
     assert "runs (ex.)" in text or "runs (examples)" in text, text  # runs kept at 80
     assert all(r["definition"] in text for r in rows), text
@@ -221,10 +218,11 @@ def test_eval_compare_says_chance_and_above_chance_for_each_side() -> None:
     from props.tools.command_line.handlers import evaluations
 
     # per example: recalled, expected, finds, graded, chance_recalled
-    a = {("csvtool/1", None): [2.0, 4.0, 2.0, 4.0, 1.0], ("logparse/1", None): [1.0, 4.0, 1.0,
-                                                                                 2.0, 1.0]}
-    b = {("csvtool/1", None): [4.0, 4.0, 4.0, 4.0, 1.0], ("logparse/1", None): [3.0, 4.0, 3.0,
-                                                                                 3.0, 1.0]}
+    csv, log = ("csvtool/1", None), ("logparse/1", None)
+    a: dict[evaluation_scores.Example, list[float]] = {
+        csv: [2.0, 4.0, 2.0, 4.0, 1.0], log: [1.0, 4.0, 1.0, 2.0, 1.0]}
+    b: dict[evaluation_scores.Example, list[float]] = {
+        csv: [4.0, 4.0, 4.0, 4.0, 1.0], log: [3.0, 4.0, 3.0, 3.0, 1.0]}
     row = evaluation_scores.paired(a, b)
     assert row["chance_a"] == pytest.approx(0.25) and row["chance_b"] == pytest.approx(0.25)
     assert row["above_chance_a"] == pytest.approx(3 / 8 - 0.25)
@@ -274,7 +272,7 @@ async def test_migration_numbers_may_skip_but_not_come_late(
 
     monkeypatch.setenv("PROPS_DSN", dsn)
     args = type("Args", (), {"format": "table", "wide": True})()
-    assert await db.status_cmd(args) == 0  # type: ignore[arg-type]
+    assert await db.status_cmd(args) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert f"numbering skips {_TOP + 1:04d}" in said
 
@@ -299,7 +297,7 @@ def test_two_files_of_one_number_are_refused(monkeypatch: pytest.MonkeyPatch,
     folder.mkdir()
     for m in [*_REAL, twin]:
         (folder / m.name).write_text(m.sql)
-    monkeypatch.setattr(migrate.resources, "files",
+    monkeypatch.setattr("props.core.log.migrate.resources.files",
                         lambda package: type("R", (), {"joinpath": lambda self, n: folder})())
     with pytest.raises(errors.SchemaError, match="share the number"):
         migrate.available()

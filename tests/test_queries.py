@@ -201,7 +201,7 @@ def test_stream_ids_and_their_inverses() -> None:
     assert streams.scorer_of_grading(streams.grading(run, "llm-judge@1"), run) == "llm-judge@1"
     assert streams.is_grading(streams.grading(run, "tiered@2"))
     assert not streams.is_grading(streams.run(run))
-    assert run_specs.run_of_container(run_specs.container_name(run)) == run
+    assert run_specs.run_of_container(run_specs.container_name("0123456789abcdef", run)) == run
     assert run_specs.run_of_container("props-run-nope") is None
     assert run_specs.run_of_container("other") is None
     for wrong in (streams.grading(run, "tiered@2"), "run-x", "snapshot-a/2025-01-01-00"):

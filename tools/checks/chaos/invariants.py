@@ -12,7 +12,7 @@ import anyio.abc
 from props.core.domain import catalog, streams
 from props.projections import engine
 from props.projections import status as projection_status
-from props.reactors import docker_runtime
+from props.reactors import docker_runtime, run_specs
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
@@ -236,9 +236,9 @@ async def _orphans(chaos: Chaos) -> Invariant:
     left, roles = await _left_behind(chaos)
     detail = f"{len(left)} container(s), {roles} role(s) left behind"
     for name in left[:3]:  # what their runs' logs say, for whoever reads the table
-        types = [r.type_name for r in await chaos.store.read_stream(
-            f"run-{name.removeprefix('props-run-')}")]
-        detail += f"; {name[10:18]}: {' > '.join(t.split('.')[-1] for t in types[-4:])}"
+        run_id = run_specs.run_of_container(name)
+        types = [r.type_name for r in await chaos.store.read_stream(f"run-{run_id}")]
+        detail += f"; {str(run_id)[:8]}: {' > '.join(t.split('.')[-1] for t in types[-4:])}"
     return Invariant("no orphan container or agent role", not left and roles == 0, detail)
 
 
