@@ -301,3 +301,25 @@ def test_two_files_of_one_number_are_refused(monkeypatch: pytest.MonkeyPatch,
                         lambda package: type("R", (), {"joinpath": lambda self, n: folder})())
     with pytest.raises(errors.SchemaError, match="share the number"):
         migrate.available()
+
+
+# -- 7. container names carry the deployment ---------------------------------------------------
+
+
+async def test_two_deployments_never_share_a_container_name(store: EventStore,
+                                                            empty_dsn: str) -> None:
+    """A copy of a database holds the same run ids; by run id alone (the old
+    `props-run-<run id>`) its launcher took the other's container for its own."""
+    from props.core.domain.store import open_store
+    from props.reactors import run_specs
+
+    await migrate.migrate_database(empty_dsn)
+    async with open_store(empty_dsn) as other:
+        theirs = await run_specs.deployment_of(other)
+    ours = await run_specs.deployment_of(store)
+    assert ours != theirs and ours == await run_specs.deployment_of(store)  # stable
+    run = uuid.uuid4()
+    mine, yours = run_specs.container_name(ours, run), run_specs.container_name(theirs, run)
+    assert mine == f"props-run-{ours}-{run}" and mine != yours
+    assert run_specs.run_of_container(mine) == run_specs.run_of_container(yours) == run
+    assert run_specs.run_of_container(f"props-run-{run}") == run  # named before the change
