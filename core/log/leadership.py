@@ -59,6 +59,14 @@ def evaluation(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def requester(name: str) -> int:
+    """The key one requester (an API token's `api:NAME`) holds for the transaction that
+    checks its quotas and appends what it asked for, so that its requests at once, in any
+    number of API processes, are counted one after another."""
+    digest = hashlib.sha256(f"props requester {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def definition_tag(agent_type: str, name: str, tag: str) -> int:
     """The key of one definition's tag: its check, its push upstream and its record are one
     decision (two concurrent pushes of a new tag must not both be recorded)."""

@@ -62,6 +62,7 @@ class StoreTransaction:
     def __init__(self, store: EventStore, conn: database.Connection) -> None:
         self.store = store
         self.conn = conn
+        self.sql = Sql(conn)  # reads that must see what this transaction wrote, or hold with it
 
     async def append(
         self,
@@ -81,6 +82,17 @@ class StoreTransaction:
             why = "a concurrent append won" if isinstance(exc, RetryRace) else str(exc)
             raise await self.store.conflict(stream_id, expected_version,
                                             f"{why}; retry the transaction") from None
+
+
+    async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:
+        """Which of these streams have an event, as this transaction sees them."""
+        return {r[0] for r in await self.conn.fetch(_Q["stream_versions"], list(stream_ids))}
+
+    async def append_each(self, batches: Sequence[tuple[str, Sequence[Event | NewEvent]]],
+                          ) -> list[AppendResult]:
+        """`append` for each (stream, events) in turn, committed with the transaction (each
+        stream continues at its version, as `EventStore.append_many`)."""
+        return [await self.append(stream_id, events) for stream_id, events in batches]
 
 
 class EventStore:
