@@ -13,7 +13,14 @@ from props.core.domain import evaluations, quotas
 from props.core.log import errors
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, Store
+from props.tools.http.dependencies import (
+    OVER_QUOTA,
+    Quota,
+    Read,
+    RequestToken,
+    Store,
+    refusal,
+)
 from props.tools.http.limits import STORABLE_TEXT
 
 router = APIRouter()
@@ -49,10 +56,10 @@ class Standing(pydantic.BaseModel):
 
 @router.post("/api/evaluations", status_code=202, response_model=Started,
              summary="record an evaluation's plan and request every case without a result",
-             responses={403: {"description": "the token lacks the request scope, or the "
-                              "evaluation's name was started by another token"},
-                        409: {"description": "a different plan is recorded under this name, "
-                              "or another request changed it meanwhile (retry)"},
+             responses={403: refusal("the token lacks the request scope, or the "
+                                     "evaluation's name was started by another token"),
+                        409: refusal("a different plan is recorded under this name, or "
+                                     "another request changed it meanwhile (retry)"),
                         **OVER_QUOTA})
 async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluations.Plan,
                 new_version: bool = False) -> Started | JSONResponse:
