@@ -20,7 +20,7 @@ import anyio
 import pytest
 import zstandard
 
-from props.core.domain import baselines, catalog, definitions, evaluations
+from props.core.domain import baselines, catalog, definitions, evaluation_starts, evaluations
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
@@ -134,7 +134,7 @@ async def test_negative_control_without_the_case_key_a_rerun_duplicates(
     await _ready(store)
     plan = evaluations.Plan.model_validate({"name": "control", "examples": ["csvtool/*"],
                                             "critic": [REFERENCES[0]]})
-    ev, _ = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
 
     class Forgetful(evaluations.Evaluation):
         def run_id(self, case: evaluations.Case, attempt: int = 0) -> uuid.UUID:

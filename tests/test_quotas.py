@@ -13,7 +13,15 @@ import anyio
 import httpx
 import pytest
 
-from props.core.domain import catalog, evaluations, quotas, specimen_sync, streams, tokens
+from props.core.domain import (
+    catalog,
+    evaluation_starts,
+    evaluations,
+    quotas,
+    specimen_sync,
+    streams,
+    tokens,
+)
 from props.core.log import leadership
 from props.core.log.store import EventStore, StoreTransaction
 from props.reactors.evaluations import EvaluationDriver
@@ -298,6 +306,6 @@ async def test_an_evaluation_belongs_to_the_token_that_started_it(store: EventSt
         assert (await c["a"].post("/api/evaluations", json=_plan("mine", 2))
                 ).json()["resumed"]
     plan = evaluations.Plan.model_validate(_plan("mine", 3))
-    ev, resumed = await evaluations.start(store, plan, await evaluations.resolve(store, plan),
+    ev, resumed = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan),
                                           new_version=True)
     assert (ev.version, resumed) == (2, False)

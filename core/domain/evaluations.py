@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import hashlib
 import tomllib
 import uuid
 from collections.abc import Sequence
@@ -33,10 +32,10 @@ import pydantic
 from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import NewEvent, RecordedEvent, validation_problems
-from props.core.log.store import EventStore, StoreTransaction
+from props.core.log.store import EventStore
 from props.schema import queries
 
-_NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
+NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
 # The cases one evaluation may hold: each is looked at while it runs, and all of them are one
 # blob (globs x critics x epochs could otherwise name millions).
 MAX_CASES = 10_000
@@ -172,7 +171,8 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
     return cases
 
 
-def _canonical(plan: Plan, cases: list[Case]) -> bytes:
+def canonical(plan: Plan, cases: list[Case]) -> bytes:
+    """The plan and its resolved cases as recorded (their sha256 is the plan's)."""
     return orjson.dumps({"plan": plan.model_dump(mode="json"),
                          "cases": [dataclasses.asdict(c) for c in cases]},
                         option=orjson.OPT_SORT_KEYS)
@@ -187,70 +187,7 @@ class Evaluation:
     requester: str | None = None  # the token that started it (the API's), else None
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
-        return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Starting:
-    """An evaluation about to be recorded (`record`), or resumed (nothing to record)."""
-
-    evaluation: Evaluation
-    resumed: bool
-    event: NewEvent | None  # its `evaluation.started`; None when resumed
-    at: int  # the version of its stream this was decided on
-
-
-async def prepare(store: EventStore, plan: Plan, cases: list[Case], *,
-                  new_version: bool = False, requester: str | None = None) -> Starting:
-    """The evaluation of `plan` as it will stand: the same plan and cases resume it; a
-    changed one is refused unless `new_version`. `requester` (a token's `api:NAME`) is
-    recorded in the metadata: its quotas and its turn in the launcher's queue. A name
-    another requester started is refused (`NotYours`); the operator (None) may do anything."""
-    canonical = _canonical(plan, cases)
-    digest = hashlib.sha256(canonical).hexdigest()
-    stream = await store.read_stream(streams.evaluation(plan.name))
-    records = [(r.event, r.metadata) for r in stream
-               if isinstance(r.event, catalog.EvaluationStarted)]
-    at = stream[-1].stream_version if stream else 0
-    if records and requester is not None and records[0][1].get("requested_by") != requester:
-        raise NotYours(f"evaluation {plan.name} was started by another requester: a token "
-                       f"runs its own evaluations only (the operator's props eval runs any); "
-                       f"give yours another name")
-    recorded = [e for e, _ in records]
-    if recorded and recorded[-1].plan_sha256 == digest:
-        by = records[-1][1].get("requested_by")
-        return Starting(Evaluation(plan.name, recorded[-1].version, plan, cases,
-                                   by if isinstance(by, str) else None), True, None, at)
-    if recorded and not new_version:
-        raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
-                        f"critics' digests or snapshots changed since): give it another name, "
-                        f"or --new-version to record this one beside it")
-    version = recorded[-1].version + 1 if recorded else 1
-    blob = await store.put_blob(canonical)
-    event = catalog.EvaluationStarted(name=plan.name, version=version,
-                                      plan=plan.model_dump(mode="json"), plan_sha256=digest,
-                                      cases_sha256=blob, cases=len(cases))
-    return Starting(Evaluation(plan.name, version, plan, cases, requester), False, NewEvent(
-        event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"),
-        {"requested_by": requester} if requester else {}), at)
-
-
-async def record(writer: EventStore | StoreTransaction, starting: Starting) -> None:
-    """Append what `prepare` decided, if the stream is still where it read it (otherwise
-    ConcurrencyConflict: prepare again)."""
-    if starting.event is not None:
-        await writer.append(streams.evaluation(starting.evaluation.name), [starting.event],
-                            expected_version=starting.at)
-
-
-async def start(store: EventStore, plan: Plan, cases: list[Case], *,
-                new_version: bool = False, requester: str | None = None,
-                ) -> tuple[Evaluation, bool]:
-    """`prepare` and `record` in one: the evaluation of `plan` as recorded, and whether it
-    was recorded before."""
-    starting = await prepare(store, plan, cases, new_version=new_version, requester=requester)
-    await record(store, starting)
-    return starting.evaluation, starting.resumed
+        return uuid.uuid5(NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
 
 
 async def _started(store: EventStore, name: str,
@@ -413,7 +350,7 @@ async def end(store: EventStore, ev: Evaluation, outcome: catalog.EvaluationOutc
         cost_usd=sum(c.cost_usd for c in states))
     runs = ",".join(sorted(str(c.run_id) for c in states if c.run_id is not None))
     await store.append(streams.evaluation(ev.name), [NewEvent(event, uuid.uuid5(
-        _NAMESPACE, f"ended:{event.model_dump_json()}:{runs}"))])
+        NAMESPACE, f"ended:{event.model_dump_json()}:{runs}"))])
 
 
 def max_connections(definition: catalog.DefinitionPushed) -> int | None:

@@ -84,15 +84,8 @@ class StoreTransaction:
                                             f"{why}; retry the transaction") from None
 
 
-    async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:
-        """Which of these streams have an event, as this transaction sees them."""
+    async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:  # (as it sees)
         return {r[0] for r in await self.conn.fetch(_Q["stream_versions"], list(stream_ids))}
-
-    async def append_each(self, batches: Sequence[tuple[str, Sequence[Event | NewEvent]]],
-                          ) -> list[AppendResult]:
-        """`append` for each (stream, events) in turn, committed with the transaction (each
-        stream continues at its version, as `EventStore.append_many`)."""
-        return [await self.append(stream_id, events) for stream_id, events in batches]
 
 
 class EventStore:

@@ -9,7 +9,7 @@ import pydantic
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from props.core.domain import evaluations, quotas
+from props.core.domain import evaluation_starts, evaluations, quotas
 from props.core.log import errors
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
@@ -73,12 +73,12 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
         return JSONResponse({"detail": str(exc)}, status_code=404)
     requester = f"api:{token.name}"
     try:
-        starting = await evaluations.prepare(store, plan, cases, new_version=new_version,
+        starting = await evaluation_starts.prepare(store, plan, cases, new_version=new_version,
                                              requester=requester)
         async with quotas.turn(store, requester) as tx:
             await quotas.check_evaluation(tx, quota, requester, plan.name, len(cases),
                                           supersedes=not starting.resumed)
-            await evaluations.record(tx, starting)
+            await evaluation_starts.record(tx, starting)
     except evaluations.NotYours as exc:
         return JSONResponse({"detail": str(exc)}, status_code=403)
     except (evaluations.PlanChanged, errors.ConcurrencyConflict) as exc:
