@@ -53,13 +53,19 @@ def configured() -> bool:
             or shutil.which("dockerd") is not None)
 
 
-async def reachable(url: str | None = None) -> bool:
-    """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket)."""
+ANSWER_WAIT = 60.0  # seconds an engine that took the connection has to answer
+
+
+async def reachable(url: str | None = None, *, within: float = ANSWER_WAIT) -> bool:
+    """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket). No
+    socket, or a connection refused, is a no at once; an engine that took the connection is
+    waited for to answer (a loaded one answers in seconds: a short guess called it absent),
+    up to `within`."""
     url = url or engine_url()
     if url.startswith("unix://") and not await anyio.Path(url.removeprefix("unix://")).exists():
         return False
     try:
-        with anyio.fail_after(3):
+        with anyio.fail_after(within):
             async with aiodocker.Docker(url=url) as docker:
                 await docker.version()
     except (aiodocker.DockerError, OSError, TimeoutError, ValueError):

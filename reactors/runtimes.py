@@ -143,8 +143,8 @@ async def _open_docker(options: Options,
     if required:
         async with docker_runtime.DockerRuntime.connect(options.engine) as docker:
             yield docker
-    elif (options.engine is not None or await docker_runtime.reachable()
-          or docker_runtime.configured()):
+    elif (options.engine is not None or docker_runtime.configured()
+          or await docker_runtime.reachable()):
         async with docker_runtime.DockerRuntime.lazy(options.engine) as docker:
             yield docker
     else:
