@@ -7,6 +7,7 @@ removes them afterwards."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import AsyncIterator
@@ -15,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from props.reactors import local_runtime
-from props.reactors.containers import ContainerRuntime
+from props.reactors import docker_runtime, local_runtime
+from props.reactors.containers import ContainerRuntime, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
-from props.reactors.runtime_contract import Made, RuntimeContract
+from props.reactors.runtime_contract import FakeReach, Made, RuntimeContract
 from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
 
 
@@ -91,3 +92,37 @@ async def test_a_claim_whose_launcher_died_before_the_spawn_is_launched_again(
         assert b"ran" in await rt.logs(spec.name)
     finally:
         await m.cleanup()
+
+
+class _TcpReach(FakeReach):
+    def tcp(self) -> tuple[str, str] | None:
+        return "postgresql://run-role@db.example:5432/db", "agents"
+
+
+async def test_docker_prepare_picks_the_way_to_the_database(tmp_path: Path) -> None:
+    """The branches the launcher's spec once held, now the Docker runtime's own (no engine
+    is asked: prepare only shapes the spec): with network, the host's DSN; without, the
+    operator's TCP address on its engine network, else the server's socket file mounted."""
+    rt = DockerRuntime(None)  # type: ignore[arg-type]
+    socket = tmp_path / ".s.PGSQL.5432"
+    spec = Made(rt, REFERENCE_IMAGE, mount_host_python=False).spec("print('x')")
+    online = await rt.prepare(dataclasses.replace(spec, network=True), tmp_path,
+                              FakeReach(socket))
+    assert online.env["PROPS_AGENT_DSN"] == FakeReach(socket).host_dsn()
+    assert online.mounts == spec.mounts and online.network_name is None
+    over_tcp = await rt.prepare(spec, tmp_path, _TcpReach(socket))
+    assert (over_tcp.env["PROPS_AGENT_DSN"], over_tcp.network, over_tcp.network_name) == \
+        ("postgresql://run-role@db.example:5432/db", True, "agents")
+    offline = await rt.prepare(spec, tmp_path, FakeReach(socket))
+    assert not offline.network and offline.env["PROPS_AGENT_DSN"].endswith(
+        "host=" + docker_runtime.SOCKET_TARGET)
+    assert offline.mounts == [*spec.mounts, Mount(str(socket),
+                                                  f"{docker_runtime.SOCKET_TARGET}/{socket.name}")]
+
+
+async def test_local_prepare_reaches_the_database_as_the_host(tmp_path: Path) -> None:
+    rt = LocalRuntime(tmp_path / "containers", trust_commands=True)
+    spec = Made(rt, "", mount_host_python=False).spec("print('x')")
+    prepared = await rt.prepare(spec, tmp_path / "run", FakeReach(tmp_path / "s"))
+    assert prepared.env["PROPS_AGENT_DSN"] == FakeReach(tmp_path / "s").host_dsn()
+    assert prepared.env["HOME"] == str(tmp_path / "run") and prepared.mounts == spec.mounts
