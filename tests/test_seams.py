@@ -28,9 +28,9 @@ from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.core.scoring.matches import Match
 from props.core.scoring.released import overlap
-from props.projections import engine
 from props.reactors import runtime_contract, runtimes, service
 from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount, Outcome, Reach
+from tests.conftest import rebuilt
 from tests.reactor_helpers import QUICK_AGENT, finished, request, serving, sync_samples
 
 
@@ -242,12 +242,12 @@ async def test_a_rule_is_graded_by_what_it_registered(
             serving(store, opened):
         run_ids = await request(store, "quick", count=2)
         await finished(store, run_ids)
-    await engine.rebuild(store)  # re-scoring selects from the projections
+    await rebuilt(store)  # re-scoring selects from the projections
     assert scorers.scorer("first-defect@1") is first_defect
     assert not server_grading.grades_on_server(first_defect)
     report = await rescoring.rescore(store, first_defect, rescoring.Selection(everything=True))
     assert report.graded_runs == 2 and report.grades == 6 and report.accounted, report
-    await engine.rebuild(store)
+    await rebuilt(store)
     found = await store.pool.fetch(
         "SELECT tp_id FROM projections.grading_edges WHERE scorer_name = 'first-defect'")
     tps = {r["tp_id"] for r in found}
