@@ -86,6 +86,12 @@ async def held(sql: Sql, requester: str) -> Held:
     return Held(unfinished, open_)
 
 
+async def asked_before(tx: StoreTransaction, stream_id: str) -> bool:
+    """Whether the stream of a run an idempotent retry names holds its request already, as
+    the requester's turn sees it (the retry asks for nothing new: no quota is taken twice)."""
+    return bool(await Sql(tx.conn).fetchval(_Q["stream_exists"], stream_id))
+
+
 def _refuse(requester: str, what: str, would: int, limit: int, setting: str) -> OverQuota:
     return OverQuota(f"{requester} would hold {would:,} {what}, over its quota of {limit:,} "
                      f"(setting {setting}): wait for its runs or evaluations to finish, or "
@@ -96,7 +102,7 @@ async def check_runs(tx: StoreTransaction, quotas: Quotas, requester: str,
                      count: int) -> None:
     """Refuse `count` more runs for `requester` past its runs-in-flight quota: every run of
     it not finished counts, its evaluations' too (inside its `turn`)."""
-    now = await held(tx.sql, requester)
+    now = await held(Sql(tx.conn), requester)
     if now.runs_in_flight + count > quotas.runs_in_flight:
         raise _refuse(requester, "runs in flight", now.runs_in_flight + count,
                       quotas.runs_in_flight, "quota_runs_in_flight")
@@ -108,7 +114,7 @@ async def check_evaluation(tx: StoreTransaction, quotas: Quotas, requester: str,
     its `turn`). Its other open evaluations count their cases, and every version no longer
     driven its runs not finished; the same evaluation resumed is counted once, and one
     superseded (`supersedes`: a new version is recorded) leaves its unfinished runs counted."""
-    now = await held(tx.sql, requester)
+    now = await held(Sql(tx.conn), requester)
     others = {n: c for n, (_, c) in now.evaluations.items() if n != name}
     mine = now.evaluations.get(name)
     superseded = (name, mine[0]) if supersedes and mine is not None else None

@@ -62,7 +62,6 @@ class StoreTransaction:
     def __init__(self, store: EventStore, conn: database.Connection) -> None:
         self.store = store
         self.conn = conn
-        self.sql = Sql(conn)  # reads that must see what this transaction wrote, or hold with it
 
     async def append(
         self,
@@ -82,10 +81,6 @@ class StoreTransaction:
             why = "a concurrent append won" if isinstance(exc, RetryRace) else str(exc)
             raise await self.store.conflict(stream_id, expected_version,
                                             f"{why}; retry the transaction") from None
-
-
-    async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:  # (as it sees)
-        return {r[0] for r in await self.conn.fetch(_Q["stream_versions"], list(stream_ids))}
 
 
 class EventStore:

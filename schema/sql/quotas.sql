@@ -37,3 +37,7 @@ SELECT s.data ->> 'name' AS name
                     WHERE e.stream_id = s.stream_id AND e.type = 'evaluation.ended'
                       AND e.stream_version > s.stream_version)
  ORDER BY 1
+
+-- stream_exists --
+-- Whether a stream holds an event (a run an idempotent retry names, requested already).
+SELECT EXISTS (SELECT 1 FROM props.events WHERE stream_id = $1)

@@ -116,7 +116,7 @@ async def _seen(tx: StoreTransaction, token: tokens.Token, idempotency_key: str)
     """An idempotent retry asks for nothing new: no quota is taken twice. (Asked inside the
     requester's turn: a retry sent twice at once is seen by the second.)"""
     first = run_requests.idempotent_run_id(f"{token.id}/{idempotency_key}", 0)
-    return bool(await tx.existing_streams([streams.run(first)]))
+    return await quotas.asked_before(tx, streams.run(first))
 
 
 @router.get("/api/runs/critic", include_in_schema=False)
