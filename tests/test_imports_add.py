@@ -400,3 +400,29 @@ async def test_a_stream_an_import_brought_is_continued_only_from_its_origin(
             await imports.import_archive(target, cancel(2, name, key))
         assert await count(target) == before
     assert (await imports.import_archive(target, cancel(2, "same", ours))).imported == 1
+
+
+async def test_a_run_is_scored_under_one_version_when_two_hold_its_ground_truth(
+        target: EventStore) -> None:
+    """Two versions of a snapshot may hold one ground truth (a resync that changed files
+    only, or an adopted import's): `run_scores` joined versions on the hash and counted
+    each run graded against it once per version. Negative control: the view before this
+    change gave the graded runs of that snapshot two rows per scorer."""
+    slug = (await one(target,
+        "SELECT r.data->'example'->>'snapshot' AS slug FROM props.events g "
+        "  JOIN props.events r ON r.stream_id = 'run-' || (g.data->>'critique_run_id') "
+        "   AND r.type = 'run.requested' WHERE g.type = 'grade.emitted' LIMIT 1"))["slug"]
+    history = await specimen_sync.history_of(target, slug)
+    assert history is not None
+    again = history.latest.model_copy(update={"version": history.latest.version + 1})
+    await fence_clear(target)
+    await engine.rebuild(target)
+    per_run = ("SELECT count(*) AS rows, count(DISTINCT (run_id, scorer_name, scorer_version)) "
+               "AS runs FROM projections.run_scores")
+    before = await one(target, per_run)
+    assert before["rows"] == before["runs"] > 0
+    await target.append(f"snapshot-{slug}", [again])
+    await fence_clear(target)
+    await engine.rebuild(target)
+    after = await one(target, per_run)
+    assert (after["rows"], after["runs"]) == (before["rows"], before["runs"])
