@@ -14,7 +14,6 @@ import functools
 import re
 import typing
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pydantic
@@ -27,12 +26,13 @@ RUN_KEYED = frozenset({"run", "grading", "judge", "retention", "review"})
 _LOOSE = re.compile(r"\{?(?:urn:uuid:)?(?:[0-9a-fA-F]-*){31}[0-9a-fA-F]\}?", re.IGNORECASE)
 
 
+_CANONICAL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def is_canonical(text: Any) -> bool:
-    """Whether `text` is a UUID spelled as props writes it."""
-    try:
-        return isinstance(text, str) and str(uuid.UUID(text)) == text
-    except ValueError:
-        return False
+    """Whether `text` is a UUID spelled as props writes it (a pattern: parsing and printing
+    it cost ten times as much, for every imported event)."""
+    return isinstance(text, str) and _CANONICAL.fullmatch(text) is not None
 
 
 def loose_stream_id(stream_id: str) -> str | None:
@@ -41,29 +41,56 @@ def loose_stream_id(stream_id: str) -> str | None:
     category, _, rest = stream_id.partition("-")
     if category not in RUN_KEYED:
         return None
+    if _CANONICAL.match(rest) and rest[36:37] in ("", "-"):  # props' spelling: most names
+        return None
     found = _LOOSE.match(rest)
     if found is None or is_canonical(found.group()):
         return None
     return found.group()
 
 
-def loose_ids(value: Any, raw: Any, at: str = "data") -> Iterator[tuple[str, Any]]:
-    """(where, as written) of each id in `raw` (the data as the file holds it) that the
-    catalog read into a UUID of `value` (the event it validated) from another spelling."""
-    if isinstance(value, uuid.UUID):
-        if raw != str(value):
-            yield at, raw
-    elif isinstance(value, pydantic.BaseModel) and isinstance(raw, dict):
-        for name, key in _id_fields(type(value)):
-            if key in raw:
-                yield from loose_ids(getattr(value, name), raw[key], f"{at}.{key}")
+def loose_id(value: Any, raw: Any) -> tuple[str, Any] | None:
+    """(where, as written) of the first id in `raw` (an event's data as the file holds it)
+    that the catalog read into a UUID of `value` (the event it validated) from another
+    spelling; None when every id is spelled as props writes it."""
+    found = _loose(value, raw)
+    return None if found is None else ("data" + found[0], found[1])
+
+
+def _loose(value: Any, raw: Any) -> tuple[str, Any] | None:
+    """`loose_id`, its path relative to `value`, built only for the id found. This runs for
+    every imported event: a dictionary of each model's id fields, no generator."""
+    if type(value) is uuid.UUID:
+        # The text parsed into a UUID: 36 characters, hyphens at 8-4-4-4-12 and lower case
+        # leave room for nothing but the canonical spelling (and cost a tenth of str()).
+        canonical = (type(raw) is str and len(raw) == 36 and raw == raw.lower()
+                     and raw[8] == raw[13] == raw[18] == raw[23] == "-")
+        return None if canonical else ("", raw)
+    pairs: list[tuple[str | int, Any, Any]]
+    fields = _MODELS.get(type(value))
+    if fields is None and isinstance(value, pydantic.BaseModel):
+        fields = _MODELS[type(value)] = _id_fields(type(value))
+    if fields is not None:
+        if not fields or not isinstance(raw, dict):
+            return None
+        pairs = [(key, getattr(value, name), raw[key]) for name, key in fields if key in raw]
     elif isinstance(value, list | tuple) and isinstance(raw, list):
-        for n, (item, written) in enumerate(zip(value, raw, strict=False)):
-            yield from loose_ids(item, written, f"{at}[{n}]")
+        pairs = [(n, item, written)
+                 for n, (item, written) in enumerate(zip(value, raw, strict=False))]
     elif isinstance(value, dict) and isinstance(raw, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and key in raw:
-                yield from loose_ids(item, raw[key], f"{at}.{key}")
+        pairs = [(key, item, raw[key]) for key, item in value.items()
+                 if isinstance(key, str) and key in raw]
+    else:
+        return None
+    for at, item, written in pairs:
+        found = _loose(item, written)
+        if found is not None:
+            return (f"[{at}]" if isinstance(at, int) else f".{at}") + found[0], found[1]
+    return None
+
+
+# Each model class met: its fields that may hold an id (see _id_fields).
+_MODELS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 @functools.cache

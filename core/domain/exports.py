@@ -354,7 +354,7 @@ class _Verifier:
             event = self.registry.validate_stored(type_name, version, obj.get("data"))
         except errors.InvalidEvent as exc:
             raise ArchiveError(f"{where}: {str(exc)[:500]}; nothing was written") from None
-        loose_id = next(canonical_ids.loose_ids(event, obj.get("data")), None)
+        loose_id = canonical_ids.loose_id(event, obj.get("data"))
         if loose_id is not None:
             raise ArchiveError(f"{where}: {loose_id[0]} {str(loose_id[1])[:80]!r} is not a UUID as "
                                f"props writes it (lower case, 8-4-4-4-12); nothing was written")
