@@ -20,6 +20,7 @@ from props.core.domain.evaluations import (
     Plan,
     PlanChanged,
     canonical,
+    history,
 )
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore, StoreTransaction
@@ -55,7 +56,8 @@ async def prepare(store: EventStore, plan: Plan, cases: list[Case], *,
     if recorded and recorded[-1].plan_sha256 == digest:
         by = records[-1][1].get("requested_by")
         return Starting(Evaluation(plan.name, recorded[-1].version, plan, cases,
-                                   by if isinstance(by, str) else None), True, None, at)
+                                   by if isinstance(by, str) else None, recorded[-1].nonce),
+                        True, None, at)
     if recorded and not new_version:
         raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
                           f"critics' digests or snapshots changed since): give it another "
@@ -64,18 +66,29 @@ async def prepare(store: EventStore, plan: Plan, cases: list[Case], *,
     blob = await store.put_blob(recorded_bytes)
     event = catalog.EvaluationStarted(name=plan.name, version=version,
                                       plan=plan.model_dump(mode="json"), plan_sha256=digest,
-                                      cases_sha256=blob, cases=len(cases))
-    return Starting(Evaluation(plan.name, version, plan, cases, requester), False, NewEvent(
+                                      cases_sha256=blob, cases=len(cases), nonce=uuid.uuid4())
+    return Starting(Evaluation(plan.name, version, plan, cases, requester, event.nonce),
+                    False, NewEvent(
         event, uuid.uuid5(NAMESPACE, f"started:{plan.name}:{version}:{digest}"),
         {"requested_by": requester} if requester else {}), at)
 
 
-async def record(writer: EventStore | StoreTransaction, starting: Starting) -> None:
+async def record(writer: EventStore | StoreTransaction, starting: Starting) -> bool:
     """Append what `prepare` decided, if the stream is still where it read it (otherwise
-    ConcurrencyConflict: prepare again)."""
-    if starting.event is not None:
-        await writer.append(streams.evaluation(starting.evaluation.name), [starting.event],
-                            expected_version=starting.at)
+    ConcurrencyConflict: prepare again). False: the same start was recorded already (two
+    at once append one event, by its id): its nonce is the recorded one (`settled`)."""
+    if starting.event is None:
+        return True
+    done = await writer.append(streams.evaluation(starting.evaluation.name),
+                               [starting.event], expected_version=starting.at)
+    return not done.already_stored
+
+
+async def settled(store: EventStore, starting: Starting) -> Evaluation:
+    """The evaluation as recorded once `record` found its start there already."""
+    ev = starting.evaluation
+    stored = next(e for e in await history(store, ev.name) if e.version == ev.version)
+    return dataclasses.replace(ev, nonce=stored.nonce)
 
 
 async def start(store: EventStore, plan: Plan, cases: list[Case], *,
@@ -84,5 +97,6 @@ async def start(store: EventStore, plan: Plan, cases: list[Case], *,
     """`prepare` and `record` in one: the evaluation of `plan` as recorded, and whether it
     was recorded before."""
     starting = await prepare(store, plan, cases, new_version=new_version, requester=requester)
-    await record(store, starting)
+    if not await record(store, starting):
+        return await settled(store, starting), starting.resumed
     return starting.evaluation, starting.resumed

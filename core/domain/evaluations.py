@@ -185,9 +185,14 @@ class Evaluation:
     plan: Plan
     cases: list[Case]
     requester: str | None = None  # the token that started it (the API's), else None
+    nonce: uuid.UUID | None = None  # evaluation.started's (None: recorded before it had one)
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
-        return uuid.uuid5(NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+        """The run of `case`'s `attempt`: derived (a resumed evaluation finds its runs again)
+        from the version's random nonce, so nothing outside can take the id first."""
+        if self.nonce is None:  # a version recorded before nonces: the ids it used
+            return uuid.uuid5(NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+        return uuid.uuid5(self.nonce, f"{case.key}:{attempt}")
 
 
 async def _started(store: EventStore, name: str,
@@ -210,7 +215,7 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
     requester = meta.get("requested_by")
     return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
                       [Case(**c) for c in doc["cases"]],
-                      requester if isinstance(requester, str) else None)
+                      requester if isinstance(requester, str) else None, last.nonce)
 
 
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:

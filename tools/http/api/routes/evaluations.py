@@ -78,12 +78,12 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
         async with quotas.turn(store, requester) as tx:
             await quotas.check_evaluation(tx, quota, requester, plan.name, len(cases),
                                           supersedes=not starting.resumed)
-            await evaluation_starts.record(tx, starting)
+            fresh = await evaluation_starts.record(tx, starting)
     except evaluations.NotYours as exc:
         return JSONResponse({"detail": str(exc)}, status_code=403)
     except (evaluations.PlanChanged, errors.ConcurrencyConflict) as exc:
         return JSONResponse({"detail": str(exc)}, status_code=409)
-    ev = starting.evaluation
+    ev = starting.evaluation if fresh else await evaluation_starts.settled(store, starting)
     requested = await driver.request_detached(store, ev)
     return Started(name=ev.name, version=ev.version, cases=len(cases),
                    resumed=starting.resumed, requested=requested)
