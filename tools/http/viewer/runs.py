@@ -13,9 +13,8 @@ from props.core.domain import catalog, evaluations, streams
 from props.core.log import errors
 from props.core.log.events import details
 from props.core.log.store import EventStore
-from props.projections import run_pages, run_view
+from props.projections import filter_choices, run_pages, run_view
 from props.tools.http.dependencies import RunNamed, Store
-from props.tools.http.viewer import choices
 from props.tools.http.viewer.session import Viewer, needs
 from props.tools.http.viewer.templating import page
 
@@ -52,10 +51,10 @@ async def runs_page(
     sort: Literal["newest", "oldest", "cost", "duration", "tokens"] = "newest",
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
-    options = await choices.load(store)
-    shown_scorer = choices.scorer(options, scorer)
+    options = await filter_choices.load(store)
+    shown_scorer = filter_choices.scorer(options, scorer)
     start, end = _day(since, "since"), _day(until, "until")
-    chosen = choices.evaluation(options, evaluation)
+    chosen = filter_choices.evaluation(options, evaluation)
     where = run_pages.TableFilter(
         "critic", status or None, model or None, definition or None, snapshot or None,
         file_set=file_set or None, scorer=shown_scorer if scorer else None,
@@ -73,7 +72,7 @@ async def runs_page(
                 file_sets=names,
                 parked_overall=await run_pages.parked_overall(store),
                 page_number=page_number, options=options, query=query,
-                shown_scorer=choices.ref(shown_scorer), sort=sort,
+                shown_scorer=filter_choices.ref(shown_scorer), sort=sort,
                 filters={"model": model, "definition": definition, "snapshot": snapshot,
                          "file_set": file_set, "status": status, "scorer": scorer,
                          "since": since, "until": until, "evaluation": evaluation})
