@@ -24,6 +24,7 @@ from props.core.domain import catalog, streams, tokens
 from props.core.log.store import EventStore
 from props.tools.http.app import create_app
 from props.tools.http.viewer import runs as viewer_runs
+from props.tools.http.viewer import templating
 from tests.test_viewer import sign_in
 from tests.viewer_helpers import SLUG, viewed_run
 
@@ -58,7 +59,7 @@ async def test_the_cli_the_api_and_the_viewer_show_one_run_page(
         example=catalog.Example(snapshot=SLUG), model="model-a", timeout_seconds=60,
         budget_usd=1)])
     rendered: list[dict[str, Any]] = []
-    render = viewer_runs.page
+    render = templating.page  # (what the pages call)
 
     def capture(request: Any, template: str, status: int = 200, **context: Any) -> Any:
         rendered.append(context)

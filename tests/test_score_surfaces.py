@@ -29,6 +29,7 @@ from props.projections import engine, evaluation_standing, figures
 from props.reactors import evaluation_driver as driver
 from props.tools.http.app import create_app
 from props.tools.http.viewer import scores as viewer_scores
+from props.tools.http.viewer import templating
 from tests.conftest import fence_clear
 from tests.reactor_helpers import sync_samples
 from tests.test_evaluation_standing import _evaluation, _failed
@@ -101,7 +102,7 @@ async def test_the_cli_the_api_and_the_viewer_give_one_set_of_figures(
         store: EventStore, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     await _three_evaluations(store)
     captured: list[dict[str, Any]] = []
-    render = viewer_scores.page
+    render = templating.page  # (what the pages call)
 
     def capture(request: Any, template: str, status: int = 200, **context: Any) -> Any:
         captured.append(context)
