@@ -11,7 +11,6 @@ import uuid
 
 from props.core.domain import catalog, streams
 from props.core.log import errors
-from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -56,14 +55,20 @@ async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
 
 
 async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | None]:
-    """NAME@VERSION of the active scorer and the id of the event that made it so."""
-    active, event_id = None, None
-    async for batch in store.iter_all(START, types=["scorer.activated"]):
-        for rec in batch:
-            e = rec.event
-            if isinstance(e, catalog.ActiveScorerSet):
-                active, event_id = f"{e.name}@{e.version}", rec.event_id
-    return active, event_id
+    """NAME@VERSION of the active scorer and the id of the event that made it so. Read from
+    the scorers' streams directly, not through the visibility fence: a transaction left open
+    anywhere on the server would otherwise hide the last activation, even this process's
+    own (activating the default back after B read B as still active)."""
+    names = await store.reader.category_streams("scorer")
+    last: tuple[int, catalog.ActiveScorerSet, uuid.UUID] | None = None
+    for records in (await store.read_streams(names)).values():
+        for rec in records:
+            if isinstance(rec.event, catalog.ActiveScorerSet) and (
+                    last is None or rec.global_position > last[0]):
+                last = (rec.global_position, rec.event, rec.event_id)
+    if last is None:
+        return None, None
+    return f"{last[1].name}@{last[1].version}", last[2]
 
 
 async def active_scorer(store: EventStore) -> str | None:
