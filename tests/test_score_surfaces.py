@@ -25,12 +25,12 @@ import pytest
 from props.core.domain import definitions, evaluations, tokens
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
-from props.projections import engine, evaluation_standing, figures
+from props.projections import evaluation_standing, figures
 from props.reactors import evaluation_driver as driver
 from props.tools.http.app import create_app
 from props.tools.http.viewer import scores as viewer_scores
 from props.tools.http.viewer import templating
-from tests.conftest import fence_clear
+from tests.conftest import rebuilt
 from tests.reactor_helpers import sync_samples
 from tests.test_evaluation_standing import _evaluation, _failed
 from tests.test_viewer import sign_in
@@ -64,13 +64,11 @@ async def _three_evaluations(store: EventStore) -> None:
     failed = await _evaluation(store, "failed")
     await _failed(store, failed)
     await driver.end_drive(store, failed, "stopped_on_errors")
-    await fence_clear(store)  # (a shared server: another database's writer holds it)
-    await engine.rebuild(store)
+    await rebuilt(store)  # (after the fence: a shared server's other writers hold it)
     await rescoring.rescore(store, scorers.scorer("tiered@2"),
                             rescoring.Selection(everything=True))
     await registration.activate(store, "tiered", 2)
-    await fence_clear(store)
-    await engine.rebuild(store)
+    await rebuilt(store)
 
 
 async def _surfaces(store: EventStore, dsn: str, home: Path, captured: list[dict[str, Any]],
