@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import psycopg
 import pytest
 from psycopg import sql
@@ -146,6 +147,18 @@ async def rebuilt(store: EventStore, *args: Any, **kwargs: Any) -> engine.Rebuil
     short of what the test has just appended."""
     await fence_clear(store)
     return await engine.rebuild(store, *args, **kwargs)
+
+@asynccontextmanager
+async def fence_held(store: EventStore) -> AsyncIterator[None]:
+    """A transaction with an id, open for the block: every later commit waits behind it."""
+    conn = await asyncpg.connect(store.dsn)
+    try:
+        async with conn.transaction():
+            await conn.fetchval("SELECT txid_current()")
+            yield
+    finally:
+        await conn.close()
+
 
 @pytest.fixture
 def new_event() -> object:

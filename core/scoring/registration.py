@@ -59,16 +59,11 @@ async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | N
     the scorers' streams directly, not through the visibility fence: a transaction left open
     anywhere on the server would otherwise hide the last activation, even this process's
     own (activating the default back after B read B as still active)."""
-    names = await store.reader.category_streams("scorer")
-    last: tuple[int, catalog.ActiveScorerSet, uuid.UUID] | None = None
-    for records in (await store.read_streams(names)).values():
-        for rec in records:
-            if isinstance(rec.event, catalog.ActiveScorerSet) and (
-                    last is None or rec.global_position > last[0]):
-                last = (rec.global_position, rec.event, rec.event_id)
-    if last is None:
-        return None, None
-    return f"{last[1].name}@{last[1].version}", last[2]
+    active, event_id = None, None
+    for rec in await store.read_category_now("scorer"):
+        if isinstance(rec.event, catalog.ActiveScorerSet):
+            active, event_id = f"{rec.event.name}@{rec.event.version}", rec.event_id
+    return active, event_id
 
 
 async def active_scorer(store: EventStore) -> str | None:
