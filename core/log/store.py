@@ -356,11 +356,6 @@ class EventStore:
     async def analyze_stale_partitions(self) -> list[str]:
         return await partitions.analyze_stale(self.pool)
 
-    async def ping(self) -> None:
-        """One round trip to the database (a health probe): raises when it does not answer."""
-        with errors.refused():
-            await self.pool.fetchval(_Q["ping"])
-
     async def fence_status(self, max_blockers: int = 5) -> fence.FenceStatus:
         return await fence.status(self.pool, max_blockers)
 
