@@ -101,6 +101,15 @@ class Reader:
             retries.of_kinds(*database.CONNECTION_ERRORS))
         return rows
 
+    async def ping(self) -> None:
+        """One round trip to the database (a health probe): raises when it does not answer."""
+        await self.pool.fetchval(_Q["ping"])
+
+    async def count(self, after_position: int = 0) -> int:
+        """How many events the log holds after `after_position` (every one by default): a
+        progress bar's total, so no command counts the log with a statement of its own."""
+        return int(await self.pool.fetchval(_Q["count_after"], after_position))
+
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, limit: int | None = None
     ) -> list[RecordedEvent]:
