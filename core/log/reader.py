@@ -132,6 +132,15 @@ class Reader:
         it had synced a moment before)."""
         return [r["stream_id"] for r in await self._fetch(_Q["category_streams"], category)]
 
+    async def read_category_now(self, category: str) -> list[RecordedEvent]:
+        """Every event of a category's streams as committed now, in log order: read directly,
+        not through the fence, for a decision on the current state (which scorer is active,
+        which runs are held) that a transaction left open anywhere must not make stale. For
+        small categories only: it reads the streams whole."""
+        streams = await self.category_streams(category)
+        records = [r for rs in (await self.read_streams(streams)).values() for r in rs]
+        return sorted(records, key=lambda r: r.global_position)
+
     async def page(
         self,
         after: Checkpoint,
