@@ -15,6 +15,8 @@ import anyio
 import anyio.abc
 from asyncpg.pgproto.pgproto import UUID as _FastUUID
 
+from props.core.log import stopping
+
 T = TypeVar("T")
 
 
@@ -99,7 +101,7 @@ class WriteAhead(anyio.AsyncContextManagerMixin, Generic[T]):
         first failure is the one raised."""
         if self._writing is None:
             return
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        with stopping.shield("a bulk write in flight"), contextlib.suppress(Exception):
             await self.settle()
 
 

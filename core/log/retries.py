@@ -41,12 +41,10 @@ import anyio
 import asyncpg
 import tenacity
 
-from props.core.log import database, errors
+from props.core.log import database, errors, faults
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-
-TRANSIENT_STATES = frozenset({"40001", "40P01"})  # serialization failure, deadlock
 
 RetryOn = Callable[[BaseException], bool]
 OnRetry = Callable[[BaseException, int], object]  # (the failure, the attempt that failed)
@@ -172,14 +170,8 @@ class RetryRace(Exception):
     """Two appends raced on the same stream or event id: run the attempt again (same ids)."""
 
 
-def transient(exc: BaseException) -> bool:
-    """The database went away or aborted the transaction for a reason of its own."""
-    return isinstance(exc, database.CONNECTION_ERRORS) or \
-        errors.sqlstate(exc) in TRANSIENT_STATES
-
-
 def retryable(exc: BaseException) -> bool:
-    return (transient(exc) or isinstance(exc, RetryRace | asyncpg.UniqueViolationError)
+    return (faults.transient(exc) or isinstance(exc, RetryRace | asyncpg.UniqueViolationError)
             or errors.stream_moved(exc) or errors.missing_partition(exc))
 
 
@@ -209,17 +201,18 @@ async def appending(attempt: Callable[[], Awaitable[T]],
 
 async def keep_serving(
     work: Callable[[], Awaitable[None]], what: str,
-    transient: tuple[type[BaseException], ...] = database.UNAVAILABLE,
+    also: tuple[type[BaseException], ...] = (),
     fatal: tuple[type[BaseException], ...] = (),
     give_up: Callable[[], bool] | None = None,
 ) -> None:
-    """Run `work` until it returns or the caller's scope is cancelled; when it fails with
-    only `transient` errors (the database went away, a lock session was lost) and none of
-    them `fatal`, wait under SERVICE and run it again, unless `give_up()` says it has waited
-    long enough (then `StoreUnavailable`). Stopped by cancelling it; the work shields what
-    must finish."""
+    """Run `work` until it returns or the caller's scope is cancelled; when it fails for a
+    transient reason (`faults`: the database went away, a lock session was lost) or with
+    only errors of `also`, and none of them `fatal`, wait under SERVICE and run it again,
+    unless `give_up()` says it has waited long enough (then `StoreUnavailable`). Stopped by
+    cancelling it; the work shields what must finish."""
     def passing(exc: BaseException) -> bool:
-        return database.only(exc, transient) and not (fatal and database.only(exc, fatal))
+        return ((faults.transient(exc) or (bool(also) and database.only(exc, also)))
+                and not (fatal and database.only(exc, fatal)))
 
     def lost(exc: BaseException, _: int) -> None:
         log.warning("%s lost the database (%s); retrying", what, exc)

@@ -18,6 +18,7 @@ import httpx
 
 from props.core.domain import catalog, definitions, specimen_sync, specimens, streams, tokens
 from props.core.domain.store import open_store
+from props.core.log import stopping
 from props.reactors import docker_runtime
 from props.reactors.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
@@ -54,7 +55,7 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
             try:
                 invariants = await run(chaos, args)
             finally:  # whatever happened, no replica outlives the run
-                with anyio.CancelScope(shield=True):
+                with stopping.shield("chaos: stopping the replicas"):
                     await chaos.stop_services()
             if not args.restart_docker:
                 invariants.append(Invariant("survives docker-restart", None,
