@@ -95,6 +95,7 @@ class Runner:
     what = "projection runner"
     lock = leadership.PROJECTION_RUNNER
     takes_events = False  # it commits whole batches
+    parks_as = "projection runner"  # (never: each projection parks under its own name)
 
     def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
                  *, poll_interval: float = 1.0, batch_size: int = 2000,

@@ -1,7 +1,8 @@
 """What every reactor shares: one active instance, a durable checkpoint, retries, parking.
 
 A reactor handles the events of the types it names, one at a time, in log order. The host
-that runs it:
+runs it on the consumer loop the projection runner shares (props.core.domain.consumer_loop),
+which:
 - takes the reactor's advisory lock on a dedicated connection, so of two replicas one serves
   and the other waits to take over (the lock dies with its session: a crashed replica frees it);
 - follows the log from the reactor's checkpoint and moves the checkpoint (compare-and-set)
@@ -19,7 +20,6 @@ that runs it:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import Sequence
 from typing import Protocol
@@ -29,9 +29,9 @@ import anyio.abc
 
 from props.core.domain import consumer_loop, parking
 from props.core.domain.vocabulary import REACTORS
-from props.core.log import errors, faults, leadership, retries
+from props.core.log import leadership
 from props.core.log.checkpoints import START, Checkpoint
-from props.core.log.events import RecordedEvent, UnreadableEvent
+from props.core.log.events import RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import status as projection_status
@@ -85,13 +85,6 @@ async def serving(store: EventStore, reactor: str) -> bool:
     return bool(await store.sql.fetchval(_SERVING, leadership.reactor(reactor)))
 
 
-@dataclasses.dataclass
-class HostStats:
-    handled: int = 0
-    parked: int = 0
-    retries: int = 0
-
-
 class ReactorHost:
     """Serves one reactor until cancelled: `await ReactorHost(store, reactor).run()`. The
     following, committing, parking and stopping are the shared consumer loop's
@@ -104,7 +97,6 @@ class ReactorHost:
                  batch_size: int = 200, stop: Stop | None = None) -> None:
         self.store = store
         self.reactor = reactor
-        self.stats = HostStats()
         self.what = f"reactor {reactor.name}"
         self.lock = leadership.reactor(reactor.name)
         self._wanted = frozenset(reactor.types)
@@ -113,6 +105,8 @@ class ReactorHost:
         self.loop = consumer_loop.Loop(store, self, stop=stop, poll_interval=poll_interval,
                                        batch_size=batch_size)
         self.stop = self.loop.stop
+        self.stats = self.loop.stats  # events handled, parked, retried
+        self.parks_as = reactor.name
         self.standing = self.loop.standing  # whether it leads or stands by
 
     @property
@@ -136,30 +130,4 @@ class ReactorHost:
         self._position = upto
 
     async def take(self, rec: RecordedEvent) -> None:
-        if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
-            await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
-            return
-        try:  # a failure that is not transient is a poison event: parked after a few tries
-            await retries.POISON.call(functools.partial(self._handle_through_outages, rec),
-                                      lambda exc: not faults.transient(exc))
-        except Exception as exc:
-            await self._park(rec, exc, retries.POISON.attempts or 1)
-            return
-        self.stats.handled += 1
-
-    async def _handle_through_outages(self, rec: RecordedEvent) -> None:
-        """The handler, again under EVENT while it fails for a transient reason (each
-        event's waits start from the shortest: earlier events' retries do not lengthen
-        them)."""
-        def retried(exc: BaseException, _: int) -> None:
-            self.stats.retries += 1
-            log.warning("reactor %s: transient failure on event %s (%s); retrying",
-                        self.reactor.name, rec.global_position, exc)
-
-        await retries.EVENT.call(functools.partial(self.reactor.handle, rec),
-                                 faults.transient, on_retry=retried)
-
-    async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
-        await consumer_loop.park(self.store, self.reactor.name, rec.event_id,
-                                 rec.global_position, exc, attempts=attempts, stop=self.stop)
-        self.stats.parked += 1
+        await self.reactor.handle(rec)

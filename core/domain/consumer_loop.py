@@ -19,6 +19,7 @@ for both:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import uuid
@@ -32,7 +33,7 @@ import anyio.lowlevel
 from props.core.domain import parking
 from props.core.log import errors, faults, leadership, retries, stopping
 from props.core.log.checkpoints import Checkpoint
-from props.core.log.events import DecodeFilter, RecordedEvent
+from props.core.log.events import DecodeFilter, RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -62,11 +63,24 @@ class Consumer(Protocol):
     def wants(self, rec: RecordedEvent) -> bool:
         """Whether `take` is to see `rec` (else it is passed over, done)."""
 
+    @property
+    def parks_as(self) -> str:
+        """The consumer name its parks are recorded under (`reactor-<name>`)."""
+
     async def take(self, rec: RecordedEvent) -> None:
-        """Handle one event; parks it itself (`park`) if it cannot."""
+        """Handle one event (idempotent: after a crash it may see the event again). A
+        transient failure is retried until it passes; any other is retried a few times,
+        then the event is parked and the loop goes on."""
 
     async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
         """Record the batch's events up to `upto` (inclusive) as done."""
+
+
+@dataclasses.dataclass
+class LoopStats:
+    handled: int = 0
+    parked: int = 0
+    retries: int = 0
 
 
 class Loop:
@@ -81,6 +95,7 @@ class Loop:
         self.batch_size = batch_size
         self.active = anyio.Event()  # set once this instance holds the lock
         self.standing = leadership.Standing()  # whether it leads or stands by
+        self.stats = LoopStats()
 
     async def run(self) -> None:
         """Serve until cancelled, surviving database restarts. A lost lock session, or the
@@ -122,7 +137,7 @@ class Loop:
                     with self.stop.shielded(f"{self.consumer.what}: event "
                                             f"{rec.global_position} ({rec.type_name})"
                                             ) as held:
-                        await self.consumer.take(rec)
+                        await self._take(rec)
                     if held.abandoned:
                         await anyio.lowlevel.checkpoint()  # (the stop, raised here)
                 done = rec
@@ -132,6 +147,35 @@ class Loop:
                 await self._commit_on_stop(batch, done)
             raise
         return done
+
+    async def _take(self, rec: RecordedEvent) -> None:
+        if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
+            await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
+            return
+        try:  # a failure that is not transient is a poison event: parked after a few tries
+            await retries.POISON.call(functools.partial(self._take_through_outages, rec),
+                                      lambda exc: not faults.transient(exc))
+        except Exception as exc:
+            await self._park(rec, exc, retries.POISON.attempts or 1)
+            return
+        self.stats.handled += 1
+
+    async def _take_through_outages(self, rec: RecordedEvent) -> None:
+        """The consumer's take, again under EVENT while it fails for a transient reason
+        (each event's waits start from the shortest: earlier events' retries do not
+        lengthen them)."""
+        def retried(exc: BaseException, _: int) -> None:
+            self.stats.retries += 1
+            log.warning("%s: transient failure on event %s (%s); retrying",
+                        self.consumer.what, rec.global_position, exc)
+
+        await retries.EVENT.call(functools.partial(self.consumer.take, rec),
+                                 faults.transient, on_retry=retried)
+
+    async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
+        await park(self.store, self.consumer.parks_as, rec.event_id, rec.global_position,
+                   exc, attempts=attempts, stop=self.stop)
+        self.stats.parked += 1
 
     async def _commit(self, batch: Sequence[RecordedEvent], done: RecordedEvent) -> None:
         with self.stop.shielded(f"{self.consumer.what}: its commit at "
