@@ -192,7 +192,7 @@ def test_an_engine_error_is_transient_and_the_runtimes_say_so() -> None:
 
     from props.reactors.containers import EngineUnreachable
 
-    assert faults.kind(aiodocker.DockerError(500, {"message": "restarting"})) == "transient"
+    assert faults.kind(aiodocker.DockerError(500, "restarting")) == "transient"
     assert faults.kind(EngineUnreachable("gone")) == "transient"
 
 
