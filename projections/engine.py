@@ -198,10 +198,12 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         # statistics: analysts' first queries would be planned blind), on every core.
         derived = {d.table.name for p in projections for d in p.derived}
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_derive, store, projections, sorted(derived))
+            tg.start_soon(_derive, store, projections, sorted(derived),
+                          name="props-rebuild-derive")
             for table in (t.name for p in projections for t in p.tables):
                 if table not in derived:
-                    tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
+                    tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}",
+                                  name=f"props-rebuild-analyze {table}")
         ended: list[readers.Reader] = []
         events += await _swap_when_unlocked(store, projections, positions, skipped,
                                             reader_grace, ended)
@@ -275,10 +277,11 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     finished: dict[Checkpoint, int] = {}
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(measure)
+        tg.start_soon(measure, name="props-rebuild-measure")
         with folded_send:
             for p, chunks in zip(projections, receives, strict=True):
-                tg.start_soon(fold_all, p, chunks, folded_send.clone())
+                tg.start_soon(fold_all, p, chunks, folded_send.clone(),
+                              name=f"props-rebuild-fold {p.name}")
         async with folded:
             async for chunk in folded:  # a chunk is folded once every projection folded it
                 finished[chunk.end] = finished.get(chunk.end, 0) + 1

@@ -84,7 +84,7 @@ class WriteAhead(anyio.AsyncContextManagerMixin, Generic[T]):
             raise RuntimeError("WriteAhead.submit outside `async with WriteAhead() as w:`")
         await self.settle()
         self._writing = _Write(write)
-        self._group.start_soon(self._writing.run)
+        self._group.start_soon(self._writing.run, name="props-write-ahead")
 
     async def settle(self) -> None:
         """Wait for the write in flight, if any."""

@@ -4,8 +4,8 @@ Each policy is a `Policy` below: tenacity's stop and wait, built once; nothing e
 package loops over a failure (tests/test_layers.py looks for such a loop and fails on one).
 `Policy.call` makes the first attempt before tenacity, so a hot path pays for no controller
 until something failed. What a policy retries is the caller's question (`retry_on`),
-answered from the one classifier of failures (`faults.kind`: transient, refusal, defect, as each error class
-says where it is defined):
+answered from the one classifier of failures (`faults.kind`: transient, refusal, defect, as
+each error class says where it is defined):
 - APPEND: an append, an import's batch, grades written by the server. Retried when what
   stopped it is over by the next attempt: the connection went away, a serialization failure
   or deadlock, a concurrent writer moved a stream or stored the same ids first (the next

@@ -76,7 +76,7 @@ async def serve(app: Any, sock: socket.socket, *,
                 await server.serve(sockets=[sock])
             tg.cancel_scope.cancel()  # it ended by itself
 
-        tg.start_soon(serve_shielded)
+        tg.start_soon(serve_shielded, name="props-http-server")
         try:
             await server.up.wait()
             task_status.started()

@@ -104,7 +104,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     kinds = [chosen[i % len(chosen)] for i in range(args.faults)]
     chaos.rng.shuffle(kinds)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(chaos.watch)
+        tg.start_soon(chaos.watch, name="chaos-watch")
         await chaos.start_doomed(tg)
         console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
                       f"(seed {args.seed}), two `props serve` replicas, a spare launcher"
@@ -143,8 +143,8 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                 console.print(f"  {time.monotonic() - chaos.began:6.1f}s {kind}: {detail}")
 
         async with anyio.create_task_group() as load_tg:
-            load_tg.start_soon(load)
-            load_tg.start_soon(faults)
+            load_tg.start_soon(load, name="chaos-load")
+            load_tg.start_soon(faults, name="chaos-faults")
         console.print(f"load done after {time.monotonic() - chaos.began:.0f} s; draining ...")
         drained = await drain(chaos, args.drain_seconds)
         await chaos.stop_services()
