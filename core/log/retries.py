@@ -239,7 +239,10 @@ async def keep_serving(
                 and not (fatal and database.only(exc, fatal)))
 
     def lost(exc: BaseException, _: int) -> None:
-        log.warning("%s lost the database (%s); retrying", what, exc)
+        if faults.transient(exc):
+            log.warning("%s lost the database (%s); retrying", what, exc)
+        else:  # (one of `also`: a checkpoint another instance or a rebuild moved)
+            log.info("%s starts again (%s)", what, exc)
 
     gave_up = False
 
