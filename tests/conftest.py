@@ -13,8 +13,10 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import asyncpg
 import psycopg
 import pytest
 from psycopg import sql
@@ -22,6 +24,7 @@ from psycopg import sql
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, migrate
 from props.core.log.store import EventStore
+from props.projections import engine
 from props.reactors.docker_runtime import DockerRuntime
 
 SESSION = uuid.uuid4().hex[:8]
@@ -135,6 +138,26 @@ async def fence_clear(store: EventStore, seconds: float = 120) -> None:
     with anyio.fail_after(seconds):
         while (await store.fence_status()).held_back:  # noqa: ASYNC110 (a poll of the server)
             await anyio.sleep(0.05)
+
+
+
+async def rebuilt(store: EventStore, *args: Any, **kwargs: Any) -> engine.RebuildReport:
+    """`engine.rebuild` once every committed event is readable (see `fence_clear`): a
+    rebuild folds the log up to the fence, so on a shared server it could otherwise stop
+    short of what the test has just appended."""
+    await fence_clear(store)
+    return await engine.rebuild(store, *args, **kwargs)
+
+@asynccontextmanager
+async def fence_held(store: EventStore) -> AsyncIterator[None]:
+    """A transaction with an id, open for the block: every later commit waits behind it."""
+    conn = await asyncpg.connect(store.dsn)
+    try:
+        async with conn.transaction():
+            await conn.fetchval("SELECT txid_current()")
+            yield
+    finally:
+        await conn.close()
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ from props.core.domain import archival, catalog, exports, imports
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
-from props.projections import engine
 from props.projections import status as projection_status
 from props.tools.checks.workload import Workload
+from tests.conftest import fence_clear, fence_held, rebuilt
 
 SIZE = 100
 
@@ -57,13 +57,14 @@ async def partition_of(store: EventStore, position: int) -> str:
 async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path) -> None:
     await small_partitions(store)
     await history(store, 60)
+    await fence_clear(store)  # (else archival stops at the fence: see below)
     # A held run in the third partition keeps that partition hot.
     held = await store.pool.fetchval(
         "SELECT substr(stream_id, 5) FROM props.events "
         "WHERE global_position BETWEEN 250 AND 299 AND category = 'run' LIMIT 1")
     await store.append(f"retention-{held}", [catalog.RetentionHeld(
         run_id=uuid.UUID(held), reason="under review")])
-    await engine.rebuild(store)
+    await rebuilt(store)
     projected = await projection_status.snapshot_rows(store)
     before = await rows(store)
     assert len(before) > 6 * SIZE
@@ -89,6 +90,7 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     assert {n for n, p in status.items() if p["state"] == "archived"} == archived
 
     # Reads of the log skip the hole; a late event of an archived run continues its stream.
+    await fence_clear(store)
     seen = [r.global_position for b in [b async for b in store.iter_all(START)] for r in b]
     assert seen == sorted(p for p, *_ in hot)
 
@@ -99,12 +101,12 @@ async def test_archive_and_restore_round_trip(store: EventStore, tmp_path: Path)
     assert await rows(store) == before
     again = await imports.import_archive(store, report.archived[0].file)
     assert again.restored is None and again.imported == 0  # restored once, not twice
-    await engine.rebuild(store)
+    await rebuilt(store)
     assert await projection_status.snapshot_rows(store) == projected
 
     # Released, the held run's partition can go too.
     await store.append(f"retention-{held}", [catalog.RetentionReleased(run_id=uuid.UUID(held))])
-    await engine.rebuild(store)
+    await rebuilt(store)
     second = await archival.archive_before(store, 6 * SIZE + 1, tmp_path / "archive2")
     assert third in {d.partition for d in second.archived}
 
@@ -113,6 +115,7 @@ async def test_a_late_event_of_an_archived_run_continues_its_stream(
         store: EventStore, tmp_path: Path) -> None:
     await small_partitions(store)
     await history(store, 30)
+    await fence_clear(store)  # (else archival stops at the fence: see below)
     found = await store.pool.fetchrow(
         "SELECT stream_id, max(stream_version) FROM props.events "
         "WHERE category = 'run' AND global_position < $1 GROUP BY stream_id "
@@ -135,6 +138,7 @@ async def test_a_failed_archive_leaves_everything_in_the_table(
         store: EventStore, tmp_path: Path) -> None:
     await small_partitions(store)
     await history(store, 20)
+    await fence_clear(store)  # (a shared server's open transactions would stop archival)
     before = await rows(store)
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
@@ -161,12 +165,28 @@ async def test_a_failed_archive_leaves_everything_in_the_table(
     assert len(await rows(store)) == len(before) - done[0].events
 
 
+
+async def test_archival_stops_where_the_fence_hides_events(store: EventStore,
+                                                          tmp_path: Path) -> None:
+    """A range written behind a transaction still open elsewhere: the export could not see
+    it whole, so archival stops there and names what holds the fence (before, it exported
+    0 events, then refused to detach the partition, after the work)."""
+    await small_partitions(store)
+    async with fence_held(store):
+        await history(store, 20)
+        before = await rows(store)
+        report = await archival.archive_before(store, 3 * SIZE + 1, tmp_path / "a")
+    assert report.archived == [] and report.stopped
+    assert "wait behind the fence" in report.stopped and "pid" in report.stopped
+    assert await rows(store) == before
+
 async def test_archive_while_writers_append_and_readers_read(
         store: EventStore, tmp_path: Path) -> None:
     """Nothing lost, nothing twice: every event ever appended is either hot or in exactly
     one archive file."""
     await small_partitions(store)
     work = await history(store, 30)
+    await fence_clear(store)  # (else archival stops at the fence: see below)
     head = await store.pool.fetchval("SELECT max(global_position) FROM props.events")
     passes: list[int] = []
     stop = anyio.Event()

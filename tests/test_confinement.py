@@ -22,6 +22,7 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.reactors import local_runtime
 from props.reactors.agents import baseline_critic
+from props.reactors.agents.baseline_confinement import Confinement
 from props.reactors.containers import ContainerSpec
 from props.reactors.run_environment import AgentEnvironment, SecretRefused
 from props.tools.command_line import service_config
@@ -111,7 +112,8 @@ def test_a_baseline_never_runs_the_examples_code(tmp_path: Path, tool: str) -> N
     root, marker = tmp_path / "example", tmp_path / "ran"
     root.mkdir()
     files = _hostile_example(root, marker)
-    findings, _dropped = baseline_critic.review(tool, root, files)
+    # As props' own user: the guard alone (as nobody, the marker's folder is out of reach).
+    findings, _dropped = baseline_critic.review(tool, root, files, Confinement(user=None))
     assert not marker.exists(), marker.read_text()
     assert any(f.path == "app.py" for f in findings)  # the real tool reviewed the example
 
@@ -133,7 +135,9 @@ def test_pylint_never_imports_the_examples_modules(tmp_path: Path,
     path, so the specimen never runs (and pylint still reviews it)."""
     root, marker, files = _copy_gi_specimen(tmp_path)
     monkeypatch.setenv("PROPS_HOSTILE_MARKER", str(marker))  # (the tool's env drops it)
-    findings, _ = baseline_critic.review("pylint", root, files)
+    # The guard alone: props' own user, brain_gi left on.
+    findings, _ = baseline_critic.review("pylint", root, files,
+                                         Confinement(user=None, tool_imports_off=False))
     assert not marker.exists() and not (root / "gi" / "RAN").exists()
     assert ("app.py", 4) in {(f.path, f.start) for f in findings}
 

@@ -12,6 +12,7 @@ Also: one exit code per thing missing (66), whatever the command.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,10 @@ import psycopg
 import pytest
 
 from props.core.domain import catalog, definitions, evaluations, vocabulary
+from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.reactors.agents import reference_critic
+from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime, ships
 from props.tools.bundled import samples
 from tests.reactor_helpers import eventually, finished, request, serving, sync_samples
@@ -461,3 +464,57 @@ async def test_a_report_row_over_two_digests_says_so(served: EventStore) -> None
         return bool(records) and records[0]["runs"] == 2
     await eventually(told)
     assert pooled == [{"model": "reference", "definition": "reference", "digests": 2}]
+
+
+# -- the demo on a machine whose engine does not answer (issue 43, item 2) ----------------------
+
+def _dead_socket(folder: Path) -> Path:
+    """A socket file nothing listens on: DOCKER_HOST names an engine (configured), and a
+    connection is refused."""
+    path = folder / "dead.sock"
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(path))
+    return path
+
+
+async def test_the_demo_runs_locally_when_no_engine_answers(empty_dsn: str,
+                                                            tmp_path: Path) -> None:
+    """The demo asks the engine once; none answers: every critic and the baseline run as
+    local processes, and it says so in one line. On the old code it exited 70 (the engine
+    was configured, so the demo built Docker images on it)."""
+    dead = _dead_socket(tmp_path)
+    out = props("demo", dsn=empty_dsn, timeout=600,
+                env={"PROPS_HOME": str(tmp_path / "home"), "DOCKER_HOST": f"unix://{dead}"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    said = [line for line in out.stdout.splitlines() if "no Docker engine answers" in line]
+    assert len(said) == 1, out.stdout
+    assert "runtime: local" in out.stdout and "baseline-ruff" in out.stdout
+    async with open_store(empty_dsn) as store:
+        pushed = await definitions.all_pushed(store, "critic")
+    assert {d.runtime for d in pushed} == {"local"}
+
+
+def test_a_baseline_push_falls_back_to_local_only_when_no_engine_answers(
+        dsn: str, tmp_path: Path) -> None:
+    dead = f"unix://{_dead_socket(tmp_path)}"
+    out = props("definitions", "baseline", "ruff", dsn=dsn, env={"DOCKER_HOST": dead})
+    assert out.returncode == 0, out.stderr
+    assert "(local)" in out.stdout and out.stdout.count("no Docker engine answers") == 1
+    asked = props("definitions", "baseline", "ruff", "--local", dsn=dsn,
+                  env={"DOCKER_HOST": dead})
+    assert asked.returncode == 0 and "no Docker engine answers" not in asked.stdout
+    demanded = props("definitions", "baseline", "ruff", "--docker", dsn=dsn,
+                     env={"DOCKER_HOST": dead})
+    assert demanded.returncode == 69, demanded.stderr  # (unavailable)
+
+
+@pytest.mark.docker
+async def test_a_baseline_push_is_the_container_baseline_when_an_engine_answers(
+        dsn: str, docker: DockerRuntime, tmp_path: Path) -> None:
+    """The default: an engine answers, so the tool's imports run in a container (the old
+    default pushed the local command whatever the machine had)."""
+    out = props("definitions", "baseline", "pylint", dsn=dsn, timeout=300,
+                env={"PROPS_HOME": str(tmp_path / "home")})
+    assert out.returncode == 0, out.stderr
+    assert "critic baseline-pylint:docker (docker)" in out.stdout, out.stdout
+    assert "no Docker engine answers" not in out.stdout

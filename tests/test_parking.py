@@ -17,7 +17,8 @@ from props.core.log.store import EventStore
 from props.projections import engine, figures
 from props.projections import parking as projection_parking
 from tests import test_strict_recall
-from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
+from tests.conftest import rebuilt
+from tests.reactor_helpers import QUICK_AGENT, eventually, finished, push_code, request
 from tests.test_projections import caught_up, dump, every_kind_of_event
 
 HUGE = 2**63 - 1
@@ -62,7 +63,7 @@ async def test_a_projection_parks_what_it_cannot_fold_and_folds_the_rest(
             assert not await parking.parked(store, projection_parking.consumer(other))
     incremental = await dump(store)
     assert len(incremental["agent_runs"]) == 30  # every run, the ones after it too
-    await engine.rebuild(store)  # the rebuild skips what the runner parked: the same rows
+    await rebuilt(store)  # the rebuild skips what the runner parked: the same rows
     assert await dump(store) == incremental
 
 
@@ -93,7 +94,7 @@ async def test_retry_parked_takes_them_up_again(store: EventStore) -> None:
     first = await parking.parked(store, projection_parking.consumer(usage))
     assert await parking.retry_all(store, projection_parking.consumer(usage), "ada") == 2
     assert await parking.parked(store, projection_parking.consumer(usage)) == {}
-    await engine.rebuild(store, [usage])  # (still overflowing: parked again)
+    await rebuilt(store, [usage])  # (still overflowing: parked again)
     again = await parking.parked(store, projection_parking.consumer(usage))
     assert set(again) == set(first) and {p.tries for p in again.values()} == {1}
 
@@ -110,6 +111,11 @@ async def test_a_reactor_parks_an_event_it_cannot_read(served: EventStore) -> No
     await push_code(store, "quick", QUICK_AGENT)
     [honest] = await request(store, "quick")
     assert (await finished(store, [honest]))[honest].status == "completed"
+
+    async def parked_once() -> bool:  # the launcher's queue may launch before its reader parks
+        return bool(await parking.parked(store, "launcher"))
+
+    await eventually(parked_once)
     parked = await parking.parked(store, "launcher")
     assert [p.error_type for p in parked.values()] == ["InvalidEvent"]
     assert "timeout_seconds" in next(iter(parked.values())).error_message
@@ -126,7 +132,7 @@ async def test_the_report_counts_a_run_touched_by_a_parked_event_apart(
     await store.append(f"run-{run}", [catalog.LlmResponded.model_construct(
         run_id=run, request_id=f"r{i}", response_sha256="0" * 64, tokens_in=HUGE,
         tokens_out=0, cost_usd=0.0, latency_ms=1.0) for i in range(2)])
-    await engine.rebuild(store)
+    await rebuilt(store)
     _records, notes = await figures.load(store, "tiered", 2)
     assert (notes["scored"], notes["parked"], notes["critic_runs"]) == (0, 1, 1)
     usage = projection_parking.consumer(engine.by_name(["usage"])[0])

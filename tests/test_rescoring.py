@@ -12,8 +12,8 @@ from props.core.log import errors, migrate
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, registration, rescoring, scorers, server_grading
-from props.projections import engine
 from props.tools.checks.workload import Workload
+from tests.conftest import rebuilt
 
 V1, V2 = scorers.rule("overlap@1"), scorers.rule("overlap@2")
 ALL = rescoring.Selection(everything=True)
@@ -23,7 +23,7 @@ async def history(store: EventStore, runs: int = 80, seed: int = 21) -> Workload
     w = Workload(seed)
     await w.setup(store)
     await w.append_runs(store, runs)
-    await engine.rebuild(store)
+    await rebuilt(store)
     return w
 
 
@@ -52,7 +52,7 @@ async def test_rescore_then_compare_buckets_every_run(store: EventStore) -> None
     assert report.graded_runs == 80  # every finished run, completed or not, is graded
     again = await rescoring.rescore(store, V2, ALL)
     assert again.appended == 0 and again.grades == report.grades  # idempotent
-    await engine.rebuild(store)
+    await rebuilt(store)
     scorers = await store.pool.fetch(
         "SELECT DISTINCT scorer_name, scorer_version FROM projections.grading_edges")
     assert {tuple(r) for r in scorers} == {("overlap", 1), ("overlap", 2)}
@@ -101,13 +101,13 @@ async def test_unscorable_runs_are_named_and_kept_out_of_metrics(store: EventSto
     await run([requested(malformed, example),
                issue(malformed, catalog.Location(file=path, ranges=[])),
                catalog.RunFinished(run_id=malformed, status="completed")], malformed)
-    await engine.rebuild(store)
+    await rebuilt(store)
 
     report = await rescoring.rescore(store, V2, ALL)
     assert report.selected == 13 and report.accounted
     assert report.unscorable == {"no finish event": 1, "ground truth missing": 1,
                                  "malformed issue": 1}
-    await engine.rebuild(store)
+    await rebuilt(store)
     c = await comparison.compare(store, "overlap@2", "overlap@2", ALL)
     assert c.complete
     assert c.unscorable[unfinished] == "no finish event"
@@ -242,7 +242,7 @@ async def server_grades(store: EventStore, after: int) -> Graded:
 async def test_grades_on_the_server_equal_the_python_rule(store: EventStore) -> None:
     await history(store, runs=60, seed=13)
     tie_run = await a_snapshot_of_ties(store)
-    await engine.rebuild(store)
+    await rebuilt(store)
     for s in (V1, V2):  # V1 also graded the history before, in Python, one event an issue
         mark = await store.pool.fetchval("SELECT max(global_position) FROM props.events")
         report = await rescoring.rescore(store, s, ALL)
@@ -279,11 +279,11 @@ async def test_grading_pending_follows_the_active_scorer(store: EventStore) -> N
         "SELECT count(*) FROM projections.grading_pending p JOIN projections.agent_runs r "
         "USING (run_id) WHERE r.status = 'completed'") == 0
     await store.append("scorer-overlap", [catalog.ActiveScorerSet(name="overlap", version=2)])
-    await engine.rebuild(store)
+    await rebuilt(store)
     pending = await store.pool.fetchval("SELECT count(*) FROM projections.grading_pending")
     assert pending > 0
     await rescoring.rescore(store, V2, ALL)
-    await engine.rebuild(store)
+    await rebuilt(store)
     assert await store.pool.fetchval("SELECT count(*) FROM projections.grading_pending") == 0
 
 
@@ -340,7 +340,7 @@ async def test_an_issue_past_every_line_is_unscorable_and_the_rest_rescored(
                 catalog.Location.model_construct(file=sorted(snapshot.files)[0], ranges=[
                     catalog.LineRange.model_construct(start=1, end=3_000_000_000)])]),
         catalog.RunFinished(run_id=far, status="completed")])
-    await engine.rebuild(store)
+    await rebuilt(store)
     report = await rescoring.rescore(store, V2, ALL)
     assert report.selected == 11 and report.accounted
     assert report.unscorable == {"malformed issue": 1}

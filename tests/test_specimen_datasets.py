@@ -138,7 +138,7 @@ def test_swebench_tps_come_from_the_patch_never_the_test_patch(
     assert _props("specimens", "list", env=env).stdout.count("calc/") == 0  # nothing recorded
     assert _props("specimens", "sync", str(out), "--allow-todo", env=env).returncode == 0
     assert _props("definitions", "reference", env=env).returncode == 0
-    assert _props("definitions", "baseline", "ruff", env=env).returncode == 0
+    assert _props("definitions", "baseline", "ruff", "--local", env=env).returncode == 0
     plan = tmp_path / "plan.toml"
     plan.write_text('name = "swe"\nexamples = ["calc/*"]\n[[critic]]\n'
                     'definition = "reference"\nref = "local"\n'

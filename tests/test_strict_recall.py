@@ -25,7 +25,8 @@ from props.core.log import errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
-from props.projections import engine, figures
+from props.projections import figures
+from tests.conftest import rebuilt
 
 SLUG = "keyed/2026-02-01-00"
 
@@ -75,10 +76,10 @@ async def graded_run(store: EventStore) -> uuid.UUID:
         *[catalog.IssueReported(run_id=run, issue_id=i, rationale="r", locations=locations)
           for i, locations in ISSUES.items()],
         catalog.RunFinished(run_id=run, status="completed")])
-    await engine.rebuild(store)  # re-scoring reads the runs' issues from the projections
+    await rebuilt(store)  # re-scoring reads the runs' issues from the projections
     for ref in ("tiered@1", "tiered@2"):
         await rescoring.rescore(store, scorers.scorer(ref), rescoring.Selection(everything=True))
-    await engine.rebuild(store)
+    await rebuilt(store)
     return run
 
 
@@ -125,7 +126,7 @@ async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: Even
                              example=catalog.Example(snapshot=SLUG), model="m",
                              timeout_seconds=60, budget_usd=1),
         catalog.RunFinished(run_id=silent, status="completed")])
-    await engine.rebuild(store)
+    await rebuilt(store)
     rows = await store.pool.fetch(
         "SELECT scorer_version, expected, recalled, graded, recall, precision "
         "FROM projections.run_scores WHERE run_id = $1 ORDER BY scorer_version", silent)
@@ -176,7 +177,7 @@ async def test_every_critic_run_is_counted_in_the_one_state_it_is_in(store: Even
     await store.append(f"grading-{unknown}-tiered@2", [catalog.GradesEmitted(
         critique_run_id=unknown, scorer=ref.model_copy(update={"ground_truth_hash": "f" * 64}),
         grades=[catalog.IssueGrade(issue_id="i0", grade=0)])])
-    await engine.rebuild(store)
+    await rebuilt(store)
     _, notes = await figures.load(store, "tiered", 2)
     assert {k: notes[k] for k in ("critic_runs", "scored", "no_issues", "ungraded",
                                   "unscorable", "not_completed", "unfinished",

@@ -60,14 +60,14 @@ class ArchivalReport:
 
 
 async def held_runs(store: EventStore) -> dict[uuid.UUID, str]:
-    """Runs under a retention hold, with the reason, as the retention streams say now."""
+    """Runs under a retention hold, with the reason, as the retention streams say now (read
+    directly: a hold just committed must keep its run whatever holds the fence back)."""
     held: dict[uuid.UUID, str] = {}
-    async for batch in store.iter_all(category="retention"):
-        for rec in batch:
-            if isinstance(rec.event, catalog.RetentionHeld):
-                held[rec.event.run_id] = rec.event.reason
-            elif isinstance(rec.event, catalog.RetentionReleased):
-                held.pop(rec.event.run_id, None)
+    for rec in await store.read_category_now("retention"):
+        if isinstance(rec.event, catalog.RetentionHeld):
+            held[rec.event.run_id] = rec.event.reason
+        elif isinstance(rec.event, catalog.RetentionReleased):
+            held.pop(rec.event.run_id, None)
     return held
 
 
@@ -120,6 +120,12 @@ async def archive_before(store: EventStore, before: int, out_dir: Path,
             if lagging:
                 report.stopped = (f"stopped at {name} (positions {first}-{end - 1}): consumer "
                                   f"{lagging[0]['name']} has not read it yet")
+                break
+            # The export reads through the visibility fence: a range it cannot see whole
+            # would export short and be refused after the work; stop before, saying why.
+            if await store.sql.fetchval(_Q["held_back_in_range"], first, end - 1):
+                report.stopped = (f"stopped at {name} (positions {first}-{end - 1}): "
+                                  f"{(await store.fence_status()).describe()}")
                 break
         if progress:
             progress(name)

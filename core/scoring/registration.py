@@ -11,7 +11,6 @@ import uuid
 
 from props.core.domain import catalog, streams
 from props.core.log import errors
-from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -56,13 +55,14 @@ async def resolve_ref(store: EventStore, ref: str) -> tuple[str, int]:
 
 
 async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | None]:
-    """NAME@VERSION of the active scorer and the id of the event that made it so."""
+    """NAME@VERSION of the active scorer and the id of the event that made it so. Read from
+    the scorers' streams directly, not through the visibility fence: a transaction left open
+    anywhere on the server would otherwise hide the last activation, even this process's
+    own (activating the default back after B read B as still active)."""
     active, event_id = None, None
-    async for batch in store.iter_all(START, types=["scorer.activated"]):
-        for rec in batch:
-            e = rec.event
-            if isinstance(e, catalog.ActiveScorerSet):
-                active, event_id = f"{e.name}@{e.version}", rec.event_id
+    for rec in await store.read_category_now("scorer"):
+        if isinstance(rec.event, catalog.ActiveScorerSet):
+            active, event_id = f"{rec.event.name}@{rec.event.version}", rec.event_id
     return active, event_id
 
 

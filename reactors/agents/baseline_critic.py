@@ -11,18 +11,10 @@ rules). Findings outside the example's files are dropped and counted. The instal
 must be the one the definition names (its digest covers it): any other, or a tool that
 crashes, ends the run with exit code 3, a closed failure fact.
 
-The tool never runs the example's code: a snapshot may hold `ruff/__main__.py`,
-`sitecustomize.py` or a `.pth` file. So the tool's interpreter runs isolated (`-I`: neither
-the working directory nor PYTHON* variables reach its import path), in a working directory
-outside the example (the filesystem's root), given the files by absolute path, with an
-environment that holds nothing but PATH (not the run's database login). Isolation alone
-is not enough: pylint puts the linted files' folders on `sys.path`, and astroid's brains
-import what they analyse (`brain_gi` imports `gi` to call `gi.require_version`). So the tool
-runs under a guard (`_GUARD`) that refuses to import any module from outside the places the
-interpreter had on its path when it started: the example's code cannot run even where the
-tool itself would import it. And the example's own pragmas (`# noqa`, `# ruff: noqa`,
-`# nosec`, `# pylint: disable`, `# pylint: skip-file`) are ignored: a snapshot must not
-silence the critic that reviews it.
+The tool never runs the example's code and never reads props' files: how it runs (isolated,
+behind an import guard, its import-executing features and the example's pragmas off, and as
+user nobody on a copy of the example when props runs as root) is
+`baseline_confinement`'s concern.
 """
 
 from __future__ import annotations
@@ -39,38 +31,11 @@ from typing import Any
 
 from props.core.domain import baselines, catalog
 from props.core.log import errors
+from props.reactors.agents import baseline_confinement
+from props.reactors.agents.baseline_confinement import Confinement
 from props.reactors.agents.sdk import Agent
 
 TOOL_FAILED = 3  # the exit code of a run whose tool could not review the example
-
-# Run as `python -I -c _GUARD MODULE ARGS...`: the tool's module as `__main__`, behind a
-# finder that refuses any module found outside the startup path (the example's folders that
-# a tool adds later included), and with pylint's pragma parser given a pattern that never
-# matches (pylint has no option to ignore the file's own `# pylint:` comments).
-_GUARD = """
-import importlib.machinery, os, re, runpy, sys
-_ALLOWED = tuple(os.path.realpath(p) + os.sep for p in sys.path if p)
-class _OnlyInstalledCode:
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-        if spec is None:
-            return None
-        places = [spec.origin] if spec.has_location and spec.origin else []
-        for place in places + list(spec.submodule_search_locations or []):
-            if not (os.path.realpath(place) + os.sep).startswith(_ALLOWED):
-                raise ImportError(f"props refused to import {name} from {place}: a "
-                                  "baseline never runs the example's code")
-        return None
-sys.meta_path.insert(0, _OnlyInstalledCode)
-module = sys.argv.pop(1)
-if module == "pylint":
-    import pylint.lint.message_state_handler as pragmas
-    pragmas.OPTION_PO = re.compile(r"(?!)")
-sys.argv[0] = module
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
-
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
@@ -131,32 +96,38 @@ TOOLS: dict[str, Tool] = {
     # (pylint's exit status is a bit mask: 1 fatal, 32 usage error)
     "pylint": Tool(lambda rules, files: [
         "pylint", "--output-format=json", "--score=n", "--persistent=n",
-        "--rcfile=/dev/null", "--disable=all", f"--enable={','.join(rules)}", *files],
+        "--rcfile=/dev/null", "--unsafe-load-any-extension=n", "--load-plugins=",
+        "--extension-pkg-allow-list=", "--disable=all", f"--enable={','.join(rules)}", *files],
         _pylint, frozenset(range(0, 32, 2))),
 }
 
 
-def review(tool: str, root: Path, files: list[str]) -> tuple[list[Finding], int]:
+def review(tool: str, root: Path, files: list[str],
+           confinement: Confinement | None = None) -> tuple[list[Finding], int]:
     """The findings on `files` (relative to `root`), and how many fell outside them."""
     t = TOOLS[tool]
-    root = root.resolve()
-    targets = [str(root / f) for f in files]
-    # The filesystem's root: outside the example, and there in every container (which may
-    # have no writable folder at all; the tools write nothing: no cache, no state).
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", _GUARD, *t.arguments(baselines.RULES[tool], targets)],
-        cwd=os.sep,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.sep},
-        capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode not in t.ok_exits:
-        raise RuntimeError(f"{tool} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-    kept, dropped = [], 0
-    for f in t.findings(json.loads(done.stdout or "[]")):
-        path = os.path.relpath(os.path.realpath(root / f.path), os.path.realpath(root))
-        if path not in files:
-            dropped += 1
-            continue
-        kept.append(dataclasses.replace(f, path=path))
+    confinement = confinement or Confinement()
+    read = baseline_confinement.inside(root.resolve(), files)
+    if not read:  # (a tool given no file reviews its working directory: the filesystem)
+        return [], len(files) - len(read)
+    with baseline_confinement.readable_copy(root.resolve(), read, confinement) as folder:
+        targets = [str(folder / f) for f in read]
+        # The filesystem's root: outside the example, and there in every container (which
+        # may have no writable folder at all; the tools write nothing: no cache, no state).
+        done = subprocess.run(
+            confinement.command(sys.executable, t.arguments(baselines.RULES[tool], targets)),
+            cwd=os.sep, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.sep},
+            capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode not in t.ok_exits:
+            raise RuntimeError(f"{tool} exited {done.returncode}: "
+                               f"{done.stderr.strip()[-2000:]}")
+        kept, dropped = [], 0
+        for f in t.findings(json.loads(done.stdout or "[]")):
+            path = os.path.relpath(os.path.realpath(folder / f.path), os.path.realpath(folder))
+            if path not in read:
+                dropped += 1
+                continue
+            kept.append(dataclasses.replace(f, path=path))
     return kept, dropped
 
 

@@ -26,6 +26,13 @@ SELECT count(*) AS events,
 SELECT name, tx_id::text AS tx_id, position FROM props.checkpoints
  WHERE (tx_id, position) < ($1::xid8, $2::bigint) ORDER BY name
 
+-- held_back_in_range --
+-- Events between positions $1 and $2 that the visibility fence still hides (written by a
+-- transaction at or past it): an export of the range would miss them.
+SELECT count(*) FROM props.events
+ WHERE global_position BETWEEN $1 AND $2
+   AND tx_id >= pg_snapshot_xmin(pg_current_snapshot())
+
 -- mark_archived --
 UPDATE props.log_partitions
    SET state = 'archived', archive_file = $2, archive_sha256 = $3, events = $4,

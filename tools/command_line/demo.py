@@ -35,6 +35,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring, scorers
 from props.projections import figures
 from props.projections import status as projection_status
+from props.reactors import docker_runtime
 from props.reactors import evaluation_driver as driver
 from props.reactors.containers import ContainerRuntime
 from props.reactors.docker_runtime import (
@@ -42,7 +43,7 @@ from props.reactors.docker_runtime import (
     build_baseline_image,
     build_reference_image,
 )
-from props.reactors.service import Service, container_runtimes
+from props.reactors.service import RuntimeChoice, Service, container_runtimes
 from props.tools.bundled import samples
 from props.tools.command_line import figure_tables, run_warnings
 from props.tools.command_line.render import Console
@@ -69,8 +70,9 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     applied = await migrate.migrate_database(dsn)
     console.print(f"schema: {len(applied)} migration(s) applied" if applied
                   else "schema: up to date (reused)")
+    choice = await _runtime(args.runtime)
     async with open_store(database.resolve_service_dsn(), max_connections=8) as store, \
-            container_runtimes(args.runtime) as runtimes:
+            container_runtimes(choice) as runtimes:
         folder = samples.samples_dir()
         found = specimens.load_valid(folder)
         synced = await specimen_sync.sync(store, str(folder), found)
@@ -110,6 +112,18 @@ async def demo_cmd(args: argparse.Namespace) -> int:
     if not compared.complete:
         raise errors.PropsError("the comparison did not account for every run")
     return 0
+
+
+async def _runtime(choice: RuntimeChoice) -> RuntimeChoice:
+    """`auto` decided once, by asking the engine now: Docker when one answers, else local
+    processes, said (a configured engine that does not answer would fail every push)."""
+    if choice != "auto":
+        return choice
+    if await docker_runtime.reachable():
+        return "docker"
+    console.print("runtime: no Docker engine answers (DOCKER_HOST, else the local socket); "
+                  "the critics and the baseline run as local processes")
+    return "local"
 
 
 async def _push_critics(store: EventStore, runtimes: Sequence[ContainerRuntime]

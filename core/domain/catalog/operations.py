@@ -10,7 +10,15 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from props.core.domain.catalog.parts import REGISTRY, Count, LauncherName, Name, Sha256, _Part
+from props.core.domain.catalog.parts import (
+    REGISTRY,
+    Count,
+    LauncherName,
+    Name,
+    RuntimeName,
+    Sha256,
+    _Part,
+)
 from props.core.log.events import Event
 
 # -- reactors (stream reactor-<name>) ------------------------------------------------------------
@@ -53,7 +61,7 @@ class LauncherStarted(Event):
     type_name = "launcher.started"
     name: LauncherName
     capacity: int = pydantic.Field(ge=1, le=100_000)
-    runtimes: list[Literal["docker", "local"]]
+    runtimes: list[RuntimeName]
     engine: Annotated[str, pydantic.StringConstraints(max_length=500)] | None = None
     lease_seconds: float = pydantic.Field(gt=0, le=86_400, allow_inf_nan=False)
 

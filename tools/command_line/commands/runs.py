@@ -73,10 +73,17 @@ def _definitions_parser(sub: Any) -> None:
                         "runs over the example's Python files and each finding becomes an "
                         "issue (its rule id and message as rationale, its severity mapped). "
                         "The tool's exact version and rules are in the definition's config "
-                        "and digest. A local command, or with --docker the reference image "
-                        "with the host's Python mounted.")
+                        "and digest. The reference image with the host's Python mounted "
+                        "whenever a Docker engine answers (the tool's imports run in a "
+                        "container, away from props' files), else a local command (said "
+                        "when it happens).")
     p.add_argument("tool", choices=("ruff", "bandit", "pylint"), help="which analyzer")
-    p.add_argument("--docker", action="store_true", help="run it in a Docker container")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--docker", action="store_true",
+                       help="a Docker container or nothing: fail when no engine answers")
+    where.add_argument("--local", action="store_true",
+                       help="a local command even when an engine answers (it runs as user "
+                       "nobody when props serves as root)")
     p.set_defaults(handler="runs:baseline_cmd", connections=2)
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)

@@ -108,13 +108,20 @@ async def reference_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    if args.docker:
-        from props.reactors import docker_runtime
+    """The container baseline whenever an engine answers: whatever the tool imports runs
+    in a container, far from props' files; a local command only when asked (`--local`) or
+    when no engine answers, and then it says so."""
+    from props.reactors import docker_runtime
 
+    if not args.local and (args.docker or await docker_runtime.reachable()):
         async with docker_runtime.DockerRuntime.connect() as rt:
             definition = await docker_runtime.build_baseline_image(rt, args.tool)
     else:
         definition = baselines.local(args.tool)
+        if not args.local:
+            out.print(f"no Docker engine answers (DOCKER_HOST, else the local socket): "
+                      f"{args.tool} pushed as a local command instead; it runs beside props "
+                      "(docs/internals/reactors.md says as whom)")
     new = await definitions.push(store, definition)
     _say_pushed(definition, new)
     return 0

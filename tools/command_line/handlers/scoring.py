@@ -37,12 +37,11 @@ def _selection(args: argparse.Namespace) -> rescoring.Selection:
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     registered: dict[str, str] = {}
     active = None
-    async for batch in store.iter_all(category="scorer"):
-        for rec in batch:
-            if isinstance(rec.event, catalog.ScorerRegistered):
-                registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
-            elif isinstance(rec.event, catalog.ActiveScorerSet):
-                active = f"{rec.event.name}@{rec.event.version}"
+    for rec in await store.read_category_now("scorer"):
+        if isinstance(rec.event, catalog.ScorerRegistered):
+            registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
+        elif isinstance(rec.event, catalog.ActiveScorerSet):
+            active = f"{rec.event.name}@{rec.event.version}"
     known: dict[str, scorers.Scorer] = {**scorers.SCORERS, **llm_judge.configured()}
     rows = []
     for ref, s in known.items():
