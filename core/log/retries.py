@@ -71,14 +71,9 @@ class Policy:
             stop = tenacity.stop_after_attempt(max(1, self.attempts - 1))
         if self.seconds is not None:
             stop = stop | tenacity.stop_after_delay(self.seconds)
-        # After tenacity's attempt k (the policy's k + 1): the wait of retry k + 1.
-        wait: tenacity.wait.wait_base = tenacity.wait_exponential(multiplier=self.first * 2,
-                                                                  max=self.cap)
-        if self.jitter:
-            wait = wait + tenacity.wait_random(0, self.jitter)
         object.__setattr__(self, "_rest_stop", stop)
         object.__setattr__(self, "_rest", tenacity.AsyncRetrying(
-            stop=stop, wait=wait, sleep=anyio.sleep, reraise=True))
+            stop=stop, wait=_Delay(self, 1), sleep=anyio.sleep, reraise=True))
 
     def delay(self, retry: int) -> float:
         """Seconds to wait before retry number `retry` (from 1): doubling from `first`."""
@@ -125,8 +120,7 @@ class Policy:
             stop = tenacity.stop_after_attempt(self.attempts)
         if self.seconds is not None:
             stop = stop | tenacity.stop_after_delay(self.seconds)
-        base = tenacity.Retrying(stop=stop, wait=tenacity.wait_exponential(
-            multiplier=self.first, max=self.cap), reraise=True)
+        base = tenacity.Retrying(stop=stop, wait=_Delay(self, 0), reraise=True)
         return base.copy(**_hooks(retry_on, on_retry, None, wait, stop))
 
 
@@ -135,6 +129,17 @@ def _failure(state: tenacity.RetryCallState) -> BaseException:
     exc = state.outcome.exception()
     assert exc is not None
     return exc
+
+
+class _Delay(tenacity.wait.wait_base):
+    """A policy's `delay` as tenacity's wait: one formula for every wait of the policy.
+    `shift`: how many attempts were made before tenacity's first."""
+
+    def __init__(self, policy: Policy, shift: int) -> None:
+        self.policy, self.shift = policy, shift
+
+    def __call__(self, state: tenacity.RetryCallState) -> float:
+        return self.policy.delay(state.attempt_number + self.shift)
 
 
 class _StopWhen(tenacity.stop.stop_base):
