@@ -149,6 +149,31 @@ async def test_negative_control_without_the_case_key_a_rerun_duplicates(
     assert set((await _requests(store)).values()) == {3}
 
 
+async def test_run_ids_come_from_a_recorded_nonce_so_no_one_knows_them_first(
+        store: EventStore) -> None:
+    """An import could once pre-create the runs a later local evaluation would request: their
+    ids were derived from the name, version, case and attempt alone. Now they come from a
+    random nonce recorded in evaluation.started: found again on resume, unknown before.
+    Negative control: the old derivation (what the code before gave) is not what it uses,
+    and a version recorded without a nonce keeps it (replays still match)."""
+    await _ready(store)
+    plan = evaluations.Plan.model_validate({"name": "unguessable", "examples": ["csvtool/*"],
+                                            "critic": [REFERENCES[0]]})
+    cases = await evaluations.resolve(store, plan)
+    ev, again = await evaluations.start(store, plan, cases)
+    assert not again and ev.nonce is not None
+    recorded = (await evaluations.history(store, plan.name))[-1]
+    assert recorded.nonce == ev.nonce
+    case = ev.cases[0]
+    predictable = uuid.uuid5(evaluations._NAMESPACE, f"{ev.name}:{ev.version}:{case.key}:0")
+    assert ev.run_id(case) == uuid.uuid5(ev.nonce, f"{case.key}:0") != predictable
+    resumed, again = await evaluations.start(store, plan, cases)
+    assert again and resumed.run_id(case, 1) == ev.run_id(case, 1)
+    assert (await evaluations.recorded(store, plan.name)).run_id(case) == ev.run_id(case)
+    old = evaluations.Evaluation(ev.name, ev.version, ev.plan, ev.cases)  # no nonce recorded
+    assert old.run_id(case) == predictable
+
+
 @pytest.mark.slow
 async def test_a_critic_that_always_fails_makes_it_incomplete_with_the_facts(
         store: EventStore, dsn: str, tmp_path: Path) -> None:

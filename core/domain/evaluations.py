@@ -178,9 +178,14 @@ class Evaluation:
     plan: Plan
     cases: list[Case]
     requester: str | None = None  # the token that started it (the API's), else None
+    nonce: uuid.UUID | None = None  # evaluation.started's (None: recorded before it had one)
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
-        return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+        """The run of `case`'s `attempt`: derived (a resumed evaluation finds its runs again)
+        from the version's random nonce, so nothing outside can take the id first."""
+        if self.nonce is None:  # a version recorded before nonces: the ids it used
+            return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+        return uuid.uuid5(self.nonce, f"{case.key}:{attempt}")
 
 
 async def start(store: EventStore, plan: Plan, cases: list[Case], *,
@@ -197,7 +202,7 @@ async def start(store: EventStore, plan: Plan, cases: list[Case], *,
     if recorded and recorded[-1].plan_sha256 == digest:
         by = records[-1][1].get("requested_by")
         return Evaluation(plan.name, recorded[-1].version, plan, cases,
-                          by if isinstance(by, str) else None), True
+                          by if isinstance(by, str) else None, recorded[-1].nonce), True
     if recorded and not new_version:
         raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
                         f"critics' digests or snapshots changed since): give it another name, "
@@ -206,11 +211,13 @@ async def start(store: EventStore, plan: Plan, cases: list[Case], *,
     blob = await store.put_blob(canonical)
     event = catalog.EvaluationStarted(name=plan.name, version=version,
                                       plan=plan.model_dump(mode="json"), plan_sha256=digest,
-                                      cases_sha256=blob, cases=len(cases))
+                                      cases_sha256=blob, cases=len(cases), nonce=uuid.uuid4())
     await store.append(streams.evaluation(plan.name), [NewEvent(
         event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"),
         {"requested_by": requester} if requester else {})])
-    return Evaluation(plan.name, version, plan, cases, requester), False
+    # Two starts at once append one event (the same id): the nonce is the one recorded.
+    stored = next(e for e, _ in await _started(store, plan.name) if e.version == version)
+    return Evaluation(plan.name, version, plan, cases, requester, stored.nonce), False
 
 
 async def _started(store: EventStore, name: str,
@@ -233,7 +240,7 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
     requester = meta.get("requested_by")
     return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
                       [Case(**c) for c in doc["cases"]],
-                      requester if isinstance(requester, str) else None)
+                      requester if isinstance(requester, str) else None, last.nonce)
 
 
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:

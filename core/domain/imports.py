@@ -149,7 +149,8 @@ class Admit:
 REFUSED_BECAUSE = {
     "consumers": "acts on this database's consumers (parks, retries, exclusions, the active "
                  "scorer, retention holds and launchers are this database's own)",
-    "own_stream": "appends to a stream this database began",
+    "own_stream": "appends to a stream holding events of this database's own",
+    "other_origin": "continues a stream an import of another origin (another signer) brought",
     "own_run": "names critic run {run} of this database's own",
 }
 

@@ -17,6 +17,7 @@ from props.core.domain import catalog, definitions, specimen_sync, streams
 from props.core.log import errors
 from props.core.log.events import Event, NewEvent, RecordedEvent, describe_validation_error
 from props.core.log.store import EventStore
+from props.schema import queries
 
 _KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
 
@@ -54,6 +55,25 @@ class Requested:
 def idempotent_run_id(key: str, i: int) -> uuid.UUID:
     """The `i`th run of a request with idempotency key `key`."""
     return uuid.uuid5(_KEYS, f"{key}/{i}")
+
+
+_AGENTS = queries.load("agents")
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """Critic runs by where they stand, from the log (`props service status`)."""
+
+    queued: int  # requested, no container yet
+    running: int  # a container, no finish
+    finished: int
+
+
+async def counts(store: EventStore) -> Counts:
+    """How many critic runs are queued, running and finished now."""
+    row = await store.sql.fetchrow(_AGENTS["run_counts"])
+    assert row is not None  # an aggregate: one row, always
+    return Counts(int(row["queued"]), int(row["running"]), int(row["finished"]))
 
 
 async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Requested:

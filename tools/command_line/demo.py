@@ -92,7 +92,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         compared = await _serve_and_score(store, runtimes, ev)
         out = embedded.default_home() / "demo-export.jsonl.zst"
         out.parent.mkdir(parents=True, exist_ok=True)
-        total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+        total = await store.reader.count()
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("exporting the log", total=total)
             exported = await exports.export(store, exports.Selection(), out,
@@ -201,16 +201,5 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
 async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
-        while True:
-            statuses = await projection_status.of(store)
-            built = all(s.checkpoint is not None for s in statuses)
-            done = await store.sql.fetchval(_FINISHED, run_ids) if built else 0
-            if done == len(run_ids) and not any(s.lag_events for s in statuses) \
-                    and not await store.sql.fetchval(_PENDING):
-                return
+        while not await projection_status.settled(store, run_ids):  # noqa: ASYNC110 (tables)
             await anyio.sleep(0.2)
-
-
-_FINISHED = ("SELECT count(*) FROM projections.agent_runs "
-             "WHERE run_id = ANY($1::uuid[]) AND finished_at IS NOT NULL")
-_PENDING = "SELECT count(*) FROM projections.grading_pending"

@@ -143,6 +143,10 @@ class EvaluationStarted(Event):
     plan_sha256: Sha256  # of the plan and its resolved cases: what "the same plan" means
     cases_sha256: Sha256
     cases: Count
+    # Random, drawn when the version is recorded: its runs' ids are uuid5(nonce, case:attempt),
+    # so no one (an import) can know them before. None in versions recorded before: their
+    # runs' ids derive from the name, version, case and attempt, as they were.
+    nonce: uuid.UUID | None = None
 
 
 @REGISTRY.register

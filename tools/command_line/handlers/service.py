@@ -15,7 +15,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from props.core.domain import quotas, specimen_sync, tokens
+from props.core.domain import quotas, run_requests, specimen_sync, tokens
 from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate, retries, stopping
@@ -24,15 +24,11 @@ from props.reactors import host, launchers
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
-from props.schema import queries
 from props.tools.command_line import arguments, logs, render, run_log, service_config
 from props.tools.command_line.handlers import specimens as specimen_handlers
 from props.tools.command_line.render import Column, Console
 
 log = logging.getLogger("props.serve")
-
-
-_AGENTS = queries.load("agents")
 
 
 async def serve_cmd(args: argparse.Namespace) -> int:
@@ -188,7 +184,7 @@ async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
             "load": launcher.load if launcher else None,
             "lease_seconds": launcher.lease_seconds if launcher else None,
             "engine": launcher.engine if launcher else None})
-    runs = await store.sql.fetchrow(_AGENTS["run_counts"])
+    runs = await run_requests.counts(store)
     columns = [
         Column("reactor", "reactor"),
         Column("serving", "serving now", lambda v: "yes" if v else "no", short="up"),
@@ -203,8 +199,7 @@ async def status_cmd(args: argparse.Namespace, store: EventStore) -> int:
                     Column("lease_seconds", "lease (s)", short="lease", optional=True),
                     Column("engine", "engine", optional=True)]
     render.emit(args, rows, columns, empty="no reactors")
-    assert runs is not None
     if args.format == "table":
-        Console().print(f"critic runs: {runs['queued']:,} queued, {runs['running']:,} "
-                        f"running, {runs['finished']:,} finished")
+        Console().print(f"critic runs: {runs.queued:,} queued, {runs.running:,} running, "
+                        f"{runs.finished:,} finished")
     return 0

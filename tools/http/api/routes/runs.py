@@ -63,6 +63,14 @@ class Run(pydantic.BaseModel):
     projected: bool = pydantic.Field(description="false while the projections have not "
                                      "caught up with this run yet (status from the log)")
     details: dict[str, Any] = pydantic.Field(description="the run's row in agent_runs")
+    scorer: str | None = pydantic.Field(description="the scorer the figures are under: the "
+                                        "active one, else the first that graded the run")
+    recall: float | None = pydantic.Field(description="of the defects in scope, the share "
+                                          "found (null: not scored)")
+    chance: float | None = pydantic.Field(description="the recall the same issues would "
+                                          "have by chance (null: not recorded)")
+    precision: float | None = pydantic.Field(description="of the graded issues, the share "
+                                             "that found a defect")
     timeline: list[TimelineEntry] | None = None
 
 
@@ -124,17 +132,19 @@ async def critic_runs_are_posted() -> JSONResponse:
 
 
 @router.get("/api/runs/{run_id}", response_model=Run, dependencies=Read,
-            summary="a run's status (projections) and timeline (its events in the log)")
+            summary="a run's status (projections), its scorer's recall, chance and precision of "
+                    "it, and its timeline (its events in the log)")
 async def get_run(store: Store, run_id: RunNamed,
                   timeline: bool = Query(True, description="include the timeline")) -> Run:
     try:
-        run = await run_pages.detail(store, run_id)
+        shown = await run_pages.shown(store, run_id)
     except errors.NotFound:
         raise HTTPException(404, f"no run {run_id}") from None
+    run = shown.detail
     events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,
                             data=details(r.event)) for r in run.events] if timeline else None
     return Run(run_id=run_id, status=run.status, projected=run.row is not None,
-               details=run.row or {}, timeline=events)
+               details=run.row or {}, timeline=events, **shown.figures)
 
 
 @router.get("/api/runs", response_model=RunPage, dependencies=Read,
