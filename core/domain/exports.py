@@ -51,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from props.core.domain import canonical_ids, catalog, export_lines, signing, specimens
 from props.core.domain.export_lines import MAX_LINE_BYTES
-from props.core.log import errors
+from props.core.log import errors, stopping
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -196,7 +196,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
             manifest["signature"] = signing.sign(manifest, sign_with)
         await emit([_line(manifest)], hashed=False)
     except BaseException:
-        with anyio.CancelScope(shield=True):
+        with stopping.shield(f"the export's partial file {tmp}: its removal"):
             await anyio.to_thread.run_sync(sink.close)
             await anyio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
         raise

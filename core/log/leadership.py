@@ -90,7 +90,8 @@ async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
         if standing is not None:
             standing.answer(True)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(database.watch_session, conn)  # the lock lives with the session
+            # The lock lives with the session.
+            tg.start_soon(database.watch_session, conn, name=f"props-lock-watch {what}")
             yield
             tg.cancel_scope.cancel()
 
