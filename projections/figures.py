@@ -276,3 +276,22 @@ def differences(points: list[_Score]) -> list[dict[str, Any]]:
                         "recall_delta": diff.delta, "low": diff.low, "high": diff.high,
                         "significant": diff.significant})
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakdown:
+    """One scorer's pooled recall and precision, by model, definition and snapshot, and by the
+    day the runs were requested: the same definitions as the report's rows, split finer."""
+
+    per_snapshot: list[dict[str, Any]]
+    by_day: list[dict[str, Any]]  # each with its `group` (model / definition) and `day`
+
+
+async def breakdown(store: EventStore, scorer: tuple[str, int],
+                    runs: list[uuid.UUID] | None = None) -> Breakdown:
+    """`scorer`'s figures per snapshot and per day, of `runs` only when given (an
+    evaluation's)."""
+    name, version = scorer
+    per_snapshot = await store.sql.fetch(_Q["per_snapshot"], name, version, runs)
+    by_day = await store.sql.fetch(_Q["by_day"], name, version, runs)
+    return Breakdown([dict(r) for r in per_snapshot], [dict(r) for r in by_day])

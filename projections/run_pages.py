@@ -1,8 +1,10 @@
 """Runs as analysts look at them: a filtered page of runs, and one run in detail.
 
 The API, `props runs list/show` and the viewer read these, so a filter means the same
-everywhere. Rows come from `agent_runs`; a run's timeline from its stream in the log, so a
-run the projections have not caught up with is still shown (as `projected = False`).
+everywhere, and a run's page (`shown`: its header, its issues under one scorer, and that
+scorer's recall, chance and precision of it) is computed here once for all three. Rows
+come from `agent_runs`; a run's timeline from its stream in the log, so a run the
+projections have not caught up with is still shown (as `projected = False`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from props.core.domain import run_requests, streams
+from props.core.domain import catalog, run_requests, streams
 from props.core.log import errors
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
+from props.projections import run_view
 from props.schema import queries
 
 _Q = queries.load("run_pages")
@@ -152,3 +155,65 @@ async def detail(store: EventStore, run_id: uuid.UUID) -> RunDetail:
         row = None
     parked = [dict(r) for r in await store.sql.fetch(_Q["parked_of_run"], run_id)]
     return RunDetail(run_id, events, dict(row) if row is not None else None, parked)
+
+
+async def header(store: EventStore, run: RunDetail) -> dict[str, Any]:
+    """What a run's page opens with, from its row (or, before the projections caught up,
+    from its request): its duration, status, parks and file set's name besides."""
+    row = dict(run.row or {})
+    if not row and run.events and isinstance(run.events[0].event, catalog.RunRequested):
+        req = run.events[0].event
+        row = {"run_id": run.run_id, "model": req.model, "definition": req.definition,
+               "snapshot": req.example.snapshot, "requested_at": run.events[0].recorded_at}
+    started, finished = row.get("started_at"), row.get("finished_at")
+    row["duration"] = (finished - started).total_seconds() if started and finished else None
+    row["status"] = run.status
+    row["parked"] = run.parked
+    files_hash = row.get("files_hash")
+    row["file_set"] = (await file_set_names(store, [files_hash])).get(files_hash) \
+        if files_hash else None
+    return row
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """A run's page: the one answer `props runs show`, `GET /api/runs/{id}` and the viewer's
+    run page render."""
+
+    detail: RunDetail
+    header: dict[str, Any]
+    scorer: str | None  # the scorer it is shown under (None: none graded it, none active)
+    scores: dict[str, Any] | None  # that scorer's figures of the run; None: not scored
+    found: run_view.Issues | None  # its issues (when asked for and projected)
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        """The scorer, and its recall, chance level and precision of the run (None where
+        it has none): the same keys in the CLI's JSON and the API's."""
+        got = self.scores or {}
+        return {"scorer": self.scorer, "recall": got.get("recall"),
+                "chance": got.get("chance"), "precision": got.get("precision")}
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuesWanted:
+    """Which of a run's issues its page lists: a page of them, and only one kind, maybe."""
+
+    page: int = 1
+    per_page: int = 100
+    match: str | None = None  # a kind of run_view.KINDS, or run_view.UNGRADED
+
+
+async def shown(store: EventStore, run_id: uuid.UUID, scorer: str | None = None,
+                issues: IssuesWanted | None = None) -> Shown:
+    """The run's page under `scorer` (default: the active one, else the first that graded
+    it), with its `issues` when asked for; NotFound when the log has no such run."""
+    run = await detail(store, run_id)
+    head = await header(store, run)
+    found = await run_view.issues(store, head, issues.page, issues.per_page, scorer,
+                                  issues.match) if run.row and issues else None
+    chosen = found.scorer if found else \
+        await run_view.shown_scorer(store, run_id, scorer) if run.row else None
+    scores = (await scores_of(store, [run_id], run_view.scorer_key(chosen))).get(run_id) \
+        if chosen else None
+    return Shown(run, head, chosen, scores, found)

@@ -284,8 +284,7 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
     gt = version.ground_truth if version else None
     truths = _truths(gt)
     found_by = await store.sql.rows(_FINDS, run_id, scorers.FIND_GRADE)
-    graded_by = [f"{r.scorer_name}@{r.scorer_version}" for r in found_by]
-    scorer = scorer or await _active(store, graded_by)
+    scorer = scorer or await _active(store, [_ref(r) for r in found_by])
     under = (*scorer_key(scorer), scorers.FIND_GRADE)
     kinds = {r["kind"]: int(r["issues"])
              for r in await store.sql.fetch(_Q["kinds"], run_id, *under)}
@@ -293,7 +292,7 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
     rows = await store.sql.rows(_ISSUES_PAGE, run_id, per_page, (page - 1) * per_page,
                                 match, *under)
     total = kinds.get(match, 0) if match else sum(kinds.values())
-    found = {label for r in found_by if f"{r.scorer_name}@{r.scorer_version}" == scorer
+    found = {label for r in found_by if _ref(r) == scorer
              for label in r.found or []}
     files_hash = run.get("files_hash") or None  # the projections' WHOLE_SNAPSHOT is ""
     scope = next((s.occurrences for s in gt.scopes if s.files_hash == files_hash),
@@ -325,6 +324,20 @@ async def issues(store: EventStore, run: dict[str, Any], page: int = 1, per_page
             [t for label in labels if (t := truth(label))]))
     return Issues(shown, total, [t for label in missed if (t := truth(label))], scorer,
                   version.version if version else None, kinds, match)
+
+
+def _ref(finds: _Finds) -> str:
+    return f"{finds.scorer_name}@{finds.scorer_version}"
+
+
+async def shown_scorer(store: EventStore, run_id: uuid.UUID, scorer: str | None = None,
+                       ) -> str | None:
+    """The scorer a run's page shows it under: `scorer` when asked for, else the active
+    one, else the first that graded the run (what `issues` picks, without reading them)."""
+    if scorer:
+        return scorer
+    found_by = await store.sql.rows(_FINDS, run_id, scorers.FIND_GRADE)
+    return await _active(store, [_ref(r) for r in found_by])
 
 
 def scorer_key(scorer: str | None) -> tuple[str, int]:

@@ -4,6 +4,7 @@ parked; and every live table's rows, to compare two states of the tables."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Sequence
 
 import anyio
@@ -55,6 +56,20 @@ async def of(store: EventStore,
         out.append(ProjectionStatus(p.name, p.version, cp, behind.events, behind.seconds,
                                     await core_parking.count(store, parking.consumer(p))))
     return out
+
+
+_Q = queries.load("projections")
+
+
+async def settled(store: EventStore, run_ids: Sequence[uuid.UUID]) -> bool:
+    """Whether every one of these runs is finished and graded, and the projections show it
+    (built, caught up with the log, no issue waiting for the scorer)."""
+    statuses = await of(store)
+    if any(s.checkpoint is None or s.lag_events for s in statuses):
+        return False
+    row = await store.sql.fetchrow(_Q["settled"], list(run_ids))
+    assert row is not None  # aggregates: one row
+    return int(row["finished"]) == len(run_ids) and not row["pending"]
 
 
 async def snapshot_rows(store: EventStore) -> dict[str, list[tuple[object, ...]]]:

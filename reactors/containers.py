@@ -5,7 +5,10 @@ container of that name before it launches one, so a launcher restarted mid-run a
 running container instead of starting a second. `wait` returns once the container has exited
 (or None at the deadline); `kill` stops it; `outcome` says how it ended and `logs` what it
 printed; `remove` forgets it. `names` lists the containers carrying a label, so orphans left
-by a crash are found and reaped at start-up. Both runtimes pass the same contract tests.
+by a crash are found and reaped at start-up. `prepare` gives a run's container its way to
+the database, which only the runtime knows (a local process reaches it as the launcher does; a
+container needs a socket mounted or a network). Every runtime passes the same contract tests
+(props.reactors.runtime_contract), and is found by its name (props.reactors.runtimes).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from props.core.log import errors
 
@@ -28,6 +32,7 @@ class EngineUnreachable(errors.PropsError):
     as engine_unreachable (retryable)."""
 
     exit_code = 69  # EX_UNAVAILABLE
+    fault: errors.Fault = "transient"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +64,29 @@ class Outcome:
     oom_killed: bool = False
 
 
+class Reach(Protocol):
+    """How a run's agent may reach the database, for its runtime to choose from: each way is
+    a DSN of the run's own role, so every restriction of that role holds whichever it is."""
+
+    def host_dsn(self) -> str:
+        """A DSN that works from this host (the launcher's own address for the server)."""
+
+    def tcp(self) -> tuple[str, str] | None:
+        """A DSN over TCP and the engine network it is reached from, when the operator gave
+        one (agents whose engine is not on the database's host); None otherwise."""
+
+    async def socket(self, target: str) -> tuple[str, Mount]:
+        """A DSN through the server's Unix socket seen at `target`, and the mount of that one
+        socket file (never its directory: the embedded server keeps it in its data)."""
+
+
 class ContainerRuntime(Protocol):
-    kind: Literal["docker", "local"]
+    kind: str  # its registered name (props.reactors.runtimes), recorded in container.started
+
+    async def prepare(self, spec: ContainerSpec, run_dir: Path, reach: Reach) -> ContainerSpec:
+        """`spec` completed with the agent's way to the database (PROPS_AGENT_DSN and what
+        it takes) and whatever else this runtime's containers need; `run_dir` is the run's
+        own directory on this host."""
 
     async def start(self, spec: ContainerSpec) -> str:
         """Start the container named `spec.name`, or find it if it exists; return its id."""

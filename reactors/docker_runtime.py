@@ -8,13 +8,15 @@ CPU and memory limits (swap included, so the memory limit is real), every contai
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeVar, cast
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import aiodocker
 import aiohttp
@@ -30,10 +32,12 @@ from props.reactors.containers import (
     EngineUnreachable,
     Mount,
     Outcome,
+    Reach,
     host_capacity,
 )
 
 DEFAULT_URL = "unix:///var/run/docker.sock"
+SOCKET_TARGET = "/run/props-pg"  # where a container without network sees the server's socket
 AGENT_USER = "65534:65534"  # nobody:nogroup
 
 
@@ -49,13 +53,19 @@ def configured() -> bool:
             or shutil.which("dockerd") is not None)
 
 
-async def reachable(url: str | None = None) -> bool:
-    """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket)."""
+ANSWER_WAIT = 60.0  # seconds an engine that took the connection has to answer
+
+
+async def reachable(url: str | None = None, *, within: float = ANSWER_WAIT) -> bool:
+    """Whether a Docker engine answers at `url` (DOCKER_HOST, else the local socket). No
+    socket, or a connection refused, is a no at once; an engine that took the connection is
+    waited for to answer (a loaded one answers in seconds: a short guess called it absent),
+    up to `within`."""
     url = url or engine_url()
     if url.startswith("unix://") and not await anyio.Path(url.removeprefix("unix://")).exists():
         return False
     try:
-        with anyio.fail_after(3):
+        with anyio.fail_after(within):
             async with aiodocker.Docker(url=url) as docker:
                 await docker.version()
     except (aiodocker.DockerError, OSError, TimeoutError, ValueError):
@@ -117,10 +127,24 @@ def _engine_call(fn: F) -> F:
 
 
 class DockerRuntime:
-    kind: Literal["docker", "local"] = "docker"
+    kind: str = "docker"
 
     def __init__(self, docker: aiodocker.Docker) -> None:
         self.docker = docker
+
+    async def prepare(self, spec: ContainerSpec, run_dir: Path, reach: Reach) -> ContainerSpec:
+        """A container with network reaches the database as the host does; one without, over
+        the operator's TCP address on its engine network when given (its engine is not on
+        the database's host), else through the server's socket file, mounted."""
+        if spec.network:
+            return dataclasses.replace(spec, env={**spec.env, "PROPS_AGENT_DSN": reach.host_dsn()})
+        if (tcp := reach.tcp()) is not None:
+            dsn, network = tcp
+            return dataclasses.replace(spec, env={**spec.env, "PROPS_AGENT_DSN": dsn},
+                                       network=True, network_name=network)
+        dsn, socket = await reach.socket(SOCKET_TARGET)
+        return dataclasses.replace(spec, env={**spec.env, "PROPS_AGENT_DSN": dsn},
+                                   mounts=[*spec.mounts, socket])
 
     @classmethod
     @asynccontextmanager

@@ -31,6 +31,7 @@ import anyio.to_thread
 
 from props.core.domain import catalog, definitions, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
+from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.reactors import (
     agent_roles,
@@ -49,7 +50,6 @@ from props.reactors.containers import (
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
-from props.reactors.stopping import Stop
 from props.schema import queries
 
 log = logging.getLogger(__name__)

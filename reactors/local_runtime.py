@@ -13,6 +13,7 @@ trust.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -20,7 +21,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import anyio.to_thread
@@ -32,6 +32,7 @@ from props.reactors.containers import (
     ContainerSpec,
     Mount,
     Outcome,
+    Reach,
     host_capacity,
 )
 
@@ -80,7 +81,7 @@ def ships(command: list[str]) -> bool:
 
 
 class LocalRuntime:
-    kind: Literal["docker", "local"] = "local"
+    kind: str = "local"
 
     def __init__(self, root: Path, *, trust_commands: bool = False) -> None:
         self.root = root
@@ -97,6 +98,12 @@ class LocalRuntime:
             return int((self._dir(name) / "shim.pid").read_text())
         except (OSError, ValueError):
             return None
+
+    async def prepare(self, spec: ContainerSpec, run_dir: Path, reach: Reach) -> ContainerSpec:
+        """A local process reaches the database as the launcher does (the host's address),
+        and keeps its home in the run's directory (the launcher's user's own is not its)."""
+        return dataclasses.replace(
+            spec, env={**spec.env, "PROPS_AGENT_DSN": reach.host_dsn(), "HOME": str(run_dir)})
 
     async def start(self, spec: ContainerSpec) -> str:
         return await anyio.to_thread.run_sync(self._start, spec)

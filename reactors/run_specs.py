@@ -34,7 +34,6 @@ from props.schema import queries
 _Q = queries.load("agents")
 EXAMPLE_TARGET = "/example"
 GRADING_TARGET = "/grading"
-SOCKET_TARGET = "/run/props-pg"
 
 
 class Task(pydantic.BaseModel):
@@ -108,6 +107,32 @@ class AgentDatabase:
     network: str = "bridge"
 
 
+@dataclasses.dataclass(frozen=True)
+class DatabaseReach:
+    """The ways a run's agent may reach this database (containers.Reach), each as the run's
+    own role: its runtime's `prepare` picks one."""
+
+    specs: RunSpecs
+    credentials: agent_roles.Credentials
+
+    def host_dsn(self) -> str:
+        c = self.credentials
+        return agent_roles.agent_dsn(self.specs.store.dsn, c.role, c.password)
+
+    def tcp(self) -> tuple[str, str] | None:
+        tcp, c = self.specs.agent_database, self.credentials
+        if tcp is None:
+            return None
+        return (agent_roles.agent_dsn(self.specs.store.dsn, c.role, c.password,
+                                      tcp=(tcp.host, tcp.port, tcp.sslmode)), tcp.network)
+
+    async def socket(self, target: str) -> tuple[str, Mount]:
+        host_dir, port = await self.specs.server_socket()
+        socket, c = f".s.PGSQL.{port}", self.credentials
+        dsn = agent_roles.agent_dsn(self.specs.store.dsn, c.role, c.password, (target, port))
+        return dsn, Mount(f"{host_dir}/{socket}", f"{target}/{socket}")
+
+
 class RunSpecs:
     """Builds each run's container spec on one database, with the runs' files under
     `work_dir`."""
@@ -138,53 +163,29 @@ class RunSpecs:
             await anyio.to_thread.run_sync(grader_runs.write_inputs, state.grading, gt,
                                            grading_dir)
             mounts.append(Mount(str(grading_dir), GRADING_TARGET))
-        dsn, socket_mounts, network_name = await self._database(definition, credentials, rt)
-        mounts += socket_mounts
         if definition.host_python:
             mounts += [Mount(p, p) for p in definitions.host_python_paths()]
         task = Task(run_id=req.run_id, agent_type=req.agent_type, model=req.model,
                     example=req.example, config=definition.config,
                     timeout_seconds=req.timeout_seconds, budget_usd=req.budget_usd)
-        env = {"PROPS_TASK": task.model_dump_json(), "PROPS_AGENT_DSN": dsn,
+        env = {"PROPS_TASK": task.model_dump_json(),
                "PROPS_EXAMPLE_DIR": rt.visible_path(mounts[0]),
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
         if req.agent_type == "grader":
             env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
-        if rt.kind == "local":
-            env["HOME"] = str(run_dir)
         # A key is named by the definition and passed from the launcher's environment, if
         # the operator allow-lists it: it never sits in the config, so never in the log.
         env.update(self.agent_env.secrets_for(definition.config, self.store.dsn))
-        return ContainerSpec(
+        spec = ContainerSpec(
             name=container_name(deployment, req.run_id),
             image=definition.image or definition.digest,
             command=list(definition.command),
             env=env, mounts=mounts,
             labels={LABEL: str(req.run_id), DEPLOYMENT_LABEL: deployment},
-            network=definition.limits.network or network_name is not None,
-            network_name=network_name, cpus=definition.limits.cpus,
+            network=definition.limits.network, cpus=definition.limits.cpus,
             memory_mb=definition.limits.memory_mb,
         )
-
-    async def _database(self, definition: catalog.DefinitionPushed,
-                        credentials: agent_roles.Credentials, rt: ContainerRuntime,
-                        ) -> tuple[str, list[Mount], str | None]:
-        """How the agent reaches the database: its DSN, the mounts that takes, and the
-        engine network it joins (None: none of its own)."""
-        tcp = self.agent_database
-        role, password = credentials.role, credentials.password
-        if rt.kind == "docker" and not definition.limits.network and tcp is not None:
-            dsn = agent_roles.agent_dsn(self.store.dsn, role, password,
-                                        tcp=(tcp.host, tcp.port, tcp.sslmode))
-            return dsn, [], tcp.network
-        if rt.kind == "docker" and not definition.limits.network:
-            # Only the socket file itself is mounted: the embedded server keeps its socket
-            # inside its data directory, which an agent must never see.
-            host_dir, port = await self.server_socket()
-            socket = f".s.PGSQL.{port}"
-            dsn = agent_roles.agent_dsn(self.store.dsn, role, password, (SOCKET_TARGET, port))
-            return dsn, [Mount(f"{host_dir}/{socket}", f"{SOCKET_TARGET}/{socket}")], None
-        return agent_roles.agent_dsn(self.store.dsn, role, password), [], None
+        return await rt.prepare(spec, run_dir, DatabaseReach(self, credentials))
 
     async def server_socket(self) -> tuple[str, str]:
         """The directory of the server's Unix socket (on this host) and its port: how an

@@ -1,7 +1,8 @@
 """Everything `props serve` runs, in one process: the reactors and the projection runner.
 
-The container runtime is Docker when an engine answers (DOCKER_HOST or the local socket),
-else local processes, unless the caller chooses. Several `props serve` processes can share a
+The container runtimes are local processes, and Docker when an engine answers (DOCKER_HOST or
+the local socket), with any other registered runtime this machine has, unless the caller
+chooses one by name (props.reactors.runtimes). Several `props serve` processes can share a
 database: each reactor and the projection runner is active in one of them at a time (advisory
 locks), the others stand by and take over when the active one stops or dies.
 """
@@ -13,30 +14,29 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import anyio.abc
 
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
+from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import docker_runtime, launchers, run_attempts
+from props.reactors import launchers, run_attempts, runtimes
 from props.reactors.containers import ContainerRuntime
 from props.reactors.evaluations import EvaluationDriver
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
 from props.reactors.run_environment import AgentEnvironment
 from props.reactors.run_specs import AgentDatabase
-from props.reactors.stopping import Stop
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-RuntimeChoice = Literal["auto", "docker", "local"]  # local: no Docker even if reachable
+# "auto", or a registered runtime's name ("local": no engine even if one answers)
+RuntimeChoice = str
 
 
 def work_dir() -> Path:
@@ -44,26 +44,18 @@ def work_dir() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def container_runtimes(choice: RuntimeChoice = "auto", engine: str | None = None,
+async def container_runtimes(choice: RuntimeChoice = runtimes.AUTO, engine: str | None = None,
                              *, trust_local_commands: bool = False,
                              ) -> AsyncIterator[list[ContainerRuntime]]:
-    """The runtimes runs may use: local processes (for local definitions) always, and a
-    Docker-compatible engine (Docker, or Podman's API service) at `engine` (default
-    DOCKER_HOST, else the local socket) for image definitions, when `choice` demands one (it
-    must answer now), or with `auto` when this machine has one configured or `engine` is
-    given: an engine restarting at this moment is waited for by the runs that need it, not
-    given up on. The local runtime runs only props' own agents unless
+    """The runtimes runs may use (runtimes.chosen): local processes (for local definitions)
+    always, the one `choice` names (it must answer now), or with `auto` every registered one
+    this machine has. The local runtime runs only props' own agents unless
     `trust_local_commands` (an operator who wrote the local definitions' commands)."""
-    local = LocalRuntime(work_dir() / "local-containers", trust_commands=trust_local_commands)
-    if choice == "docker":
-        async with docker_runtime.DockerRuntime.connect(engine) as docker:
-            yield [local, docker]
-    elif choice == "auto" and (engine is not None or await docker_runtime.reachable()
-                               or docker_runtime.configured()):
-        async with docker_runtime.DockerRuntime.lazy(engine) as docker:
-            yield [local, docker]
-    else:
-        yield [local]
+    options = runtimes.Options(work_dir(), engine, trust_local_commands)
+    async with contextlib.AsyncExitStack() as stack:
+        opened = [await stack.enter_async_context(registration.open(options, required))
+                  for registration, required in runtimes.chosen(choice)]
+        yield [rt for rt in opened if rt is not None]
 
 
 @dataclasses.dataclass
@@ -106,7 +98,8 @@ class Service:
         self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval,
                                   stop=self.stop) for r in reactors]
         if "projections" in self.only:
-            self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
+            self.runner = engine.Runner(self.store, poll_interval=self.poll_interval,
+                                       stop=self.stop)
 
     async def standing(self) -> tuple[list[str], list[str]]:
         """Once each part's first try for its lock is answered: the parts this process

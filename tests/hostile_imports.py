@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import export_lines
+from props.core.domain import export_lines, signing
 from tests.test_archive import _rechained, _write
 
 
@@ -98,15 +99,16 @@ KINDS: dict[str, tuple[Callable[[Local], list[dict[str, Any]]], str]] = {
     "retention.held": (_retention, "acts on this database's consumers"),
     "grades of a local run": (_grades_of_own_run, "names critic run"),
     "an event appended to a local stream": (_appended_to_own_stream,
-                                            "appends to a stream this database began"),
+                                            "appends to a stream holding events of"),
     "archive.imported naming a local run": (_own_run_marked_imported, "names critic run"),
     "an event naming a local run in its data": (_request_naming_own_run, "names critic run"),
 }
 
 
-def write(out: Path, template: Path, events: list[dict[str, Any]]) -> Path:
+def write(out: Path, template: Path, events: list[dict[str, Any]],
+          sign_with: Ed25519PrivateKey | None = None) -> Path:
     """`template`'s header with `events` (and no blobs), re-chained, manifest recounted and
-    unsigned."""
+    unsigned (or signed by `sign_with`)."""
     lines = [orjson.loads(line) for _, line in export_lines.read_lines(template)]
     counts: dict[str, int] = {}
     for e in events:
@@ -114,6 +116,9 @@ def write(out: Path, template: Path, events: list[dict[str, Any]]) -> Path:
     manifest = {k: v for k, v in lines[-1].items() if k != "signature"}
     manifest.update(events=len(events), blobs=0, counts=dict(sorted(counts.items())),
                     archive_id=str(uuid.uuid4()))
-    rebuilt = [lines[0], *events, manifest]
-    _write(out, _rechained([orjson.dumps(obj) + b"\n" for obj in rebuilt]))
+    rebuilt = _rechained([orjson.dumps(obj) + b"\n" for obj in [lines[0], *events, manifest]])
+    if sign_with is not None:  # over the manifest as re-chained
+        last = orjson.loads(rebuilt[-1])
+        rebuilt[-1] = orjson.dumps({**last, "signature": signing.sign(last, sign_with)}) + b"\n"
+    _write(out, rebuilt)
     return out

@@ -112,10 +112,8 @@ async def test_new_streams_whole_are_taken(target: EventStore, template: Path,
     assert (report.imported, report.inert) == (2, 0)
 
 
-async def test_an_imported_snapshot_version_never_grades_a_local_run(
-        target: EventStore, template: Path, tmp_path: Path) -> None:
-    """The backdating case: a version dated between v1 and the local runs on it passes the
-    backdating check, but grades only the runs the file brings, unless adopted."""
+async def _local_snapshot(target: EventStore) -> tuple[Any, Any, int, dict[str, Any]]:
+    """The first run's request, its snapshot's last version, that stream's head and data."""
     run = await one(target,
         "SELECT data->'example'->>'snapshot' AS slug, recorded_at FROM props.events "
         "WHERE type = 'run.requested' ORDER BY global_position LIMIT 1")
@@ -124,27 +122,60 @@ async def test_an_imported_snapshot_version_never_grades_a_local_run(
         "WHERE stream_id = $1 ORDER BY stream_version DESC LIMIT 1", f"snapshot-{run['slug']}")
     head = await target.pool.fetchval("SELECT version FROM props.streams WHERE stream_id = $1",
                                       v1["stream_id"])
-    data = orjson.loads(v1["data"])
+    return run, v1, head, orjson.loads(v1["data"])
+
+
+async def test_a_snapshot_version_appended_to_a_local_snapshot_is_refused(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """A new version of a snapshot this database synced amends its ground truth: refused
+    naming the line, nothing written. Negative control: on the code before, the same file
+    imported (1 event; only the grading rule below kept it off local runs)."""
+    run, v1, head, data = await _local_snapshot(target)
     between = v1["recorded_at"] + (run["recorded_at"] - v1["recorded_at"]) / 2
     forged = {**hostile_imports._event(v1["stream_id"], head + 1, "snapshot.synced",
                                        {**data, "version": data["version"] + 1}, 1),
               "recorded_at": between.isoformat()}
+    path = hostile_imports.write(tmp_path / "amend.jsonl.zst", template, [forged])
+    before = await count(target)
+    with pytest.raises(exports.ArchiveError, match=r"amend.jsonl.zst:2: snapshot.synced in "
+                       r"snapshot-.* appends to a stream holding events of this database"):
+        await imports.import_archive(target, path)
+    with pytest.raises(exports.ArchiveError, match="appends to a stream"):
+        await imports.import_archive(target, path, adopt_snapshots=True)
+    assert await count(target) == before
+
+
+async def test_an_imported_snapshot_version_never_grades_a_local_run(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """The backdating case, on a snapshot an import brought (adopted: its version 1 grades
+    local runs): a later file's version dated between v1 and the local runs on it passes the
+    backdating check, but grades only the runs the file brings, unless adopted."""
+    run, v1, _, data = await _local_snapshot(target)
+    slug = data["slug"].rsplit("-", 1)[0] + "-99"
+    data = {**data, "slug": slug, "version": 1}
+    first = {**hostile_imports._event(f"snapshot-{slug}", 1, "snapshot.synced", data, 1),
+             "recorded_at": v1["recorded_at"].isoformat()}
+    adopted = hostile_imports.write(tmp_path / "adopted.jsonl.zst", template, [first])
+    assert (await imports.import_archive(target, adopted, adopt_snapshots=True)).imported == 1
+    between = v1["recorded_at"] + (run["recorded_at"] - v1["recorded_at"]) / 2
+    forged = {**hostile_imports._event(f"snapshot-{slug}", 2, "snapshot.synced",
+                                       {**data, "version": 2}, 2),
+              "recorded_at": between.isoformat()}
     path = hostile_imports.write(tmp_path / "backdated.jsonl.zst", template, [forged])
     assert (await imports.import_archive(target, path)).imported == 1
-    history = await specimen_sync.history_of(target, run["slug"])
-    assert history is not None and history.foreign == [False] * (len(history.versions) - 1) \
-        + [True]
-    record = rescoring.RunRecord(uuid.uuid4(), "completed", run["slug"], "",
+    history = await specimen_sync.history_of(target, slug)
+    assert history is not None and history.foreign == [False, True]
+    record = rescoring.RunRecord(uuid.uuid4(), "completed", slug, "",
                                  run["recorded_at"], "m", "d")
-    chosen = rescoring.ground_truth_for(record, {run["slug"]: history}, "at-run")
-    assert chosen is not None and chosen.version == data["version"]
-    latest = rescoring.ground_truth_for(record, {run["slug"]: history}, "latest")
-    assert latest is not None and latest.version == data["version"]
+    chosen = rescoring.ground_truth_for(record, {slug: history}, "at-run")
+    assert chosen is not None and chosen.version == 1
+    latest = rescoring.ground_truth_for(record, {slug: history}, "latest")
+    assert latest is not None and latest.version == 1
     # Negative control: the same version graded a run the file brought (the old rule, for
     # every run): the forged key.
     record.imported = True
-    chosen = rescoring.ground_truth_for(record, {run["slug"]: history}, "at-run")
-    assert chosen is not None and chosen.version == data["version"] + 1
+    chosen = rescoring.ground_truth_for(record, {slug: history}, "at-run")
+    assert chosen is not None and chosen.version == 2
 
 
 async def test_as_of_a_time_never_moves_when_older_events_are_imported(
@@ -247,3 +278,151 @@ async def test_an_imported_unfinished_run_is_never_carried_out_here(
     launcher = Launcher(target, [LocalRuntime(tmp_path / "c")], tmp_path / "work")
     await launcher._run(theirs)
     assert await target.stream_version(f"run-{theirs}") == 1  # nothing appended: not claimed
+
+
+def _spellings(run_id: str) -> dict[str, str]:
+    """Other spellings of one id that uuid parsers (Python's, PostgreSQL's) read as it."""
+    return {"upper": run_id.upper(), "braced": "{" + run_id + "}",
+            "no hyphens": run_id.replace("-", "")}
+
+
+@pytest.mark.parametrize("spelling", ["upper", "braced", "no hyphens"])
+@pytest.mark.parametrize("where", ["data", "stream"])
+async def test_an_id_in_another_spelling_is_refused_naming_the_line(
+        target: EventStore, template: Path, tmp_path: Path, spelling: str, where: str) -> None:
+    """A local run named in another spelling than props writes slipped past the checks
+    that compared ids as text (negative control: on the code before, the braced and
+    unhyphenated data and every stream spelling imported: `imported == 1`)."""
+    mine = await local(target)
+    other = _spellings(mine.run_id)[spelling]
+    theirs = str(uuid.uuid4())
+    if where == "data":  # a grade of a new stream, whose data names the local run
+        stream, data = f"grading-{theirs}-overlap@9", {**mine.grade_data,
+                                                         "critique_run_id": other}
+    else:  # a grade of a new run, in a stream named after the local run
+        stream, data = f"grading-{other}-overlap@9", {**mine.grade_data,
+                                                      "critique_run_id": theirs}
+    event = hostile_imports._event(stream, 1, "grade.emitted", data, 1)
+    bad = hostile_imports.write(tmp_path / "spelled.jsonl.zst", template, [event])
+    before = await count(target)
+    with pytest.raises(exports.ArchiveError,
+                       match=r"spelled.jsonl.zst:2: .* is not a UUID as props writes it "
+                             r"\(lower case, 8-4-4-4-12\); nothing was written"):
+        await imports.import_archive(target, bad)
+    assert await count(target) == before
+
+
+@pytest.mark.parametrize("spelling", ["upper", "braced", "no hyphens"])
+async def test_the_database_compares_run_ids_as_uuids(
+        target: EventStore, template: Path, tmp_path: Path, spelling: str) -> None:
+    """The function that decides what a file may bring compares uuids, whatever the
+    verifier let through: an event of a type this props does not know (taken as it is with
+    --allow-unknown, its data unread) naming a local run in another spelling is refused.
+    Negative control: 0011's function compared text, and took the braced and unhyphenated
+    spellings."""
+    mine = await local(target)
+    event = hostile_imports._event(f"x-{uuid.uuid4()}", 1, "vendor.flagged",
+                                   {"run_id": _spellings(mine.run_id)[spelling]}, 1)
+    bad = hostile_imports.write(tmp_path / "unknown.jsonl.zst", template, [event])
+    with pytest.raises(exports.ArchiveError, match=rf"unknown.jsonl.zst:2: vendor.flagged .*"
+                       rf"names critic run {mine.run_id} of this database's own"):
+        await imports.import_archive(target, bad, allow_unknown=True)
+
+
+async def test_a_snapshot_whose_hash_is_not_its_ground_truth_s_is_refused(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """Grades cite a ground truth by its hash: a version claiming another's hash would
+    have local grades counted against a key they never saw. Negative control: on the code
+    before, the file verified intact and imported."""
+    _, _, _, data = await _local_snapshot(target)
+    slug = data["slug"].rsplit("-", 1)[0] + "-98"
+    honest = {**data, "slug": slug, "version": 1}
+    forged = {**honest, "ground_truth_hash": "f" * 64}
+    for name, payload in (("forged", forged), ("honest", honest)):
+        path = hostile_imports.write(tmp_path / f"{name}.jsonl.zst", template, [
+            hostile_imports._event(f"snapshot-{slug}", 1, "snapshot.synced", payload, 1)])
+        if name == "forged":
+            with pytest.raises(exports.ArchiveError, match=r"forged.jsonl.zst:2: snapshot."
+                               r"synced .* ground_truth_hash is not the hash of the ground "
+                               r"truth it carries; nothing was written"):
+                exports.verify(path)
+        else:  # the control: the same version with its own hash imports
+            assert (await imports.import_archive(target, path)).imported == 1
+
+
+async def test_a_stream_with_a_local_event_is_closed_to_imports(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """An import began the stream, this database appended to it: no import appends to it
+    again, whatever the type. Negative control: on the code before, only a stream whose
+    first event was local was closed, and the third file imported."""
+    run = str(uuid.uuid4())
+
+    def cancel(version: int, by: str) -> Path:
+        return hostile_imports.write(tmp_path / f"v{version}.jsonl.zst", template, [
+            hostile_imports._event(f"run-{run}", version, "run.cancel_requested",
+                                   {"run_id": run, "requested_by": by}, version)])
+
+    assert (await imports.import_archive(target, cancel(1, "them"))).imported == 1
+    assert (await imports.import_archive(target, cancel(2, "them"))).imported == 1  # control
+    await target.append(f"run-{run}", [catalog.RunCancelRequested(run_id=uuid.UUID(run),
+                                                                  requested_by="us")])
+    before = await count(target)
+    with pytest.raises(exports.ArchiveError, match=r"v4.jsonl.zst:2: run.cancel_requested in "
+                       r"run-.* appends to a stream holding events of this database's own"):
+        await imports.import_archive(target, cancel(4, "them"))
+    assert await count(target) == before
+
+
+async def test_a_stream_an_import_brought_is_continued_only_from_its_origin(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """A stream a signed file brought is not continued by an unsigned one (nor by another
+    signer's). Control: the same signer's next file is taken. Negative control: on the code
+    before, any file continued any stream an import brought."""
+    from props.core.domain import signing
+
+    signing.create(tmp_path / "keys", "ours")
+    signing.create(tmp_path / "keys", "theirs")
+    ours, theirs = (signing.load_private(n, tmp_path / "keys") for n in ("ours", "theirs"))
+    run = str(uuid.uuid4())
+
+    def cancel(version: int, name: str, key: Any) -> Path:
+        return hostile_imports.write(tmp_path / f"{name}.jsonl.zst", template, [
+            hostile_imports._event(f"run-{run}", version, "run.cancel_requested",
+                                   {"run_id": run, "requested_by": name}, version)],
+                                     sign_with=key)
+
+    assert (await imports.import_archive(target, cancel(1, "first", ours))).imported == 1
+    before = await count(target)
+    for name, key in (("unsigned", None), ("other", theirs)):
+        with pytest.raises(exports.ArchiveError,
+                           match=rf"{name}.jsonl.zst:2: run.cancel_requested in run-.* "
+                                 rf"continues a stream an import of another origin"):
+            await imports.import_archive(target, cancel(2, name, key))
+        assert await count(target) == before
+    assert (await imports.import_archive(target, cancel(2, "same", ours))).imported == 1
+
+
+async def test_a_run_is_scored_under_one_version_when_two_hold_its_ground_truth(
+        target: EventStore) -> None:
+    """Two versions of a snapshot may hold one ground truth (a resync that changed files
+    only, or an adopted import's): `run_scores` joined versions on the hash and counted
+    each run graded against it once per version. Negative control: the view before this
+    change gave the graded runs of that snapshot two rows per scorer."""
+    slug = (await one(target,
+        "SELECT r.data->'example'->>'snapshot' AS slug FROM props.events g "
+        "  JOIN props.events r ON r.stream_id = 'run-' || (g.data->>'critique_run_id') "
+        "   AND r.type = 'run.requested' WHERE g.type = 'grade.emitted' LIMIT 1"))["slug"]
+    history = await specimen_sync.history_of(target, slug)
+    assert history is not None
+    again = history.latest.model_copy(update={"version": history.latest.version + 1})
+    await fence_clear(target)
+    await engine.rebuild(target)
+    per_run = ("SELECT count(*) AS rows, count(DISTINCT (run_id, scorer_name, scorer_version)) "
+               "AS runs FROM projections.run_scores")
+    before = await one(target, per_run)
+    assert before["rows"] == before["runs"] > 0
+    await target.append(f"snapshot-{slug}", [again])
+    await fence_clear(target)
+    await engine.rebuild(target)
+    after = await one(target, per_run)
+    assert (after["rows"], after["runs"]) == (before["rows"], before["runs"])

@@ -350,3 +350,64 @@ def test_tools_is_grouped_by_who_uses_it() -> None:
     loose = sorted(p.name for p in (ROOT / "tools").glob("*.py")
                    if p.name not in ("cli.py", "__init__.py"))
     assert loose == []
+
+
+# Where a question is only rendered: the CLI's handlers, the API and the viewer. Their SQL is
+# the read models' (projections/) and the store's, so two surfaces cannot answer one question
+# two ways.
+RENDERERS = [ROOT / "tools" / "command_line" / "handlers", ROOT / "tools" / "http" / "api",
+             ROOT / "tools" / "http" / "viewer"]
+_RUNS_SQL = {"execute", "executemany", "fetch", "fetchrow", "fetchval",
+             "copy_records_to_table", "copy_to_table"}  # a driver's (or store.sql's) calls
+_HOLDS_SQL = {"sql", "pool"}  # what statements run on
+_SQL_TEXT = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|COPY|TRUNCATE|CREATE|ALTER|DROP)"
+                       r"\s")
+
+
+def _sql_uses(path: Path) -> list[int]:
+    """Lines that run a statement (store.sql, a driver's fetch/execute), load named queries
+    or hold a statement's text (docstrings aside)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                                | ast.AsyncFunctionDef)
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    found = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr in _HOLDS_SQL) \
+                or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in _RUNS_SQL):
+            found.add(node.lineno)
+        elif isinstance(node, ast.Name) and node.id == "queries":
+            found.add(node.lineno)
+        elif isinstance(node, ast.ImportFrom | ast.Import) \
+                and any("queries" in f"{getattr(node, 'module', '')}.{a.name}".split(".")
+                        for a in node.names):
+            found.add(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and id(node) not in docstrings and _SQL_TEXT.match(node.value):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_handlers_and_routes_run_no_sql() -> None:
+    """The CLI's handlers, the API's routes and the viewer render read models: every
+    statement they need is a read model's (projections/) or the store's."""
+    found = [f"{p.relative_to(ROOT)}:{line}" for folder in RENDERERS
+             for p in sorted(folder.rglob("*.py")) for line in _sql_uses(p)]
+    assert found == []
+
+
+def test_the_sql_check_sees_a_statement(tmp_path: Path) -> None:
+    """The negative control: a planted module with SQL of each kind fails the check."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        '"""SELECT in a docstring is prose."""\n'
+        "from props.schema import queries\n"
+        "_Q = queries.load('viewer')\n"
+        "async def f(store, conn):\n"
+        "    await store.sql.fetchval('SELECT 1')\n"
+        "    await conn.execute(_Q['x'])\n"
+        "    return f\"DELETE FROM {'t'}\"\n")
+    assert _sql_uses(bad) == [2, 3, 5, 6, 7]
+

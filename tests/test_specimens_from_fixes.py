@@ -383,3 +383,26 @@ def test_600_paths_of_one_blob_are_read_once(tmp_path: Path) -> None:
     copies = {id(text) for path, text in files.items() if path != "pkg/other.py"}
     assert len(copies) == 1  # shared, not 600 copies
     assert id(files["pkg/other.py"]) not in copies  # (the control: another blob is its own)
+
+
+def test_del_and_c1_controls_in_a_name_are_escaped_in_the_key() -> None:
+    """A path or a fix's name holding DEL (0x7f) or a C1 control (0x80-0x9f): json.dumps
+    leaves them raw, and a raw DEL makes the whole ground_truth.toml unreadable (TOML refuses
+    it in strings and comments). Negative control: with `quoted` as json.dumps alone (the old
+    code) the key holds the raw characters and tomllib refuses it."""
+    import json
+    import tomllib
+
+    path, name = "pkg/a\x7fb\x85c\x9f.py", "fix\x7f\x80"
+    d = specimens_from_fixes.Defect(name, "why", {path: [(1, 1)]}, [],
+                                    notes={path: [([(2, 2)], "spacing")]})
+    key = fix_keys.ground_truth([d], {path: "x = 1\ny = 2\n"}, "a test")
+    assert not re.search("[\x7f-\x9f]", key)
+    doc = tomllib.loads(key)
+    assert doc["tp"][0]["id"] == name
+    assert list(doc["tp"][0]["occurrences"][0]) == [path]
+    assert name in doc["file_sets"]
+    raw = json.dumps(path, ensure_ascii=False)  # the old quoting
+    assert "\x7f" in raw
+    with pytest.raises(tomllib.TOMLDecodeError):
+        tomllib.loads(f"x = {raw}\n")

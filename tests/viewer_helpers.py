@@ -13,7 +13,7 @@ from props.core.domain import catalog, specimens
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
-from props.projections import engine
+from tests.conftest import rebuilt
 
 SLUG = "viewed/2026-03-01-00"
 HOSTILE = ["<script>alert(1)</script>", "[/x] [bold]not markup[/bold]", "{{7*7}}",
@@ -120,9 +120,9 @@ async def viewed_run(store: EventStore, *, turns: int = 3, extra_issues: int = 0
                catalog.RunFinished(run_id=run, status="completed", tokens_in=600,
                                    tokens_out=30, cost_usd=0.003)]
     await store.append(f"run-{run}", events)
-    await engine.rebuild(store)
+    await rebuilt(store)  # (after the fence: a shared server's other writers hold it)
     for ref in ("tiered@1", "tiered@2"):
         await rescoring.rescore(store, scorers.scorer(ref), rescoring.Selection(run_ids=[run]))
     await registration.activate(store, "tiered", 2)
-    await engine.rebuild(store)
+    await rebuilt(store)  # (after the fence: a shared server's other writers hold it)
     return Viewed(run, turns)

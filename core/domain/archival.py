@@ -63,7 +63,7 @@ async def held_runs(store: EventStore) -> dict[uuid.UUID, str]:
     """Runs under a retention hold, with the reason, as the retention streams say now (read
     directly: a hold just committed must keep its run whatever holds the fence back)."""
     held: dict[uuid.UUID, str] = {}
-    for rec in await store.read_category_now("retention"):
+    for rec in await store.reader.read_category_now("retention"):
         if isinstance(rec.event, catalog.RetentionHeld):
             held[rec.event.run_id] = rec.event.reason
         elif isinstance(rec.event, catalog.RetentionReleased):

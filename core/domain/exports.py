@@ -49,9 +49,9 @@ import orjson
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import catalog, export_lines, signing
+from props.core.domain import canonical_ids, catalog, export_lines, signing, specimens
 from props.core.domain.export_lines import MAX_LINE_BYTES
-from props.core.log import errors
+from props.core.log import errors, stopping
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -196,7 +196,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
             manifest["signature"] = signing.sign(manifest, sign_with)
         await emit([_line(manifest)], hashed=False)
     except BaseException:
-        with anyio.CancelScope(shield=True):
+        with stopping.shield(f"the export's partial file {tmp}: its removal"):
             await anyio.to_thread.run_sync(sink.close)
             await anyio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
         raise
@@ -333,6 +333,12 @@ class _Verifier:
         if not isinstance(obj.get("stream_id"), str) or not _STREAM_ID.match(obj["stream_id"]):
             raise ArchiveError(f"{where}: stream id {str(obj.get('stream_id'))[:80]!r} is not "
                                f"CATEGORY-ID; nothing was written")
+        loose = canonical_ids.loose_stream_id(obj["stream_id"])
+        if loose is not None or not canonical_ids.is_canonical(obj.get("event_id")):
+            what = (f"stream id {obj['stream_id'][:80]!r}" if loose is not None
+                    else f"event id {str(obj.get('event_id'))[:80]!r}")
+            raise ArchiveError(f"{where}: {what} is not a UUID as props writes it (lower "
+                               f"case, 8-4-4-4-12); nothing was written")
         if not isinstance(obj.get("metadata"), dict):
             raise ArchiveError(f"{where}: metadata is not an object; nothing was written")
         if not isinstance(type_name, str) or not isinstance(version, int) or \
@@ -345,9 +351,19 @@ class _Verifier:
             raise ArchiveError(f"{where}: unknown event type {type_name[:80]!r} (import with "
                                f"--allow-unknown to take it as it is); nothing was written")
         try:
-            self.registry.validate_stored(type_name, version, obj.get("data"))
+            event = self.registry.validate_stored(type_name, version, obj.get("data"))
         except errors.InvalidEvent as exc:
             raise ArchiveError(f"{where}: {str(exc)[:500]}; nothing was written") from None
+        loose_id = canonical_ids.loose_id(event, obj.get("data"))
+        if loose_id is not None:
+            raise ArchiveError(f"{where}: {loose_id[0]} {str(loose_id[1])[:80]!r} is not a UUID as "
+                               f"props writes it (lower case, 8-4-4-4-12); nothing was written")
+        if type_name == catalog.SnapshotSynced.type_name and \
+                isinstance(event, catalog.SnapshotSynced) and \
+                specimens.ground_truth_hash(event.ground_truth) != event.ground_truth_hash:
+            raise ArchiveError(f"{where}: snapshot.synced of {event.slug} version "
+                               f"{event.version}: its ground_truth_hash is not the hash of the "
+                               f"ground truth it carries; nothing was written")
 
     def finish(self) -> Verified:
         manifest = self.manifest

@@ -149,7 +149,8 @@ class Admit:
 REFUSED_BECAUSE = {
     "consumers": "acts on this database's consumers (parks, retries, exclusions, the active "
                  "scorer, retention holds and launchers are this database's own)",
-    "own_stream": "appends to a stream this database began",
+    "own_stream": "appends to a stream holding events of this database's own",
+    "other_origin": "continues a stream an import of another origin (another signer) brought",
     "own_run": "names critic run {run} of this database's own",
 }
 
@@ -203,8 +204,8 @@ async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
             failures[i] = exc
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, 0, first)
-        tg.start_soon(run, 1, second)
+        tg.start_soon(run, 0, first, name="props-import-first")
+        tg.start_soon(run, 1, second, name="props-import-second")
     for failure in failures:
         if failure is not None:
             raise failure

@@ -19,7 +19,8 @@ from props.core.log.store import EventStore
 from props.schema import queries
 
 _NAMESPACE = uuid.UUID("8d7f9a52-1b0c-4c55-9f0e-3f4de0a3a0c1")  # (reactors' since turn 1)
-_PARKED = queries.load("agents")["parked"]
+_AGENTS = queries.load("agents")
+_PARKED = _AGENTS["parked"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +35,12 @@ class Parked:
 async def count(store: EventStore, consumer: str) -> int:
     """How many events `consumer` skips now, counted on the server (what status shows)."""
     return int(await store.sql.fetchval(_PARKED, streams.reactor(consumer)))
+
+
+async def count_all(store: EventStore) -> int:
+    """How many events some consumer skips now, every consumer's together (`props db
+    status`)."""
+    return int(await store.sql.fetchval(_AGENTS["parked_now"]))
 
 
 async def parked(store: EventStore, consumer: str) -> dict[uuid.UUID, Parked]:

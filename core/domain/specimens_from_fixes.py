@@ -230,10 +230,17 @@ def _one_file(d: Defect, fix: Fix, path: str, home: str, snapshot: dict[str, str
         d.ranges[home] = changed.code
 
 
+# What json.dumps leaves raw but a key may not hold raw: DEL (TOML refuses it in a string
+# and in a comment, so the whole key would not read) and the C1 controls (invisible, and
+# some terminals act on them).
+_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
 def quoted(path: str) -> str:
     """A path (or any name) as a key shows it: a JSON string is a TOML basic string, whatever
-    it holds."""
-    return json.dumps(path, ensure_ascii=False)
+    it holds, once every control character is escaped (json.dumps escapes only 0x00-0x1f)."""
+    return _RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                             json.dumps(path, ensure_ascii=False))
 
 
 def listed(ranges: list[Range]) -> str:

@@ -101,6 +101,15 @@ class Reader:
             retries.of_kinds(*database.CONNECTION_ERRORS))
         return rows
 
+    async def ping(self) -> None:
+        """One round trip to the database (a health probe): raises when it does not answer."""
+        await self.pool.fetchval(_Q["ping"])
+
+    async def count(self, after_position: int = 0) -> int:
+        """How many events the log holds after `after_position` (every one by default): a
+        progress bar's total, so no command counts the log with a statement of its own."""
+        return int(await self.pool.fetchval(_Q["count_after"], after_position))
+
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, limit: int | None = None
     ) -> list[RecordedEvent]:
@@ -122,6 +131,15 @@ class Reader:
         server must not hide what this process just wrote (`props demo` once found no snapshot
         it had synced a moment before)."""
         return [r["stream_id"] for r in await self._fetch(_Q["category_streams"], category)]
+
+    async def read_category_now(self, category: str) -> list[RecordedEvent]:
+        """Every event of a category's streams as committed now, in log order: read directly,
+        not through the fence, for a decision on the current state (which scorer is active,
+        which runs are held) that a transaction left open anywhere must not make stale. For
+        small categories only: it reads the streams whole."""
+        streams = await self.category_streams(category)
+        records = [r for rs in (await self.read_streams(streams)).values() for r in rs]
+        return sorted(records, key=lambda r: r.global_position)
 
     async def page(
         self,

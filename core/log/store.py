@@ -328,15 +328,6 @@ class EventStore:
         """Several whole streams at once (see `Reader.read_streams`)."""
         return await self.reader.read_streams(stream_ids)
 
-    async def read_category_now(self, category: str) -> list[RecordedEvent]:
-        """Every event of a category's streams as committed now, in log order: read directly,
-        not through the fence, for a decision on the current state (which scorer is active,
-        which runs are held) that a transaction left open anywhere must not make stale. For
-        small categories only: it reads the streams whole."""
-        streams = await self.reader.category_streams(category)
-        records = [r for rs in (await self.reader.read_streams(streams)).values() for r in rs]
-        return sorted(records, key=lambda r: r.global_position)
-
     async def existing_streams(self, stream_ids: Sequence[str]) -> set[str]:
         """Which of these streams have an event."""
         return {r[0] for r in await self.pool.fetch(_Q["stream_versions"], list(stream_ids))}

@@ -60,7 +60,7 @@ async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | N
     anywhere on the server would otherwise hide the last activation, even this process's
     own (activating the default back after B read B as still active)."""
     active, event_id = None, None
-    for rec in await store.read_category_now("scorer"):
+    for rec in await store.reader.read_category_now("scorer"):
         if isinstance(rec.event, catalog.ActiveScorerSet):
             active, event_id = f"{rec.event.name}@{rec.event.version}", rec.event_id
     return active, event_id

@@ -69,12 +69,44 @@ class LocationRule(Scorer, Protocol):
 # overlap only (tiered@1 stays, with its grades, for the history it graded).
 DEFAULT_SCORER = "tiered@2"
 
-SCORERS: dict[str, LocationRule] = {
-    "overlap@1": overlap.V1,
-    "overlap@2": overlap.V2,
-    "tiered@1": tiered_1.V1,
-    "tiered@2": tiered_2.V2,
-}
+# The location rules by `NAME@VERSION`: the released ones, and any a caller registers.
+SCORERS: dict[str, LocationRule] = {}
+# The registered rules whose twin in SQL (the overlap rule, schema/queries/overlap.sql) grades
+# on the server, with its tolerance: chosen by registration, never by a rule's class, so a
+# rule built on another (a subclass that matches differently) is never graded by SQL that
+# is not its own.
+_SQL_TOLERANCE: dict[str, int] = {}
+
+
+def register(s: LocationRule, *, sql_tolerance: int | None = None) -> LocationRule:
+    """Make the rule known under its `NAME@VERSION`. `sql_tolerance`: the rule grades exactly
+    as the overlap rule in SQL with that tolerance does, so re-scoring runs it on the server
+    (its code hash must then cover that SQL, as overlap's does). A name and version is one
+    rule: a second, different one is refused."""
+    key = ref(s)
+    held = SCORERS.get(key)
+    if held is not None and held is not s:
+        raise errors.ConfigurationError(f"a different scorer is registered as {key}: a new "
+                                        f"rule is a new version")
+    SCORERS[key] = s
+    if sql_tolerance is not None:
+        _SQL_TOLERANCE[key] = sql_tolerance
+    return s
+
+
+def unregister(s: LocationRule) -> None:
+    """Forget a registered rule (a test's own, at its end)."""
+    key = ref(s)
+    if SCORERS.get(key) is s:
+        del SCORERS[key]
+        _SQL_TOLERANCE.pop(key, None)
+
+
+def sql_tolerance(s: Scorer) -> int | None:
+    """The tolerance the server's SQL rule grades `s` with; None: `s` grades in Python only
+    (not registered with SQL, or not the rule registered under its name)."""
+    key = ref(s)
+    return _SQL_TOLERANCE.get(key) if SCORERS.get(key) is s else None
 
 
 # People's verdicts (`grade.reviewed`) are the grades of a scorer of their own: compared with
@@ -139,3 +171,10 @@ def grade_event(s: Scorer, run_id: Any, issue_id: str, m: Match,
         critique_run_id=run_id, critique_issue_id=issue_id, tp_id=m.tp_id,
         tp_occurrence=m.tp_occurrence, fp_id=m.fp_id, grade=m.grade,
         scorer=scorer_ref(s, ground_truth_hash))
+
+
+# The released rules (the overlap rule has its twin in SQL).
+register(overlap.V1, sql_tolerance=overlap.V1.tolerance)
+register(overlap.V2, sql_tolerance=overlap.V2.tolerance)
+register(tiered_1.V1)
+register(tiered_2.V2)

@@ -35,7 +35,8 @@ ROOM_PER_RUN = 1000  # log positions to make room for per run graded, when parti
 
 
 def grades_on_server(s: scorers.Scorer) -> bool:
-    return isinstance(s, scorers.OverlapScorer)
+    """Whether `s` was registered with a rule in SQL (scorers.register's `sql_tolerance`)."""
+    return scorers.sql_tolerance(s) is not None
 
 
 def run_grades_id(run_id: uuid.UUID, scorer_ref: str, ground_truth_hash: str) -> uuid.UUID:
@@ -89,10 +90,11 @@ async def grade(store: EventStore, s: scorers.Scorer,
                 dry_run: bool) -> Graded:
     """Grade `runs` (each with the snapshot version it is graded against) under `s` in one
     transaction; append the grades unless `dry_run`."""
-    assert isinstance(s, scorers.OverlapScorer)
-    ranges, files = _truth([snap for _, snap in runs], s.tolerance)
+    tolerance = scorers.sql_tolerance(s)
+    assert tolerance is not None, "grade only what grades_on_server accepts"
+    ranges, files = _truth([snap for _, snap in runs], tolerance)
     try:
-        return await _grade_all(store, s, runs, ranges, files, dry_run)
+        return await _grade_all(store, s, tolerance, runs, ranges, files, dry_run)
     except Exception as exc:  # (raised by store.sql as OutOfRange; as itself elsewhere)
         if not isinstance(errors.translate(exc, errors.REFUSALS), errors.OutOfRange):
             raise
@@ -104,29 +106,29 @@ async def grade(store: EventStore, s: scorers.Scorer,
                     for row in await store.sql.fetch(_STATEMENTS["out_of_range"],
                                                      [run for run, _ in runs])}
     rest = [(run, snap) for run, snap in runs if run not in out_of_range]
-    graded = (await _grade_all(store, s, rest, *_truth([snap for _, snap in rest], s.tolerance),
-                                  dry_run)
+    graded = (await _grade_all(store, s, tolerance, rest,
+                               *_truth([snap for _, snap in rest], tolerance), dry_run)
               if rest else Graded({}))
     graded.malformed.update(out_of_range)
     return graded
 
 
-async def _grade_all(store: EventStore, s: scorers.OverlapScorer,
+async def _grade_all(store: EventStore, s: scorers.Scorer, tolerance: int,
                      runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
                      ranges: str, files: str, dry_run: bool) -> Graded:
     # The statement is all or nothing: after a race with a concurrent writer of the same
     # grades or grading stream, the next attempt skips what that writer stored.
     return await retries.appending(
-        lambda: _grade_once(store, s, runs, ranges, files, dry_run),
+        lambda: _grade_once(store, s, tolerance, runs, ranges, files, dry_run),
         lambda: store.ensure_partitions(ROOM_PER_RUN * len(runs)))
 
 
-async def _grade_once(store: EventStore, s: scorers.OverlapScorer,
+async def _grade_once(store: EventStore, s: scorers.Scorer, tolerance: int,
                       runs: Sequence[tuple[uuid.UUID, catalog.SnapshotSynced]],
                       ranges: str, files: str, dry_run: bool) -> Graded:
     args = ([run for run, _ in runs], [snap.slug for _, snap in runs],
             [snap.version for _, snap in runs], [snap.ground_truth_hash for _, snap in runs],
-            ranges, s.tolerance, files)
+            ranges, tolerance, files)
     async with store.sql.acquire() as conn, conn.transaction():
         await conn.execute(BULK_SETTINGS)
         if dry_run:

@@ -72,6 +72,14 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
  WHERE stream_id = ANY ($1::text[])
  ORDER BY stream_id, stream_version
 
+-- count_after --
+-- How many events the log holds after position $1 (0: every one): a progress bar's total.
+SELECT count(*) FROM props.events WHERE global_position > $1
+
+-- ping --
+-- Does the database answer (a health probe): one round trip, nothing read.
+SELECT 1
+
 -- read_all --
 -- The visibility fence: only rows of transactions older than every transaction still in
 -- progress, so no row can later appear before the returned ones.

@@ -64,8 +64,9 @@ WITH graded AS (
       FROM graded g
       JOIN {schema}.agent_runs r ON r.run_id = g.run_id
        AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
-      LEFT JOIN {schema}.snapshots sv
-        ON sv.slug = r.snapshot AND sv.ground_truth_hash = g.ground_truth_hash
+      LEFT JOIN LATERAL (  -- one version per run: two versions may hold one ground truth
+           SELECT min(v.version) AS version FROM {schema}.snapshots v
+            WHERE v.slug = r.snapshot AND v.ground_truth_hash = g.ground_truth_hash) sv ON true
      WHERE g.unscorable = 0
 ), expected AS (
     SELECT slug, version, files_hash, count(*) AS expected
@@ -79,8 +80,9 @@ WITH graded AS (
       FROM (SELECT o.run_id, o.scorer_name, o.scorer_version, max(o.best) AS best
               FROM {schema}.scored_occurrences o
               JOIN {schema}.agent_runs r ON r.run_id = o.run_id
-              JOIN {schema}.snapshots sv
-                ON sv.slug = r.snapshot AND sv.ground_truth_hash = o.ground_truth_hash
+              JOIN LATERAL (SELECT min(v.version) AS version FROM {schema}.snapshots v
+                             WHERE v.slug = r.snapshot
+                               AND v.ground_truth_hash = o.ground_truth_hash) sv ON true
              WHERE EXISTS (SELECT 1 FROM {schema}.scopes sc
                             WHERE sc.slug = r.snapshot AND sc.version = sv.version
                               AND sc.files_hash = r.files_hash AND sc.tp_id = o.tp_id
@@ -94,8 +96,9 @@ WITH graded AS (
            s.found AS chance_recalled, s.graded AS chance_graded
       FROM {schema}.grade_chances c
       JOIN {schema}.agent_runs r ON r.run_id = c.run_id
-      JOIN {schema}.snapshots sv
-        ON sv.slug = r.snapshot AND sv.ground_truth_hash = c.ground_truth_hash
+      JOIN LATERAL (SELECT min(v.version) AS version FROM {schema}.snapshots v
+                     WHERE v.slug = r.snapshot AND v.ground_truth_hash = c.ground_truth_hash
+                    HAVING min(v.version) IS NOT NULL) sv ON true
      CROSS JOIN LATERAL (
            SELECT coalesce(sum(o.found), 0)::float8 AS found,
                   coalesce(sum(o.graded), 0)::float8 AS graded
@@ -199,8 +202,9 @@ WITH located AS (
       JOIN {schema}.scorers k
         ON k.name = e.scorer_name AND k.version = e.scorer_version AND k.deterministic
       JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id
-      JOIN {schema}.snapshots sv
-        ON sv.slug = r.snapshot AND sv.ground_truth_hash = e.ground_truth_hash
+      JOIN LATERAL (SELECT min(v.version) AS version FROM {schema}.snapshots v
+                     WHERE v.slug = r.snapshot AND v.ground_truth_hash = e.ground_truth_hash
+                    ) sv ON true
      WHERE e.grade >= 1 AND e.tp_id IS NOT NULL
        AND EXISTS (SELECT 1 FROM {schema}.scopes sc
                     WHERE sc.slug = r.snapshot AND sc.version = sv.version

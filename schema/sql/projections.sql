@@ -37,3 +37,10 @@ SELECT tx_id, global_position, event_id
 -- end_projection_readers --
 -- Ends the analyst sessions that hold a lock on the live projections (migration 0012).
 SELECT pid, role_name AS role FROM props.end_projection_readers()
+
+-- settled --
+-- Of runs $1, how many the projections show finished, and how many reported issues of any
+-- run wait for the active scorer (props.projections.status.settled).
+SELECT (SELECT count(*) FROM projections.agent_runs
+         WHERE run_id = ANY ($1::uuid[]) AND finished_at IS NOT NULL) AS finished,
+       (SELECT count(*) FROM projections.grading_pending) AS pending

@@ -24,6 +24,7 @@ from rich.progress import Progress
 from props.core.domain import (
     baselines,
     definitions,
+    evaluation_starts,
     evaluations,
     exports,
     specimen_sync,
@@ -85,14 +86,14 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         cases = await evaluations.resolve(store, plan)
         # The plan follows what this machine has (Docker or not, the baseline or not): a
         # changed one is the evaluation's next version, never a refusal.
-        ev, resumed = await evaluations.start(store, plan, cases, new_version=True)
+        ev, resumed = await evaluation_starts.start(store, plan, cases, new_version=True)
         console.print(f"evaluation {ev.name} v{ev.version} ({PLAN.name}): {len(cases)} cases, "
                       f"{len(plan.critic)} critics x {len(found)} snapshots x {plan.epochs} "
                       f"epochs ({'resumed' if resumed else 'recorded'}); runtime: {runtime}")
         compared = await _serve_and_score(store, runtimes, ev)
         out = embedded.default_home() / "demo-export.jsonl.zst"
         out.parent.mkdir(parents=True, exist_ok=True)
-        total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+        total = await store.reader.count()
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("exporting the log", total=total)
             exported = await exports.export(store, exports.Selection(), out,
@@ -201,16 +202,5 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
 async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:
     """Until every run is finished and graded, and the projections show it."""
     with anyio.fail_after(WAIT_SECONDS):
-        while True:
-            statuses = await projection_status.of(store)
-            built = all(s.checkpoint is not None for s in statuses)
-            done = await store.sql.fetchval(_FINISHED, run_ids) if built else 0
-            if done == len(run_ids) and not any(s.lag_events for s in statuses) \
-                    and not await store.sql.fetchval(_PENDING):
-                return
+        while not await projection_status.settled(store, run_ids):  # noqa: ASYNC110 (tables)
             await anyio.sleep(0.2)
-
-
-_FINISHED = ("SELECT count(*) FROM projections.agent_runs "
-             "WHERE run_id = ANY($1::uuid[]) AND finished_at IS NOT NULL")
-_PENDING = "SELECT count(*) FROM projections.grading_pending"

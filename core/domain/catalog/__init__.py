@@ -39,6 +39,7 @@ from props.core.domain.catalog.operations import (
 )
 from props.core.domain.catalog.parts import (
     REGISTRY,
+    RUNTIME_NAME_PATTERN,
     Count,
     Digest,
     Example,
@@ -54,6 +55,7 @@ from props.core.domain.catalog.parts import (
     Name,
     NonNegative,
     Occurrence,
+    RuntimeName,
     Scope,
     ScorerRef,
     Sha256,
@@ -87,6 +89,7 @@ from props.core.domain.vocabulary import AgentType, RunStatus, Severity, Termina
 
 __all__ = [
     "REGISTRY",
+    "RUNTIME_NAME_PATTERN",
     "ActiveScorerSet",
     "AgentLimits",
     "AgentType",
@@ -142,6 +145,7 @@ __all__ = [
     "RunRequested",
     "RunStarted",
     "RunStatus",
+    "RuntimeName",
     "Scope",
     "ScorerRef",
     "ScorerRegistered",

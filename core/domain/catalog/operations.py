@@ -10,7 +10,15 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from props.core.domain.catalog.parts import REGISTRY, Count, LauncherName, Name, Sha256, _Part
+from props.core.domain.catalog.parts import (
+    REGISTRY,
+    Count,
+    LauncherName,
+    Name,
+    RuntimeName,
+    Sha256,
+    _Part,
+)
 from props.core.log.events import Event
 
 # -- reactors (stream reactor-<name>) ------------------------------------------------------------
@@ -53,7 +61,7 @@ class LauncherStarted(Event):
     type_name = "launcher.started"
     name: LauncherName
     capacity: int = pydantic.Field(ge=1, le=100_000)
-    runtimes: list[Literal["docker", "local"]]
+    runtimes: list[RuntimeName]
     engine: Annotated[str, pydantic.StringConstraints(max_length=500)] | None = None
     lease_seconds: float = pydantic.Field(gt=0, le=86_400, allow_inf_nan=False)
 
@@ -135,6 +143,10 @@ class EvaluationStarted(Event):
     plan_sha256: Sha256  # of the plan and its resolved cases: what "the same plan" means
     cases_sha256: Sha256
     cases: Count
+    # Random, drawn when the version is recorded: its runs' ids are uuid5(nonce, case:attempt),
+    # so no one (an import) can know them before. None in versions recorded before: their
+    # runs' ids derive from the name, version, case and attempt, as they were.
+    nonce: uuid.UUID | None = None
 
 
 @REGISTRY.register

@@ -18,6 +18,7 @@ from props.core.domain.catalog.parts import (
     Location,
     Milliseconds,
     Name,
+    RuntimeName,
     Seconds,
     Sha256,
     Tokens,
@@ -56,7 +57,7 @@ class RunStarted(Event):
 class ContainerStarted(Event):
     type_name = "container.started"
     run_id: uuid.UUID
-    runtime: Literal["docker", "local"]
+    runtime: RuntimeName
     container_name: Name
     container_id: Name
 

@@ -3,7 +3,7 @@ agents' definitions (stream definition-<agent type>)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pydantic
 
@@ -14,6 +14,7 @@ from props.core.domain.catalog.parts import (
     FileEntry,
     GroundTruth,
     Name,
+    RuntimeName,
     Sha256,
     SnapshotSlug,
     Version,
@@ -73,7 +74,7 @@ class DefinitionPushed(Event):
     name: Name
     tag: Name
     digest: Digest
-    runtime: Literal["docker", "local"] = "docker"
+    runtime: RuntimeName = "docker"
     image: Name | None = None  # the reference it was pushed as
     command: list[Annotated[str, pydantic.StringConstraints(max_length=100_000)]] = \
         pydantic.Field(default_factory=list, max_length=1000)  # empty: the image's own

@@ -55,8 +55,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--retry-failed", type=_retries, default=0, metavar="N",
                    help="request a failed case again, up to N times (a new run of the same "
                    "case; its earlier runs stay in the record)")
-    p.add_argument("--runtime", choices=("auto", "docker", "local"), default="auto",
-                   help="where the runs' containers run when served here (default auto)")
+    p.add_argument("--runtime", default="auto", metavar="NAME",
+                   help="where the runs' containers run when served here: auto (the "
+                   "default), docker, local or a registered runtime's name")
     p.add_argument("--wait", type=_at_least_zero, default=3600, metavar="SECONDS",
                    help="give up waiting for the cases after this long (default 3600): "
                    "those not done are reported missing")

@@ -22,11 +22,13 @@ def add_parsers(sub: Any) -> None:
                    "PROPS_<KEY> variables override it, flags override both")
     p.add_argument("--only", action="append", choices=SERVICES, metavar="NAME",
                    help=f"run only this service (repeatable): {', '.join(SERVICES)}")
-    p.add_argument("--runtime", choices=("auto", "docker", "local"),
+    p.add_argument("--runtime", metavar="NAME",
                    help="local definitions always run as local processes; image definitions "
                    "need Docker: auto (the default) uses the engine this machine has "
-                   "(DOCKER_HOST or /var/run/docker.sock; waited for while it restarts), "
-                   "docker requires it to answer at start, local never uses it")
+                   "(DOCKER_HOST or /var/run/docker.sock; waited for while it restarts) and "
+                   "every other registered runtime it has, docker requires it to answer at "
+                   "start, local never uses it; any registered runtime's name (entry-point "
+                   "group props.runtimes) requires that one")
     p.add_argument("--capacity", "--max-concurrent", dest="max_concurrent", type=int,
                    metavar="N", help="the launcher's capacity: most containers at once (also "
                    "bounded by what the host can hold); further runs wait queued (default 8)")

@@ -37,9 +37,7 @@ async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
         raise errors.ConfigurationError(f"cannot write {args.output}: no folder "
                                         f"{args.output.parent}")
     # (an evaluation's streams are a part of the log nobody counted: a count, not a bar)
-    total = None if ids is not None else await store.sql.fetchval(
-        "SELECT count(*) FROM props.events WHERE global_position > $1",
-        selection.after_position)
+    total = None if ids is not None else await store.reader.count(selection.after_position)
     with progress.counting_events("exporting", total) as advance:
         report = await exports.export(store, selection, args.output, progress=advance,
                                       sign_with=key)

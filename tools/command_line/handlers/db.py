@@ -9,13 +9,13 @@ import os
 import orjson
 from rich.text import Text
 
+from props.core.domain import parking
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, migrate, server_checks
-from props.schema import catalog_dump, queries
+from props.schema import catalog_dump
 from props.tools.command_line.render import Column, Console, print_table
 
 console = Console()
-_AGENTS = queries.load("agents")
 
 
 async def migrate_cmd(args: argparse.Namespace) -> int:
@@ -50,9 +50,9 @@ async def status_cmd(args: argparse.Namespace) -> int:
     count, fence, parked = None, None, None
     if current:
         async with open_store(dsn, max_connections=2) as store:
-            count = await store.sql.fetchval("SELECT count(*) FROM props.events")
+            count = await store.reader.count()
             fence = await store.fence_status()
-            parked = await store.sql.fetchval(_AGENTS["parked_now"])
+            parked = await parking.count_all(store)
         async with database.session(database.resolve_service_dsn()) as conn:
             found += await server_checks.service_warnings(conn)
     if args.format == "json":

@@ -74,7 +74,7 @@ async def retry_parked_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 async def rebuild_cmd(args: argparse.Namespace, store: EventStore) -> int:
     chosen = _chosen(args, "rebuild")
-    total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+    total = await store.reader.count()
     with progress.counting_events("rebuilding", total) as advance:
         report = await engine.rebuild(store, chosen, progress=advance,
                                       reader_grace=args.reader_grace)

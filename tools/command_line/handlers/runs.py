@@ -247,20 +247,19 @@ ISSUES_SHOWN = 10_000  # a run's issues in one `runs show` (the table's title sa
 
 async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     args.run_id = await arguments.resolve_run(store, args.run_id)
-    run = await run_pages.detail(store, args.run_id)
+    shown = await run_pages.shown(store, args.run_id, issues=run_pages.IssuesWanted(
+        per_page=ISSUES_SHOWN) if args.format != "csv" else None)
+    run, found = shown.detail, shown.found
     timeline = [{"version": rec.stream_version, "recorded_at": rec.recorded_at,
                  "type": rec.type_name, "data": details(rec.event)} for rec in run.events]
     if args.format == "csv":  # (one table: the timeline)
         render.emit(args, timeline, TIMELINE_COLUMNS, empty="")
         return 0
-    found = await run_view.issues(store, run.row, per_page=ISSUES_SHOWN) \
-        if run.row else None
-    scores = await _scores(store, run.run_id, found.scorer) if found and found.scorer else {}
     issues = [_issue_row(i, found.scorer) for i in found.issues] if found else []
     if args.format == "json":
         print(orjson.dumps({
             "run": {k: render.plain(v) for k, v in (run.row or {}).items()}, "status":
-            run.status, "scorer": found.scorer if found else None, **scores, "issues": issues,
+            run.status, **shown.figures, "issues": issues,
             "not_found": [t.label for t in found.missed] if found else [],
             "events": [{k: render.plain(v) for k, v in e.items()} for e in timeline]}).decode())
         return 0
@@ -269,10 +268,11 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     console.print(Text(f"run {run.run_id}: {run.status}; {head.get('definition', '?')} "
                        f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
     if found is not None:
+        scores = shown.figures
         console.print(Text(
-            f"under {found.scorer}: recall {percent(scores.get('recall'))} (by chance "
-            f"{percent(scores.get('chance'))}), precision "
-            f"{percent(scores.get('precision'))}; " + ", ".join(
+            f"under {found.scorer}: recall {percent(scores['recall'])} (by chance "
+            f"{percent(scores['chance'])}), precision "
+            f"{percent(scores['precision'])}; " + ", ".join(
                 f"{n} {k}" for k, n in sorted(found.kinds.items()))
             if found.scorer else "no scorer has graded it"))
         if issues:
@@ -317,13 +317,6 @@ def _issue_row(issue: run_view.Issue, scorer: str | None) -> dict[str, Any]:
             "kind": grade.kind if grade else "ungraded", "match": grade.match if grade else "-",
             "grade": grade.grade if grade else None, "severity": issue.severity,
             "rationale": issue.rationale}
-
-
-async def _scores(store: EventStore, run_id: uuid.UUID, scorer: str) -> dict[str, Any]:
-    found = await run_pages.scores_of(store, [run_id], streams.parse_ref(scorer))
-    row = found.get(run_id, {})
-    return {"recall": row.get("recall"), "chance": row.get("chance"),
-            "precision": row.get("precision")}
 
 
 ISSUE_COLUMNS = [

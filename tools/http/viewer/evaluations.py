@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import HTMLResponse
 
 from props.core.scoring import intervals
-from props.projections import evaluation_standing
+from props.projections import evaluation_standing, filter_choices
 from props.tools.http.dependencies import Store
-from props.tools.http.viewer import choices, plots
+from props.tools.http.viewer import plots
 from props.tools.http.viewer.session import Viewer, needs
 from props.tools.http.viewer.templating import page
 
@@ -30,7 +30,7 @@ def _progress(standing: evaluation_standing.Standing) -> dict[str, Any]:
 @router.get("/evaluations", response_class=HTMLResponse, include_in_schema=False)
 async def evaluations_page(request: Request, store: Store, viewer: Reader) -> HTMLResponse:
     rows = []
-    for name in (await choices.load(store)).evaluations:
+    for name in (await filter_choices.load(store)).evaluations:
         standing = await evaluation_standing.named(store, name, figures=False)
         rows.append({"name": name, "version": standing.ev.version,
                      "budget": standing.ev.plan.budget_usd, **_progress(standing)})

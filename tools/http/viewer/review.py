@@ -13,9 +13,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from props.core.log import errors
 from props.core.scoring import reviews
-from props.projections import run_view
+from props.projections import filter_choices, run_view
 from props.tools.http.dependencies import Store
-from props.tools.http.viewer import choices, forms
+from props.tools.http.viewer import forms
 from props.tools.http.viewer.session import Viewer, needs
 from props.tools.http.viewer.templating import page
 
@@ -43,8 +43,8 @@ async def review_page(request: Request, store: Store, viewer: Reviewer,
                       done: Annotated[str | None, Query(max_length=400)] = None,
                       ) -> HTMLResponse:
     """`done`: RUN/ISSUE just judged, skipped while the projections catch up with it."""
-    options = await choices.load(store)
-    chosen = choices.scorer(options, scorer)
+    options = await filter_choices.load(store)
+    chosen = filter_choices.scorer(options, scorer)
     if chosen is None:
         return page(request, "review.html", options=options, chosen=None, item=None,
                     left=0)
@@ -52,13 +52,13 @@ async def review_page(request: Request, store: Store, viewer: Reviewer,
              if f"{p.grade['run_id']}/{p.grade['issue_id']}" != done]
     left = await reviews.count_pending(store, *chosen, _judged(done))
     if not found:
-        return page(request, "review.html", options=options, chosen=choices.ref(chosen),
+        return page(request, "review.html", options=options, chosen=filter_choices.ref(chosen),
                     item=None, left=0)
     item = found[0]
     truth = item.matched_truth
     code = await run_view.excerpts(store, item.grade["snapshot"], item.grade["ground_truth_hash"],
                                    [item.grade["locations"], truth["locations"] if truth else []])
-    return page(request, "review.html", options=options, chosen=choices.ref(chosen),
+    return page(request, "review.html", options=options, chosen=filter_choices.ref(chosen),
                 item=item, truth=truth, issue_code=code[0], truth_code=code[1],
                 choices=_choices(item), left=left)
 
@@ -93,7 +93,7 @@ async def give_verdict(request: Request, store: Store, viewer: Reviewer) -> Redi
         raise errors.InvalidEvent("run_id is not a run id") from None
     issue_id, verdict, note = form.get("issue_id", ""), form.get("verdict", ""), \
         form.get("note", "")
-    scorer = choices.parse(form.get("scorer", ""))
+    scorer = filter_choices.parse(form.get("scorer", ""))
     if len(note) > 2000 or not issue_id:
         raise errors.InvalidEvent("a verdict names an issue, and its note is 2,000 characters "
                                   "at most")
@@ -101,5 +101,5 @@ async def give_verdict(request: Request, store: Store, viewer: Reviewer) -> Redi
         await reviews.confirm(store, run_id, issue_id, *scorer, viewer.name, note)
     else:
         await reviews.correct(store, run_id, issue_id, _match(verdict), viewer.name, note)
-    done = urlencode({"scorer": choices.ref(scorer), "done": f"{run_id}/{issue_id}"})
+    done = urlencode({"scorer": filter_choices.ref(scorer), "done": f"{run_id}/{issue_id}"})
     return RedirectResponse(f"/review?{done}", status_code=303)

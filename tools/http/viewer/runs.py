@@ -4,7 +4,7 @@ model, its timeline and container logs."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
@@ -12,10 +12,8 @@ from fastapi.responses import HTMLResponse
 from props.core.domain import catalog, evaluations, streams
 from props.core.log import errors
 from props.core.log.events import details
-from props.core.log.store import EventStore
-from props.projections import run_pages, run_view
+from props.projections import filter_choices, run_pages, run_view
 from props.tools.http.dependencies import RunNamed, Store
-from props.tools.http.viewer import choices
 from props.tools.http.viewer.session import Viewer, needs
 from props.tools.http.viewer.templating import page
 
@@ -52,10 +50,10 @@ async def runs_page(
     sort: Literal["newest", "oldest", "cost", "duration", "tokens"] = "newest",
     page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
 ) -> HTMLResponse:
-    options = await choices.load(store)
-    shown_scorer = choices.scorer(options, scorer)
+    options = await filter_choices.load(store)
+    shown_scorer = filter_choices.scorer(options, scorer)
     start, end = _day(since, "since"), _day(until, "until")
-    chosen = choices.evaluation(options, evaluation)
+    chosen = filter_choices.evaluation(options, evaluation)
     where = run_pages.TableFilter(
         "critic", status or None, model or None, definition or None, snapshot or None,
         file_set=file_set or None, scorer=shown_scorer if scorer else None,
@@ -73,28 +71,10 @@ async def runs_page(
                 file_sets=names,
                 parked_overall=await run_pages.parked_overall(store),
                 page_number=page_number, options=options, query=query,
-                shown_scorer=choices.ref(shown_scorer), sort=sort,
+                shown_scorer=filter_choices.ref(shown_scorer), sort=sort,
                 filters={"model": model, "definition": definition, "snapshot": snapshot,
                          "file_set": file_set, "status": status, "scorer": scorer,
                          "since": since, "until": until, "evaluation": evaluation})
-
-
-async def _header(store: EventStore, run: run_pages.RunDetail) -> dict[str, Any]:
-    """What the run's header shows, from its row (or, before the projections caught up,
-    from its request)."""
-    row = dict(run.row or {})
-    if not row and run.events and isinstance(run.events[0].event, catalog.RunRequested):
-        req = run.events[0].event
-        row = {"run_id": run.run_id, "model": req.model, "definition": req.definition,
-               "snapshot": req.example.snapshot, "requested_at": run.events[0].recorded_at}
-    started, finished = row.get("started_at"), row.get("finished_at")
-    row["duration"] = (finished - started).total_seconds() if started and finished else None
-    row["status"] = run.status
-    row["parked"] = run.parked
-    files_hash = row.get("files_hash")
-    row["file_set"] = (await run_pages.file_set_names(store, [files_hash])).get(files_hash) \
-        if files_hash else None
-    return row
 
 
 MATCHES = f"^({'|'.join((*run_view.KINDS, run_view.UNGRADED))})$"  # ?match=: one kind
@@ -109,13 +89,10 @@ async def run_page(
     issues_page: Annotated[int, Query(alias="issues", ge=1, le=100_000)] = 1,
     match: Annotated[str | None, Query(pattern=MATCHES)] = None,
 ) -> HTMLResponse:
-    run = await run_pages.detail(store, run_id)
-    header = await _header(store, run)
-    found = await run_view.issues(store, header, issues_page, ISSUES_PER_PAGE, scorer,
-                                  match) if run.row else None
-    scores = (await run_pages.scores_of(store, [run.run_id], run_view.scorer_key(found.scorer))
-              ).get(run.run_id) if found and found.scorer else None
-    return page(request, "run.html", run=header, tab="issues", found=found, scores=scores,
+    shown = await run_pages.shown(store, run_id, scorer, run_pages.IssuesWanted(
+        issues_page, ISSUES_PER_PAGE, match))
+    return page(request, "run.html", run=shown.header, tab="issues", found=shown.found,
+                scores=shown.scores,
                 issues_page=issues_page, per_page=ISSUES_PER_PAGE,
                 kinds=(*run_view.KINDS, run_view.UNGRADED), grouped=GROUPED_FROM)
 
@@ -127,8 +104,8 @@ async def transcript_page(
 ) -> HTMLResponse:
     run = await run_pages.detail(store, run_id)
     said = await run_view.transcript(store, run.events, turns_page, TURNS_PER_PAGE)
-    return page(request, "transcript.html", run=await _header(store, run), tab="transcript",
-                said=said, turns_page=turns_page, per_page=TURNS_PER_PAGE)
+    return page(request, "transcript.html", run=await run_pages.header(store, run),
+                tab="transcript", said=said, turns_page=turns_page, per_page=TURNS_PER_PAGE)
 
 
 @router.get("/runs/{run_id}/timeline", response_class=HTMLResponse, include_in_schema=False)
@@ -143,5 +120,5 @@ async def timeline_page(request: Request, store: Store, viewer: Reader,
                "stream": "run" if r.stream_id == streams.run(run.run_id) else
                streams.scorer_of_grading(r.stream_id, run.run_id),
                "data": details(r.event)} for r in records]
-    return page(request, "timeline.html", run=await _header(store, run), tab="timeline",
+    return page(request, "timeline.html", run=await run_pages.header(store, run), tab="timeline",
                 events=events, logs=await run_view.logs(store, run.events))

@@ -10,17 +10,15 @@ from fastapi.responses import HTMLResponse
 
 from props.core.domain import evaluations
 from props.core.scoring import comparison, intervals, rescoring
-from props.projections import figures
-from props.schema import queries
+from props.projections import figures, filter_choices
 from props.tools.http.dependencies import Store
-from props.tools.http.viewer import choices, plots
+from props.tools.http.viewer import plots
 from props.tools.http.viewer.session import Viewer, needs
 from props.tools.http.viewer.templating import page
 
 router = APIRouter()
 Reader = Annotated[Viewer, Depends(needs("read"))]
 Text = Annotated[str | None, Query(max_length=200)]
-_Q = queries.load("viewer")
 
 
 def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -37,18 +35,18 @@ def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @router.get("/scores", response_class=HTMLResponse, include_in_schema=False)
 async def scores_page(request: Request, store: Store, viewer: Reader,
                       scorer: Text = None, evaluation: Text = None) -> HTMLResponse:
-    options = await choices.load(store)
-    chosen = choices.scorer(options, scorer)
-    of = choices.evaluation(options, evaluation)
+    options = await filter_choices.load(store)
+    chosen = filter_choices.scorer(options, scorer)
+    of = filter_choices.evaluation(options, evaluation)
     if chosen is None:
         return page(request, "scores.html", options=options, chosen=None, rows=[],
                     notes={}, per_snapshot=[], recall_series=[], precision_series=[],
                     evaluation=of, days=[])
     rows, notes = await figures.load(store, *chosen, scope=figures.Scope(evaluation=of))
     runs = await evaluations.runs_of(store, of) if of else None
-    per_snapshot = [dict(r) for r in await store.sql.fetch(_Q["per_snapshot"], *chosen, runs)]
-    by_day = [dict(r) for r in await store.sql.fetch(_Q["by_day"], *chosen, runs)]
-    return page(request, "scores.html", options=options, chosen=choices.ref(chosen),
+    split = await figures.breakdown(store, chosen, runs)
+    per_snapshot, by_day = split.per_snapshot, split.by_day
+    return page(request, "scores.html", options=options, chosen=filter_choices.ref(chosen),
                 evaluation=of,
                 rows=_plotted(rows), notes=notes, per_snapshot=per_snapshot,
                 recall_series=plots.over_time(by_day, "group", "recall"),
@@ -63,14 +61,14 @@ async def compare_page(request: Request, store: Store, viewer: Reader,
                        a: Text = None, b: Text = None) -> HTMLResponse:
     """Two scorers (`a`, `b`) over every recorded run; with one scorer only, the paired
     differences between the models and definitions it scored."""
-    options = await choices.load(store)
+    options = await filter_choices.load(store)
     result = differences = None
     if a and b:
-        choices.scorer(options, a)  # each must be registered: refused otherwise
-        choices.scorer(options, b)
+        filter_choices.scorer(options, a)  # each must be registered: refused otherwise
+        filter_choices.scorer(options, b)
         result = await comparison.compare(store, a, b, rescoring.Selection(everything=True))
     elif a or options.active:
-        chosen = choices.scorer(options, a)
+        chosen = filter_choices.scorer(options, a)
         if chosen:
             _, notes = await figures.load(store, *chosen)
             differences = notes.get("differences", [])

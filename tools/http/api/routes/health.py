@@ -33,7 +33,7 @@ class Health(pydantic.BaseModel):
 async def liveness(store: Store) -> JSONResponse:
     try:
         with anyio.fail_after(5):
-            await store.sql.fetchval("SELECT 1")
+            await store.reader.ping()
     except Exception:
         return JSONResponse({"status": "unavailable"}, status_code=503)
     return JSONResponse({"status": "ok"})
@@ -42,7 +42,7 @@ async def liveness(store: Store) -> JSONResponse:
 @router.get("/api/health", response_model=Health, dependencies=Read,
             summary="database, reactors and projections: reachable, and how far behind")
 async def health(store: Store) -> Health:
-    await store.sql.fetchval("SELECT 1")
+    await store.reader.ping()
     reactors = [{"name": r.name, "lag_events": r.lag_events,
                  "lag_seconds": r.lag_seconds, "parked": r.parked}
                 for r in await host.status(store)]

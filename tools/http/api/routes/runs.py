@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from props.core.domain import catalog, quotas, run_requests, streams, tokens
 from props.core.log import errors
 from props.core.log.events import details
+from props.core.log.store import StoreTransaction
 from props.projections import run_pages
 from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, RunNamed, Store
 from props.tools.http.limits import STORABLE_TEXT
@@ -63,6 +64,14 @@ class Run(pydantic.BaseModel):
     projected: bool = pydantic.Field(description="false while the projections have not "
                                      "caught up with this run yet (status from the log)")
     details: dict[str, Any] = pydantic.Field(description="the run's row in agent_runs")
+    scorer: str | None = pydantic.Field(description="the scorer the figures are under: the "
+                                        "active one, else the first that graded the run")
+    recall: float | None = pydantic.Field(description="of the defects in scope, the share "
+                                          "found (null: not scored)")
+    chance: float | None = pydantic.Field(description="the recall the same issues would "
+                                          "have by chance (null: not recorded)")
+    precision: float | None = pydantic.Field(description="of the graded issues, the share "
+                                             "that found a defect")
     timeline: list[TimelineEntry] | None = None
 
 
@@ -97,23 +106,25 @@ async def request_critic(
         description="retrying with the same key returns the same runs"
     )] = None,
 ) -> Requested:
-    async with quota.gates.held(f"api:{token.name}"):
-        if idempotency_key is None or not await _seen(store, token, idempotency_key):
-            await quotas.check_runs(store, quota, f"api:{token.name}", body.count)
-        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-            **body.model_dump(), requested_by=f"api:{token.name}",
-            idempotency_key=None if idempotency_key is None
-            else f"{token.id}/{idempotency_key}"))
+    requester = f"api:{token.name}"
+    runs = await run_requests.prepare_critic_runs(store, run_requests.CriticRunRequest(
+        **body.model_dump(), requested_by=requester,
+        idempotency_key=None if idempotency_key is None else f"{token.id}/{idempotency_key}"))
+    async with quotas.turn(store, requester) as tx:
+        if idempotency_key is None or not await _seen(tx, token, idempotency_key):
+            await quotas.check_runs(tx, quota, requester, body.count)
+        done = await runs.append(tx)
     if len(done.run_ids) == 1:
         response.headers["Location"] = f"/api/runs/{done.run_ids[0]}"
     return Requested(run_ids=done.run_ids, digest=done.digest,
                      already_requested=done.already_requested)
 
 
-async def _seen(store: Store, token: tokens.Token, idempotency_key: str) -> bool:
-    """An idempotent retry asks for nothing new: no quota is taken twice."""
+async def _seen(tx: StoreTransaction, token: tokens.Token, idempotency_key: str) -> bool:
+    """An idempotent retry asks for nothing new: no quota is taken twice. (Asked inside the
+    requester's turn: a retry sent twice at once is seen by the second.)"""
     first = run_requests.idempotent_run_id(f"{token.id}/{idempotency_key}", 0)
-    return bool(await store.existing_streams([streams.run(first)]))
+    return await quotas.asked_before(tx, streams.run(first))
 
 
 @router.get("/api/runs/critic", include_in_schema=False)
@@ -124,17 +135,19 @@ async def critic_runs_are_posted() -> JSONResponse:
 
 
 @router.get("/api/runs/{run_id}", response_model=Run, dependencies=Read,
-            summary="a run's status (projections) and timeline (its events in the log)")
+            summary="a run's status (projections), its scorer's recall, chance and precision of "
+                    "it, and its timeline (its events in the log)")
 async def get_run(store: Store, run_id: RunNamed,
                   timeline: bool = Query(True, description="include the timeline")) -> Run:
     try:
-        run = await run_pages.detail(store, run_id)
+        shown = await run_pages.shown(store, run_id)
     except errors.NotFound:
         raise HTTPException(404, f"no run {run_id}") from None
+    run = shown.detail
     events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,
                             data=details(r.event)) for r in run.events] if timeline else None
     return Run(run_id=run_id, status=run.status, projected=run.row is not None,
-               details=run.row or {}, timeline=events)
+               details=run.row or {}, timeline=events, **shown.figures)
 
 
 @router.get("/api/runs", response_model=RunPage, dependencies=Read,

@@ -1,5 +1,6 @@
-"""What the filters offer (snapshots, file sets, scorers: small tables, read per page) and
-the scorer a page shows numbers of."""
+"""What the filters offer (snapshots, file sets, scorers, evaluations: small tables, read per
+page) and the scorer a page shows numbers of: one read model, so a filter the viewer offers is
+one every reader takes, and a value none offers is refused the same way everywhere."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from props.core.domain import streams
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.schema import queries
-
-_Q = queries.load("viewer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +21,7 @@ class Options:
     evaluations: list[str]
 
 
-_CHOICES = queries.typed("viewer", "choices", Options)
+_CHOICES = queries.typed("filter_choices", "choices", Options)
 
 
 async def load(store: EventStore) -> Options:
