@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 import httpx
 
-from props.core.domain import catalog, quotas, specimen_sync, streams, tokens
+from props.core.domain import catalog, quotas, streams, tokens
+from props.core.domain.specimens import specimen_sync
 from props.core.log import leadership
 from props.core.log.store import EventStore
 from props.reactors.evaluations import EvaluationDriver

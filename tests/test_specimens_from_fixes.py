@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import (
-    catalog,
-    fix_keys,
-    git_trees,
-    specimens,
-    specimens_from_fixes,
-    vocabulary,
-)
+from props.core.domain import catalog, vocabulary
+from props.core.domain.specimens import fix_keys, git_trees, specimens, specimens_from_fixes
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
