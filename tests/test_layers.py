@@ -155,6 +155,30 @@ def test_the_concept_packages_are_measured() -> None:
     assert not any(p.is_relative_to(SAMPLE_SPECIMENS) for p in measured)
 
 
+CONCEPT_PACKAGES = [ROOT / "reactors" / "launcher", ROOT / "core" / "domain" / "specimens",
+                    ROOT / "core" / "domain" / "archive"]
+
+
+def _imports_at_init(path: Path) -> list[int]:
+    """Lines of an `__init__` that do more than say what the package is (its docstring)."""
+    body = ast.parse(path.read_text()).body
+    return [node.lineno for node in body
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+
+
+def test_a_concept_package_is_a_folder_not_a_facade() -> None:
+    """A concept package's `__init__` is its docstring: a re-export would load every module of
+    the folder on any import of one, and hide an import cycle behind the package's name."""
+    assert {str(p.relative_to(ROOT)): _imports_at_init(p / "__init__.py")
+            for p in CONCEPT_PACKAGES} == {str(p.relative_to(ROOT)): [] for p in CONCEPT_PACKAGES}
+
+
+def test_the_facade_check_sees_a_re_export(tmp_path: Path) -> None:
+    init = tmp_path / "__init__.py"
+    init.write_text('"""A package."""\n\nfrom props.core.domain.specimens import specimens\n')
+    assert _imports_at_init(init) == [3]
+
+
 def _pool_uses(path: Path) -> list[int]:
     return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.Attribute) and node.attr == "pool"]
