@@ -281,7 +281,7 @@ async def test_serve_syncs_no_key_with_a_todo_at_start(tmp_path: Path,
         await service._sync_specimens(store, out)
     assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
                                      "'snapshot.synced'") == 0
-    bundled = Path(specimens.__file__).resolve().parents[2] / "tools" / "bundled" / "specimens"
+    bundled = Path(specimens.__file__).resolve().parents[3] / "tools" / "bundled" / "specimens"
     await service._sync_specimens(store, bundled)  # checked keys: synced
     assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
                                      "'snapshot.synced'") > 0
