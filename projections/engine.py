@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 import anyio
 import anyio.abc
 
-from props.core.log import database, errors, leadership, retries
+from props.core.domain import consumer_loop
+from props.core.log import database, errors, leadership, retries, stopping
 from props.core.log.checkpoints import START, Checkpoint, Checkpoints
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
@@ -86,79 +87,78 @@ class RunnerStats:
 
 class Runner:
     """Keeps the live projections current, as a service, until cancelled:
-    `await Runner(store).run()`."""
+    `await Runner(store).run()`. The following, committing, parking and stopping are the
+    shared consumer loop's (`consumer_loop.Loop`, the reactors' too); the runner says how a
+    batch is committed: folded into every projection with their checkpoints, in one
+    transaction."""
+
+    what = "projection runner"
+    lock = leadership.PROJECTION_RUNNER
+    takes_events = False  # it commits whole batches
+    parks_as = "projection runner"  # (never: each projection parks under its own name)
 
     def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
                  *, poll_interval: float = 1.0, batch_size: int = 2000,
-                 on_commit: Callable[[Sequence[RecordedEvent]], None] | None = None) -> None:
+                 on_commit: Callable[[Sequence[RecordedEvent]], None] | None = None,
+                 stop: stopping.Stop | None = None) -> None:
         self.store = store
         self.projections = tuple(projections)
-        self.poll_interval = poll_interval
-        self.batch_size = batch_size
         self.on_commit = on_commit  # told of each batch once its rows are committed
         self.stats = RunnerStats()
-        self.standing = leadership.Standing()  # whether it leads or stands by
+        self.decode = decode_filter(python_wants(store, self.projections))
+        self.loop = consumer_loop.Loop(store, self, stop=stop, poll_interval=poll_interval,
+                                       batch_size=batch_size)
+        self.standing = self.loop.standing  # whether it leads or stands by
+        self._progress: Progress | None = None
+        self._positions: dict[str, Checkpoint] = {}
+        self._skipped: dict[str, frozenset[int]] = {}
 
     async def run(self, progress: Progress | None = None) -> None:
         """Serve until cancelled, surviving database restarts: each attempt resumes from the
-        committed checkpoints. A stop lets the batch in hand commit."""
-        await retries.keep_serving(lambda: self._run(progress), "projection runner")
+        committed checkpoints (a rebuild that moved them included). A stop lets the batch
+        in hand commit."""
+        self._progress = progress
+        await self.loop.run()
 
-    async def _run(self, progress: Progress | None) -> None:
-        """Holds the runner lock while serving."""
-        async with leadership.lead(self.store.dsn, leadership.PROJECTION_RUNNER,
-                                   "projection runner", standing=self.standing):
-            missing = [p for p in self.projections
-                       if await self.store.find_checkpoint(p.checkpoint_name) is None]
-            if missing:
-                log.info("building %s from the log", ", ".join(p.name for p in missing))
-                await rebuild(self.store, missing, progress=progress)
-            while True:
-                try:
-                    await self._follow(progress)
-                except errors.CheckpointConflict as exc:
-                    # A rebuild swapped tables and moved checkpoints: start again from them.
-                    log.info("projection checkpoints moved (%s); resuming from them", exc)
+    async def begin(self, tg: anyio.abc.TaskGroup) -> Checkpoint:
+        """The projections never built (or dropped) are built first; the log is followed
+        from the least advanced checkpoint."""
+        missing = [p for p in self.projections
+                   if await self.store.find_checkpoint(p.checkpoint_name) is None]
+        if missing:
+            log.info("building %s from the log", ", ".join(p.name for p in missing))
+            await rebuild(self.store, missing, progress=self._progress)
+        self._positions = {p.name: await self.store.load_checkpoint(p.checkpoint_name)
+                           for p in self.projections}
+        self._skipped = await parking.skips(self.store, self.projections)
+        return min(self._positions.values())
 
-    async def _follow(self, progress: Progress | None) -> None:
-        positions: dict[str, Checkpoint] = {}
+    def wants(self, rec: RecordedEvent) -> bool:
+        return False  # (takes_events is False: never asked)
+
+    async def take(self, rec: RecordedEvent) -> None:
+        raise AssertionError("the runner folds whole batches")
+
+    async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
+        positions, skipped = self._positions, self._skipped
+
+        async def fold() -> None:
+            async with self.store.sql.acquire() as conn, conn.transaction():
+                await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
+                await fold_settings(conn)
+                await commit_range(conn, self.store, LIVE, self.projections, batch, positions,
+                                   upto, lambda q: q.checkpoint_name, skips=skipped)
+
+        self.stats.parked += await parking.fold_or_park(
+            self.store, LIVE, self.projections, batch, positions, upto, skipped, fold)
         for p in self.projections:
-            cp = await self.store.find_checkpoint(p.checkpoint_name)
-            if cp is None:  # dropped meanwhile: rebuild it
-                await rebuild(self.store, [p], progress=progress)
-                cp = await self.store.load_checkpoint(p.checkpoint_name)
-            positions[p.name] = cp
-        start = min(positions.values())
-        skipped = await parking.skips(self.store, self.projections)
-        async with self.store.subscribe(start, batch_size=self.batch_size,
-                                        poll_interval=self.poll_interval,
-                                        decode=decode_filter(python_wants(
-                                            self.store, self.projections))) as sub:
-            async for batch in sub:
-                last = batch[-1]
-                new = Checkpoint(last.tx_id, last.global_position)
-
-                async def commit(batch: Sequence[RecordedEvent] = batch,
-                                 new: Checkpoint = new) -> None:
-                    with anyio.CancelScope(shield=True):  # a stop lets the batch commit
-                        async with self.store.sql.acquire() as conn, conn.transaction():
-                            await leadership.for_transaction(
-                                conn, leadership.PROJECTION_LIVE_WRITE)
-                            await fold_settings(conn)
-                            await commit_range(conn, self.store, LIVE, self.projections,
-                                               batch, positions, new,
-                                               lambda q: q.checkpoint_name, skips=skipped)
-
-                self.stats.parked += await parking.fold_or_park(
-                    self.store, LIVE, self.projections, batch, positions, new, skipped, commit)
-                for p in self.projections:
-                    positions[p.name] = max(positions[p.name], new)
-                self.stats.batches += 1
-                self.stats.events += len(batch)
-                if self.on_commit:
-                    self.on_commit(batch)
-                if progress:
-                    progress(len(batch))
+            positions[p.name] = max(positions[p.name], upto)
+        self.stats.batches += 1
+        self.stats.events += len(batch)
+        if self.on_commit:
+            self.on_commit(batch)
+        if self._progress:
+            self._progress(len(batch))
 
 
 # -- rebuild ----------------------------------------------------------------------------------
@@ -198,10 +198,12 @@ async def rebuild(store: EventStore, projections: Sequence[Projection] = ALL, *,
         # statistics: analysts' first queries would be planned blind), on every core.
         derived = {d.table.name for p in projections for d in p.derived}
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_derive, store, projections, sorted(derived))
+            tg.start_soon(_derive, store, projections, sorted(derived),
+                          name="props-rebuild-derive")
             for table in (t.name for p in projections for t in p.tables):
                 if table not in derived:
-                    tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}")
+                    tg.start_soon(store.sql.execute, f"ANALYZE {SHADOW}.{table}",
+                                  name=f"props-rebuild-analyze {table}")
         ended: list[readers.Reader] = []
         events += await _swap_when_unlocked(store, projections, positions, skipped,
                                             reader_grace, ended)
@@ -275,10 +277,11 @@ async def _fill_shadow(store: EventStore, projections: Sequence[Projection],
     finished: dict[Checkpoint, int] = {}
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(measure)
+        tg.start_soon(measure, name="props-rebuild-measure")
         with folded_send:
             for p, chunks in zip(projections, receives, strict=True):
-                tg.start_soon(fold_all, p, chunks, folded_send.clone())
+                tg.start_soon(fold_all, p, chunks, folded_send.clone(),
+                              name=f"props-rebuild-fold {p.name}")
         async with folded:
             async for chunk in folded:  # a chunk is folded once every projection folded it
                 finished[chunk.end] = finished.get(chunk.end, 0) + 1

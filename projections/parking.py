@@ -18,10 +18,8 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
-import anyio
-
-from props.core.domain import parking
-from props.core.log import database, errors, retries
+from props.core.domain import consumer_loop, parking
+from props.core.log import database, errors, faults
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
@@ -49,8 +47,7 @@ def poisoned(exc: BaseException) -> bool:
     """An error of the range's content, not of the moment: the database answered (neither
     gone nor aborting the transaction for a reason of its own) and no rebuild moved the
     checkpoints meanwhile."""
-    return (isinstance(exc, Exception) and not retries.transient(exc)
-            and not database.only(exc, database.UNAVAILABLE)
+    return (isinstance(exc, Exception) and not faults.transient(exc)
             and not isinstance(exc, errors.CheckpointConflict))
 
 
@@ -151,12 +148,8 @@ async def fold_or_park(store: EventStore, schema: str, projections: Sequence[Pro
                                            skipped, derive, conn)
                 if poison is None:
                     continue
-                log.error("projection %s parked the event at position %d (%s: %s); it folds "
-                          "the rest", p.name, poison.global_position,
-                          type(poison.error).__name__, str(poison.error)[:500])
-                with anyio.CancelScope(shield=True):
-                    await parking.park(store, consumer(p), poison.event_id,
-                                       poison.global_position, poison.error)
+                await consumer_loop.park(store, consumer(p), poison.event_id,
+                                         poison.global_position, poison.error)
                 skipped[p.name] = skipped.get(p.name, frozenset()) | {poison.global_position}
                 parked += 1
                 found = True

@@ -32,6 +32,7 @@ class EngineUnreachable(errors.PropsError):
     as engine_unreachable (retryable)."""
 
     exit_code = 69  # EX_UNAVAILABLE
+    fault: errors.Fault = "transient"
 
 
 @dataclasses.dataclass(frozen=True)

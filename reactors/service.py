@@ -20,6 +20,7 @@ import anyio.abc
 
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
+from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import runtimes
@@ -31,7 +32,6 @@ from props.reactors.launcher import launchers, run_attempts
 from props.reactors.launcher.launcher import Launcher
 from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase
-from props.reactors.stopping import Stop
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ class Service:
         self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval,
                                   stop=self.stop) for r in reactors]
         if "projections" in self.only:
-            self.runner = engine.Runner(self.store, poll_interval=self.poll_interval)
+            self.runner = engine.Runner(self.store, poll_interval=self.poll_interval,
+                                       stop=self.stop)
 
     async def standing(self) -> tuple[list[str], list[str]]:
         """Once each part's first try for its lock is answered: the parts this process

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from props.core.domain import catalog, definitions, evaluations, streams, tokens
+from props.core.domain import catalog, definitions, evaluation_starts, evaluations, streams, tokens
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import evaluation_driver as driver
@@ -36,7 +36,7 @@ async def _evaluation(store: EventStore, name: str) -> evaluations.Evaluation:
     issue (scored), the second in flight, the other two never requested."""
     plan = evaluations.Plan(name=name, examples=["csvtool/*", "logparse/*"], epochs=2,
                             critic=[evaluations.Critic(definition="reference", ref="local")])
-    ev, _resumed = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
     assert len(ev.cases) == 4
     done = await evaluations.request(store, ev, ev.cases[0], 0)
     await store.append(streams.run(done), [catalog.RunFinished(

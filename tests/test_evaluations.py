@@ -20,7 +20,7 @@ import anyio
 import pytest
 import zstandard
 
-from props.core.domain import baselines, catalog, definitions, evaluations
+from props.core.domain import baselines, catalog, definitions, evaluation_starts, evaluations
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
@@ -134,7 +134,7 @@ async def test_negative_control_without_the_case_key_a_rerun_duplicates(
     await _ready(store)
     plan = evaluations.Plan.model_validate({"name": "control", "examples": ["csvtool/*"],
                                             "critic": [REFERENCES[0]]})
-    ev, _ = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
 
     class Forgetful(evaluations.Evaluation):
         def run_id(self, case: evaluations.Case, attempt: int = 0) -> uuid.UUID:
@@ -160,14 +160,14 @@ async def test_run_ids_come_from_a_recorded_nonce_so_no_one_knows_them_first(
     plan = evaluations.Plan.model_validate({"name": "unguessable", "examples": ["csvtool/*"],
                                             "critic": [REFERENCES[0]]})
     cases = await evaluations.resolve(store, plan)
-    ev, again = await evaluations.start(store, plan, cases)
+    ev, again = await evaluation_starts.start(store, plan, cases)
     assert not again and ev.nonce is not None
     recorded = (await evaluations.history(store, plan.name))[-1]
     assert recorded.nonce == ev.nonce
     case = ev.cases[0]
-    predictable = uuid.uuid5(evaluations._NAMESPACE, f"{ev.name}:{ev.version}:{case.key}:0")
+    predictable = uuid.uuid5(evaluations.NAMESPACE, f"{ev.name}:{ev.version}:{case.key}:0")
     assert ev.run_id(case) == uuid.uuid5(ev.nonce, f"{case.key}:0") != predictable
-    resumed, again = await evaluations.start(store, plan, cases)
+    resumed, again = await evaluation_starts.start(store, plan, cases)
     assert again and resumed.run_id(case, 1) == ev.run_id(case, 1)
     assert (await evaluations.recorded(store, plan.name)).run_id(case) == ev.run_id(case)
     old = evaluations.Evaluation(ev.name, ev.version, ev.plan, ev.cases)  # no nonce recorded

@@ -11,11 +11,12 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
-from props.core.domain import catalog, quotas, streams, tokens
+from props.core.domain import catalog, evaluation_starts, evaluations, quotas, streams, tokens
 from props.core.domain.specimens import specimen_sync
 from props.core.log import leadership
-from props.core.log.store import EventStore
+from props.core.log.store import EventStore, StoreTransaction
 from props.reactors.evaluations import EvaluationDriver
 from props.reactors.local_runtime import LocalRuntime
 from props.tools.http import app as http_app
@@ -194,22 +195,110 @@ async def _container_spans(store: EventStore) -> list[Any]:
             if r["type"] == "container.exited"]
 
 
+async def _at_once(store: EventStore, posts: int, quota: int) -> list[int]:
+    """`posts` requests of one token at once, sent alternately through two apps (two API
+    processes: no lock of one process holds the other), with a runs quota of `quota`."""
+    _, secret = await tokens.create(store, "a", ("request",))
+    apps = [http_app.create_app(store, quotas.Quotas(runs_in_flight=quota)) for _ in "12"]
+    clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://p",
+                                 headers={"Authorization": f"Bearer {secret}"})
+               for app in apps]
+    answers: list[int] = []
 
+    async def post(client: httpx.AsyncClient) -> None:
+        answers.append((await client.post("/api/runs/critic", json=RUN)).status_code)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(posts):
+                tg.start_soon(post, clients[i % 2])
+    finally:
+        for c in clients:
+            await c.aclose()
+    return sorted(answers)
 
 
 async def test_many_requests_of_one_token_at_once_stay_within_its_quota(
         store: EventStore) -> None:
-    """20 requests of one token at once, quota 5: exactly 5 pass (a check made before any
-    of them appended would let them all through)."""
+    """20 requests of one token at once through two API processes, quota 5: exactly 5 pass.
+    The check and the append are one transaction holding the token's advisory key."""
     await _ready(store)
-    async with api(store, quotas.Quotas(runs_in_flight=5)) as c:
-        answers: list[int] = []
-
-        async def one() -> None:
-            answers.append((await c["a"].post("/api/runs/critic", json=RUN)).status_code)
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(20):
-                tg.start_soon(one)
-    assert sorted(answers) == [202] * 5 + [429] * 15
+    assert await _at_once(store, 20, 5) == [202] * 5 + [429] * 15
     assert await _count(store, "run.requested") == 5
+
+
+async def test_without_the_requesters_lock_requests_at_once_pass_the_quota(
+        store: EventStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: the same transaction without the advisory key (check, then append):
+    requests at once each check before any of them appended, and more than 5 pass."""
+    @asynccontextmanager
+    async def unlocked(store: EventStore, requester: str) -> AsyncIterator[StoreTransaction]:
+        async with store.transaction() as tx:
+            yield tx
+
+    monkeypatch.setattr(quotas, "turn", unlocked)
+    await _ready(store)
+    answers = await _at_once(store, 20, 5)
+    assert answers.count(202) > 5, answers
+
+
+async def test_every_unfinished_run_of_the_token_counts_in_flight(store: EventStore) -> None:
+    """The runs an evaluation of the token requested count in its runs in flight (main
+    counted the runs it requested directly alone: 2 more passed)."""
+    await _ready(store)
+    async with api(store, quotas.Quotas(runs_in_flight=3)) as c:
+        posted = await c["a"].post("/api/evaluations", json=_plan("two", 2, max_concurrency=2))
+        assert posted.json()["requested"] == 2, posted.text
+        over = await c["a"].post("/api/runs/critic", json={**RUN, "count": 2})
+        assert over.status_code == 429 and "4 runs in flight" in over.json()["detail"], \
+            over.text
+        # Control: within the quota, one more passes; b's share is its own.
+        assert (await c["a"].post("/api/runs/critic", json=RUN)).status_code == 202
+        assert (await c["b"].post("/api/runs/critic", json={**RUN, "count": 3})
+                ).status_code == 202
+
+
+async def test_an_older_versions_unfinished_runs_stay_queued(store: EventStore) -> None:
+    """A new version of an evaluation leaves the runs of the one before in the queue: they
+    count in the token's cases queued (main counted the latest version alone, so each new
+    version queued another `max_concurrency` runs past the quota)."""
+    await _ready(store)
+    async with api(store, quotas.Quotas(cases_queued=4)) as c:
+        first = await c["a"].post("/api/evaluations", json=_plan("hop", 3, max_concurrency=3))
+        assert first.json()["requested"] == 3, first.text
+        hop = await c["a"].post("/api/evaluations?new_version=true", json=_plan("hop", 2))
+        assert hop.status_code == 429, hop.text
+        assert "5 cases queued" in hop.json()["detail"]
+        # The same plan again resumes it: counted once, not refused.
+        assert (await c["a"].post("/api/evaluations", json=_plan("hop", 3, max_concurrency=3))
+                ).json()["resumed"]
+        # Control: once version 1's runs finished, the new version fits.
+        await _finish_all(store)
+        hop = await c["a"].post("/api/evaluations?new_version=true", json=_plan("hop", 2))
+        assert hop.status_code == 202 and hop.json()["version"] == 2, hop.text
+
+
+async def test_an_evaluation_belongs_to_the_token_that_started_it(store: EventStore) -> None:
+    """Another token posting the same name (the same plan, or a new version) is refused 403
+    and nothing is written (main resumed it for b, or recorded b's version); its starter
+    and the operator's props eval (no token) may."""
+    await _ready(store)
+    async with api(store) as c:
+        assert (await c["a"].post("/api/evaluations", json=_plan("mine", 2))
+                ).status_code == 202
+        runs = await _count(store, "run.requested")
+        for ask in ("/api/evaluations", "/api/evaluations?new_version=true"):
+            theirs = await c["b"].post(ask, json=_plan("mine", 3))
+            assert theirs.status_code == 403, theirs.text
+            assert "started by another requester" in theirs.json()["detail"]
+        same = await c["b"].post("/api/evaluations", json=_plan("mine", 2))
+        assert same.status_code == 403, same.text
+        assert await _count(store, "evaluation.started") == 1
+        assert await _count(store, "run.requested") == runs
+        # Control: its starter resumes it; the operator records a new version.
+        assert (await c["a"].post("/api/evaluations", json=_plan("mine", 2))
+                ).json()["resumed"]
+    plan = evaluations.Plan.model_validate(_plan("mine", 3))
+    ev, resumed = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan),
+                                          new_version=True)
+    assert (ev.version, resumed) == (2, False)

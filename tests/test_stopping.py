@@ -22,9 +22,9 @@ import pytest
 
 from props.core.log import database
 from props.core.log.events import Event, RecordedEvent
+from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.reactors.host import ReactorHost, checkpoint_name
-from props.reactors.stopping import Stop
 from tests.reactor_helpers import QUICK_AGENT, eventually, push_code, request, sync_samples
 
 CLI = [sys.executable, "-m", "props.tools.cli"]

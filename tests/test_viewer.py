@@ -295,7 +295,7 @@ async def test_a_parked_event_is_shown_on_the_runs_and_on_its_run(store: EventSt
 async def test_evaluations_have_pages_and_filter_runs_and_scores(store: EventStore) -> None:
     """An evaluation's page: its progress and the cases not done, and why; the runs and
     scores pages narrow to its runs; an evaluation that is not recorded is a 404 page."""
-    from props.core.domain import definitions, evaluations
+    from props.core.domain import definitions, evaluation_starts, evaluations
     from props.projections import engine
     from tests.reactor_helpers import sync_samples
 
@@ -304,7 +304,7 @@ async def test_evaluations_have_pages_and_filter_runs_and_scores(store: EventSto
     await definitions.push(store, definitions.reference_local())
     plan = evaluations.Plan(name="nightly", examples=["csvtool/*", "logparse/*"],
                             critic=[evaluations.Critic(definition="reference", ref="local")])
-    ev, _resumed = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
     asked = await evaluations.request(store, ev, ev.cases[0], 0)  # one of its two cases
     await engine.rebuild(store)
     _, secret = await tokens.create(store, "ada", ("read",))

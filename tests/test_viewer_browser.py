@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from props.core.domain import definitions, evaluations, tokens
+from props.core.domain import definitions, evaluation_starts, evaluations, tokens
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.http import server
@@ -173,7 +173,7 @@ async def test_every_page_fits_a_phone_and_plots_have_axes(
     await definitions.push(store, definitions.reference_local())
     plan = evaluations.Plan(name="nightly", examples=["csvtool/*", "logparse/*"],
                             critic=[evaluations.Critic(definition="reference", ref="local")])
-    ev, _ = await evaluations.start(store, plan, await evaluations.resolve(store, plan))
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
     await evaluations.request(store, ev, ev.cases[0], 0)
     await engine.rebuild(store)
     _, secret = await tokens.create(store, "ada", ("read", "review"))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import hashlib
 import tomllib
 import uuid
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from props.core.log.events import NewEvent, RecordedEvent, validation_problems
 from props.core.log.store import EventStore
 from props.schema import queries
 
-_NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
+NAMESPACE = uuid.UUID("6c1f3b8e-2d47-4a59-9e0b-7f3c5a1d2e84")
 # The cases one evaluation may hold: each is looked at while it runs, and all of them are one
 # blob (globs x critics x epochs could otherwise name millions).
 MAX_CASES = 10_000
@@ -69,6 +68,13 @@ class PlanNotFound(PlanError):
 class PlanChanged(PlanError):
     """A different plan (or the same one resolving to other digests or snapshot versions)
     under a name already recorded, without asking for a new version."""
+
+
+class NotYours(PlanError):
+    """The evaluation's name was started by another requester (an API token): a token acts
+    on its own evaluations only."""
+
+    exit_code = 77  # EX_NOPERM
 
 
 class Critic(pydantic.BaseModel):
@@ -166,7 +172,8 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
     return cases
 
 
-def _canonical(plan: Plan, cases: list[Case]) -> bytes:
+def canonical(plan: Plan, cases: list[Case]) -> bytes:
+    """The plan and its resolved cases as recorded (their sha256 is the plan's)."""
     return orjson.dumps({"plan": plan.model_dump(mode="json"),
                          "cases": [dataclasses.asdict(c) for c in cases]},
                         option=orjson.OPT_SORT_KEYS)
@@ -185,40 +192,8 @@ class Evaluation:
         """The run of `case`'s `attempt`: derived (a resumed evaluation finds its runs again)
         from the version's random nonce, so nothing outside can take the id first."""
         if self.nonce is None:  # a version recorded before nonces: the ids it used
-            return uuid.uuid5(_NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
+            return uuid.uuid5(NAMESPACE, f"{self.name}:{self.version}:{case.key}:{attempt}")
         return uuid.uuid5(self.nonce, f"{case.key}:{attempt}")
-
-
-async def start(store: EventStore, plan: Plan, cases: list[Case], *,
-                new_version: bool = False, requester: str | None = None,
-                ) -> tuple[Evaluation, bool]:
-    """The evaluation of `plan` as recorded (and whether it was recorded before): the same
-    plan and cases resume it; a changed one is refused unless `new_version`. `requester`
-    (a token's `api:NAME`) is recorded in the metadata: its quotas and its turn in the
-    launcher's queue."""
-    canonical = _canonical(plan, cases)
-    digest = hashlib.sha256(canonical).hexdigest()
-    records = await _started(store, plan.name)
-    recorded = [e for e, _ in records]
-    if recorded and recorded[-1].plan_sha256 == digest:
-        by = records[-1][1].get("requested_by")
-        return Evaluation(plan.name, recorded[-1].version, plan, cases,
-                          by if isinstance(by, str) else None, recorded[-1].nonce), True
-    if recorded and not new_version:
-        raise PlanChanged(f"evaluation {plan.name} is recorded with another plan (or its "
-                        f"critics' digests or snapshots changed since): give it another name, "
-                        f"or --new-version to record this one beside it")
-    version = recorded[-1].version + 1 if recorded else 1
-    blob = await store.put_blob(canonical)
-    event = catalog.EvaluationStarted(name=plan.name, version=version,
-                                      plan=plan.model_dump(mode="json"), plan_sha256=digest,
-                                      cases_sha256=blob, cases=len(cases), nonce=uuid.uuid4())
-    await store.append(streams.evaluation(plan.name), [NewEvent(
-        event, uuid.uuid5(_NAMESPACE, f"started:{plan.name}:{version}:{digest}"),
-        {"requested_by": requester} if requester else {})])
-    # Two starts at once append one event (the same id): the nonce is the one recorded.
-    stored = next(e for e, _ in await _started(store, plan.name) if e.version == version)
-    return Evaluation(plan.name, version, plan, cases, requester, stored.nonce), False
 
 
 async def _started(store: EventStore, name: str,
@@ -381,7 +356,7 @@ async def end(store: EventStore, ev: Evaluation, outcome: catalog.EvaluationOutc
         cost_usd=sum(c.cost_usd for c in states))
     runs = ",".join(sorted(str(c.run_id) for c in states if c.run_id is not None))
     await store.append(streams.evaluation(ev.name), [NewEvent(event, uuid.uuid5(
-        _NAMESPACE, f"ended:{event.model_dump_json()}:{runs}"))])
+        NAMESPACE, f"ended:{event.model_dump_json()}:{runs}"))])
 
 
 def max_connections(definition: catalog.DefinitionPushed) -> int | None:

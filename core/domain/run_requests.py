@@ -17,7 +17,7 @@ from props.core.domain import catalog, definitions, streams
 from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.events import Event, NewEvent, RecordedEvent, describe_validation_error
-from props.core.log.store import EventStore
+from props.core.log.store import EventStore, StoreTransaction
 from props.schema import queries
 
 _KEYS = uuid.UUID("0f0d6a43-5a8e-4d61-9a6e-3b1c2f5a9e11")
@@ -58,6 +58,26 @@ def idempotent_run_id(key: str, i: int) -> uuid.UUID:
     return uuid.uuid5(_KEYS, f"{key}/{i}")
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedRuns:
+    """Critic runs resolved and built, not yet appended (`append`)."""
+
+    batches: list[tuple[str, list[Event | NewEvent]]]
+    run_ids: list[uuid.UUID]
+    digest: str
+
+    async def append(self, writer: EventStore | StoreTransaction) -> Requested:
+        """All of them in one atomic write: on the pool, or inside the caller's transaction
+        (the API's, which holds the requester's quota check with it)."""
+        if isinstance(writer, EventStore):
+            results = await writer.append_many(self.batches)
+        else:  # (one statement each; a request holds at most 100)
+            results = [await writer.append(stream_id, events)
+                       for stream_id, events in self.batches]
+        return Requested(self.run_ids, self.digest,
+                         already_requested=all(r.already_stored for r in results))
+
+
 _AGENTS = queries.load("agents")
 
 
@@ -78,6 +98,12 @@ async def counts(store: EventStore) -> Counts:
 
 
 async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Requested:
+    return await (await prepare_critic_runs(store, req)).append(store)
+
+
+async def prepare_critic_runs(store: EventStore, req: CriticRunRequest) -> PreparedRuns:
+    """The runs `req` asks for, with the definition's ref resolved now and the snapshot (and
+    file set) checked: InvalidRequest naming the field otherwise."""
     resolved = await definitions.resolve(store, "critic", req.definition, req.ref)
     if resolved is None:
         raise InvalidRequest("definition", str(definitions.missing_definition(
@@ -112,9 +138,7 @@ async def request_critic_runs(store: EventStore, req: CriticRunRequest) -> Reque
             raise errors.InvalidEvent(describe_validation_error("run.requested", exc)) from exc
         batches.append((streams.run(run_id), [NewEvent(event, event_id)]))
         run_ids.append(run_id)
-    results = await store.append_many(batches)
-    return Requested(run_ids, resolved.digest,
-                     already_requested=all(r.already_stored for r in results))
+    return PreparedRuns(batches, run_ids, resolved.digest)
 
 
 # -- what may be asked of a run once it is requested -----------------------------------------

@@ -15,6 +15,8 @@ import anyio
 import anyio.abc
 from asyncpg.pgproto.pgproto import UUID as _FastUUID
 
+from props.core.log import stopping
+
 T = TypeVar("T")
 
 
@@ -82,7 +84,7 @@ class WriteAhead(anyio.AsyncContextManagerMixin, Generic[T]):
             raise RuntimeError("WriteAhead.submit outside `async with WriteAhead() as w:`")
         await self.settle()
         self._writing = _Write(write)
-        self._group.start_soon(self._writing.run)
+        self._group.start_soon(self._writing.run, name="props-write-ahead")
 
     async def settle(self) -> None:
         """Wait for the write in flight, if any."""
@@ -99,7 +101,7 @@ class WriteAhead(anyio.AsyncContextManagerMixin, Generic[T]):
         first failure is the one raised."""
         if self._writing is None:
             return
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        with stopping.shield("a bulk write in flight"), contextlib.suppress(Exception):
             await self.settle()
 
 

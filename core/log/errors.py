@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Literal
+
+# What kind of failure (props.core.log.faults): each class says, its subclasses inherit it.
+Fault = Literal["transient", "refusal", "defect"]
 
 
 class PropsError(Exception):
     """props could not do what was asked."""
 
     exit_code = 1
+    fault: Fault = "refusal"  # props said no; the same request gets the same answer
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or type(self).__name__).strip())
@@ -30,6 +35,7 @@ class StoreUnavailable(PropsError):
     """The PostgreSQL server cannot be reached."""
 
     exit_code = 69  # EX_UNAVAILABLE
+    fault: Fault = "transient"  # it comes back; a later attempt may succeed
 
 
 class EmbeddedServerError(StoreUnavailable):

@@ -59,6 +59,14 @@ def evaluation(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def requester(name: str) -> int:
+    """The key one requester (an API token's `api:NAME`) holds for the transaction that
+    checks its quotas and appends what it asked for, so that its requests at once, in any
+    number of API processes, are counted one after another."""
+    digest = hashlib.sha256(f"props requester {name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def definition_tag(agent_type: str, name: str, tag: str) -> int:
     """The key of one definition's tag: its check, its push upstream and its record are one
     decision (two concurrent pushes of a new tag must not both be recorded)."""
@@ -82,7 +90,8 @@ async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
         if standing is not None:
             standing.answer(True)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(database.watch_session, conn)  # the lock lives with the session
+            # The lock lives with the session.
+            tg.start_soon(database.watch_session, conn, name=f"props-lock-watch {what}")
             yield
             tg.cancel_scope.cancel()
 

@@ -31,10 +31,10 @@ def shaped(statement: Typed[Row], records: Iterable[asyncpg.Record]) -> list[Row
 
 
 class Sql:
-    """Statements on the store's pool (`store.sql.fetch(...)`, ...), the same calls as
-    asyncpg's, with the log's refusals translated."""
+    """Statements on the store's pool (`store.sql.fetch(...)`, ...), or inside one
+    transaction (`tx.sql`), the same calls as asyncpg's, with the log's refusals translated."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool | database.Connection) -> None:
         self._pool = pool
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
@@ -75,7 +75,11 @@ class Sql:
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[database.Connection]:
-        """A connection of the pool for the block (a transaction, several statements)."""
+        """A connection of the pool for the block (a transaction, several statements); in a
+        transaction's `Sql`, its own connection."""
         with errors.refused():
+            if not isinstance(self._pool, asyncpg.Pool):
+                yield self._pool
+                return
             async with self._pool.acquire() as conn:
                 yield conn

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import asyncpg
 
-from props.core.log import database, retries
+from props.core.log import database, retries, stopping
 from props.core.log.events import DecodeFilter, RecordedEvent
 
 if TYPE_CHECKING:
@@ -117,10 +117,9 @@ class Subscription(anyio.AsyncContextManagerMixin):
         try:
             # Let a started connect finish (up to 10 s) even when cancelled: asyncpg
             # reports a handshake cut in the middle as an error of the event loop.
-            with anyio.CancelScope(shield=True) as connecting:
-                connecting.deadline = anyio.current_time() + 10
+            with stopping.shield("a listener's connect", at_most=10) as connecting:
                 conn = await database.connect(self.store.dsn)
-            if conn is None or connecting.cancelled_caught:
+            if conn is None or connecting.abandoned:
                 raise TimeoutError("connecting the listener took over 10 s")
             lost = anyio.Event()
             conn.add_termination_listener(_setter(lost))
@@ -183,7 +182,7 @@ class Subscription(anyio.AsyncContextManagerMixin):
         reader, self._reader = self._reader, None
         if reader is None or reader.is_closed():
             return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+        with stopping.shield("a subscription's reader: its close", at_most=5):
             await reader.close()
 
     async def _check_stall(self) -> None:
@@ -251,7 +250,7 @@ class Wakeups(anyio.AsyncContextManagerMixin):
             yield self
         finally:
             if conn is not None and not conn.is_closed():
-                with anyio.CancelScope(shield=True):
+                with stopping.shield("a listener: its close"):
                     await conn.close(timeout=5)
 
     async def wait(self, at_most: float, coalesce: float = 0.02) -> None:

@@ -31,6 +31,7 @@ import anyio.to_thread
 
 from props.core.domain import catalog, definitions, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
+from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.reactors.containers import (
     ContainerRuntime,
@@ -49,7 +50,6 @@ from props.reactors.launcher import (
 from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id, verdict
-from props.reactors.stopping import Stop
 from props.schema import queries
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
-from props.core.log import database, errors, retries
+from props.core.log import errors, faults, retries
 from props.reactors.containers import EngineUnreachable
 
 log = logging.getLogger("props.reactors.launcher")
@@ -36,9 +36,9 @@ Release = Callable[[], Awaitable[object]]
 
 def passing(exc: BaseException) -> bool:
     """Trouble that is over by a later attempt: the engine or the database away, a
-    serialization failure or deadlock. A refusal (PropsError) or a defect is not."""
-    return (isinstance(exc, (EngineUnreachable, *database.UNAVAILABLE))
-            or (not isinstance(exc, errors.PropsError) and retries.transient(exc)))
+    serialization failure or deadlock (`faults`: each error says). A refusal or a defect is
+    not."""
+    return faults.transient(exc)
 
 
 async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],

@@ -21,7 +21,7 @@ import anyio
 from rich.markup import escape
 from rich.progress import Progress
 
-from props.core.domain import baselines, definitions, evaluations
+from props.core.domain import baselines, definitions, evaluation_starts, evaluations
 from props.core.domain.archive import exports
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
@@ -80,7 +80,7 @@ async def demo_cmd(args: argparse.Namespace) -> int:
         cases = await evaluations.resolve(store, plan)
         # The plan follows what this machine has (Docker or not, the baseline or not): a
         # changed one is the evaluation's next version, never a refusal.
-        ev, resumed = await evaluations.start(store, plan, cases, new_version=True)
+        ev, resumed = await evaluation_starts.start(store, plan, cases, new_version=True)
         console.print(f"evaluation {ev.name} v{ev.version} ({PLAN.name}): {len(cases)} cases, "
                       f"{len(plan.critic)} critics x {len(found)} snapshots x {plan.epochs} "
                       f"epochs ({'resumed' if resumed else 'recorded'}); runtime: {runtime}")

@@ -20,7 +20,7 @@ import anyio
 from rich.markup import escape
 from rich.progress import Progress
 
-from props.core.domain import catalog, definitions, evaluations
+from props.core.domain import catalog, definitions, evaluation_starts, evaluations
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import database, errors, migrate
@@ -102,7 +102,7 @@ async def _evaluate(store: EventStore, runtimes: Sequence[ContainerRuntime], url
                     spent: dict[str, float]) -> None:
     plan = evaluations.load_plan(PLAN)
     cases = await evaluations.resolve(store, plan)
-    ev, resumed = await evaluations.start(store, plan, cases, new_version=True)
+    ev, resumed = await evaluation_starts.start(store, plan, cases, new_version=True)
     console.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} cases "
                   f"({'resumed' if resumed else 'recorded'}); one run at a time")
     t0 = time.perf_counter()

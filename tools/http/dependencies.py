@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
+import pydantic
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -22,9 +23,21 @@ def store_of(request: Request) -> EventStore:
     return store
 
 
-OVER_QUOTA: dict[int | str, dict[str, Any]] = {429: {
-    "description": "the token is over one of its quotas (the sentence names it); nothing "
-                   "was written: retry once its runs finish (Retry-After)"}}
+class Problem(pydantic.BaseModel):
+    """Every refusal's body: a sentence, or FastAPI's list of fields with what is wrong."""
+
+    detail: str | list[dict[str, Any]]
+
+
+def refusal(description: str) -> dict[str, Any]:
+    """A status a route declares besides the app's: its body is a Problem like every other
+    refusal (a route's own entry replaces the app's whole, body included)."""
+    return {"model": Problem, "description": description}
+
+
+OVER_QUOTA: dict[int | str, dict[str, Any]] = {429: refusal(
+    "the token is over one of its quotas (the sentence names it); nothing was written: "
+    "retry once its runs finish (Retry-After)")}
 
 
 def quotas_of(request: Request) -> quotas.Quotas:

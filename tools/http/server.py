@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 import uvicorn
 
-from props.core.log import errors
+from props.core.log import errors, stopping
 from props.tools.command_line import arguments
 
 log = logging.getLogger("props.http")
@@ -72,11 +72,11 @@ async def serve(app: Any, sock: socket.socket, *,
         async def serve_shielded() -> None:
             # Uvicorn's own shutdown (stop accepting, answer what is in flight) is the
             # graceful stop: it must run, not be cancelled halfway.
-            with anyio.CancelScope(shield=True):
+            with stopping.shield("the HTTP server's shutdown"):
                 await server.serve(sockets=[sock])
             tg.cancel_scope.cancel()  # it ended by itself
 
-        tg.start_soon(serve_shielded)
+        tg.start_soon(serve_shielded, name="props-http-server")
         try:
             await server.up.wait()
             task_status.started()

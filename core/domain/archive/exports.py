@@ -53,7 +53,7 @@ from props.core.domain import canonical_ids, catalog
 from props.core.domain.archive import export_lines, signing
 from props.core.domain.archive.export_lines import MAX_LINE_BYTES
 from props.core.domain.specimens import specimens
-from props.core.log import errors
+from props.core.log import errors, stopping
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -198,7 +198,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
             manifest["signature"] = signing.sign(manifest, sign_with)
         await emit([_line(manifest)], hashed=False)
     except BaseException:
-        with anyio.CancelScope(shield=True):
+        with stopping.shield(f"the export's partial file {tmp}: its removal"):
             await anyio.to_thread.run_sync(sink.close)
             await anyio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
         raise

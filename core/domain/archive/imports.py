@@ -211,8 +211,8 @@ async def _together(first: Awaitable[T], second: Awaitable[U]) -> tuple[T, U]:
             failures[i] = exc
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, 0, first)
-        tg.start_soon(run, 1, second)
+        tg.start_soon(run, 0, first, name="props-import-first")
+        tg.start_soon(run, 1, second, name="props-import-second")
     for failure in failures:
         if failure is not None:
             raise failure

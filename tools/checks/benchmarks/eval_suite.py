@@ -18,7 +18,7 @@ import uuid
 
 import anyio
 
-from props.core.domain import definitions, evaluations
+from props.core.domain import definitions, evaluation_starts, evaluations
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.reactors import docker_runtime
@@ -75,7 +75,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
             max_concurrency=CONCURRENCY, timeout_seconds=60,
             critic=[evaluations.Critic(definition="bench-eval", ref="bench")])
         cases = await evaluations.resolve(store, plan)
-        ev, _resumed = await evaluations.start(store, plan, cases)
+        ev, _resumed = await evaluation_starts.start(store, plan, cases)
         # The loop before and after the evaluation, their mean the baseline: the engine's
         # pace drifts over a minute (a ratio of one evaluation to one loop moved 1.40-1.66).
         console.print(f"{len(cases)} containers by a loop of `docker run`, {CONCURRENCY} at "

@@ -60,5 +60,5 @@ class EngineEndpoint:
         self.connections += 1
         async with client, await anyio.connect_unix(self.target) as upstream, \
                 anyio.create_task_group() as tg:
-            tg.start_soon(_pipe, client, upstream, tg.cancel_scope)
-            tg.start_soon(_pipe, upstream, client, tg.cancel_scope)
+            tg.start_soon(_pipe, client, upstream, tg.cancel_scope, name="chaos-pipe-up")
+            tg.start_soon(_pipe, upstream, client, tg.cancel_scope, name="chaos-pipe-down")

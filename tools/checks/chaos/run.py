@@ -19,6 +19,7 @@ import httpx
 from props.core.domain import catalog, definitions, streams, tokens
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
+from props.core.log import stopping
 from props.reactors import docker_runtime
 from props.reactors.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
@@ -55,7 +56,7 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
             try:
                 invariants = await run(chaos, args)
             finally:  # whatever happened, no replica outlives the run
-                with anyio.CancelScope(shield=True):
+                with stopping.shield("chaos: stopping the replicas"):
                     await chaos.stop_services()
             if not args.restart_docker:
                 invariants.append(Invariant("survives docker-restart", None,
@@ -104,7 +105,7 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
     kinds = [chosen[i % len(chosen)] for i in range(args.faults)]
     chaos.rng.shuffle(kinds)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(chaos.watch)
+        tg.start_soon(chaos.watch, name="chaos-watch")
         await chaos.start_doomed(tg)
         console.print(f"chaos: {args.runs} runs over {args.seconds:.0f} s, {args.faults} faults "
                       f"(seed {args.seed}), two `props serve` replicas, a spare launcher"
@@ -143,8 +144,8 @@ async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:
                 console.print(f"  {time.monotonic() - chaos.began:6.1f}s {kind}: {detail}")
 
         async with anyio.create_task_group() as load_tg:
-            load_tg.start_soon(load)
-            load_tg.start_soon(faults)
+            load_tg.start_soon(load, name="chaos-load")
+            load_tg.start_soon(faults, name="chaos-faults")
         console.print(f"load done after {time.monotonic() - chaos.began:.0f} s; draining ...")
         drained = await drain(chaos, args.drain_seconds)
         await chaos.stop_services()

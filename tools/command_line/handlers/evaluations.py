@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.domain import evaluations
+from props.core.domain import evaluation_starts, evaluations
 from props.core.domain.evaluations import CaseState
 from props.core.log import errors
 from props.core.log.store import EventStore
@@ -111,7 +111,7 @@ def _progress(args: argparse.Namespace) -> Console:
 async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     plan = evaluations.load_plan(args.plan)
     cases = await evaluations.resolve(store, plan)
-    ev, resumed = await evaluations.start(store, plan, cases, new_version=args.new_version)
+    ev, resumed = await evaluation_starts.start(store, plan, cases, new_version=args.new_version)
     say = _progress(args)
     say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")

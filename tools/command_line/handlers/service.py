@@ -19,14 +19,13 @@ from props.core.domain import quotas, run_requests, tokens
 from props.core.domain.specimens import specimen_sync
 from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
-from props.core.log import database, errors, migrate, retries
+from props.core.log import database, errors, migrate, retries, stopping
 from props.core.log.store import EventStore
 from props.reactors import host
 from props.reactors.launcher import launchers
 from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
-from props.reactors.stopping import Stop
 from props.tools.command_line import arguments, logs, render, run_log, service_config
 from props.tools.command_line.handlers import specimens as specimen_handlers
 from props.tools.command_line.render import Column, Console
@@ -40,7 +39,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
     logs.configure(config.log_format, args.verbose)
     only: list[str] = list(config.only or SERVICES)
     began, connected = time.monotonic(), False
-    stop = Stop(config.stop_seconds)
+    stop = stopping.Stop(config.stop_seconds)
 
     async def serve() -> None:
         nonlocal connected
@@ -65,20 +64,25 @@ async def serve_cmd(args: argparse.Namespace) -> int:
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)
-                tg.start_soon(_tell_runs, store, args.quiet)
-                tg.start_soon(_say_standing, service, kinds)
+                tg.start_soon(_tell_runs, store, args.quiet, name="props-run-log")
+                tg.start_soon(_say_standing, service, kinds, name="props-standing")
                 await service.run()
 
-    async with anyio.create_task_group() as tg:
-        await tg.start(partial(cancel_on_signal, stop=stop), tg.cancel_scope,
-                       "stopping: finishing the events in hand")
-        # An embedded server that cannot start, or settings that are wrong, will not start
-        # by waiting.
-        await retries.keep_serving(
-            serve, "props serve",
-            fatal=(errors.EmbeddedServerError, errors.ConfigurationError, errors.SchemaError),
-            give_up=lambda: not connected and time.monotonic() - began >= config.connect_wait)
-        tg.cancel_scope.cancel()
+    # The service's stop is every shield's in this process (the log's own included), and
+    # the projection runner's as much as the reactors'.
+    with stop.as_current():
+        async with anyio.create_task_group() as tg:
+            await tg.start(partial(cancel_on_signal, stop=stop), tg.cancel_scope,
+                           "stopping: finishing the events in hand")
+            # An embedded server that cannot start, or settings that are wrong, will not
+            # start by waiting.
+            await retries.keep_serving(
+                serve, "props serve",
+                fatal=(errors.EmbeddedServerError, errors.ConfigurationError,
+                       errors.SchemaError),
+                give_up=lambda: not connected
+                and time.monotonic() - began >= config.connect_wait)
+            tg.cancel_scope.cancel()
     if stop.deadline is not None:  # (a signal stopped it)
         log.log(logging.WARNING if stop.unfinished else logging.INFO, stop.report())
     return 0
@@ -156,7 +160,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
             try:
                 await http_server.serve(proxy.app(), sock, task_status=task_status)
             finally:
-                with anyio.CancelScope(shield=True):
+                with stopping.shield("the registry proxy: its close"):
                     await proxy.aclose()
 
         await tg.start(serve_registry)

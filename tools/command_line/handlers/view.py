@@ -12,6 +12,7 @@ import webbrowser
 import anyio
 
 from props.core.domain import tokens
+from props.core.log import stopping
 from props.core.log.store import EventStore
 from props.reactors.service import Service, cancel_on_signal
 from props.tools.command_line import logs
@@ -42,6 +43,6 @@ async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
             # one process at a time: a `props serve` elsewhere keeps doing it instead).
             await Service(store, [], only=["projections"]).run()
     finally:
-        with anyio.CancelScope(shield=True):
+        with stopping.shield(f"the viewer's token {name}: its revocation"):
             await tokens.revoke(store, name)
     return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -24,7 +23,7 @@ from props.core.log import database, errors
 from props.tools.http import limits
 from props.tools.http.api.routes import evaluations, health, runs, scores
 from props.tools.http.auth import Denied
-from props.tools.http.dependencies import Read
+from props.tools.http.dependencies import Problem, Read
 
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
@@ -33,12 +32,6 @@ def _field_error(where: str, field: str, message: str, status: int) -> JSONRespo
     # The shape FastAPI gives its own validation errors, so clients parse one format.
     return JSONResponse({"detail": [{"loc": [where, field], "msg": message,
                                      "type": "value_error"}]}, status_code=status)
-
-
-class Problem(pydantic.BaseModel):
-    """Every refusal's body: a sentence, or FastAPI's list of fields with what is wrong."""
-
-    detail: str | list[dict[str, Any]]
 
 
 def _declared(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -9,10 +9,18 @@ import pydantic
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from props.core.domain import evaluations, quotas
+from props.core.domain import evaluation_starts, evaluations, quotas
+from props.core.log import errors
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, Store
+from props.tools.http.dependencies import (
+    OVER_QUOTA,
+    Quota,
+    Read,
+    RequestToken,
+    Store,
+    refusal,
+)
 from props.tools.http.limits import STORABLE_TEXT
 
 router = APIRouter()
@@ -48,29 +56,37 @@ class Standing(pydantic.BaseModel):
 
 @router.post("/api/evaluations", status_code=202, response_model=Started,
              summary="record an evaluation's plan and request every case without a result",
-             responses={409: {"description": "a different plan is recorded under this name"},
+             responses={403: refusal("the token lacks the request scope, or the "
+                                     "evaluation's name was started by another token"),
+                        409: refusal("a different plan is recorded under this name, or "
+                                     "another request changed it meanwhile (retry)"),
                         **OVER_QUOTA})
 async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluations.Plan,
                 new_version: bool = False) -> Started | JSONResponse:
     """The plan's first cases are requested now, within its `max_concurrency` and
     `budget_usd`; `props serve` requests the rest as runs finish. Over the token's quotas
-    (cases queued, evaluations open) it answers 429 and records nothing."""
+    (cases queued, evaluations open) it answers 429 and records nothing; a name another
+    token started, 403."""
     try:
         cases = await evaluations.resolve(store, plan)
     except evaluations.PlanNamesNothing as exc:
         return JSONResponse({"detail": str(exc)}, status_code=404)
     requester = f"api:{token.name}"
-    async with quota.gates.held(requester):
-        await quotas.check_evaluation(store, quota, requester, plan.name, len(cases))
-        try:
-            ev, resumed = await evaluations.start(store, plan, cases,
-                                                  new_version=new_version,
-                                                  requester=requester)
-        except evaluations.PlanChanged as exc:
-            return JSONResponse({"detail": str(exc)}, status_code=409)
+    try:
+        starting = await evaluation_starts.prepare(store, plan, cases, new_version=new_version,
+                                             requester=requester)
+        async with quotas.turn(store, requester) as tx:
+            await quotas.check_evaluation(tx, quota, requester, plan.name, len(cases),
+                                          supersedes=not starting.resumed)
+            fresh = await evaluation_starts.record(tx, starting)
+    except evaluations.NotYours as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=403)
+    except (evaluations.PlanChanged, errors.ConcurrencyConflict) as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+    ev = starting.evaluation if fresh else await evaluation_starts.settled(store, starting)
     requested = await driver.request_detached(store, ev)
-    return Started(name=ev.name, version=ev.version, cases=len(cases), resumed=resumed,
-                   requested=requested)
+    return Started(name=ev.name, version=ev.version, cases=len(cases),
+                   resumed=starting.resumed, requested=requested)
 
 
 @router.get("/api/evaluations/{name}", response_model=Standing, dependencies=Read,

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from props.core.domain import catalog, quotas, run_requests, streams, tokens
 from props.core.log import errors
 from props.core.log.events import details
+from props.core.log.store import StoreTransaction
 from props.projections import run_pages
 from props.tools.http.dependencies import OVER_QUOTA, Quota, Read, RequestToken, RunNamed, Store
 from props.tools.http.limits import STORABLE_TEXT
@@ -105,23 +106,25 @@ async def request_critic(
         description="retrying with the same key returns the same runs"
     )] = None,
 ) -> Requested:
-    async with quota.gates.held(f"api:{token.name}"):
-        if idempotency_key is None or not await _seen(store, token, idempotency_key):
-            await quotas.check_runs(store, quota, f"api:{token.name}", body.count)
-        done = await run_requests.request_critic_runs(store, run_requests.CriticRunRequest(
-            **body.model_dump(), requested_by=f"api:{token.name}",
-            idempotency_key=None if idempotency_key is None
-            else f"{token.id}/{idempotency_key}"))
+    requester = f"api:{token.name}"
+    runs = await run_requests.prepare_critic_runs(store, run_requests.CriticRunRequest(
+        **body.model_dump(), requested_by=requester,
+        idempotency_key=None if idempotency_key is None else f"{token.id}/{idempotency_key}"))
+    async with quotas.turn(store, requester) as tx:
+        if idempotency_key is None or not await _seen(tx, token, idempotency_key):
+            await quotas.check_runs(tx, quota, requester, body.count)
+        done = await runs.append(tx)
     if len(done.run_ids) == 1:
         response.headers["Location"] = f"/api/runs/{done.run_ids[0]}"
     return Requested(run_ids=done.run_ids, digest=done.digest,
                      already_requested=done.already_requested)
 
 
-async def _seen(store: Store, token: tokens.Token, idempotency_key: str) -> bool:
-    """An idempotent retry asks for nothing new: no quota is taken twice."""
+async def _seen(tx: StoreTransaction, token: tokens.Token, idempotency_key: str) -> bool:
+    """An idempotent retry asks for nothing new: no quota is taken twice. (Asked inside the
+    requester's turn: a retry sent twice at once is seen by the second.)"""
     first = run_requests.idempotent_run_id(f"{token.id}/{idempotency_key}", 0)
-    return bool(await store.existing_streams([streams.run(first)]))
+    return await quotas.asked_before(tx, streams.run(first))
 
 
 @router.get("/api/runs/critic", include_in_schema=False)

@@ -7,11 +7,18 @@ retrying a transient failure without end) or beside a container that hangs ends 
 What a shield gave up on is not lost: delivery is at least once (the event comes again
 after a restart, to this service or another), a lease runs out, an orphan is reaped. The
 stop names each one, so the operator reads what will be taken up again.
+
+Every shield in props is a Stop's (`shield(what)`, or `stop.shielded(what)` where a part holds
+its own): a bare `anyio.CancelScope(shield=True)` would ignore `--stop-seconds`. The service
+makes its Stop the process's (`Stop.current()`, a context variable its tasks inherit), so a
+shield deep in the log's code (a subscription closing, a bulk load's cleanup) ends by the
+same deadline as the reactors' own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
@@ -87,3 +94,32 @@ class Stop:
     @property
     def unfinished(self) -> bool:
         return bool(self.left or self.carried)
+
+    @contextlib.contextmanager
+    def as_current(self) -> Iterator[Stop]:
+        """Make this the stop of the tasks started inside the block (`current()`)."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+
+# The stop of the service this task belongs to; outside a service (a command, a test), one
+# without a deadline until something begins it: a shield that holds as long as its work.
+_CURRENT: contextvars.ContextVar[Stop] = contextvars.ContextVar("props_stop")
+
+
+def current() -> Stop:
+    """The stop this task answers to (the service's, else the process's own)."""
+    try:
+        return _CURRENT.get()
+    except LookupError:
+        stop = Stop()
+        _CURRENT.set(stop)
+        return stop
+
+
+def shield(what: str, at_most: float | None = None) -> contextlib.AbstractContextManager[Held]:
+    """`current().shielded(what, at_most)`: the one way to keep a block from being cut."""
+    return current().shielded(what, at_most)
