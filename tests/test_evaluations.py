@@ -41,7 +41,7 @@ def _plan(path: Path, name: str, critics: list[dict[str, Any]], **settings: Any)
 
 
 def _props(dsn: str, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=1200,
                           check=False, env={**os.environ, "PROPS_DSN": dsn,
                                             "PROPS_HOME": str(home), "COLUMNS": "200"})
 

@@ -201,7 +201,7 @@ def test_eval_run_says_each_kind_of_failure_once_and_counts_failed_apart(
     plan.write_text('name = "mine"\nexamples = ["csvtool/*", "logparse/*"]\nepochs = 3\n'
                     'timeout_seconds = 60\n[[critic]]\ndefinition = "mine"\nref = "t"\n')
     out = props("eval", "run", str(plan), "--runtime", "local", dsn=dsn,
-                env={"PROPS_HOME": str(tmp_path), "COLUMNS": "80"}, timeout=280)
+                env={"PROPS_HOME": str(tmp_path), "COLUMNS": "80"}, timeout=1800)
     assert out.returncode != 0
     said = out.stdout + out.stderr
     # six cases fail alike: the launcher's paragraph once, with its count
