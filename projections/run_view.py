@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.core.scoring import reviews, scorers

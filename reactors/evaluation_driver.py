@@ -30,8 +30,8 @@ from props.reactors.evaluation_steps import (
     request_detached,
     request_within,
 )
-from props.reactors.launcher import Launcher
-from props.reactors.run_environment import AgentEnvironment
+from props.reactors.launcher.launcher import Launcher
+from props.reactors.launcher.run_environment import AgentEnvironment
 
 __all__ = [
     "DONE",

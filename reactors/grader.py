@@ -15,7 +15,8 @@ import logging
 import anyio.abc
 import orjson
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log.checkpoints import START
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore

@@ -23,14 +23,15 @@ from props.core.log import embedded, errors
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import launchers, run_attempts, runtimes
+from props.reactors import runtimes
 from props.reactors.containers import ContainerRuntime
 from props.reactors.evaluations import EvaluationDriver
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
-from props.reactors.launcher import Launcher
-from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_specs import AgentDatabase
+from props.reactors.launcher import launchers, run_attempts
+from props.reactors.launcher.launcher import Launcher
+from props.reactors.launcher.run_environment import AgentEnvironment
+from props.reactors.launcher.run_specs import AgentDatabase
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)

@@ -20,12 +20,13 @@ import uuid
 
 import anyio.abc
 
-from props.core.domain import catalog, definitions, specimen_sync, streams
+from props.core.domain import catalog, definitions, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import grader_runs
+from props.reactors.launcher import grader_runs
 
 log = logging.getLogger(__name__)
 

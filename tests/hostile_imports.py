@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import export_lines, signing
+from props.core.domain.archive import export_lines, signing
 from tests.test_archive import _rechained, _write
 
 

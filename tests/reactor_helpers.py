@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from props.core.domain import catalog, definitions, specimen_sync, specimens
+from props.core.domain import catalog, definitions
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
-from props.reactors.run_environment import AgentEnvironment
+from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.service import Service
 from props.tools.bundled import samples
 

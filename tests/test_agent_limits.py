@@ -13,7 +13,7 @@ import pytest
 from props.core.domain import catalog
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
-from props.reactors import agent_roles
+from props.reactors.launcher import agent_roles
 from tests.reactor_helpers import SNAPSHOT, eventually
 from tests.test_roles import agent, connect_agent  # noqa: F401 (a fixture)
 

@@ -19,8 +19,8 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, run_specs
 from props.reactors.agents import sdk
+from props.reactors.launcher import agent_roles, run_specs
 
 SDK_FILE = Path(sdk.__file__)
 MAX_MODULES = 60

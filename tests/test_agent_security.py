@@ -16,7 +16,7 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.log.store import EventStore
-from props.reactors import agent_roles
+from props.reactors.launcher import agent_roles
 
 FORBIDDEN_READS = [
     "SELECT * FROM props.events",

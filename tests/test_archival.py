@@ -12,7 +12,8 @@ import anyio
 import orjson
 import pytest
 
-from props.core.domain import archival, catalog, exports, imports
+from props.core.domain import catalog
+from props.core.domain.archive import archival, exports, imports
 from props.core.log import errors
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore

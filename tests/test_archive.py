@@ -10,7 +10,7 @@ import orjson
 import pytest
 import zstandard
 
-from props.core.domain import exports, imports
+from props.core.domain.archive import exports, imports
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore

@@ -19,7 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from props.core.domain import catalog, exports, imports, signing
+from props.core.domain import catalog
+from props.core.domain.archive import exports, imports, signing
 from props.core.domain.store import open_store
 from props.core.log import migrate
 from props.core.log.store import EventStore

@@ -17,7 +17,8 @@ import uuid
 import anyio
 import pytest
 
-from props.core.domain import catalog, specimens, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimens
 from props.core.log.store import EventStore
 from props.core.scoring import chance, rescoring, scorers
 from props.projections import engine, figures

@@ -24,7 +24,7 @@ from props.reactors import local_runtime
 from props.reactors.agents import baseline_critic
 from props.reactors.agents.baseline_confinement import Confinement
 from props.reactors.containers import ContainerSpec
-from props.reactors.run_environment import AgentEnvironment, SecretRefused
+from props.reactors.launcher.run_environment import AgentEnvironment, SecretRefused
 from props.tools.command_line import service_config
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
 

@@ -20,7 +20,8 @@ from typing import Any
 import anyio
 import pytest
 
-from props.core.domain import baselines, catalog, specimens, streams
+from props.core.domain import baselines, catalog, streams
+from props.core.domain.specimens import specimens
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import (

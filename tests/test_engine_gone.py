@@ -15,7 +15,7 @@ from props.core.domain import catalog, definitions
 from props.core.log.store import EventStore
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.host import ReactorHost
-from props.reactors.launcher import Launcher
+from props.reactors.launcher.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request, sync_samples
 

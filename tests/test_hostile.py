@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import baselines, catalog, definitions, specimen_sync, specimens
+from props.core.domain import baselines, catalog, definitions
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import server_checks
 from props.core.log.store import EventStore
 from props.reactors import docker_runtime
@@ -166,7 +167,7 @@ async def test_an_error_handling_one_run_fails_that_run_only(
     """A refused append while draining one run's reports (what an id collision used to do)
     fails that run with a closed fact; the launcher goes on with the others."""
     from props.core.log import errors
-    from props.reactors import agent_roles
+    from props.reactors.launcher import agent_roles
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await sync_samples(store)

@@ -18,7 +18,9 @@ from typing import Any
 import orjson
 import pytest
 
-from props.core.domain import catalog, exports, imports, specimen_sync
+from props.core.domain import catalog
+from props.core.domain.archive import exports, imports
+from props.core.domain.specimens import specimen_sync
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import as_of, engine
@@ -259,7 +261,7 @@ async def test_an_imported_unfinished_run_is_never_carried_out_here(
     """A file may bring a run that never finished where it came from: it is that database's
     history. No launcher here queues it, claims it or starts its container. Control: the
     same request appended here is queued and claimed."""
-    from props.reactors.launcher import Launcher
+    from props.reactors.launcher.launcher import Launcher
     from props.reactors.local_runtime import LocalRuntime
     from props.schema import queries
 
@@ -378,7 +380,7 @@ async def test_a_stream_an_import_brought_is_continued_only_from_its_origin(
     """A stream a signed file brought is not continued by an unsigned one (nor by another
     signer's). Control: the same signer's next file is taken. Negative control: on the code
     before, any file continued any stream an import brought."""
-    from props.core.domain import signing
+    from props.core.domain.archive import signing
 
     signing.create(tmp_path / "keys", "ours")
     signing.create(tmp_path / "keys", "theirs")

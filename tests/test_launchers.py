@@ -21,10 +21,10 @@ import pytest
 from props.core.domain import catalog
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import launchers
 from props.reactors.containers import ContainerRuntime
 from props.reactors.host import ReactorHost
-from props.reactors.launcher import Launcher
+from props.reactors.launcher import launchers
+from props.reactors.launcher.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from tests.conftest import once_per_ci
 from tests.reactor_helpers import eventually, finished, push_code, request, sync_samples
@@ -115,7 +115,7 @@ async def test_a_claim_is_compare_and_set(store: EventStore, tmp_path: Path) -> 
     """Two launchers claiming the same run at the same version: one claim is stored."""
     await sync_samples(store)
     [run_id] = await request(store, "nothing")
-    from props.reactors.run_state import fold_run
+    from props.reactors.launcher.run_state import fold_run
 
     state = fold_run(await store.read_stream(f"run-{run_id}"))
     assert state is not None
@@ -243,8 +243,9 @@ async def test_agents_reach_the_database_over_tcp_as_their_run_role(
     import psycopg
 
     from props.core.domain import definitions
-    from props.reactors import agent_roles, docker_runtime
-    from props.reactors.run_specs import AgentDatabase
+    from props.reactors import docker_runtime
+    from props.reactors.launcher import agent_roles
+    from props.reactors.launcher.run_specs import AgentDatabase
     from tests.conftest import docker_or_skip
 
     host, port = tcp_address(store.dsn)

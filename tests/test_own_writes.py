@@ -13,7 +13,8 @@ from contextlib import contextmanager
 
 import psycopg
 
-from props.core.domain import specimen_sync, specimens, streams
+from props.core.domain import streams
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
 from props.tools.bundled import samples

@@ -194,7 +194,7 @@ def test_the_sql_spells_a_runs_statuses_as_the_vocabulary_declares_them() -> Non
 
 def test_stream_ids_and_their_inverses() -> None:
     from props.core.domain import streams
-    from props.reactors import run_specs
+    from props.reactors.launcher import run_specs
 
     run = uuid.uuid4()
     assert streams.run_id_of(streams.run(run)) == run

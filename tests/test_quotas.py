@@ -13,15 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from props.core.domain import (
-    catalog,
-    evaluation_starts,
-    evaluations,
-    quotas,
-    specimen_sync,
-    streams,
-    tokens,
-)
+from props.core.domain import catalog, evaluation_starts, evaluations, quotas, streams, tokens
+from props.core.domain.specimens import specimen_sync
 from props.core.log import leadership
 from props.core.log.store import EventStore, StoreTransaction
 from props.reactors.evaluations import EvaluationDriver

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import uuid
 
-from props.core.domain import archival, catalog, streams
+from props.core.domain import catalog, streams
+from props.core.domain.archive import archival
 from props.core.log.store import EventStore
 from props.core.scoring import registration
 from tests.conftest import fence_held

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from props.core.domain import catalog, specimen_sync, specimens, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.events import Event

@@ -23,7 +23,7 @@ from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, run_state
+from props.reactors.launcher import agent_roles, run_state
 from tests.conftest import as_role
 from tests.reactor_helpers import eventually
 

@@ -1,4 +1,4 @@
-"""Migrations: from empty equals the declared schema; drift and newer databases are refused."""
+"""Migrations: from empty equals schema/schema.sql; drift and newer databases are refused."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from props.schema import catalog_dump
 
 
 def declared() -> str:
-    return resources.files("props.schema").joinpath("declared_schema.txt").read_text()
+    return resources.files("props.schema").joinpath("schema.sql").read_text()
 
 
 async def test_migrating_from_empty_gives_the_declared_schema(empty_dsn: str) -> None:
@@ -33,6 +33,50 @@ async def test_schema_comparison_sees_a_missing_index(dsn: str) -> None:
     assert described != declared()
     assert "events_category_fence_idx" in declared()
     assert "events_category_fence_idx" not in described
+
+
+# Negative controls of what the declared schema covers beyond tables (each went unseen when it
+# held tables, indexes and a hash of each body only, and neither the `agent` schema nor grants):
+# a statement a migration might run by mistake, and a line of the description it changes.
+CHANGES = {
+    "a grant": ("GRANT SELECT ON props.agent_outbox TO props_analyst",
+                "GRANT SELECT ON TABLE props.agent_outbox TO props_analyst;"),
+    "a revoked grant": (
+        "REVOKE EXECUTE ON FUNCTION agent.put_blob(bytea) FROM props_agent",
+        "GRANT EXECUTE ON FUNCTION agent.put_blob(p_content bytea) TO props_agent;"),
+    "an agent-schema object": (
+        "CREATE FUNCTION agent.peek() RETURNS bigint LANGUAGE sql "
+        "AS 'SELECT count(*) FROM props.events'",
+        "CREATE OR REPLACE FUNCTION agent.peek()"),
+    "a default privilege": (
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA agent GRANT EXECUTE ON FUNCTIONS TO props_agent",
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA agent GRANT EXECUTE ON FUNCTIONS TO props_agent;"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+async def test_schema_comparison_sees_grants_and_the_agent_schema(dsn: str, change: str) -> None:
+    statement, line = CHANGES[change]
+    async with database.session(dsn) as conn:
+        await conn.execute(statement)
+        described = await catalog_dump.describe(conn)
+    assert described != declared()
+    # the line appears in exactly one of the two: added by the change, or taken away by it
+    assert (line in described) != (line in declared())
+
+
+async def test_schema_comparison_sees_a_changed_function_body(dsn: str) -> None:
+    """Negative control: the same function with one more statement in its body differs (a hash
+    of the body saw it too; the body itself is now in the file, for the reviewer to read)."""
+    async with database.session(dsn) as conn:
+        definition = await conn.fetchval(
+            "SELECT pg_get_functiondef('agent.report(uuid, text, jsonb)'::regprocedure)")
+        opening = "AS $function$\n"
+        assert opening in definition
+        await conn.execute(definition.replace(opening, opening + "-- changed\n", 1))
+        described = await catalog_dump.describe(conn)
+    assert described != declared()
+    assert "-- changed" in described and "-- changed" not in declared()
 
 
 async def test_migrate_twice_and_concurrently_applies_each_once(empty_dsn: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import fix_keys, git_trees, specimen_datasets, specimens
+from props.core.domain.specimens import fix_keys, git_trees, specimen_datasets, specimens
 from tests.test_specimens_from_fixes import Repo, lines
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
@@ -151,7 +151,7 @@ def test_swebench_tps_come_from_the_patch_never_the_test_patch(
 def test_a_fix_s_file_set_is_its_package_and_the_tests_that_import_it(tmp_path: Path) -> None:
     """Not every test of the project: those that import the package of what the fix touched,
     in any form (tqdm's fix in tqdm/_tqdm.py is tested through `from tqdm import tqdm`)."""
-    from props.core.domain import specimens_from_fixes
+    from props.core.domain.specimens import specimens_from_fixes
 
     snapshot = {"calc/__init__.py": "from calc.core import x\n", "calc/core.py": "x = 1\n",
                 "calc/util.py": "y = 2\n", "other/io.py": "z\n",

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import catalog, specimen_format, specimen_sync, specimens, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_format, specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.tools.bundled.samples import samples_dir
 

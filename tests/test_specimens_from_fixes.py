@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import (
-    catalog,
-    fix_keys,
-    git_trees,
-    specimens,
-    specimens_from_fixes,
-    vocabulary,
-)
+from props.core.domain import catalog, vocabulary
+from props.core.domain.specimens import fix_keys, git_trees, specimens, specimens_from_fixes
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -287,7 +281,7 @@ async def test_serve_syncs_no_key_with_a_todo_at_start(tmp_path: Path,
         await service._sync_specimens(store, out)
     assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
                                      "'snapshot.synced'") == 0
-    bundled = Path(specimens.__file__).resolve().parents[2] / "tools" / "bundled" / "specimens"
+    bundled = Path(specimens.__file__).resolve().parents[3] / "tools" / "bundled" / "specimens"
     await service._sync_specimens(store, bundled)  # checked keys: synced
     assert await store.pool.fetchval("SELECT count(*) FROM props.events WHERE type = "
                                      "'snapshot.synced'") > 0

@@ -20,7 +20,8 @@ import uuid
 
 import pytest
 
-from props.core.domain import catalog, specimens
+from props.core.domain import catalog
+from props.core.domain.specimens import specimens
 from props.core.log import errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from props.core.domain import catalog, specimens
+from props.core.domain import catalog
+from props.core.domain.specimens import specimens
 from props.core.log.events import Event
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers

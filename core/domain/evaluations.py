@@ -29,7 +29,8 @@ from typing import Annotated, Literal
 import orjson
 import pydantic
 
-from props.core.domain import catalog, definitions, specimen_sync, streams
+from props.core.domain import catalog, definitions, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.events import NewEvent, RecordedEvent, validation_problems
 from props.core.log.store import EventStore

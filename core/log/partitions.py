@@ -2,7 +2,7 @@
 
 `props.events` is partitioned by position range (schema/migrations/0005); a partition is made
 when an insert first needs it (`ensure`, called by the append paths' retry policy), never in
-advance. Archival (props.core.domain.archival) detaches and drops old ones.
+advance. Archival (props.core.domain.archive.archival) detaches and drops old ones.
 """
 
 from __future__ import annotations

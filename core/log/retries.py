@@ -19,7 +19,7 @@ each error class says where it is defined):
 - EVENT: a reactor's event whose handler failed for a transient reason, until it succeeds
   (a stop's deadline cuts it); POISON: a handler that failed otherwise, tried a few times
   before the event is parked.
-- RUN: an attempt at carrying out a run (reactors/run_attempts.py says which failures).
+- RUN: an attempt at carrying out a run (reactors/launcher/run_attempts.py says which failures).
 - SWAP: a rebuild's swap of the live tables while readers hold them (`swap_for`: through
   the rebuild's reader grace, after which it ends the analysts' sessions, and a while more).
 - MODEL_CALL: a call to a model's chat endpoint (core/domain/chat.py says which failures:

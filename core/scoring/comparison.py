@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import specimen_sync
+from props.core.domain.specimens import specimen_sync
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
 from props.core.scoring.rescoring import (

@@ -18,7 +18,8 @@ from typing import Any
 
 import pydantic
 
-from props.core.domain import catalog, specimen_sync
+from props.core.domain import catalog
+from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import evaluation, rescoring

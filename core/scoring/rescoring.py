@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 import anyio.lowlevel
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log import bulk, errors
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import AppendResult, EventStore

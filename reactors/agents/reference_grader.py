@@ -19,8 +19,8 @@ from pathlib import Path
 
 from props.core.domain import catalog
 from props.core.scoring import scorers
-from props.reactors import grader_runs
 from props.reactors.agents.sdk import Agent
+from props.reactors.launcher import grader_runs
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
--- Queries of the launcher about agent roles and what agents reported (props.reactors.agent_roles).
+-- Queries of the launcher about agent roles and what agents reported (props.reactors.launcher.agent_roles).
 
 -- open_role --
 -- The run's role and its password, made once by the owner's function (migration 0007).

@@ -1,4 +1,4 @@
--- Queries of export files and of their import (core.domain.exports, core.domain.imports).
+-- Queries of export files and of their import (core.domain.archive.exports, core.domain.archive.imports).
 
 -- export_page --
 -- Committed events (behind the fence) of a position/time/category selection, in position order;

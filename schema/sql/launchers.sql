@@ -1,4 +1,4 @@
--- Queries of props.reactors.launchers: several launchers sharing the queue of runs.
+-- Queries of props.reactors.launcher.launchers: several launchers sharing the queue of runs.
 
 -- started --
 -- Each launcher's last `launcher.started`: its capacity, engine and lease as it last came up.

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 REPORT_PREFIX = "HOSTILE "
-# The launcher's namespace of its own event ids (props.reactors.launcher), as an attacker
+# The launcher's namespace of its own event ids (props.reactors.launcher.launcher), as an attacker
 # would copy it from the source.
 LAUNCHER_NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 GROUND_TRUTH_AND_LOG = [

@@ -14,7 +14,8 @@ import random
 import uuid
 from collections.abc import Callable
 
-from props.core.domain import catalog, specimen_sync, specimens, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log.events import Event, NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers

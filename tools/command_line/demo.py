@@ -21,15 +21,9 @@ import anyio
 from rich.markup import escape
 from rich.progress import Progress
 
-from props.core.domain import (
-    baselines,
-    definitions,
-    evaluation_starts,
-    evaluations,
-    exports,
-    specimen_sync,
-    specimens,
-)
+from props.core.domain import baselines, definitions, evaluation_starts, evaluations
+from props.core.domain.archive import exports
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore

@@ -20,14 +20,8 @@ import anyio
 from rich.markup import escape
 from rich.progress import Progress
 
-from props.core.domain import (
-    catalog,
-    definitions,
-    evaluation_starts,
-    evaluations,
-    specimen_sync,
-    specimens,
-)
+from props.core.domain import catalog, definitions, evaluation_starts, evaluations
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore

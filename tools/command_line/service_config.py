@@ -18,7 +18,7 @@ import pydantic
 from props.core.domain.vocabulary import ServiceName
 from props.core.log import errors
 from props.core.log.events import validation_problems
-from props.reactors import run_environment
+from props.reactors.launcher import run_environment
 
 
 class ServiceConfig(pydantic.BaseModel):

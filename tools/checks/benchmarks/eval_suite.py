@@ -18,7 +18,8 @@ import uuid
 
 import anyio
 
-from props.core.domain import definitions, evaluation_starts, evaluations, specimen_sync, specimens
+from props.core.domain import definitions, evaluation_starts, evaluations
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.reactors import docker_runtime
 from props.reactors import evaluation_driver as driver

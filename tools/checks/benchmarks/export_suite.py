@@ -19,7 +19,7 @@ import anyio.to_thread
 import asyncpg
 import zstandard
 
-from props.core.domain import exports, imports
+from props.core.domain.archive import exports, imports
 from props.core.domain.store import open_store
 from props.core.log import embedded
 from props.tools.checks import scratch

@@ -25,7 +25,8 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, specimens, streams
+from props.core.domain import catalog, definitions, streams
+from props.core.domain.specimens import specimens
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -33,7 +34,7 @@ from props.reactors import docker_runtime, grader, host
 from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.host import ReactorHost
-from props.reactors.launcher import Launcher
+from props.reactors.launcher.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
@@ -157,7 +158,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         prefix="props-bench-reactors-")))
     async with open_store(dsn, max_connections=8) as store:
         folder = samples.samples_dir()
-        from props.core.domain import specimen_sync
+        from props.core.domain.specimens import specimen_sync
 
         await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 

@@ -16,7 +16,8 @@ import anyio
 import anyio.abc
 import httpx
 
-from props.core.domain import catalog, definitions, specimen_sync, specimens, streams, tokens
+from props.core.domain import catalog, definitions, streams, tokens
+from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import stopping
 from props.reactors import docker_runtime

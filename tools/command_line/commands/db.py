@@ -32,8 +32,8 @@ def add_parser(sub: Any) -> None:
          "timeouts. Idempotent; `props db status` then shows nothing left. `props db "
          "migrate` run as a superuser does the same."),
         ("schema", "print the schema as the database has it",
-         "Print a normalised description of the props schema as this database has it (the "
-         "format of schema/declared_schema.txt)."),
+         "Print the props schemas as this database has them, as readable SQL: tables, views, "
+         "function bodies, grants and default privileges (the format of schema/schema.sql)."),
     ]:
         sub_parser = cmds.add_parser(name, help=summary, description=description)
         sub_parser.set_defaults(handler=f"db:{name}_cmd")

@@ -1,4 +1,7 @@
-"""`props keys create|list`: the Ed25519 keys that sign export files (props.core.domain.signing)."""
+"""`props keys create|list`: the Ed25519 keys that sign export files.
+
+The keys themselves: props.core.domain.archive.signing.
+"""
 
 from __future__ import annotations
 

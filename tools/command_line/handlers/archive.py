@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
 
-from props.core.domain import archival, evaluations, exports, imports, signing
+from props.core.domain import evaluations
+from props.core.domain.archive import archival, exports, imports, signing
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.tools.command_line import progress, render

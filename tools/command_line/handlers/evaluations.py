@@ -20,8 +20,8 @@ from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores, evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.reactors import run_environment
-from props.reactors.run_environment import AgentEnvironment
+from props.reactors.launcher import run_environment
+from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.service import container_runtimes
 from props.tools.command_line import render, run_warnings, service_config
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from props.core.domain import signing
+from props.core.domain.archive import signing
 from props.core.log import embedded
 from props.tools.command_line import render
 from props.tools.command_line.render import Console

@@ -15,14 +15,16 @@ import anyio
 import anyio.abc
 import orjson
 
-from props.core.domain import quotas, run_requests, specimen_sync, tokens
+from props.core.domain import quotas, run_requests, tokens
+from props.core.domain.specimens import specimen_sync
 from props.core.domain.store import open_store
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import database, errors, migrate, retries, stopping
 from props.core.log.store import EventStore
-from props.reactors import host, launchers
-from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_specs import AgentDatabase
+from props.reactors import host
+from props.reactors.launcher import launchers
+from props.reactors.launcher.run_environment import AgentEnvironment
+from props.reactors.launcher.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.tools.command_line import arguments, logs, render, run_log, service_config
 from props.tools.command_line.handlers import specimens as specimen_handlers

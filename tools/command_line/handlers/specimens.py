@@ -11,7 +11,7 @@ from typing import Any
 import anyio.to_thread
 from rich.progress import Progress
 
-from props.core.domain import (
+from props.core.domain.specimens import (
     fix_keys,
     git_trees,
     specimen_datasets,

@@ -13,7 +13,7 @@ The durable state is the log: at start the launcher resumes every run requested 
 finished. At most `capacity` runs hold a container at once; the others wait queued (their
 status stays `requested`), never dropped. Several launchers share the queue: a run is
 claimed (`run.claimed`, compare-and-set) by the one that has a slot first, and a dead
-launcher's runs are taken over once its lease runs out (props.reactors.launchers).
+launcher's runs are taken over once its lease runs out (props.reactors.launcher.launchers).
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ from props.core.domain import catalog, definitions, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
-from props.reactors import (
+from props.reactors.containers import (
+    ContainerRuntime,
+    holds,
+)
+from props.reactors.launcher import (
     agent_roles,
     fair_queue,
     grader_runs,
@@ -43,13 +47,9 @@ from props.reactors import (
     run_specs,
     run_watch,
 )
-from props.reactors.containers import (
-    ContainerRuntime,
-    holds,
-)
-from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_specs import AgentDatabase, RunSpecs, container_name
-from props.reactors.run_state import RunState, fold_run, lifecycle_id, verdict
+from props.reactors.launcher.run_environment import AgentEnvironment
+from props.reactors.launcher.run_specs import AgentDatabase, RunSpecs, container_name
+from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.schema import queries
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from props.core.domain import catalog
 from props.core.log.events import RecordedEvent
-from props.reactors import agent_roles, grader_runs
+from props.reactors.launcher import agent_roles, grader_runs
 
 _NAMESPACE = uuid.UUID("e3a1c7d2-64b5-4f0a-8a43-0c3e2b9d7f11")
 

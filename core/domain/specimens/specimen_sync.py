@@ -13,7 +13,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from props.core.domain import catalog, specimens, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimens
 from props.core.log.events import NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 

@@ -23,8 +23,9 @@ from typing import get_args
 
 import orjson
 
-from props.core.domain import catalog, specimen_format, vocabulary
-from props.core.domain.specimen_format import CODE_DIR, GROUND_TRUTH_FILE, Problem
+from props.core.domain import catalog, vocabulary
+from props.core.domain.specimens import specimen_format
+from props.core.domain.specimens.specimen_format import CODE_DIR, GROUND_TRUTH_FILE, Problem
 from props.core.log import errors
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_.-]*/\d{4}-\d{2}-\d{2}-\d{2}$")

@@ -15,10 +15,10 @@ import anyio.to_thread
 
 from props.core.domain import streams
 from props.core.log.store import EventStore
-from props.reactors import agent_roles
 from props.reactors.containers import DEPLOYMENT_LABEL, ContainerRuntime, EngineUnreachable
-from props.reactors.run_specs import container_name, run_of_container
-from props.reactors.run_state import fold_run
+from props.reactors.launcher import agent_roles
+from props.reactors.launcher.run_specs import container_name, run_of_container
+from props.reactors.launcher.run_state import fold_run
 
 log = logging.getLogger("props.reactors.launcher")
 

@@ -31,8 +31,8 @@ from props.core.domain import catalog, streams
 from props.core.log import database, errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
-from props.reactors import grader_runs
-from props.reactors.grader_runs import GradingTask
+from props.reactors.launcher import grader_runs
+from props.reactors.launcher.grader_runs import GradingTask
 from props.schema import queries
 
 log = logging.getLogger(__name__)

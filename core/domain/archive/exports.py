@@ -15,8 +15,8 @@ without `chain`); every 1000th event line (and the manifest) carries the link, s
 deletion, reordering or truncation is detected and located within 1,000 events, while the
 file stays small (a link on every line would add 64 incompressible characters per event).
 The manifest's sha256 covers every line before it, headers and blobs too; an Ed25519
-signature over the manifest (props.core.domain.signing) says who wrote the file, which integrity
-alone cannot: anyone can write a file whose chain verifies.
+signature over the manifest (props.core.domain.archive.signing) says who wrote the file, which
+integrity alone cannot: anyone can write a file whose chain verifies.
 
 An import verifies the whole file first and writes nothing unless every check passes: the
 chain, the blobs, the manifest, the signature (a trusted signer, if asked), and every event
@@ -49,8 +49,10 @@ import orjson
 import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain import canonical_ids, catalog, export_lines, signing, specimens
-from props.core.domain.export_lines import MAX_LINE_BYTES
+from props.core.domain import canonical_ids, catalog
+from props.core.domain.archive import export_lines, signing
+from props.core.domain.archive.export_lines import MAX_LINE_BYTES
+from props.core.domain.specimens import specimens
 from props.core.log import errors, stopping
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore

@@ -21,8 +21,15 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from props.core.domain import catalog, signing, streams
-from props.core.domain.exports import ArchiveError, Verified, _lines, _next_checked, _Verifier
+from props.core.domain import catalog, streams
+from props.core.domain.archive import signing
+from props.core.domain.archive.exports import (
+    ArchiveError,
+    Verified,
+    _lines,
+    _next_checked,
+    _Verifier,
+)
 from props.core.log import blobs, bulk, errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore, StoreTransaction

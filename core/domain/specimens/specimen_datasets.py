@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from props.core.domain import fix_keys, git_trees, specimens_from_fixes
+from props.core.domain.specimens import fix_keys, git_trees, specimens_from_fixes
 from props.core.log import errors
 
 _FIELD = re.compile(r'^\s*([a-z_]+)\s*=\s*"?(.*?)"?\s*$')

@@ -19,7 +19,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from props.core.domain import git_trees, line_diffs, specimen_format, specimens, vocabulary
+from props.core.domain import vocabulary
+from props.core.domain.specimens import git_trees, line_diffs, specimen_format, specimens
 
 Range = tuple[int, int]  # 1-based, inclusive
 

@@ -16,10 +16,10 @@ import anyio
 import anyio.to_thread
 import pydantic
 
-from props.core.domain import catalog, definitions, specimen_sync
+from props.core.domain import catalog, definitions
+from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.reactors import agent_roles, grader_runs
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     LABEL,
@@ -27,8 +27,9 @@ from props.reactors.containers import (
     ContainerSpec,
     Mount,
 )
-from props.reactors.run_environment import AgentEnvironment
-from props.reactors.run_state import RunState
+from props.reactors.launcher import agent_roles, grader_runs
+from props.reactors.launcher.run_environment import AgentEnvironment
+from props.reactors.launcher.run_state import RunState
 from props.schema import queries
 
 _Q = queries.load("agents")

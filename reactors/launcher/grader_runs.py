@@ -22,7 +22,8 @@ from pathlib import Path
 
 import orjson
 
-from props.core.domain import catalog, specimen_sync, streams
+from props.core.domain import catalog, streams
+from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore

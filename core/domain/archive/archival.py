@@ -1,9 +1,9 @@
 """Archival: old partitions of the log leave the hot table as verified files.
 
 `archive(before=POS)` takes the hot partitions that end at or before POS, in order. Each is
-exported to its own file (the export format of props.core.domain.exports), the file is read back
-and verified, and only then, in one transaction, the partition is detached, its row count
-checked against the file, marked archived and dropped. A failure at any step leaves the
+exported to its own file (the export format of props.core.domain.archive.exports), the file
+is read back and verified, and only then, in one transaction, the partition is detached, its
+row count checked against the file, marked archived and dropped. A failure at any step leaves the
 partition in the table. Projections are not touched: analysts keep their rows.
 
 A partition stays hot, and the archive says why, when it holds:
@@ -27,7 +27,8 @@ from typing import Any
 
 import anyio
 
-from props.core.domain import catalog, exports
+from props.core.domain import catalog
+from props.core.domain.archive import exports
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.schema import queries

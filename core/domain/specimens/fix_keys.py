@@ -9,9 +9,9 @@ import re
 import unicodedata
 from pathlib import Path
 
-from props.core.domain import git_trees, specimen_format, specimens
 from props.core.domain.catalog.parts import MAX_RATIONALE
-from props.core.domain.specimens_from_fixes import Defect, defect_filter, listed, quoted
+from props.core.domain.specimens import git_trees, specimen_format, specimens
+from props.core.domain.specimens.specimens_from_fixes import Defect, defect_filter, listed, quoted
 from props.core.log import errors
 
 

@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from props.core.domain import git_trees
+from props.core.domain.specimens import git_trees
 
 Range = tuple[int, int]  # 1-based, inclusive
 

@@ -28,7 +28,7 @@ from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.reactors import host
-from props.reactors.run_state import RunState, fold_run, lifecycle_id
+from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id
 from props.schema import queries
 
 log = logging.getLogger(__name__)

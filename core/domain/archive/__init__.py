@@ -1,0 +1,1 @@
+"""The archive: signed export files of the log, and importing them back."""

@@ -1,0 +1,1 @@
+"""The launcher: claims runs from the queue, carries each out in a runtime, records the outcome."""
