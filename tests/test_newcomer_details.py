@@ -311,7 +311,7 @@ async def test_two_deployments_never_share_a_container_name(store: EventStore,
     """A copy of a database holds the same run ids; by run id alone (the old
     `props-run-<run id>`) its launcher took the other's container for its own."""
     from props.core.domain.store import open_store
-    from props.reactors import run_specs
+    from props.reactors.launcher import run_specs
 
     await migrate.migrate_database(empty_dsn)
     async with open_store(empty_dsn) as other:

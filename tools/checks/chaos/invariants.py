@@ -12,9 +12,10 @@ import anyio.abc
 from props.core.domain import catalog, streams
 from props.projections import engine
 from props.projections import status as projection_status
-from props.reactors import docker_runtime, run_specs
+from props.reactors import docker_runtime
 from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.launcher import run_specs
 from props.reactors.local_runtime import LocalRuntime
 from props.tools.checks import hostile_critic
 from props.tools.checks.chaos.harness import DOOMED, NOT_INJECTED, SPARE, Chaos, log_prefix, retry
