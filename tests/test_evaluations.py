@@ -21,8 +21,11 @@ import pytest
 import zstandard
 
 from props.core.domain import baselines, catalog, definitions, evaluation_starts, evaluations
+from props.core.domain.archive import exports, imports
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
+from props.schema import queries
+from tests import hostile_imports
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, sync_samples
@@ -348,3 +351,69 @@ async def test_detach_then_serve_and_watch(store: EventStore, dsn: str, tmp_path
     assert "detached: 2/2 done (2 scored" in watched.stdout
     assert "detached: complete: 2 scored" in watched.stdout
     assert len(await _requests(store)) == 2  # watching requested nothing more
+
+
+async def _brought(store: EventStore, tmp_path: Path, events: list[dict[str, Any]]) -> None:
+    """`events` imported from a file of another database's (unsigned)."""
+    template = tmp_path / f"template-{uuid.uuid4().hex[:6]}.jsonl.zst"
+    await exports.export(store, exports.Selection(categories=("definition",)), template)
+    path = hostile_imports.write(tmp_path / f"brought-{uuid.uuid4().hex[:6]}.jsonl.zst",
+                                 template, events)
+    assert (await imports.import_archive(store, path)).imported == len(events)
+
+
+@pytest.mark.parametrize("nonce", ["chosen", "legacy"])
+async def test_an_evaluation_an_import_brought_is_never_resumed_here(
+        store: EventStore, tmp_path: Path, nonce: str) -> None:
+    """A file brings `evaluation-trap` (this plan's digest, a nonce its author chose, or
+    none) and finished runs under the ids that nonce gives: the operator's own `props eval
+    run` of that plan would have resumed it, requested nothing and taken those runs as its
+    results. Refused (65), naming the plan. Negative control: on the code before, start
+    returned it resumed with the file's nonce; the same plan recorded here resumes."""
+    await _ready(store)
+    plan = evaluations.Plan.model_validate({"name": "trap", "examples": ["csvtool/*"],
+                                            "critic": [REFERENCES[0]]})
+    cases = await evaluations.resolve(store, plan)
+    started = (await evaluation_starts.prepare(store, plan, cases)).event
+    assert started is not None
+    data = started.event.model_dump(mode="json")
+    chosen = uuid.UUID("00000000-0000-4000-8000-000000000042")
+    if nonce == "chosen":
+        data["nonce"], run = str(chosen), uuid.uuid5(chosen, f"{cases[0].key}:0")
+    else:
+        data.pop("nonce")
+        run = uuid.uuid5(evaluations.NAMESPACE, f"trap:1:{cases[0].key}:0")
+    await _brought(store, tmp_path, [
+        hostile_imports._event("evaluation-trap", 1, "evaluation.started", data, 1),
+        hostile_imports._event(f"run-{run}", 1, "run.finished",
+                               {"run_id": str(run), "status": "completed"}, 2)])
+    with pytest.raises(evaluations.BroughtByImport,
+                       match="evaluation trap was brought by an import .*: name your plan "
+                             "otherwise") as refused:
+        await evaluation_starts.start(store, plan, cases)
+    assert refused.value.exit_code == 65
+    assert "trap" not in [r["name"] for r in await store.pool.fetch(
+        queries.load("quotas")["open_evaluation_names"])]  # nor does the service drive it
+    own = plan.model_copy(update={"name": "mine"})  # the control: a local one resumes
+    first, _ = await evaluation_starts.start(store, own, cases)
+    again, resumed = await evaluation_starts.start(store, own, cases)
+    assert resumed and again.nonce == first.nonce
+
+
+async def test_a_run_an_import_brought_is_never_a_local_evaluation_s_result(
+        store: EventStore, tmp_path: Path) -> None:
+    """Whoever learns a local evaluation's nonce (its export) could bring the run of a case's
+    next attempt, finished, before it is requested: it is never that case's result (failed,
+    brought_by_import; no cost, no score). Negative control: on the code before, that case
+    read `scored`; the other cases, not brought, wait as usual."""
+    await _ready(store)
+    plan = evaluations.Plan.model_validate({"name": "local",
+                                            "examples": ["csvtool/*", "logparse/*"],
+                                            "critic": [REFERENCES[0]]})
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
+    run = ev.run_id(ev.cases[0])
+    await _brought(store, tmp_path, [hostile_imports._event(
+        f"run-{run}", 1, "run.finished", {"run_id": str(run), "status": "completed"}, 1)])
+    states = await evaluations.states_of(store, ev, ev.cases, None)
+    assert states[0].state == "failed" and states[0].failure == evaluations.IMPORTED_RUN
+    assert len(states) > 1 and all(s.state == "waiting" for s in states[1:])

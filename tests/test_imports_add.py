@@ -21,9 +21,11 @@ import pytest
 from props.core.domain import catalog
 from props.core.domain.archive import exports, imports
 from props.core.domain.specimens import specimen_sync
+from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import as_of, engine
+from props.tools.command_line.handlers.events import parse_new_events
 from props.tools.checks.workload import Workload
 from tests import hostile_imports
 from tests.conftest import fence_clear
@@ -428,3 +430,34 @@ async def test_a_run_is_scored_under_one_version_when_two_hold_its_ground_truth(
     await engine.rebuild(target)
     after = await one(target, per_run)
     assert (after["rows"], after["runs"]) == (before["rows"], before["runs"])
+
+
+@pytest.mark.parametrize("kind", ["snapshot.retired", "snapshot.synced"])
+async def test_a_snapshot_event_outside_its_slug_s_stream_is_refused_naming_the_line(
+        target: EventStore, template: Path, tmp_path: Path, kind: str) -> None:
+    """The folds key a snapshot's events on data.slug: one in a new stream `snapshot-evil`
+    naming a local slug retired that snapshot (or took over its ground truth) past the
+    closed-stream rule. Refused naming the line, by the import and by `props events
+    append`. Negative control: on the code before, both files imported (1 event each); the
+    same events in their slug's own (new) stream import."""
+    _, _, _, data = await _local_snapshot(target)
+    payload: dict[str, Any] = ({"slug": data["slug"], "version": 1, "reason": "gone"}
+                               if kind == "snapshot.retired" else {**data, "version": 1})
+    stream = f"snapshot-evil{uuid.uuid4().hex[:8]}"
+    path = hostile_imports.write(tmp_path / "misfiled.jsonl.zst", template, [
+        hostile_imports._event(stream, 1, kind, payload, 1)])
+    before = await count(target)
+    with pytest.raises(exports.ArchiveError, match=rf"misfiled.jsonl.zst:2: {kind} in "
+                       rf"{stream} is not in its slug's stream"):
+        await imports.import_archive(target, path)
+    assert await count(target) == before
+    with pytest.raises(errors.InvalidEvent, match=f"a {kind} goes to the stream of its slug"):
+        parse_new_events(target, {"stream": stream, "type": kind, "data": payload})
+    slug = data["slug"].rsplit("-", 1)[0] + "-97"  # the control: its own slug's stream
+    own = [{**data, "slug": slug, "version": 1}] + (
+        [{"slug": slug, "version": 1, "reason": "gone"}] if kind == "snapshot.retired" else [])
+    honest = hostile_imports.write(tmp_path / "honest.jsonl.zst", template, [
+        hostile_imports._event(f"snapshot-{slug}", n, t, d, n) for n, (t, d) in
+        enumerate(zip(["snapshot.synced", "snapshot.retired"], own, strict=False), start=1)])
+    assert (await imports.import_archive(target, honest)).imported == len(own)
+    parse_new_events(target, {"stream": f"snapshot-{slug}", "type": kind, "data": own[-1]})

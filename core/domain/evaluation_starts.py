@@ -14,6 +14,7 @@ import uuid
 from props.core.domain import catalog, streams
 from props.core.domain.evaluations import (
     NAMESPACE,
+    BroughtByImport,
     Case,
     Evaluation,
     NotYours,
@@ -48,6 +49,10 @@ async def prepare(store: EventStore, plan: Plan, cases: list[Case], *,
     records = [(r.event, r.metadata) for r in stream
                if isinstance(r.event, catalog.EvaluationStarted)]
     at = stream[-1].stream_version if stream else 0
+    if any(r.imported for r in stream):
+        raise BroughtByImport(f"evaluation {plan.name} was brought by an import (another "
+                              f"database's history, never resumed here): name your plan "
+                              f"otherwise")
     if records and requester is not None and records[0][1].get("requested_by") != requester:
         raise NotYours(f"evaluation {plan.name} was started by another requester: a token "
                        f"runs its own evaluations only (the operator's props eval runs any); "

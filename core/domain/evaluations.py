@@ -77,6 +77,11 @@ class NotYours(PlanError):
     exit_code = 77  # EX_NOPERM
 
 
+class BroughtByImport(PlanError):
+    """The evaluation's name is one an import brought: another database's history, which
+    this one reads but never resumes, drives or takes results from as its own (issue 43)."""
+
+
 class Critic(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
@@ -187,6 +192,7 @@ class Evaluation:
     cases: list[Case]
     requester: str | None = None  # the token that started it (the API's), else None
     nonce: uuid.UUID | None = None  # evaluation.started's (None: recorded before it had one)
+    imported: bool = False  # brought by an import: its runs are the file's, not this log's
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
         """The run of `case`'s `attempt`: derived (a resumed evaluation finds its runs again)
@@ -216,7 +222,8 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
     requester = meta.get("requested_by")
     return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
                       [Case(**c) for c in doc["cases"]],
-                      requester if isinstance(requester, str) else None, last.nonce)
+                      requester if isinstance(requester, str) else None, last.nonce,
+                      imported=any("origin" in m for _, m in versions))
 
 
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:
@@ -287,9 +294,16 @@ async def states_of(store: EventStore, ev: Evaluation, cases: Sequence[Case],
             continue
         attempts, records = latest[c.key]
         run_id = ev.run_id(c, attempts - 1)
+        if not ev.imported and any(r.imported for r in records):
+            # A run an import brought under this evaluation's id: never this log's result.
+            out.append(CaseState(c, "failed", run_id, attempts, 0.0, IMPORTED_RUN))
+            continue
         done = scorer is not None and streams.grading(run_id, scorer) in graded
         out.append(_state(c, run_id, attempts, [r.event for r in records], done, stopped))
     return out
+
+
+IMPORTED_RUN = catalog.Failure(phase="run", category="brought_by_import", retryable=False)
 
 
 def _state(case: Case, run_id: uuid.UUID, attempts: int, events: Sequence[object],

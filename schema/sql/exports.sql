@@ -80,6 +80,14 @@ SELECT s.stream_id, s.stream_version FROM import_events s
 -- times are the origin's; the time this database recorded them is the import's.
 SELECT * FROM props.import_staged($1::jsonb, $2::boolean)
 
+-- misfiled_snapshots --
+-- A snapshot event in a stream other than its slug's (snapshot-<data.slug>): the folds key
+-- snapshots on data.slug, so it would act on that snapshot (retire it, replace its ground
+-- truth) from a stream the closed-stream rule never looks at (issue 43).
+SELECT line, stream_id, type FROM import_events
+ WHERE type LIKE 'snapshot.%' AND stream_id IS DISTINCT FROM 'snapshot-' || (data->>'slug')
+ ORDER BY position LIMIT 1
+
 -- future_events --
 -- A staged event recorded later than now: no log takes a time it has not reached.
 SELECT stream_id, stream_version, recorded_at FROM import_events

@@ -24,10 +24,13 @@ SELECT s.data ->> 'name' AS name, (s.data ->> 'version')::int AS version,
    AND NOT EXISTS (SELECT 1 FROM props.events e
                     WHERE e.stream_id = s.stream_id AND e.type = 'evaluation.ended'
                       AND e.stream_version > s.stream_version)
+   AND NOT EXISTS (SELECT 1 FROM props.events e
+                    WHERE e.stream_id = s.stream_id AND e.metadata ? 'origin')
  ORDER BY 1
 
 -- open_evaluation_names --
--- Every evaluation whose latest version has not ended (the service drives them).
+-- Every evaluation whose latest version has not ended (the service drives them), but those an
+-- import brought (their events carry an origin): another database's, never driven here.
 SELECT s.data ->> 'name' AS name
   FROM (SELECT DISTINCT ON (stream_id) stream_id, stream_version, data
           FROM props.events
@@ -36,6 +39,8 @@ SELECT s.data ->> 'name' AS name
  WHERE NOT EXISTS (SELECT 1 FROM props.events e
                     WHERE e.stream_id = s.stream_id AND e.type = 'evaluation.ended'
                       AND e.stream_version > s.stream_version)
+   AND NOT EXISTS (SELECT 1 FROM props.events e
+                    WHERE e.stream_id = s.stream_id AND e.metadata ? 'origin')
  ORDER BY 1
 
 -- stream_exists --

@@ -122,6 +122,12 @@ async def import_archive(store: EventStore, path: Path,
                     f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
                     f"is recorded before the version it follows: a backdated ground truth; "
                     f"nothing was written")
+            misfiled = await conn.fetchrow(_Q["misfiled_snapshots"])
+            if misfiled is not None:
+                raise ArchiveError(
+                    f"{path}:{misfiled['line']}: {misfiled['type']} in "
+                    f"{misfiled['stream_id'][:80]} is not in its slug's stream (snapshot-SLUG "
+                    f"of its data.slug): it would act on that snapshot; nothing was written")
             future = await conn.fetchrow(_Q["future_events"])
             if future is not None:
                 raise ArchiveError(

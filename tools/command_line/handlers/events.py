@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from props.core.domain import streams
 from props.core.log import errors
 from props.core.log.checkpoints import START, Checkpoint
 from props.core.log.events import NewEvent, RecordedEvent, data_of
@@ -53,6 +54,12 @@ def parse_new_events(store: EventStore, doc: Any) -> tuple[str, list[NewEvent]]:
             raise errors.InvalidEvent("one append goes to one stream; split the input")
         stream = str(item["stream"])
         event = store.registry.parse(str(item["type"]), item["data"])
+        slug = item["data"].get("slug") if isinstance(item["data"], dict) else None
+        if str(item["type"]).startswith("snapshot.") and stream != streams.snapshot(str(slug)):
+            # Folds key a snapshot's events on data.slug: elsewhere they would act on it.
+            raise errors.InvalidEvent(f"{where}: a {item['type']} goes to the stream of its "
+                                      f"slug ({streams.snapshot(str(slug))[:80]}), not "
+                                      f"{stream[:80]}")
         meta = item.get("metadata") or {}
         if not isinstance(meta, dict):
             raise errors.InvalidEvent(f"{where}: metadata must be an object")

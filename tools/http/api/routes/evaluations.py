@@ -81,7 +81,8 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
             fresh = await evaluation_starts.record(tx, starting)
     except evaluations.NotYours as exc:
         return JSONResponse({"detail": str(exc)}, status_code=403)
-    except (evaluations.PlanChanged, errors.ConcurrencyConflict) as exc:
+    except (evaluations.PlanChanged, evaluations.BroughtByImport,
+            errors.ConcurrencyConflict) as exc:
         return JSONResponse({"detail": str(exc)}, status_code=409)
     ev = starting.evaluation if fresh else await evaluation_starts.settled(store, starting)
     requested = await driver.request_detached(store, ev)
