@@ -388,8 +388,8 @@ async def test_an_evaluation_an_import_brought_is_never_resumed_here(
         hostile_imports._event(f"run-{run}", 1, "run.finished",
                                {"run_id": str(run), "status": "completed"}, 2)])
     with pytest.raises(evaluations.BroughtByImport,
-                       match="evaluation trap was brought by an import .*: name your plan "
-                             "otherwise") as refused:
+                       match=r"evaluation trap was brought by an import .*: name your plan "
+                             r"otherwise") as refused:
         await evaluation_starts.start(store, plan, cases)
     assert refused.value.exit_code == 65
     assert "trap" not in [r["name"] for r in await store.pool.fetch(

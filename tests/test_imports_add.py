@@ -25,8 +25,8 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.projections import as_of, engine
-from props.tools.command_line.handlers.events import parse_new_events
 from props.tools.checks.workload import Workload
+from props.tools.command_line.handlers.events import parse_new_events
 from tests import hostile_imports
 from tests.conftest import fence_clear
 from tests.hostile_imports import KINDS, Local
