@@ -107,10 +107,11 @@ class Look:
 
 
 async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
-               settled: dict[str, CaseState]) -> Look:
+               settled: dict[str, CaseState], most: int | None = None) -> Look:
     """Look at the cases once and request what has no result within the ceiling and the
-    budget (`settled`: the cases known final, filled in as they settle). The one step of
-    every driver: `props eval run`, and the service's for detached evaluations."""
+    budget, and at most `most` runs (what its requester's runs-in-flight quota leaves);
+    `settled`: the cases known final, filled in as they settle. The one step of every
+    driver: `props eval run`, and the service's for detached evaluations."""
     # (read each time: a new log's grader activates the default scorer as it starts)
     states = await case_states(store, ev, await registration.active_scorer(store),
                                settled=settled)
@@ -128,7 +129,8 @@ async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops
     requested = 0
     if outcome == "complete":
         requested = await request_within(store, ev, ceiling, flying, [
-            s for s in states if s.state == "waiting"] + retryable, _headroom(ev, flying, spent))
+            s for s in states if s.state == "waiting"] + retryable, _headroom(ev, flying, spent),
+            most)
     ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
     return Look(states, outcome, requested,
                 ended or (outcome != "complete" and not flying and not requested))
@@ -144,11 +146,14 @@ def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> floa
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
                          flying: list[CaseState], todo: list[CaseState],
-                         headroom: float | None = None) -> int:
+                         headroom: float | None = None, most: int | None = None) -> int:
     """Request cases of `todo` while the ceiling has room, each with at most what the
-    budget's `headroom` leaves (none left: nothing more); how many were requested."""
+    budget's `headroom` leaves (none left: nothing more), and at most `most` of them; how
+    many were requested."""
     per_definition = Counter(s.case.definition for s in flying)
     room = ceiling.runs - len(flying)
+    if most is not None:
+        room = min(room, most)
     requested = 0
     for s in todo:
         if room <= requested or (headroom is not None and headroom <= 0):
@@ -165,11 +170,12 @@ async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
     return requested
 
 
-async def request_detached(store: EventStore, ev: Evaluation) -> int:
+async def request_detached(store: EventStore, ev: Evaluation, most: int | None = None) -> int:
     """Request the first cases for the service to serve (`--detach`, the API), within the
-    plan's ceiling and budget: the service's evaluation driver requests the rest as runs
-    finish (props.reactors.evaluations). How many were requested."""
-    now = await look(store, ev, await ceiling_of(store, ev, None), Stops(), {})
+    plan's ceiling and budget, and at most `most` (what the token's quota leaves): the
+    service's evaluation driver requests the rest as runs finish
+    (props.reactors.evaluations). How many were requested."""
+    now = await look(store, ev, await ceiling_of(store, ev, None), Stops(), {}, most)
     return now.requested
 
 @dataclasses.dataclass(frozen=True)

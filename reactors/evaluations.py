@@ -1,7 +1,8 @@
 """The service's evaluation driver: every open evaluation that no `props eval run` drives
 (one posted through the API, `props eval run --detach`, or a drive killed midway) is driven
 here to its end, within its plan's `max_concurrency`, its critics' `max_connections` and its
-`budget_usd`.
+`budget_usd`; a token's, within its runs-in-flight quota as well (its direct runs and its
+other evaluations' count: one requested past it would be a run the API refuses).
 
 Whoever drives an evaluation holds its lock (leadership.evaluation): `props eval run` for
 its whole drive, this reactor for one look at a time, so there is one driver whoever runs
@@ -19,7 +20,7 @@ import logging
 import anyio
 import anyio.abc
 
-from props.core.domain import catalog, evaluations, streams
+from props.core.domain import catalog, evaluations, quotas, streams
 from props.core.domain.evaluations import CaseState, Evaluation
 from props.core.log import leadership
 from props.core.log.events import RecordedEvent
@@ -37,9 +38,11 @@ class EvaluationDriver:
     name = "evaluations"
     types: tuple[str, ...] = ("evaluation.started", "run.finished")
 
-    def __init__(self, store: EventStore, look_seconds: float = LOOK_SECONDS) -> None:
+    def __init__(self, store: EventStore, look_seconds: float = LOOK_SECONDS,
+                 shares: quotas.Quotas | None = None) -> None:
         self.store = store
         self.look_seconds = look_seconds
+        self.shares = shares or quotas.Quotas()  # a token's runs in flight held here too
         self._moved = anyio.Event()
         # (name, version) -> the evaluation as recorded, and its cases known final
         self._known: dict[tuple[str, int], tuple[Evaluation, dict[str, CaseState]]] = {}
@@ -90,7 +93,11 @@ class EvaluationDriver:
             self._known[key] = (await evaluations.recorded(self.store, name), {})
         ev, settled = self._known[key]
         ceiling = await driver.ceiling_of(self.store, ev, None)
-        now = await driver.look(self.store, ev, ceiling, driver.Stops(), settled)
+        most = None  # (the operator's own evaluations have no quota)
+        if ev.requester is not None:
+            most = quotas.runs_left(self.shares, await quotas.held(self.store.sql,
+                                                                   ev.requester))
+        now = await driver.look(self.store, ev, ceiling, driver.Stops(), settled, most)
         if now.requested:
             log.info("evaluation %s: requested %d run(s)", ev.name, now.requested)
         if now.over:

@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from props.core.domain.quotas import Quotas
 from props.core.domain.vocabulary import SERVICES
 from props.core.log import embedded, errors
 from props.core.log.stopping import Stop
@@ -72,6 +73,7 @@ class Service:
     agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
     agent_env: AgentEnvironment | None = None  # what of this environment runs may be given
     poll_interval: float = 1.0
+    quotas: Quotas = dataclasses.field(default_factory=Quotas)  # each token's (the API's)
     stop: Stop = dataclasses.field(default_factory=Stop)  # its deadline, and what it left
     hosts: list[ReactorHost] = dataclasses.field(default_factory=list)
     runner: engine.Runner | None = None
@@ -95,7 +97,7 @@ class Service:
         if "supervisor" in self.only:
             reactors.append(Supervisor(self.store))
         if "evaluations" in self.only:
-            reactors.append(EvaluationDriver(self.store))
+            reactors.append(EvaluationDriver(self.store, shares=self.quotas))
         self.hosts = [ReactorHost(self.store, r, poll_interval=self.poll_interval,
                                   stop=self.stop) for r in reactors]
         if "projections" in self.only:

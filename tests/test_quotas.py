@@ -79,6 +79,10 @@ async def test_runs_in_flight_over_the_quota_are_refused_with_429(store: EventSt
         assert "quota_runs_in_flight" in over.json()["detail"]
         assert over.headers["Retry-After"]
         assert await _count(store, "run.requested") == 2  # nothing written on refusal
+        # Each carries its requester (the launcher's fair queue takes turns by it).
+        assert await store.pool.fetchval(
+            "SELECT count(*) FROM props.events WHERE type = 'run.requested' "
+            "AND data->>'requested_by' = 'api:a'") == 2
         # An idempotent retry asks for nothing new; another token has its own share.
         again = await c["a"].post("/api/runs/critic", json={**RUN, "count": 2},
                                   headers={"Idempotency-Key": "k1"})
@@ -302,3 +306,56 @@ async def test_an_evaluation_belongs_to_the_token_that_started_it(store: EventSt
     ev, resumed = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan),
                                           new_version=True)
     assert (ev.version, resumed) == (2, False)
+
+
+async def test_a_new_evaluation_at_the_runs_in_flight_quota_is_refused(
+        store: EventStore) -> None:
+    """The probe (runs 3, cases 4, evaluations 2): three versions of x, one case each, hold
+    3 runs in flight; a direct run is refused, and so is a new evaluation y (main took it:
+    4 runs in flight). Control: below the quota, y is accepted."""
+    await _ready(store)
+    shares = quotas.Quotas(runs_in_flight=3, cases_queued=4, evaluations_open=2)
+    async with api(store, shares) as c:
+        for v in (1, 2, 3):
+            x = await c["a"].post("/api/evaluations?new_version=true",
+                                  json=_plan("x", 1, max_concurrency=v))
+            assert x.status_code == 202 and x.json()["version"] == v, x.text
+        assert (await c["a"].post("/api/runs/critic", json=RUN)).status_code == 429
+        y = await c["a"].post("/api/evaluations", json=_plan("y", 1))
+        assert y.status_code == 429, y.text
+        assert "4 runs in flight" in y.json()["detail"]
+        assert "quota_runs_in_flight" in y.json()["detail"] and y.headers["Retry-After"]
+        assert await _count(store, "evaluation.started") == 3  # nothing written
+        assert await _count(store, "run.requested") == 3
+        await _finish_one(store)
+        y = await c["a"].post("/api/evaluations", json=_plan("y", 1))
+        assert y.status_code == 202 and y.json()["requested"] == 1, y.text
+
+
+async def test_evaluations_request_no_more_than_the_runs_quota_leaves(
+        store: EventStore) -> None:
+    """Below the quota, a new evaluation requests what the quota leaves (main: its whole
+    max_concurrency, 3 here, for 5 in flight), and the service's driver requests none of its
+    cases while the token is at its quota. Control: the driver with the default quota (100)
+    requests them."""
+    await _ready(store)
+    shares = quotas.Quotas(runs_in_flight=3)
+    async with api(store, shares) as c:
+        two = await c["a"].post("/api/evaluations", json=_plan("two", 2, max_concurrency=2))
+        assert two.json()["requested"] == 2, two.text
+        three = await c["a"].post("/api/evaluations", json=_plan("three", 3,
+                                                                  max_concurrency=3))
+        assert three.status_code == 202 and three.json()["requested"] == 1, three.text
+    await EvaluationDriver(store, shares=shares).look_all()
+    assert await _count(store, "run.requested") == 3
+    await EvaluationDriver(store).look_all()
+    assert await _count(store, "run.requested") == 5
+
+
+async def _finish_one(store: EventStore) -> None:
+    import uuid
+
+    run_id = uuid.UUID(await store.pool.fetchval(
+        "SELECT data->>'run_id' FROM props.events WHERE type = 'run.requested' LIMIT 1"))
+    await store.append(streams.run(run_id), [catalog.RunFinished(run_id=run_id,
+                                                                 status="completed")])

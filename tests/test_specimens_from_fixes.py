@@ -185,6 +185,33 @@ def test_a_tree_entry_that_climbs_out_is_refused_with_nothing_written(
     assert written == [] and list(out.iterdir()) == []
 
 
+@pytest.mark.parametrize(("raw", "refused"), [(b"x\xff.py", True), (b"x\xc3\xa9.py", False)])
+def test_a_name_that_is_not_utf8_is_refused_with_nothing_written(
+        tmp_path: Path, raw: bytes, refused: bool) -> None:
+    """The probe: a fixed file named `x\\xff.py` (main: exit 70, a UnicodeDecodeError from
+    git diff's listing; its snapshot had the name with a replacement character). Negative
+    control: a name in UTF-8 (x\u00e9.py) is a defect path like any other."""
+    repo = Repo(tmp_path / "repo")
+    named = repo.root / os.fsdecode(raw)
+    named.write_text("\n".join(lines(5, "a")) + "\n")
+    repo.write("ok.py", lines(3, "o"))
+    repo.commit("the code")
+    named.write_text("\n".join(["a_1 = 0  # fixed", *lines(5, "a")[1:]]) + "\n")
+    fix = repo.commit("Fix a")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "from-git",
+                           str(repo.root), "--fix", fix, "--slug", SLUG, "-o", str(out)],
+                          capture_output=True, text=True, check=False)
+    if not refused:
+        assert done.returncode == 0, done.stderr
+        assert '"x\u00e9.py" = [[1, 1]]' in (out / SLUG / "ground_truth.toml").read_text()
+        return
+    assert done.returncode == 65, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "path that is not UTF-8: 'x\\xff.py'" in done.stderr, done.stderr
+    assert not out.exists() or list(out.iterdir()) == []
+
+
 def test_a_large_blob_is_listed_not_loaded(tmp_path: Path) -> None:
     repo = Repo(tmp_path / "repo")
     repo.write("pkg/a.py", lines(5, "a"))

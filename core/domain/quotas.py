@@ -108,13 +108,23 @@ async def check_runs(tx: StoreTransaction, quotas: Quotas, requester: str,
                       quotas.runs_in_flight, "quota_runs_in_flight")
 
 
+def runs_left(quotas: Quotas, now: Held) -> int:
+    """How many more runs the requester may have in flight (none: at or past its quota)."""
+    return max(0, quotas.runs_in_flight - now.runs_in_flight)
+
+
 async def check_evaluation(tx: StoreTransaction, quotas: Quotas, requester: str, name: str,
-                           cases: int, *, supersedes: bool) -> None:
+                           cases: int, *, supersedes: bool) -> int:
     """Refuse evaluation `name` of `cases` cases for `requester` past its quotas (inside
     its `turn`). Its other open evaluations count their cases, and every version no longer
     driven its runs not finished; the same evaluation resumed is counted once, and one
-    superseded (`supersedes`: a new version is recorded) leaves its unfinished runs counted."""
+    superseded (`supersedes`: a new version is recorded) leaves its unfinished runs counted.
+    At its runs-in-flight quota already, it is refused too: it would request a run at once
+    (main took a new evaluation past that quota). How many runs it may request now."""
     now = await held(Sql(tx.conn), requester)
+    if not runs_left(quotas, now):
+        raise _refuse(requester, "runs in flight", now.runs_in_flight + 1,
+                      quotas.runs_in_flight, "quota_runs_in_flight")
     others = {n: c for n, (_, c) in now.evaluations.items() if n != name}
     mine = now.evaluations.get(name)
     superseded = (name, mine[0]) if supersedes and mine is not None else None
@@ -125,3 +135,4 @@ async def check_evaluation(tx: StoreTransaction, quotas: Quotas, requester: str,
     if len(others) + 1 > quotas.evaluations_open:
         raise _refuse(requester, "evaluations open", len(others) + 1,
                       quotas.evaluations_open, "quota_evaluations_open")
+    return runs_left(quotas, now)

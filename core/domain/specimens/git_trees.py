@@ -124,6 +124,19 @@ def checked_path(path: str) -> str:
     return path
 
 
+def decoded_path(raw: bytes) -> str:
+    """A name as git lists it (bytes: git keeps whatever the repository holds), checked
+    (checked_path). A name that is not UTF-8 refuses the whole repository: a path in a
+    snapshot is text, and one decoded with replacement characters would name no file of it."""
+    try:
+        path = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = str(raw)[2:-1]  # (the bytes escaped: \xff, never the raw bytes printed)
+        raise errors.InvalidEvent(f"the repository holds a path that is not UTF-8: '{shown}' "
+                                  f"(props keeps paths as text); nothing was written") from None
+    return checked_path(path)
+
+
 class Blobs:
     """Files' text read one at a time through one `git cat-file --batch-command`: each
     object's size is asked before its content, so nothing past the size limit is read, and
@@ -193,7 +206,7 @@ def tree(repo: Path, commit: str, skipped: list[str] | None = None,
             _mode, kind, oid, listed = meta.split()
             if kind != b"blob":  # (submodules are commits: not files of this repository)
                 continue
-            path = checked_path(name.decode("utf-8", "replace"))
+            path = decoded_path(name)
             if not keep(path):
                 filtered += 1
             elif int(listed) > vocabulary.MAX_SPECIMEN_FILE_BYTES:
@@ -212,11 +225,12 @@ def tree(repo: Path, commit: str, skipped: list[str] | None = None,
 def changes(repo: Path, old: str, new: str) -> list[tuple[str, str, str]]:
     """(kind, path in `old`, path in `new`) of each file that differs: A, M, D, R (renamed,
     maybe changed too), C, T; git's own rename detection."""
-    tokens = iter(t.decode() for t in git(repo, "diff", "-M", "--name-status", "-z", old,
-                                          new).split(b"\0") if t)
+    tokens = iter(t for t in git(repo, "diff", "-M", "--name-status", "-z", old,
+                                 new).split(b"\0") if t)
     out = []
-    for status in tokens:
-        first = checked_path(next(tokens))
-        second = checked_path(next(tokens)) if status[0] in "RC" else first
-        out.append((status[0], first, second))
+    for status in tokens:  # (a status is ASCII: a letter and maybe a similarity score)
+        kind = status.decode("ascii")[0]
+        first = decoded_path(next(tokens))
+        second = decoded_path(next(tokens)) if kind in "RC" else first
+        out.append((kind, first, second))
     return out

@@ -60,7 +60,7 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                               engine_wait=config.engine_wait,
                               agent_database=_agent_database(config),
                               agent_env=AgentEnvironment(tuple(config.agent_env)),
-                              stop=stop)
+                              stop=stop, quotas=_shares(config))
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:
                 await _start_http(tg, store, config)
@@ -146,9 +146,7 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
         print(line, file=sys.stderr, flush=True)
     if config.http:
         sock = http_server.bind(config.http, "HTTP API")
-        shares = quotas.Quotas(config.quota_runs_in_flight, config.quota_cases_queued,
-                               config.quota_evaluations_open)
-        await tg.start(http_server.serve, http_app.create_app(store, shares), sock)
+        await tg.start(http_server.serve, http_app.create_app(store, _shares(config)), sock)
         log.info(f"HTTP API on http://{_address(sock)}")
     if config.registry:
         assert config.registry_upstream is not None
@@ -165,6 +163,12 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
 
         await tg.start(serve_registry)
         log.info(f"registry proxy on {_address(sock)} -> {config.registry_upstream}")
+
+
+def _shares(config: service_config.ServiceConfig) -> quotas.Quotas:
+    """Each token's quotas: the API refuses past them, the evaluation driver holds to them."""
+    return quotas.Quotas(config.quota_runs_in_flight, config.quota_cases_queued,
+                         config.quota_evaluations_open)
 
 
 def _address(sock: Any) -> str:

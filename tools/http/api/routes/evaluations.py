@@ -64,9 +64,10 @@ class Standing(pydantic.BaseModel):
 async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluations.Plan,
                 new_version: bool = False) -> Started | JSONResponse:
     """The plan's first cases are requested now, within its `max_concurrency` and
-    `budget_usd`; `props serve` requests the rest as runs finish. Over the token's quotas
-    (cases queued, evaluations open) it answers 429 and records nothing; a name another
-    token started, 403."""
+    `budget_usd` and the token's runs-in-flight quota; `props serve` requests the rest as
+    runs finish. Over the token's quotas (cases queued, evaluations open, or its runs in
+    flight at their quota already) it answers 429 and records nothing; a name another token
+    started, 403."""
     try:
         cases = await evaluations.resolve(store, plan)
     except evaluations.PlanNamesNothing as exc:
@@ -76,8 +77,8 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
         starting = await evaluation_starts.prepare(store, plan, cases, new_version=new_version,
                                              requester=requester)
         async with quotas.turn(store, requester) as tx:
-            await quotas.check_evaluation(tx, quota, requester, plan.name, len(cases),
-                                          supersedes=not starting.resumed)
+            room = await quotas.check_evaluation(tx, quota, requester, plan.name, len(cases),
+                                                 supersedes=not starting.resumed)
             fresh = await evaluation_starts.record(tx, starting)
     except evaluations.NotYours as exc:
         return JSONResponse({"detail": str(exc)}, status_code=403)
@@ -85,7 +86,7 @@ async def start(store: Store, token: RequestToken, quota: Quota, plan: evaluatio
             errors.ConcurrencyConflict) as exc:
         return JSONResponse({"detail": str(exc)}, status_code=409)
     ev = starting.evaluation if fresh else await evaluation_starts.settled(store, starting)
-    requested = await driver.request_detached(store, ev)
+    requested = await driver.request_detached(store, ev, most=room)
     return Started(name=ev.name, version=ev.version, cases=len(cases),
                    resumed=starting.resumed, requested=requested)
 
