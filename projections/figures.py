@@ -34,7 +34,7 @@ _FIGURES = ["recall", "recall_low", "recall_high", "recall_graded", "precision",
 # recall above chance with its interval, and the runs whose chance level is not recorded.
 CHANCE = ["chance", "above_chance", "above_chance_low", "above_chance_high",
           "chance_graded", "chance_missing"]
-COLUMNS = ["model", "definition", "scorer", "runs", *_FIGURES, "examples",
+COLUMNS = ["model", "definition", "digest", "scorer", "runs", *_FIGURES, "examples",
            *confirmation.FIELDS, *CHANCE]
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 # The report's set-based queries hash a million grades and issues: in memory, not on disk;

@@ -252,7 +252,9 @@ def test_projections_and_report(dsn: str) -> None:
                               dsn=dsn).stdout)
     assert only["scores"] == []  # nothing graded by overlap@2 yet
     csv_out = props("report", "--format", "csv", dsn=dsn).stdout.splitlines()
-    assert csv_out[0].startswith("model,definition,scorer,runs,recall")
+    assert csv_out[0].startswith("model,definition,digest,scorer,runs,recall")
+    # Every field the JSON report has is a CSV column (a new field once failed the CSV whole).
+    assert set(report["scores"][0]) <= set(csv_out[0].split(","))
     table = props("report", dsn=dsn).stdout
     assert "none excluded, missing evidence" in " ".join(table.split())
     bad = props("projections", "rebuild", "nope", dsn=dsn)
@@ -300,7 +302,7 @@ def test_rescore_and_compare_commands(dsn: str) -> None:
     assert "overlap@1" in listed and "active" in listed
     assert props("scorers", "activate", "overlap@2", dsn=dsn).returncode == 0
     unknown = props("compare", "nope@1", "overlap@2", "--all", dsn=dsn)
-    assert unknown.returncode == 65 and "tiered@2" in unknown.stderr  # names the known ones
+    assert unknown.returncode == 66 and "tiered@2" in unknown.stderr  # names the known ones
 
 
 def test_export_verify_import_commands(dsn: str, empty_dsn: str, tmp_path: Path) -> None:

@@ -403,9 +403,10 @@ def test_eval_compare_pairs_per_example_with_each_sides_interval() -> None:
     either side's precision."""
     from props.projections import evaluation_scores
 
-    a = {("s1", None): [2.0, 3.0, 2.0, 4.0], ("s2", "h"): [0.0, 1.0, 0.0, 2.0],
-         ("s3", None): [1.0, 1.0, 1.0, 1.0]}
-    b = {("s1", None): [3.0, 3.0, 3.0, 3.0], ("s2", "h"): [1.0, 1.0, 1.0, 1.0]}
+    # Each example's sums: recalled, expected, true positives, reported, chance's recalled.
+    a = {("s1", None): [2.0, 3.0, 2.0, 4.0, 0.0], ("s2", "h"): [0.0, 1.0, 0.0, 2.0, 0.0],
+         ("s3", None): [1.0, 1.0, 1.0, 1.0, 0.0]}
+    b = {("s1", None): [3.0, 3.0, 3.0, 3.0, 0.0], ("s2", "h"): [1.0, 1.0, 1.0, 1.0, 0.0]}
     row = evaluation_scores.paired(a, b)
     assert row["examples"] == 2 and row["only_a"] == 1
     assert row["per_example"] == [

@@ -114,7 +114,7 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
     with pytest.raises(errors.UnknownScorer, match="known: overlap@1, overlap@2, tiered@1, "
                                                    "tiered@2") as refused:
         await figures.load(store, "tierd", None)
-    assert refused.value.exit_code == 65
+    assert refused.value.exit_code == 66  # EX_NOINPUT: it names nothing here, as a missing run
 
 
 async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: EventStore) -> None:

@@ -115,7 +115,9 @@ async def _props_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, errors.NotFound):
         return _error(request, 404, str(exc))
     assert isinstance(exc, errors.PropsError)
-    return _error(request, 422 if exc.exit_code == 65 else 400, str(exc))
+    # A filter naming no scorer is a value the page cannot take (422), as a malformed one is.
+    unprocessable = exc.exit_code == 65 or isinstance(exc, errors.UnknownScorer)
+    return _error(request, 422 if unprocessable else 400, str(exc))
 
 
 PageHandler = Callable[[Request, Exception], Awaitable[Response]]
