@@ -205,4 +205,4 @@ def test_a_dead_model_server_says_why_it_died(tmp_path: Path) -> None:
     plain = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     plain.wait()
     assert local_model.death(plain, log) == f"the model server died (exit 3; its log: {log})"
-    assert signal.SIGILL == 4  # (what the docs call it: "signal 4")
+    assert int(signal.SIGILL) == 4  # (what the docs call it: "signal 4")
