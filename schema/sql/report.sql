@@ -36,7 +36,7 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
                 SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
                   FROM {schema}.agent_runs r
                   JOIN (SELECT model, definition FROM {schema}.agent_runs
-                         GROUP BY model, definition HAVING count(DISTINCT digest) > 1) m
+                         GROUP BY model, definition HAVING min(digest) <> max(digest)) m
                     ON m.model = r.model AND m.definition = r.definition) d
             ON d.run_id = s.run_id) s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
@@ -164,7 +164,7 @@ SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
                 SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
                   FROM {schema}.agent_runs r
                   JOIN (SELECT model, definition FROM {schema}.agent_runs
-                         GROUP BY model, definition HAVING count(DISTINCT digest) > 1) m
+                         GROUP BY model, definition HAVING min(digest) <> max(digest)) m
                     ON m.model = r.model AND m.definition = r.definition) d
             ON d.run_id = s.run_id) s
   JOIN {schema}.run_confirmations c
