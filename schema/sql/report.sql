@@ -32,13 +32,7 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
   FROM (SELECT s.*, d.split_digest,
                s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
           FROM {schema}.run_scores s
-          LEFT JOIN (  -- see `scores`: the digest apart where the name ran several
-                SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
-                  FROM {schema}.agent_runs r
-                  JOIN (SELECT model, definition FROM {schema}.agent_runs
-                         GROUP BY model, definition HAVING min(digest) <> max(digest)) m
-                    ON m.model = r.model AND m.definition = r.definition) d
-            ON d.run_id = s.run_id) s
+          LEFT JOIN {schema}.split_digests d ON d.run_id = s.run_id) s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR s.definition = $4)
    AND ($5::text IS NULL OR snapshot = $5) AND ($6::uuid[] IS NULL OR run_id = ANY ($6))
@@ -160,13 +154,7 @@ SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
   FROM (SELECT s.*, d.split_digest,
                s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
           FROM {schema}.run_scores s
-          LEFT JOIN (  -- see `scores`: the digest apart where the name ran several
-                SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
-                  FROM {schema}.agent_runs r
-                  JOIN (SELECT model, definition FROM {schema}.agent_runs
-                         GROUP BY model, definition HAVING min(digest) <> max(digest)) m
-                    ON m.model = r.model AND m.definition = r.definition) d
-            ON d.run_id = s.run_id) s
+          LEFT JOIN {schema}.split_digests d ON d.run_id = s.run_id) s
   JOIN {schema}.run_confirmations c
     ON c.run_id = s.run_id AND c.scorer_name = s.scorer_name
    AND c.scorer_version = s.scorer_version
