@@ -88,7 +88,10 @@ def death(process: subprocess.Popen[bytes], log: Path) -> str | None:
         return None
     said = f"the model server died (exit {code}"
     if code < 0:
-        said += f", {signal.Signals(-code).name}"
+        try:
+            said += f", {signal.Signals(-code).name}"
+        except ValueError:  # a real-time signal between SIGRTMIN and SIGRTMAX has no name
+            said += f", signal {-code}"
     said += f"; its log: {log})"
     if code == -signal.SIGILL:
         said += ("; llama.cpp was compiled for instructions this machine cannot run: rebuild "
