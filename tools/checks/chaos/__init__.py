@@ -9,7 +9,8 @@ drawn from a fixed seed: SIGKILL of a service process, or of all of them (restar
 later), a PostgreSQL restart (when the server is the embedded one this command started),
 termination of the listeners' backends, a running agent container killed from outside, a
 transaction held open for a while (the fence stalls), and with --restart-docker a stop and
-start of the Docker engine (only where nothing else uses it). Every tenth run is a hostile
+start of the Docker engine (a dockerd the run starts for itself: the machine's is never
+touched). Every tenth run is a hostile
 critic (props.tools.checks.hostile_critic): it tries every way past its role and then reports
 malformed data, so it must end failed, having breached nothing, while the others go on. A
 full disk is not injected: the disk is shared with the rest of the machine (it prints

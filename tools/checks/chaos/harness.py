@@ -31,6 +31,7 @@ from props.reactors.containers import LABEL
 from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.local_runtime import LocalRuntime
 from props.tools.checks.chaos.engine_endpoint import EngineEndpoint
+from props.tools.checks.chaos.own_engine import OwnEngine, terminate
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False, stderr=True)
@@ -62,6 +63,7 @@ SPARE, SPARE_LEASE = "spare", 3.0  # the third launcher, and how long it may be 
 # The fourth launcher, whose engine (an endpoint of the run's own) the fault engine-gone
 # takes away for good, and how long its runs wait for it before failing.
 DOOMED, DOOMED_ENGINE_WAIT = "doomed", 8.0
+TERMINATE_WAIT = 30.0  # seconds a SIGTERMed replica or launcher has to stop, then SIGKILL
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
 
@@ -80,6 +82,9 @@ class Chaos:
     doomed: anyio.abc.Process | None = None
     endpoint: EngineEndpoint | None = None
     gone_at: dt.datetime | None = None
+    # The engine of the run's own that restart-docker restarts (--restart-docker), or why not.
+    engine: OwnEngine | None = None
+    engine_why: str = "not asked for (--restart-docker)"
     faults: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
     prefixes: list[tuple[int, int, str]] = dataclasses.field(default_factory=list)
     seen: list[uuid.UUID] = dataclasses.field(default_factory=list)
@@ -151,11 +156,11 @@ class Chaos:
             if proc is not None and proc.returncode is not None:
                 await self.kill(i)  # records how it had died
             elif proc is not None:
-                await _terminate(proc)
+                await terminate(proc, TERMINATE_WAIT)
             self.services[i] = None  # stopped: a second stop finds nothing to do
         for launcher in (self.spare, self.doomed):
             if launcher is not None and launcher.returncode is None:
-                await _terminate(launcher)
+                await terminate(launcher, TERMINATE_WAIT)
 
     async def request_over_http(self, client: httpx.AsyncClient, n: int,
                                 body: dict[str, Any]) -> uuid.UUID:
@@ -274,15 +279,10 @@ class Chaos:
         return f"{kind} container {name} killed"
 
     async def _restart_docker(self) -> str:
-        """Stop the Docker engine and start it again with the same command line."""
-        found = await anyio.run_process(["pidof", "dockerd"], check=False)
-        pids = found.stdout.split()
-        if not pids:
-            return "NORUN: no dockerd process on this machine"
-        await anyio.to_thread.run_sync(_restart_process, int(pids[0]),
-                                       self.home / "dockerd.log")
-        await retry(_docker_answers)
-        return "dockerd stopped and started"
+        """Stop the run's own Docker engine and start it again (never the machine's)."""
+        if self.engine is None:
+            return f"NORUN: no engine of the run's own ({self.engine_why})"
+        return await self.engine.restart()
 
     # -- watching -------------------------------------------------------------------------
 
@@ -298,33 +298,6 @@ class Chaos:
             "SELECT coalesce(max(global_position), 0) FROM props.events"))
         count, digest = await log_prefix(self.store, head)
         self.prefixes.append((head, count, digest))
-
-
-async def _terminate(proc: anyio.abc.Process) -> None:
-    """SIGTERM, 30 s to stop, then SIGKILL."""
-    proc.send_signal(signal.SIGTERM)
-    with anyio.move_on_after(30):
-        await proc.wait()
-    if proc.returncode is None:
-        proc.kill()
-        await proc.wait()
-
-
-def _restart_process(pid: int, log: Path) -> None:
-    """SIGTERM a daemon, wait until it is gone, start it again with its own command line."""
-    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    with open(log, "ab") as out:
-        subprocess.Popen([a.decode() for a in argv], stdout=out, stderr=out,
-                         start_new_session=True)
-
-
-async def _docker_answers() -> None:
-    if not await docker_runtime.reachable():
-        raise errors.StoreUnavailable("the Docker engine is not back yet")
 
 
 async def log_prefix(store: EventStore, head: int) -> tuple[int, str]:

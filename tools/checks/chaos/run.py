@@ -4,6 +4,7 @@ props.tools.command_line.commands.chaos)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import sys
@@ -24,6 +25,7 @@ from props.reactors import docker_runtime
 from props.reactors.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
 from props.tools.checks import hostile_critic, scratch
+from props.tools.checks.chaos import own_engine
 from props.tools.checks.chaos.harness import (
     CHAOS_AGENT,
     HOSTILE_EVERY,
@@ -49,19 +51,27 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
     home = Path(tempfile.mkdtemp(prefix="props-chaos-"))
     held = False
     try:
-        async with scratch_server(home) as (server, server_home), \
-                scratch.scratch_database(server, "chaos") as dsn, \
-                open_store(dsn, max_connections=6) as store:
-            chaos = Chaos(store, home, server_home, random.Random(args.seed))
+        async with contextlib.AsyncExitStack() as stack:
+            why = own_engine.can_start() if args.restart_docker \
+                else "not asked for (--restart-docker)"
+            engine = None
+            if why is None:
+                engine = await stack.enter_async_context(own_engine.own_engine(home))
+                console.print(f"chaos: an engine of the run's own at {engine.url} (the "
+                              "machine's is never restarted)")
+            server, server_home = await stack.enter_async_context(scratch_server(home))
+            dsn = await stack.enter_async_context(scratch.scratch_database(server, "chaos"))
+            store = await stack.enter_async_context(open_store(dsn, max_connections=6))
+            chaos = Chaos(store, home, server_home, random.Random(args.seed),
+                          engine=engine, engine_why=why or "")
             try:
                 invariants = await run(chaos, args)
             finally:  # whatever happened, no replica outlives the run
                 with stopping.shield("chaos: stopping the replicas"):
                     await chaos.stop_services()
-            if not args.restart_docker:
+            if engine is None:
                 invariants.append(Invariant("survives docker-restart", None,
-                                            "not injected (--restart-docker): the engine "
-                                            "may be shared with the machine"))
+                                            f"not injected: {why}"))
         held = all(i.held is not False for i in invariants)
     finally:
         if held:

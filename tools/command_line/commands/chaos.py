@@ -23,6 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--drain-seconds", type=float, default=180,
                    help="at most this long for the work to finish after the load")
     p.add_argument("--restart-docker", action="store_true",
-                   help="also stop and start the Docker engine (dockerd) as a fault: only on "
-                   "a machine whose engine nothing else is using")
+                   help="also stop and start a Docker engine as a fault: a dockerd the run "
+                   "starts for itself (as root, its own data root and socket), which every "
+                   "Docker run of the chaos uses; the machine's engine is never touched")
     p.set_defaults(handler="props.tools.checks.chaos.run:chaos_cmd")
