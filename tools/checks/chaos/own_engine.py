@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from props.core.log import errors, retries
+from props.core.log import errors, retries, stopping
 from props.reactors import docker_runtime
 
 STOP_WAIT = 60.0  # seconds a stopped dockerd has to exit (it stops its containers first)
@@ -103,7 +103,7 @@ async def own_engine(home: Path) -> AsyncIterator[OwnEngine]:
         os.environ["DOCKER_HOST"] = engine.url
         yield engine
     finally:
-        with anyio.CancelScope(shield=True):
+        with stopping.shield("chaos: stopping the run's own Docker engine"):
             await engine.stop()
         if before is None:
             os.environ.pop("DOCKER_HOST", None)
