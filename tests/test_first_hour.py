@@ -80,6 +80,22 @@ def test_an_unknown_check_is_refused_at_push(dsn: str, tmp_path: Path) -> None:
     assert "typo" not in props("definitions", "list", dsn=dsn).stdout
 
 
+def test_a_misspelt_config_key_is_refused_at_push(dsn: str, tmp_path: Path) -> None:
+    """`check` for `checks` was accepted, and the variant ran every check. Control: the
+    same file spelt right is pushed."""
+    assert props("db", "migrate", dsn=dsn).returncode == 0
+    config = tmp_path / "typo.toml"
+    config.write_text('check = ["bare-except"]\n')
+    out = props("definitions", "reference", "--name", "typo", "--config", str(config), dsn=dsn)
+    assert out.returncode == 65 and "unknown key(s) 'check'" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1
+    assert "typo" not in props("definitions", "list", dsn=dsn).stdout
+    config.write_text('checks = ["bare-except"]\n')
+    out = props("definitions", "reference", "--name", "typo", "--config", str(config), dsn=dsn)
+    assert out.returncode == 0, out.stderr
+    assert "typo" in props("definitions", "list", dsn=dsn).stdout
+
+
 async def test_a_variant_made_as_documented_runs_where_the_trap_failed(
         dsn: str, store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`props definitions reference --name N --config FILE` runs under the default (untrusted)

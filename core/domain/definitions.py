@@ -145,6 +145,10 @@ class UnknownCheck(errors.PropsError):
 def check_reference_config(config: dict[str, Any]) -> None:
     """Refuse at push time a reference critic config that would fail every run: `checks`
     must be a list of the critic's check names (the only key it reads)."""
+    if extra := sorted(set(config) - {"checks"}):  # a misspelt `checks` would run them all
+        raise UnknownCheck(f"unknown key(s) {', '.join(map(repr, extra))} in the reference "
+                           f"critic's config: it reads `checks` only, a list of: "
+                           f"{', '.join(vocabulary.REFERENCE_CHECKS)}")
     checks = config.get("checks", [])
     if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
         raise UnknownCheck("the reference critic's config.checks must be a list of check "
