@@ -31,6 +31,9 @@ _Q = queries.load("report")
 FIELDS = ["located", "confirmed", "rejected", "unconfirmed", "confirmed_recall",
           "confirmed_recall_low", "confirmed_recall_high"]
 Key = tuple[str, str, str, int]  # model, definition, scorer name, scorer version
+# A report row's definition as the report names it, by (model, definition, digest):
+# with its digest where the name ran several (props.projections.figures.split_digests).
+Labels = dict[tuple[str, str, str | None], str]
 Example = tuple[str | None, str | None]  # snapshot, files hash
 
 
@@ -75,10 +78,10 @@ async def judges(conn: database.Connection, schema: str) -> list[str]:
 
 
 async def load(conn: database.Connection, schema: str, name: str | None, version: int | None,
-               scoped: tuple[Any, ...]) -> Confirmations:
+               scoped: tuple[Any, ...], labels: Labels) -> Confirmations:
     """The report's confirmations, in the caller's transaction (its settings: the reading,
     imported runs left out or not) over the projections in `schema`; `scoped`: the
-    report's model, definition, snapshot and runs."""
+    report's model, definition, snapshot and runs; `labels`: its rows' definitions."""
     def q(sql: str) -> str:
         return sql.replace("{schema}", schema)
 
@@ -89,7 +92,8 @@ async def load(conn: database.Connection, schema: str, name: str | None, version
     examples: dict[Key, dict[Example, int]] = {}
     if judges:  # else nobody can have looked: the query would find nothing
         for r in await conn.fetch(q(_Q["confirmation"]), name, version, *scoped):
-            key = (r["model"], r["definition"], r["scorer_name"], r["scorer_version"])
+            label = labels.get((r["model"], r["definition"], r["digest"]), r["definition"])
+            key = (r["model"], label, r["scorer_name"], r["scorer_version"])
             if r["whole"]:
                 whole[key] = (int(r["confirmed"]), int(r["rejected"]))
             else:

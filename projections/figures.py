@@ -51,7 +51,7 @@ class _Score:
     whole: bool
     model: str
     definition: str  # with its digest's first 12 hex digits where the name ran several
-    digest: str | None  # whole, where the name ran several (each digest its own row)
+    digest: str | None  # whole, where the name ran several in scope (each its own row)
     scorer_name: str
     scorer_version: int
     snapshot: str | None
@@ -184,7 +184,8 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 "props.adjudicated": "on" if adjudicated else "off"}
     await conn.execute("SELECT set_config(name, value, true) FROM unnest($1::text[], $2::text[]) "
                        "AS s(name, value)", list(settings), list(settings.values()))
-    found = shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version, *scoped))
+    found, labels = split_digests(
+        shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version, *scoped)))
     rows = [r for r in found if r.whole]
     points = [r for r in found if not r.whole]
     # With the setting off no grade is replaced: no need to read them all to count none.
@@ -199,7 +200,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 for r in await conn.fetch(q(_Q["imported_runs"]), name, version, *scoped)} \
         if await conn.fetchval(q(_Q["any_imported"])) else {}
     examples = _by_group(points)
-    confirmed = await confirmation.load(conn, schema, name, version, scoped)
+    confirmed = await confirmation.load(conn, schema, name, version, scoped, labels)
     records = []
     for r in rows:
         key = (r.model, r.definition, r.scorer_name, r.scorer_version)
@@ -231,6 +232,28 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["imported_excluded"] = int(exclude_imported)
     notes.update({f"imported_by_{signer}": n for signer, n in imported.items()})
     return records, notes
+
+
+def split_digests(found: list[_Score]) -> tuple[list[_Score], confirmation.Labels]:
+    """The rows as the report names them: where a (model, definition) ran several digests
+    within the report's scope (a definition pushed again under one name: another config,
+    another image, another runtime), each digest is a row of its own, its definition shown
+    with the digest's first 12 hex digits; where it ran one, the name alone and no digest.
+    Within the scope, not the database: an evaluation that ran one digest of `reference`
+    reads `reference`, whatever else was pushed under that name since. The labels, by
+    (model, definition, digest), for the rows' other figures."""
+    digests: dict[tuple[str, str], set[str | None]] = {}
+    for r in found:
+        digests.setdefault((r.model, r.definition), set()).add(r.digest)
+    labels: confirmation.Labels = {}
+    named = []
+    for r in found:
+        split = len(digests[(r.model, r.definition)]) > 1 and r.digest is not None
+        label = f"{r.definition} ({r.digest[:12]})" if split and r.digest else r.definition
+        labels[(r.model, r.definition, r.digest)] = label
+        named.append(dataclasses.replace(r, definition=label,
+                                         digest=r.digest if split else None))
+    return named, labels
 
 
 def chance_fields(r: _Score, examples: list[_Score]) -> dict[str, Any]:

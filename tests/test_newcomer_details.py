@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from props.core.domain import catalog, definitions
+from props.core.domain.specimens import specimens
 from props.core.log import database, errors, migrate
 from props.core.log.store import EventStore
 from props.core.scoring import evaluation
@@ -50,21 +51,36 @@ async def test_a_definition_pushed_twice_is_two_report_rows(
     await definitions.push(store, second.model_copy(update={"tag": "lite"}))
     ids = [*await request(store, "reference", ref="local", model="reference", budget=0),
            *await request(store, "reference", ref="lite", model="reference", budget=0)]
+    # The first digest on a second snapshot too: a report of that snapshot alone holds one
+    # digest of `reference`, and names it `reference` (the split is the scope's, not the
+    # database's: the quickstart's `props definitions reference` after the demo split the
+    # demo's own report).
+    other = next(s.slug for s in specimens.load_valid(samples.samples_dir())
+                 if s.slug != SNAPSHOT)
+    alone = uuid.uuid4()
+    await store.append(f"run-{alone}", [catalog.RunRequested(
+        run_id=alone, agent_type="critic", definition="reference", definition_ref="local",
+        example=catalog.Example(snapshot=other), model="reference", timeout_seconds=300,
+        budget_usd=0)])
+    ids.append(alone)
     await finished(store, ids)
     records: list[dict[str, Any]] = []
     notes: dict[str, Any] = {}
 
-    async def two_rows() -> bool:
+    async def three_runs() -> bool:
         got, said = await figures.load(store)
         records[:] = got
         notes.update(said)
-        return len([r for r in got if r["runs"]]) >= 2
-    await eventually(two_rows)
+        return bool(sum(r["runs"] for r in got if r["scorer"] == got[0]["scorer"]) >= 3)
+    await eventually(three_runs)
     rows = [r for r in records if r["scorer"] == records[0]["scorer"]]
-    assert [r["runs"] for r in rows] == [1, 1]
+    assert sorted(r["runs"] for r in rows) == [1, 2]
     assert len({r["digest"] for r in rows}) == 2 and all(r["digest"] for r in rows)
     assert all(r["definition"].startswith("reference (") for r in rows)
     assert all(r["definition"].endswith(f"{r['digest'][:12]})") for r in rows)
+    scoped, _ = await figures.load(store, scope=figures.Scope(snapshot=other))
+    assert [(r["definition"], r["digest"], r["runs"]) for r in scoped
+            if r["scorer"] == rows[0]["scorer"]] == [("reference", None, 1)]
 
     out = io.StringIO()
     console = render.Console(width=80, file=out)
@@ -73,7 +89,7 @@ async def test_a_definition_pushed_twice_is_two_report_rows(
     text = out.getvalue()
     assert "runs (ex.)" in text or "runs (examples)" in text, text  # runs kept at 80
     assert all(r["definition"] in text for r in rows), text
-    assert "each digest is a row of its own" in text
+    assert "each digest a row of its own" in text
     assert max(len(line) for line in text.splitlines()) <= 80, text
 
 

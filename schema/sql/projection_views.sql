@@ -1,18 +1,6 @@
 -- Views over the projection tables, created in the schema named {schema} (a fixed name,
 -- checked before it is spliced in). Recreated whenever projection tables are swapped.
 
--- split_digests --
--- The runs whose (model, definition) ran several digests, with their digest's hex: a
--- definition pushed again under one name (another config, another image) is another critic,
--- and the report gives each digest a row of its own, never pooled. min <> max finds those
--- names with a hash aggregate (count(DISTINCT digest) sorted every run).
-CREATE VIEW {schema}.split_digests AS
-SELECT r.run_id, regexp_replace(r.digest, '^sha256:', '') AS split_digest
-  FROM {schema}.agent_runs r
-  JOIN (SELECT model, definition FROM {schema}.agent_runs
-         GROUP BY model, definition HAVING min(digest) <> max(digest)) m
-    ON m.model = r.model AND m.definition = r.definition
-
 -- grading_pending --
 -- Issues of finished critic runs that the active scorer has not graded yet.
 CREATE VIEW {schema}.grading_pending AS

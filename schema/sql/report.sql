@@ -9,11 +9,11 @@
 -- Sums of fractions in numeric: exact, so the figures do not change in the last digit with
 -- the order parallel workers happen to add rows in (`--as-of` promises the same bytes).
 -- A definition pushed again under one name (another config, another image) is another
--- critic: where a (model, definition) ran several digests, each digest is a row of its own,
--- its definition shown with the digest's first 12 hex digits (`digest` whole; NULL where
--- the name ran one), never pooled.
+-- critic: every row is one digest's (its hex, `digest`), never pooled; the report names it
+-- by its digest only where the name ran several within the report's scope
+-- (props.projections.figures.split_digests).
 SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
-       model, critic AS definition, split_digest AS digest, scorer_name, scorer_version,
+       model, definition, digest, scorer_name, scorer_version,
        snapshot, files_hash,
        count(*) AS runs,
        sum(recalled)::float8 AS recalled, sum(expected)::float8 AS expected,
@@ -29,19 +29,19 @@ SELECT GROUPING(snapshot, files_hash) = 3 AS whole,
        sum(chance_recalled::numeric)::float8 AS chance_recalled,
        sum(chance_graded::numeric)::float8 AS chance_graded,
        count(*) FILTER (WHERE chance_recalled IS NULL) AS chance_missing
-  FROM (SELECT s.*, d.split_digest,
-               s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
+  FROM (SELECT s.*, regexp_replace(a.digest, '^sha256:', '') AS digest
           FROM {schema}.run_scores s
-          LEFT JOIN {schema}.split_digests d ON d.run_id = s.run_id) s
+          JOIN {schema}.agent_runs a ON a.run_id = s.run_id) s
  WHERE ($1::text IS NULL OR scorer_name = $1) AND ($2::int IS NULL OR scorer_version = $2)
    AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR s.definition = $4)
    AND ($5::text IS NULL OR snapshot = $5) AND ($6::uuid[] IS NULL OR run_id = ANY ($6))
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
- GROUP BY GROUPING SETS ((model, critic, split_digest, scorer_name, scorer_version),
-                         (model, critic, split_digest, scorer_name, scorer_version, snapshot,
+ GROUP BY GROUPING SETS ((model, definition, digest, scorer_name, scorer_version),
+                         (model, definition, digest, scorer_name, scorer_version, snapshot,
                           files_hash))
- ORDER BY model, critic, scorer_name, scorer_version, whole DESC, snapshot, files_hash
+ ORDER BY model, definition, digest, scorer_name, scorer_version, whole DESC, snapshot,
+          files_hash
 
 -- report_scorer --
 -- The scorer the run states are counted under: the one asked for ($1 name, $2 version or
@@ -146,15 +146,14 @@ SELECT name, version, deterministic FROM {schema}.scorers
 
 -- confirmation --
 -- Of the TP occurrences the scored runs located (`run_confirmations`), those a judge or a
--- person confirmed and those they rejected, per (model, definition, scorer) (`whole`) and
--- per example within it, as `scores` groups them; its parameters.
+-- person confirmed and those they rejected, per (model, definition, digest, scorer)
+-- (`whole`) and per example within it, as `scores` groups them; its parameters.
 SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
-       s.model, s.critic AS definition, s.scorer_name, s.scorer_version, s.snapshot,
+       s.model, s.definition, s.digest, s.scorer_name, s.scorer_version, s.snapshot,
        s.files_hash, sum(c.confirmed) AS confirmed, sum(c.rejected) AS rejected
-  FROM (SELECT s.*, d.split_digest,
-               s.definition || coalesce(' (' || left(d.split_digest, 12) || ')', '') AS critic
+  FROM (SELECT s.*, regexp_replace(a.digest, '^sha256:', '') AS digest
           FROM {schema}.run_scores s
-          LEFT JOIN {schema}.split_digests d ON d.run_id = s.run_id) s
+          JOIN {schema}.agent_runs a ON a.run_id = s.run_id) s
   JOIN {schema}.run_confirmations c
     ON c.run_id = s.run_id AND c.scorer_name = s.scorer_name
    AND c.scorer_version = s.scorer_version
@@ -164,9 +163,9 @@ SELECT GROUPING(s.snapshot, s.files_hash) = 3 AS whole,
    AND ($5::text IS NULL OR s.snapshot = $5) AND ($6::uuid[] IS NULL OR s.run_id = ANY ($6))
    AND (current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
         OR NOT EXISTS (SELECT 1 FROM {schema}.imported_runs i WHERE i.run_id = s.run_id))
- GROUP BY GROUPING SETS ((s.model, s.critic, s.scorer_name, s.scorer_version),
-                         (s.model, s.critic, s.scorer_name, s.scorer_version, s.snapshot,
-                          s.files_hash))
+ GROUP BY GROUPING SETS ((s.model, s.definition, s.digest, s.scorer_name, s.scorer_version),
+                         (s.model, s.definition, s.digest, s.scorer_name, s.scorer_version,
+                          s.snapshot, s.files_hash))
 
 -- per_snapshot --
 -- (figures.breakdown, the viewer's scores page)

@@ -69,10 +69,11 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
     console = Console()
     print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
     if split := sorted({r["definition"].partition(" (")[0] for r in records if r.get("digest")}):
-        console.print(Text(f"{', '.join(split)}: pushed again under one name, so each digest "
-                           f"is a row of its own (its first 12 hex digits beside the name); "
-                           f"name a variant apart: props definitions reference --name N "
-                           f"--config FILE"))
+        console.print(Text(f"{', '.join(split)}: runs of several digests under one name "
+                           f"(another image, runtime or config), each digest a row of its "
+                           f"own (its first 12 hex digits beside the name); a variant of "
+                           f"your own is best named apart: props definitions reference "
+                           f"--name N --config FILE"))
     if scope := notes.get("scope"):
         console.print(Text("only the runs of " + ", ".join(
             f"{k} {v}" for k, v in scope.items())))
@@ -171,7 +172,8 @@ def chance_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
                           f"{percent(r['recall_graded'] - r['chance_graded'])}")
     if graded:
         lines += ["graded recall counts partial credit too (tiered: within 5 lines 0.6, "
-                  "anywhere in the same file 0.3), so most of it is chance:", *graded]
+                  "anywhere in the same file 0.3), which chance earns as well: each beside "
+                  "its chance level:", *graded]
     return lines
 
 
