@@ -19,6 +19,7 @@ def add_parser(sub: Any) -> None:
                    help="where the critics run (default: Docker if reachable, else local)")
     p.add_argument("--llm", action="store_true",
                    help="its own evaluation: the LLM critic beside the reference critic, then an "
-                   "LLM judge re-scoring it, on a small local model (SmolLM2-135M-Instruct on llama.cpp's server, started and stopped here; "
+                   "LLM judge re-scoring it, on a small local model (SmolLM2-135M-Instruct "
+                   "on llama.cpp's server, started and stopped here; "
                    "needs props[llm] and the model's wheel: it says how to get them)")
     p.set_defaults(handler="props.tools.command_line.demo_llm:demo_cmd")
