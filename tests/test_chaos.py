@@ -15,7 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
+import anyio.abc
 import pytest
+
+from props.tools.checks.chaos.engine_endpoint import EngineEndpoint
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -72,3 +76,33 @@ def test_a_broken_build_is_caught_by_the_invariants() -> None:
     # time is not (load alone does that), so it does not count.
     caught = [line for line in broken if "drained in time" not in line]
     assert caught, out.stdout
+
+
+def test_the_doomed_launchers_endpoint_outlives_its_engine_restarting(tmp_path: Path) -> None:
+    """While the engine behind the endpoint restarts (no socket), a connection through it is
+    closed, as the engine's own would be, and the endpoint forwards again once the engine is
+    back. (It raised, and the whole chaos run ended as a bug of props, exit 70.)"""
+    engine = tmp_path / "engine.sock"
+
+    async def echo(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.send(await stream.receive())
+
+    async def main() -> None:
+        endpoint = EngineEndpoint(tmp_path / "front.sock", f"unix://{engine}")
+        async with anyio.create_task_group() as tg:
+            await tg.start(endpoint.serve)
+            async with await anyio.connect_unix(endpoint.path) as client:
+                await client.send(b"GET /version")
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    await client.receive()
+            listener = await anyio.create_unix_listener(engine)  # the engine is back
+            async with listener:
+                tg.start_soon(listener.serve, echo)
+                async with await anyio.connect_unix(endpoint.path) as client:
+                    await client.send(b"ping")
+                    assert await client.receive() == b"ping"
+                endpoint.take_away()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)

@@ -58,7 +58,12 @@ class EngineEndpoint:
 
     async def _forward(self, client: anyio.abc.SocketStream) -> None:
         self.connections += 1
-        async with client, await anyio.connect_unix(self.target) as upstream, \
-                anyio.create_task_group() as tg:
-            tg.start_soon(_pipe, client, upstream, tg.cancel_scope, name="chaos-pipe-up")
-            tg.start_soon(_pipe, upstream, client, tg.cancel_scope, name="chaos-pipe-down")
+        async with client:
+            try:
+                upstream = await anyio.connect_unix(self.target)
+            except OSError:  # the engine behind is restarting (no socket, or refused):
+                return  # the caller sees a connection closed, as from the engine itself
+            async with upstream, anyio.create_task_group() as tg:
+                tg.start_soon(_pipe, client, upstream, tg.cancel_scope, name="chaos-pipe-up")
+                tg.start_soon(_pipe, upstream, client, tg.cancel_scope,
+                              name="chaos-pipe-down")

@@ -219,14 +219,15 @@ async def _hostile(chaos: Chaos) -> Invariant:
                      f"{', '.join(sorted(set(breaches))) or 'none'}")
 
 
-async def _left_behind(chaos: Chaos) -> tuple[list[str], int]:
-    """The containers (local and Docker) and agent roles of this run's runs that exist."""
+async def _left_behind(chaos: Chaos) -> tuple[list[tuple[str, str]], int]:
+    """The containers (runtime and name, local and Docker) and agent roles of this run's
+    runs that exist."""
     ours = {str(r) for r in chaos.requested}
     local = LocalRuntime(chaos.home / "runs" / "local-containers", trust_commands=True)
-    left = [n for n, v in (await local.names(LABEL)).items() if v in ours]
+    left = [("local", n) for n, v in (await local.names(LABEL)).items() if v in ours]
     if await docker_runtime.reachable():
         async with DockerRuntime.connect() as docker:
-            left += [n for n, v in (await docker.names(LABEL)).items() if v in ours]
+            left += [("docker", n) for n, v in (await docker.names(LABEL)).items() if v in ours]
     roles = await retry(lambda: chaos.store.sql.fetchval(
         "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
         " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested)))
@@ -236,11 +237,34 @@ async def _left_behind(chaos: Chaos) -> tuple[list[str], int]:
 async def _orphans(chaos: Chaos) -> Invariant:
     left, roles = await _left_behind(chaos)
     detail = f"{len(left)} container(s), {roles} role(s) left behind"
-    for name in left[:3]:  # what their runs' logs say, for whoever reads the table
+    for kind, name in left[:3]:  # what their runs' logs say, for whoever reads the table
         run_id = run_specs.run_of_container(name)
         types = [r.type_name for r in await chaos.store.read_stream(f"run-{run_id}")]
-        detail += f"; {str(run_id)[:8]}: {' > '.join(t.split('.')[-1] for t in types[-4:])}"
+        detail += (f"; {str(run_id)[:8]} ({kind}{await _engine_state(kind, name)}): "
+                   f"{' > '.join(t.split('.')[-1] for t in types[-4:])}")
+        _print_log_lines(chaos, str(run_id))
     return Invariant("no orphan container or agent role", not left and roles == 0, detail)
+
+
+async def _engine_state(kind: str, name: str) -> str:
+    """What the Docker engine says of a container left behind (its status, its error)."""
+    if kind != "docker":
+        return ""
+    async with DockerRuntime.connect() as docker:
+        try:
+            state = (await docker.docker.containers.get(name))._container["State"]
+        except Exception as exc:  # (a diagnosis: whatever the engine says is the answer)
+            return f", inspect failed: {exc}"
+    return f", {state.get('Status')} {state.get('ExitCode')} {state.get('Error') or ''}".rstrip()
+
+
+def _print_log_lines(chaos: Chaos, run_id: str, most: int = 12) -> None:
+    """The services' log lines that name a run (the folder is kept, but a CI log is all a
+    reader of a failure elsewhere has)."""
+    lines = [f"{log.name}: {line[:300]}" for log in sorted(chaos.home.glob("*.log"))
+             for line in log.read_text(errors="replace").splitlines() if run_id in line]
+    console.print(f"what the services' logs say of run {run_id} ({len(lines)} line(s)):",
+                  *lines[-most:], sep="\n")
 
 
 def print_invariants(chaos: Chaos, invariants: list[Invariant]) -> None:
