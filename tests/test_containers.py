@@ -16,12 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from props.core.domain import catalog, streams
+from props.core.log.store import EventStore
 from props.reactors import docker_runtime, local_runtime
-from props.reactors.containers import ContainerRuntime, Mount
+from props.reactors.containers import ContainerRuntime, EngineUnreachable, Mount
 from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.launcher import run_cleanup, run_specs
+from props.reactors.launcher.run_specs import container_name
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.runtime_contract import FakeReach, Made, RuntimeContract
 from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
+from tests.reactor_helpers import request
 
 
 class TestLocalRuntime(RuntimeContract):
@@ -126,3 +131,30 @@ async def test_local_prepare_reaches_the_database_as_the_host(tmp_path: Path) ->
     prepared = await rt.prepare(spec, tmp_path / "run", FakeReach(tmp_path / "s"))
     assert prepared.env["PROPS_AGENT_DSN"] == FakeReach(tmp_path / "s").host_dsn()
     assert prepared.env["HOME"] == str(tmp_path / "run") and prepared.mounts == spec.mounts
+
+
+async def test_one_container_that_will_not_go_keeps_no_other_orphan(store: EventStore) -> None:
+    """The sweep's reaping of finished runs' containers: one whose removal fails (an engine
+    that will not remove it just now) is tried again at the next sweep, and the others go
+    now. (One failure ended the whole round, whatever came after it in the engine's list.)"""
+    deployment = await run_specs.deployment_of(store)
+    stuck, other = await request(store, "reference", count=2)
+    for run_id in (stuck, other):
+        await store.append(streams.run(run_id), [catalog.RunFinished(run_id=run_id,
+                                                                     status="completed")])
+
+    left = {container_name(deployment, r): deployment for r in (stuck, other)}
+
+    class Engine:  # the two calls reap_orphans makes of a ContainerRuntime
+        kind = "docker"
+
+        async def names(self, label: str) -> dict[str, str]:
+            return dict(left)
+
+        async def remove(self, name: str) -> None:
+            if name == container_name(deployment, stuck):
+                raise EngineUnreachable("the container engine failed on its side (500)")
+            left.pop(name)
+
+    await run_cleanup.reap_orphans(store, [Engine()], deployment)  # type: ignore[list-item]
+    assert left == {container_name(deployment, stuck): deployment}

@@ -52,4 +52,9 @@ async def reap_orphans(store: EventStore, runtimes: Iterable[ContainerRuntime],
                 continue
             state = fold_run(await store.read_stream(streams.run(run_id)))
             if state is None or state.finished:
-                await rt.remove(name)
+                try:
+                    await rt.remove(name)
+                except Exception as exc:  # one that will not go keeps none of the others
+                    log.warning("cannot remove the %s container %s of a finished run now "
+                                "(%s: %s); the next sweep tries again", rt.kind, name,
+                                type(exc).__name__, exc)
