@@ -3,13 +3,17 @@ to a rebuild, no breach by the hostile critic, no orphan container; printed as a
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import uuid
+from pathlib import Path
 
+import aiodocker
 import anyio
 import anyio.abc
 
 from props.core.domain import catalog, streams
+from props.core.log import errors
 from props.projections import engine
 from props.projections import status as projection_status
 from props.reactors import docker_runtime
@@ -224,10 +228,11 @@ async def _left_behind(chaos: Chaos) -> tuple[list[tuple[str, str]], int]:
     runs that exist."""
     ours = {str(r) for r in chaos.requested}
     local = LocalRuntime(chaos.home / "runs" / "local-containers", trust_commands=True)
-    left = [("local", n) for n, v in (await local.names(LABEL)).items() if v in ours]
+    left = [(local.kind, n) for n, v in (await local.names(LABEL)).items() if v in ours]
     if await docker_runtime.reachable():
         async with DockerRuntime.connect() as docker:
-            left += [("docker", n) for n, v in (await docker.names(LABEL)).items() if v in ours]
+            left += [(docker.kind, n) for n, v in (await docker.names(LABEL)).items()
+                     if v in ours]
     roles = await retry(lambda: chaos.store.sql.fetchval(
         "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
         " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested)))
@@ -237,34 +242,52 @@ async def _left_behind(chaos: Chaos) -> tuple[list[tuple[str, str]], int]:
 async def _orphans(chaos: Chaos) -> Invariant:
     left, roles = await _left_behind(chaos)
     detail = f"{len(left)} container(s), {roles} role(s) left behind"
+    runs = []
     for kind, name in left[:3]:  # what their runs' logs say, for whoever reads the table
-        run_id = run_specs.run_of_container(name)
+        run_id = str(run_specs.run_of_container(name))
+        runs.append(run_id)
         types = [r.type_name for r in await chaos.store.read_stream(f"run-{run_id}")]
-        detail += (f"; {str(run_id)[:8]} ({kind}{await _engine_state(kind, name)}): "
+        detail += (f"; {run_id[:8]} ({kind}{await _engine_state(kind, name)}): "
                    f"{' > '.join(t.split('.')[-1] for t in types[-4:])}")
-        _print_log_lines(chaos, str(run_id))
+    counts, lines = await anyio.to_thread.run_sync(_log_lines, chaos.home, runs)
+    for run_id in runs:
+        console.print(f"what the services' logs say of run {run_id} ({counts[run_id]} "
+                      "line(s)):", *lines[run_id], sep="\n")
     return Invariant("no orphan container or agent role", not left and roles == 0, detail)
 
 
 async def _engine_state(kind: str, name: str) -> str:
     """What the Docker engine says of a container left behind (its status, its error)."""
-    if kind != "docker":
+    if kind != DockerRuntime.kind:
         return ""
-    async with DockerRuntime.connect() as docker:
-        try:
-            state = (await docker.docker.containers.get(name))._container["State"]
-        except Exception as exc:  # (a diagnosis: whatever the engine says is the answer)
-            return f", inspect failed: {exc}"
-    return f", {state.get('Status')} {state.get('ExitCode')} {state.get('Error') or ''}".rstrip()
+    try:
+        async with DockerRuntime.connect() as docker:
+            try:  # (inside: connect() says any error of its block is an engine not reached)
+                state = (await docker.docker.containers.get(name))._container["State"]
+            except aiodocker.DockerError as exc:
+                return f", inspect failed: {exc.message}"
+    except errors.StoreUnavailable as exc:
+        return f", {exc}"
+    status, code = state.get("Status"), state.get("ExitCode")
+    error = (state.get("Error") or "")[:200]  # (the engine's words: bounded in the table)
+    return f", {status} {code} {error}".rstrip()
 
 
-def _print_log_lines(chaos: Chaos, run_id: str, most: int = 12) -> None:
-    """The services' log lines that name a run (the folder is kept, but a CI log is all a
-    reader of a failure elsewhere has)."""
-    lines = [f"{log.name}: {line[:300]}" for log in sorted(chaos.home.glob("*.log"))
-             for line in log.read_text(errors="replace").splitlines() if run_id in line]
-    console.print(f"what the services' logs say of run {run_id} ({len(lines)} line(s)):",
-                  *lines[-most:], sep="\n")
+def _log_lines(home: Path, run_ids: list[str], most: int = 12,
+               ) -> tuple[collections.Counter[str], dict[str, collections.deque[str]]]:
+    """The services' log lines that name each run: how many, and the last `most` (the folder
+    is kept, but a CI log is all a reader of a failure elsewhere has). Each log is read
+    once, a line at a time: a long run's logs are not held in memory."""
+    counts: collections.Counter[str] = collections.Counter()
+    last = {r: collections.deque[str](maxlen=most) for r in run_ids}
+    for log in sorted(home.glob("*.log")):
+        with log.open(errors="replace") as lines:
+            for line in lines:
+                for run_id in run_ids:
+                    if run_id in line:
+                        counts[run_id] += 1
+                        last[run_id].append(f"{log.name}: {line.rstrip()[:300]}")
+    return counts, last
 
 
 def print_invariants(chaos: Chaos, invariants: list[Invariant]) -> None:
