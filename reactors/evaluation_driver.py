@@ -31,7 +31,6 @@ from props.reactors.evaluation_steps import (
     request_within,
 )
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.launcher.run_environment import AgentEnvironment
 
 __all__ = [
     "DONE",
@@ -105,15 +104,14 @@ async def caught_up(store: EventStore, seconds: float = 60) -> None:
 
 async def serve_until_done(store: EventStore, ev: Evaluation,
                            runtimes: Sequence[ContainerRuntime], stops: Stops,
-                           show: Callable[[str], None],
-                           agent_env: AgentEnvironment | None = None) -> Driven:
+                           show: Callable[[str], None]) -> Driven:
     """Serve the reactors in this process and drive `ev` until its cases are done (or a stop
     applies), then record how it ended (`evaluation.ended`). `show` is given the ceiling in
     force, then a line each time the cases move. This process is the evaluation's one
     driver meanwhile (its lock): a service's evaluation driver leaves it alone."""
     from props.reactors.service import Service  # (which serves this module's reactor)
 
-    service = Service(store, runtimes, poll_interval=0.2, agent_env=agent_env)
+    service = Service(store, runtimes, poll_interval=0.2)
     capacity = next((h.reactor.capacity for h in service.hosts
                      if isinstance(h.reactor, Launcher)), None)
     ceiling = await ceiling_of(store, ev, capacity)

@@ -31,7 +31,6 @@ from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import launchers, run_attempts
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase
 from props.reactors.supervisor import Supervisor
 
@@ -71,7 +70,6 @@ class Service:
     lease_seconds: float = launchers.LEASE_SECONDS
     engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS
     agent_database: AgentDatabase | None = None  # agents over TCP (not on the DB's host)
-    agent_env: AgentEnvironment | None = None  # what of this environment runs may be given
     poll_interval: float = 1.0
     quotas: Quotas = dataclasses.field(default_factory=Quotas)  # each token's (the API's)
     stop: Stop = dataclasses.field(default_factory=Stop)  # its deadline, and what it left
@@ -90,7 +88,6 @@ class Service:
                                      name=self.launcher_name, engine=self.engine_url,
                                      lease_seconds=self.lease_seconds,
                                      agent_database=self.agent_database,
-                                     agent_env=self.agent_env,
                                      engine_wait=self.engine_wait, stop=self.stop))
         if "grader" in self.only:
             reactors.append(Grader(self.store))

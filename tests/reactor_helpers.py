@@ -9,11 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from props.core.domain import catalog, definitions
+from props.core.domain import catalog, definitions, endpoints
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.service import Service
 from props.tools.bundled import samples
 
@@ -48,6 +47,13 @@ async def push_code(store: EventStore, name: str, code: str, *,
         limits=catalog.AgentLimits.model_validate(limits))
     await definitions.push(store, d)
     return d
+
+
+async def register_endpoint(store: EventStore, name: str, base_url: str, *,
+                            key_env: str | None = None, **settings: object) -> None:
+    """An endpoint the operator registered (the gateway forwards runs' calls to it)."""
+    await endpoints.register(store, catalog.EndpointRegistered.model_validate(
+        {"name": name, "base_url": base_url, "key_env": key_env, **settings}))
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], seconds: float = 240) -> None:
@@ -93,14 +99,10 @@ async def finished(store: EventStore, run_ids: Sequence[uuid.UUID],
     return done
 
 
-# The one variable of the test process that the tests' definitions may name (api_key_env).
-TEST_AGENT_ENV = AgentEnvironment(("REPLAY_API_KEY",))
-
-
 @contextlib.asynccontextmanager
 async def serving(store: EventStore, runtimes: list[ContainerRuntime]) -> AsyncIterator[Service]:
     """The launcher, the grader and the projection runner, in this process, for the block."""
-    service = Service(store, runtimes, poll_interval=0.1, agent_env=TEST_AGENT_ENV)
+    service = Service(store, runtimes, poll_interval=0.1)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
         try:

@@ -1,7 +1,8 @@
 """Nothing a definition or a specimen carries reaches beyond its run.
 
-A definition names what of the launcher's environment its runs get (only the operator's
-allow-list, never PROPS_* or PG* or a props password); a specimen's files never run inside a
+No variable of the launcher's environment reaches a run: a definition names a registered
+model endpoint, never a URL or a key variable (the gateway holds the key, tests/
+test_gateway.py); a specimen's files never run inside a
 baseline critic (its tool shadowed by `ruff/__main__.py`, `sitecustomize.py`, a `.pth`); the
 local runtime runs only props' own agents unless the operator trusts the commands.
 """
@@ -18,40 +19,41 @@ from pathlib import Path
 
 import pytest
 
+from props.core.domain import catalog, definitions, endpoints
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.reactors import local_runtime
 from props.reactors.agents import baseline_critic
 from props.reactors.agents.baseline_confinement import Confinement
 from props.reactors.containers import ContainerSpec
-from props.reactors.launcher.run_environment import AgentEnvironment, SecretRefused
 from props.tools.command_line import service_config
-from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request
+from tests.reactor_helpers import QUICK_AGENT, push_code
 
 SERVICE_DSN = "postgresql://props_service:s3cret-service-password@/props?host=/tmp"
 
 
-def test_an_allow_list_never_holds_what_props_reads() -> None:
-    for name in ["PROPS_SERVICE_DSN", "PROPS_DSN", "PGPASSWORD", "PGSERVICEFILE",
-                 "LD_PRELOAD", "PYTHONPATH", "PATH", "not a name"]:
-        with pytest.raises(errors.ConfigurationError):
-            AgentEnvironment((name,))
-    assert AgentEnvironment(("OPENAI_API_KEY",)).allowed == ("OPENAI_API_KEY",)
+def test_a_config_names_an_endpoint_never_a_url_or_a_key() -> None:
+    """What decides where a model is and which key pays for it is the operator's: a
+    definition's config naming a URL or a key variable is refused where it enters."""
+    for config in [{"base_url": "http://127.0.0.1:9/v1"}, {"api_key_env": "OPENAI_API_KEY"},
+                   {"proxy": "https://evil.example/v1"}, {"API_KEY": "sk-x"},
+                   {"endpoint": "Not A Name"}, {"endpoint": ["openai"]}]:
+        with pytest.raises(endpoints.EndpointRefused):
+            endpoints.check_config(config)
+    # The negative control: a config that names an endpoint and tunes the critic is fine.
+    endpoints.check_config({"endpoint": "openai", "mode": "per-file", "context_tokens": 2048,
+                            "max_answer_tokens": 512})
 
 
-def test_a_definition_picks_only_from_the_allow_list() -> None:
-    env = AgentEnvironment(("OPENAI_API_KEY", "OTHER_KEY"))
-    environ = {"OPENAI_API_KEY": "sk-fine", "PROPS_SERVICE_DSN": SERVICE_DSN,
-               "OTHER_KEY": "x s3cret-service-password x", "UNLISTED": "v"}
-    assert env.secrets_for({"api_key_env": "OPENAI_API_KEY"}, SERVICE_DSN, environ) == \
-        {"OPENAI_API_KEY": "sk-fine"}
-    assert env.secrets_for({}, SERVICE_DSN, environ) == {}
-    for asked in ["PROPS_SERVICE_DSN", "UNLISTED", ["OPENAI_API_KEY"]]:
-        with pytest.raises(SecretRefused):
-            env.secrets_for({"api_key_env": asked}, SERVICE_DSN, environ)
-    # An allow-listed name whose value holds the service's password is refused too.
-    with pytest.raises(SecretRefused, match="password"):
-        env.secrets_for({"api_key_env": "OTHER_KEY"}, SERVICE_DSN, environ)
+async def test_an_endpoint_never_takes_its_key_from_what_props_reads(store: EventStore) -> None:
+    for variable in ["PROPS_SERVICE_DSN", "PGPASSWORD", "DATABASE_URL"]:
+        with pytest.raises(endpoints.EndpointRefused):
+            await endpoints.register(store, catalog.EndpointRegistered(
+                name="x", base_url="http://127.0.0.1:9/v1", key_env=variable))
+    assert await endpoints.registered(store) == []  # nothing written on refusal
+    await endpoints.register(store, catalog.EndpointRegistered(
+        name="x", base_url="http://127.0.0.1:9/v1", key_env="OPENAI_API_KEY"))
+    assert [e.name for e in await endpoints.registered(store)] == ["x"]
 
 
 def _settings(**given: object) -> service_config.ServiceConfig:
@@ -61,32 +63,21 @@ def _settings(**given: object) -> service_config.ServiceConfig:
 
 def test_the_service_settings_refuse_unsafe_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PROPS_CONFIG_FILE", raising=False)
-    with pytest.raises(errors.ConfigurationError, match="PROPS_SERVICE_DSN"):
-        _settings(agent_env=["PROPS_SERVICE_DSN"])
+    with pytest.raises(errors.ConfigurationError, match="props endpoints add"):
+        _settings(agent_env=["OPENAI_API_KEY"])  # gone: no variable reaches a run
     with pytest.raises(errors.ConfigurationError, match="unsafe_agent_network"):
         _settings(agent_network="host")
     assert _settings(agent_network="host", unsafe_agent_network=True).agent_network == "host"
     assert _settings().agent_sslmode == "require"  # an agent's password never in the clear
 
 
-async def test_a_run_naming_the_service_dsn_fails_and_gets_nothing(
-        served: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROPS_SERVICE_DSN", SERVICE_DSN)
-    marker = tmp_path / "leaked"
-    # The agent would write what it was given; it must never start.
-    await push_code(served, "leaky", QUICK_AGENT + f"\nopen({str(marker)!r}, 'w').write("
-                    "__import__('os').environ.get('PROPS_SERVICE_DSN', ''))\n",
-                    config={"api_key_env": "PROPS_SERVICE_DSN"})
-    await push_code(served, "honest", QUICK_AGENT)
-    [leaky] = await request(served, "leaky")
-    [honest] = await request(served, "honest")
-    done = await finished(served, [leaky, honest])
-    assert done[leaky].status == "failed"
-    failure = done[leaky].failure
-    assert failure is not None
-    assert (failure.phase, failure.category) == ("launch", "secret_refused")
-    assert not marker.exists()
-    assert done[honest].status == "completed"
+async def test_a_definition_naming_the_service_dsn_is_refused_at_push(
+        store: EventStore) -> None:
+    """The attack of old (a config naming PROPS_SERVICE_DSN as its key variable) no longer
+    reaches a launcher: the push is refused and nothing is recorded."""
+    with pytest.raises(endpoints.EndpointRefused):
+        await push_code(store, "leaky", QUICK_AGENT, config={"api_key_env": "PROPS_SERVICE_DSN"})
+    assert await definitions.all_pushed(store, "critic") == []
 
 
 # -- a specimen cannot run its own code inside a baseline ---------------------------------

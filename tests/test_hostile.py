@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from props.core.domain import baselines, catalog, definitions
+from props.core.domain import baselines, catalog, definitions, endpoints
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import server_checks
 from props.core.log.store import EventStore
@@ -75,11 +75,11 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
     marker = scratch / "shadowed"
     await sync_shadowing_specimen(store, scratch / "specimens", marker)
     await push_code(store, "quick", QUICK_AGENT)
-    await push_code(store, "takes-the-dsn", QUICK_AGENT,
-                    config={"api_key_env": "PROPS_SERVICE_DSN"})
+    with pytest.raises(endpoints.EndpointRefused):  # no key variable enters a definition
+        await push_code(store, "takes-the-dsn", QUICK_AGENT,
+                        config={"api_key_env": "PROPS_SERVICE_DSN"})
     honest_ids = await request(store, "quick", count=honest, timeout_seconds=120)
     hostile_ids = await request(store, "hostile", timeout_seconds=120)
-    [dsn_taker] = await request(store, "takes-the-dsn", timeout_seconds=120)
     shadowed = []
     for tool in sorted(baselines.RULES):
         definition = baselines.local(tool)
@@ -91,7 +91,7 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
             model=tool, timeout_seconds=120, budget_usd=0)])
         shadowed.append(run_id)
     async with serving(store, runtimes):  # a reactor that stopped would raise here
-        done = await finished(store, [*honest_ids, *hostile_ids, dsn_taker, *shadowed],
+        done = await finished(store, [*honest_ids, *hostile_ids, *shadowed],
                               seconds=240)
 
         async def all_graded() -> bool:
@@ -103,8 +103,6 @@ async def run_beside_honest(store: EventStore, runtimes: list[ContainerRuntime],
 
         await eventually(all_graded, 120)
     assert {done[r].status for r in honest_ids} == {"completed"}
-    taker = done[dsn_taker].failure
-    assert taker is not None and taker.category == "secret_refused", done[dsn_taker]
     assert not marker.exists(), marker.read_text()  # no specimen code ran in a baseline
     assert {done[r].status for r in shadowed} == {"completed"}, [done[r] for r in shadowed]
     for run_id in shadowed:  # the real tools reviewed the snapshot: app.py's eval is found

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from props.core.domain import catalog, chat, definitions
@@ -24,7 +23,12 @@ from props.core.log.store import EventStore
 from props.reactors.agents.llm_calls import estimate_tokens
 from props.reactors.agents.llm_critic import chunks, parse_issues
 from tests.fake_openai import Reply, chat_server
-from tests.reactor_helpers import eventually, finished, request, sync_samples
+from tests.reactor_helpers import (
+    eventually,
+    finished,
+    register_endpoint,
+    request,
+)
 
 REPLAY = json.loads((Path(__file__).parent / "fixtures" / "openai_replay.json").read_text())
 COMMAND = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
@@ -47,11 +51,25 @@ def endpoint() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         yield served
 
 
+ENDPOINT_SETTINGS = {"base_url": "base_url", "api_key_env": "key_env",
+                     "price_in_per_mtok": "price_in_per_mtok",
+                     "price_out_per_mtok": "price_out_per_mtok"}
+
+
 async def push_llm(store: EventStore, name: str, config: dict[str, Any]) -> None:
+    """The LLM critic as `name`, pushed by the operator: the endpoint settings the tests
+    write in `config` (base_url, api_key_env, prices) are registered as an endpoint of the
+    same name, as the operator registers one, and the config names it: a run reaches it
+    through the gateway, with no network and no key of its own."""
+    given = {k: v for k, v in config.items() if k in ENDPOINT_SETTINGS}
+    config = {k: v for k, v in config.items() if k not in ENDPOINT_SETTINGS}
+    if given:
+        await register_endpoint(store, name, **{ENDPOINT_SETTINGS[k]: v
+                                                 for k, v in given.items()})
+        config["endpoint"] = name
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name=name, tag="test", runtime="local", image="local:llm",
-        command=COMMAND, config=config, digest=definitions.local_digest(COMMAND, config),
-        limits=catalog.AgentLimits(network=True)))
+        command=COMMAND, config=config, digest=definitions.local_digest(COMMAND, config)))
 
 
 async def test_llm_critic_records_every_call_and_is_graded(
@@ -143,33 +161,6 @@ def _props(dsn: str, home: Path, *args: str, env: dict[str, str] | None = None
                           text=True, timeout=300, check=False,
                           env={**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(home),
                                "COLUMNS": "200", **(env or {})})
-
-
-async def test_eval_run_passes_the_key_variables_it_is_told(
-        store: EventStore, dsn: str, tmp_path: Path,
-        endpoint: tuple[str, list[dict[str, Any]]]) -> None:
-    """`props eval run --agent-env NAME`: the definition's api_key_env reaches its runs.
-    Without it (the negative control: eval run had no way to pass one) the case fails
-    secret_refused and the endpoint never hears of it."""
-    url, seen = endpoint
-    await sync_samples(store)
-    await push_llm(store, "keyed", {"base_url": url, "api_key_env": "EVAL_KEY",
-                                    "mode": "per-file", "structured": "tolerant"})
-    plan = tmp_path / "plan.toml"
-    plan.write_text('name = "keyed"\nexamples = ["csvtool/*:stats"]\n[[critic]]\n'
-                    'definition = "keyed"\nref = "test"\nmodel = "m"\n')
-    home, key = tmp_path / "home", {"EVAL_KEY": "sk-eval-key"}
-    refused = await anyio.to_thread.run_sync(lambda: _props(
-        dsn, home, "eval", "run", str(plan), "--runtime", "local", env=key))
-    assert refused.returncode == 3 and "secret_refused" in refused.stdout, refused.stdout
-    assert seen == []
-    passed = await anyio.to_thread.run_sync(lambda: _props(
-        dsn, home, "eval", "run", str(plan), "--runtime", "local", "--retry-failed", "1",
-        "--agent-env", "EVAL_KEY", env=key))
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert {s["auth"] for s in seen} == {"Bearer sk-eval-key"}
-    bad = _props(dsn, home, "eval", "run", str(plan), "--agent-env", "PGPASSWORD")
-    assert bad.returncode == 78 and "can never be passed" in bad.stderr  # nothing requested
 
 
 def test_the_llm_demo_without_a_model_says_what_to_install(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring
 from props.projections import engine
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
@@ -39,7 +38,7 @@ pytestmark = [pytest.mark.real_model, pytest.mark.slow, pytest.mark.timeout(900)
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 CRITIC = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
-KEY_VARIABLE = "LOCAL_MODEL_KEY"  # llama.cpp ignores it: it shows --agent-env passes it
+KEY_VARIABLE = "LOCAL_MODEL_KEY"  # llama.cpp ignores it: the gateway attaches it
 
 
 def _need_model() -> Path:
@@ -92,11 +91,13 @@ async def test_a_detached_evaluation_of_the_llm_critic_is_served_to_its_end(
     monkeypatch.setenv("PROPS_HOME", str(home))
     monkeypatch.setenv(KEY_VARIABLE, "not-a-real-key")
     config = tmp_path / "llm.json"
-    config.write_text(json.dumps({"base_url": model_url, "api_key_env": KEY_VARIABLE,
-                                  "mode": "per-file", "max_connections": 1}))
+    config.write_text(json.dumps({"endpoint": "local-model", "mode": "per-file",
+                                  "max_connections": 1}))
     for args in (["specimens", "sync", str(samples.samples_dir())],
+                 ["endpoints", "add", "local-model", "--base-url", model_url,
+                  "--key-env", KEY_VARIABLE],
                  ["definitions", "push", "--type", "critic", "--local", "--image", "local:llm",
-                  "--name", "llm", "--tag", "local", "--network", "--config", str(config),
+                  "--name", "llm", "--tag", "local", "--config", str(config),
                   "--", *CRITIC]):
         done = _props(dsn, home, *args)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -109,8 +110,7 @@ async def test_a_detached_evaluation_of_the_llm_critic_is_served_to_its_end(
     assert await _requested(store) == 1  # the model's one connection: the rest waits
 
     service = Service(store, [LocalRuntime(tmp_path / "containers", trust_commands=True)],
-                      max_concurrent=4, poll_interval=0.2,
-                      agent_env=AgentEnvironment((KEY_VARIABLE,)))
+                      max_concurrent=4, poll_interval=0.2)
     async with anyio.create_task_group() as tg:
         tg.start_soon(service.run)
         await eventually(lambda: _any_ended(store), seconds=1200)

@@ -34,7 +34,7 @@ COMMANDS: dict[str, str] = {
     "compare": "commands.scoring", "export": "commands.archive", "import": "commands.archive",
     "verify": "commands.archive", "archive": "commands.archive", "serve": "commands.service",
     "reactors": "commands.service", "view": "commands.view", "definitions": "commands.runs",
-    "runs": "commands.runs",
+    "runs": "commands.runs", "endpoints": "commands.endpoints",
     "tokens": "commands.tokens", "keys": "commands.keys", "demo": "commands.demo",
     "bench": "commands.bench", "chaos": "commands.chaos", "eval": "commands.evaluations",
 }

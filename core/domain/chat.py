@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -31,6 +32,22 @@ Message = dict[str, Any]
 MODES = ("json_schema", "json_object", "tolerant")  # the order they are tried in
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_BODY = 16 * 1024 * 1024  # bytes of an answer read at most
+GATEWAY_COST = "props_cost_usd"  # the model gateway's charge for the call, in its answer
+GATEWAY_OUTCOME = "X-Props-Outcome"  # the gateway's closed outcome of a call not forwarded
+
+
+GATEWAY_VARIABLE = "PROPS_GATEWAY"  # unix:PATH of the gateway's socket, or its URL
+CREDENTIAL_VARIABLE = "PROPS_GATEWAY_TOKEN"  # the run's own credential for it
+
+
+def gateway_settings(environ: Mapping[str, str]) -> tuple[str, str | None, str]:
+    """For a run's agent: the gateway's base URL, the Unix socket to reach it through (None:
+    over TCP) and the run's credential (props.reactors.gateway gives a run these)."""
+    where = environ.get(GATEWAY_VARIABLE, "")
+    credential = environ.get(CREDENTIAL_VARIABLE, "")
+    if where.startswith("unix:"):
+        return "http://gateway/v1", where.removeprefix("unix:"), credential
+    return where, None, credential
 
 
 class CallFailed(Exception):
@@ -69,6 +86,7 @@ class Answer:
     latency_ms: float
     structured: str  # json_schema, json_object, tolerant, tools or none
     refusal: bool = False
+    cost_usd: float | None = None  # what the model gateway charged (its registered prices)
 
     @property
     def message(self) -> Message:
@@ -133,6 +151,7 @@ class Endpoint:
     base_url: str
     model: str
     key: str = ""
+    uds: str | None = None  # a Unix socket the requests go through (the model gateway's)
     timeout: float = 120.0
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
@@ -142,6 +161,8 @@ class Endpoint:
     mode: str = "json_schema"
 
     def cost(self, answer: Answer) -> float:
+        if answer.cost_usd is not None:
+            return answer.cost_usd
         return (answer.tokens_in * self.price_in_per_mtok
                 + answer.tokens_out * self.price_out_per_mtok) / 1e6
 
@@ -173,6 +194,10 @@ class Endpoint:
         except httpx.HTTPError:  # the class only: a message could echo a URL with a secret
             raise CallFailed("unreachable") from None
         if response.status_code >= 400:
+            # The model gateway says what became of a call it could not forward.
+            said = response.headers.get(GATEWAY_OUTCOME, "")
+            if said in ("unreachable", "reset", "timeout", "over_budget"):
+                raise CallFailed(said, None if said != "over_budget" else 402)
             if response.status_code == 400 and _overflow(response):
                 raise CallFailed("overflow", 400)
             # llama-cpp-python answers a response_format it does not know with HTTP 500
@@ -196,7 +221,8 @@ class Endpoint:
         retried under MODEL_CALL while the failure is transient."""
         def attempt() -> tuple[dict[str, Any], float]:
             started = time.monotonic()
-            with httpx.Client(timeout=self.timeout) as client:
+            transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
+            with httpx.Client(timeout=self.timeout, transport=transport) as client:
                 answer = self._post(client, body)
             return answer, (time.monotonic() - started) * 1000
 
@@ -280,4 +306,11 @@ def _answer(raw: dict[str, Any], latency: float, structured: str) -> Answer:
         tokens_in=_int(usage.get("prompt_tokens")), tokens_out=_int(usage.get("completion_tokens")),
         cached_tokens=_int(cached) if cached is not None else None,
         latency_ms=latency, structured=structured,
-        refusal=bool(message.get("refusal")) or reason == "content_filter")
+        refusal=bool(message.get("refusal")) or reason == "content_filter",
+        cost_usd=_cost(raw.get(GATEWAY_COST)))
+
+
+def _cost(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1e6:
+        return float(value)
+    return None

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog, streams, vocabulary
+from props.core.domain import catalog, endpoints, streams, vocabulary
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -50,11 +50,16 @@ def reference_command(module: str = REFERENCE_MODULE) -> list[str]:
 
 
 async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
-               actor: str | None = None, override: bool = False) -> bool:
+               actor: str | None = None, override: bool = False,
+               outsider: bool = False) -> bool:
     """Record `definition` unless the same name, tag and digest are already recorded (its
     event id derives from them, so the store's idempotent append decides). Returns whether
     it was appended. `override`: an admin moved a recorded tag to this digest (said in the
-    event's metadata, with the `actor`)."""
+    event's metadata, with the `actor`). The operator's push grants what the definition asks
+    (network, the host's binaries, its endpoint: core/domain/endpoints.py); an `outsider`'s
+    (the registry proxy's) is recorded with nothing granted and what it asked for in its
+    metadata. A config with a URL or a key is refused (EndpointRefused), nothing written."""
+    endpoints.check_config(definition.config)
     event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
                                       f"{definition.tag}:{definition.digest}")
     metadata: dict[str, object] = {}
@@ -62,8 +67,15 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
         metadata["actor"] = actor
     if override:
         metadata["tag_override"] = True
+    if outsider:
+        definition, asks = endpoints.stripped(definition)
+        if asks:
+            metadata["asked_grants"] = asks
     result = await store.append(streams.definition(definition.agent_type),
                                 [NewEvent(definition, event_id, metadata)])
+    wanted = endpoints.asked(definition)
+    if not outsider and (wanted.network or wanted.host_python or wanted.endpoints):
+        await endpoints.grant(store, wanted, actor=actor)
     return not result.already_stored
 
 

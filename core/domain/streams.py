@@ -68,6 +68,16 @@ def snapshot(slug: str) -> str:
     return f"{SNAPSHOT}-{slug}"
 
 
+def endpoint(name: str) -> str:
+    """A model endpoint's registrations (the operator's; the gateway forwards to it)."""
+    return f"endpoint-{name}"
+
+
+def gateway(run_id: RunId) -> str:
+    """The model calls the gateway forwarded, or refused, for one run."""
+    return f"gateway-{run_id}"
+
+
 def definition(agent_type: str) -> str:
     """The pushed definitions of critics, or of graders."""
     return f"definition-{agent_type}"

@@ -53,6 +53,8 @@ class Recorder:
             answer = ask()
         except chat.CallFailed as exc:
             self._responded(request_id, exc.answer, exc.outcome, exc.http_status)
+            if exc.outcome == "over_budget":  # the gateway's account, which is the one
+                raise Budget from None
             raise
         self._responded(request_id, answer, "answered", None)
         return answer
@@ -84,13 +86,16 @@ class Recorder:
 
 
 def endpoint_of(config: dict[str, Any], model: str) -> chat.Endpoint:
-    key_env = config.get("api_key_env")
+    """The model, through the launcher's gateway (PROPS_GATEWAY, PROPS_GATEWAY_TOKEN): the
+    run holds its own credential, never a key; the gateway forwards to the endpoint the
+    config names and charges each call at that endpoint's registered prices."""
+    base_url, uds, credential = chat.gateway_settings(os.environ)
+    if not base_url:
+        raise SystemExit("no model gateway: the definition's config names no endpoint "
+                         "(\"endpoint\": \"NAME\", registered with props endpoints add)")
     structured = str(config.get("structured", "json_schema"))
     return chat.Endpoint(
-        base_url=str(config["base_url"]), model=model,
-        key=os.environ.get(str(key_env), "") if key_env else "",
+        base_url=base_url, uds=uds, model=model, key=credential,
         timeout=float(config.get("request_timeout", 120)),
-        price_in_per_mtok=float(config.get("price_in_per_mtok", 0)),
-        price_out_per_mtok=float(config.get("price_out_per_mtok", 0)),
         max_tokens=int(config.get("max_answer_tokens", 512)),
         mode=structured if structured in chat.MODES else "json_schema")

@@ -1,10 +1,9 @@
 """The LLM critic: any OpenAI-compatible chat endpoint (OpenAI, Ollama, LiteLLM, vLLM, llama.cpp).
 
 `python -m props.reactors.agents.llm_critic` inside a run's container. The definition's config:
-- `base_url` (required): e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`;
-- `api_key_env`: the name of an environment variable holding the key, which the launcher
-  passes from its own environment (a key never goes into the config, hence never into the log);
-- `price_in_per_mtok`, `price_out_per_mtok`: USD per million tokens, for the cost (default 0);
+- `endpoint` (required): the name of an endpoint the operator registered (`props endpoints
+  add`); the run reaches it through the launcher's model gateway, which holds the key and the
+  prices (the run holds neither) and charges each call to the run's budget;
 - `request_timeout`: seconds per request (default 120);
 - `mode`: `auto` (default: tools where the endpoint makes tool calls, else per file),
   `tools` or `per-file`;
@@ -135,8 +134,9 @@ def _ask_json(rec: Recorder, messages: list[chat.Message]) -> tuple[chat.Answer,
 def main() -> int:
     with Agent.from_environment() as agent:
         task = agent.task
-        if "base_url" not in task.config:
-            print("the definition's config has no base_url", file=sys.stderr)
+        if "endpoint" not in task.config:
+            print("the definition's config names no endpoint (\"endpoint\": \"NAME\", one "
+                  "the operator registered with props endpoints add)", file=sys.stderr)
             return 2
         mode = str(task.config.get("mode", "auto"))
         rec = Recorder(agent, endpoint_of(task.config, task.model))

@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, streams
+from props.core.domain import catalog, definitions, endpoints, streams
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
@@ -37,6 +37,7 @@ from props.reactors.containers import (
     ContainerRuntime,
     holds,
 )
+from props.reactors.gateway import Gateway
 from props.reactors.launcher import (
     agent_roles,
     fair_queue,
@@ -47,7 +48,6 @@ from props.reactors.launcher import (
     run_specs,
     run_watch,
 )
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.schema import queries
@@ -86,7 +86,6 @@ class Launcher:
                  name: str = launchers.DEFAULT_NAME, engine: str | None = None,
                  lease_seconds: float = launchers.LEASE_SECONDS,
                  agent_database: AgentDatabase | None = None,
-                 agent_env: AgentEnvironment | None = None,
                  engine_wait: float = run_attempts.ENGINE_WAIT_SECONDS,
                  stop: Stop | None = None) -> None:
         self.launcher = name
@@ -106,7 +105,8 @@ class Launcher:
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
         self._tg: anyio.abc.TaskGroup | None = None
-        self.specs = RunSpecs(store, work_dir, agent_database, agent_env)
+        self.gateway = Gateway(store, work_dir / "gateway", name)
+        self.specs = RunSpecs(store, work_dir, self.gateway, agent_database)
         self.engine_wait = engine_wait  # seconds a run waits for an engine that is away
         self.deployment = ""  # which database's containers are ours (start() sets it)
 
@@ -123,6 +123,7 @@ class Launcher:
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
         self.deployment = await run_specs.deployment_of(self.store)
+        await tg.start(self.gateway.serve, name="props-model-gateway")
         if (short := await agent_roles.connections_short(self.store, self.capacity)):
             log.warning("%s", short)
         await agent_roles.reap(self.store)
@@ -324,6 +325,7 @@ class Launcher:
         return exited
 
     async def _clean_up(self, run_id: uuid.UUID) -> None:
+        self.gateway.retire(run_id)
         await run_cleanup.clean_up(self.store, self.runtimes.values(), self.work_dir,
                                    self.deployment, run_id)
 
@@ -351,6 +353,9 @@ class Launcher:
         req = state.requested
         ref = state.started.digest if state.started else req.definition_ref
         found = await definitions.resolve(self.store, req.agent_type, req.definition, ref)
+        if found is not None:  # what it describes, with only what the operator granted
+            found = endpoints.as_granted(found, await endpoints.grant_of(
+                self.store, found.agent_type, found.digest))
         if found is not None and state.started is None:
             await self._append(req.run_id, "started", catalog.RunStarted(
                 run_id=req.run_id, digest=found.digest), state)

@@ -1,6 +1,7 @@
 """What a run's container is given: the example's files, read-only, as of the snapshot
 version current when the run was requested; a grader's task; the server's socket for an
-agent without network; its environment (never a key from the log), limits and labels."""
+agent without network; the model gateway's socket and the run's credential for it (never a
+key); its environment, limits and labels."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ import anyio
 import anyio.to_thread
 import pydantic
 
-from props.core.domain import catalog, definitions
+from props.core.domain import catalog, chat, definitions, endpoints
 from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
+from props.reactors import gateway
 from props.reactors.containers import (
     DEPLOYMENT_LABEL,
     LABEL,
@@ -27,8 +29,8 @@ from props.reactors.containers import (
     ContainerSpec,
     Mount,
 )
+from props.reactors.gateway import Gateway
 from props.reactors.launcher import agent_roles, grader_runs
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_state import RunState
 from props.schema import queries
 
@@ -138,13 +140,12 @@ class RunSpecs:
     """Builds each run's container spec on one database, with the runs' files under
     `work_dir`."""
 
-    def __init__(self, store: EventStore, work_dir: Path,
-                 agent_database: AgentDatabase | None = None,
-                 agent_env: AgentEnvironment | None = None) -> None:
+    def __init__(self, store: EventStore, work_dir: Path, gateway: Gateway,
+                 agent_database: AgentDatabase | None = None) -> None:
         self.store = store
         self.work_dir = work_dir
+        self.gateway = gateway
         self.agent_database = agent_database
-        self.agent_env = agent_env or AgentEnvironment()
         self._socket: tuple[str, str] | None = None  # (host dir, port) of the server
 
     async def spec(self, state: RunState, definition: catalog.DefinitionPushed,
@@ -174,9 +175,14 @@ class RunSpecs:
                "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
         if req.agent_type == "grader":
             env["PROPS_GRADING_DIR"] = rt.visible_path(mounts[1])
-        # A key is named by the definition and passed from the launcher's environment, if
-        # the operator allow-lists it: it never sits in the config, so never in the log.
-        env.update(self.agent_env.secrets_for(definition.config, self.store.dsn))
+        if endpoints.endpoint_named(definition.config) is not None:
+            # No key enters a run: it reaches its model through the gateway's socket, with
+            # a credential of its own that ends with it.
+            mounts.append(Mount(str(self.gateway.socket_dir), gateway.CONTAINER_DIR))
+            env[chat.GATEWAY_VARIABLE] = (f"unix:{rt.visible_path(mounts[-1])}/"
+                                          f"{gateway.SOCKET_NAME}")
+            env[chat.CREDENTIAL_VARIABLE] = await self.gateway.admit(
+                req.run_id, req.model, definition, req.budget_usd)
         spec = ContainerSpec(
             name=container_name(deployment, req.run_id),
             image=definition.image or definition.digest,

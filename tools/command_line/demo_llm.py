@@ -20,7 +20,13 @@ import anyio
 from rich.markup import escape
 from rich.progress import Progress
 
-from props.core.domain import catalog, definitions, evaluation_starts, evaluations
+from props.core.domain import (
+    catalog,
+    definitions,
+    endpoints,
+    evaluation_starts,
+    evaluations,
+)
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import database, errors, migrate
@@ -38,6 +44,7 @@ console = Console(highlight=False)
 PLAN = samples.plans_dir() / "demo-llm.toml"
 CRITIC = "llm"
 TAG = "local-model"
+ENDPOINT = "local-model"  # the model server, as an endpoint the gateway forwards to
 PORT = 18737  # fixed: the critic's and the judge's settings (so digest and code hash) hold it
 WAIT_SECONDS = 3600.0
 
@@ -96,13 +103,15 @@ async def _ready(store: EventStore, url: str) -> None:
     await specimen_sync.sync(store, str(folder), found)
     base = definitions.reference_local()
     await definitions.push(store, base.model_copy(update={"tag": "demo"}))
-    config = {"base_url": url, "mode": "auto", "context_tokens": 2048}
+    # The model server is an endpoint the operator (the demo) registers: the critic's runs
+    # reach it through the launcher's gateway, with no network and no key of their own.
+    await endpoints.register(store, catalog.EndpointRegistered(name=ENDPOINT, base_url=url))
+    config = {"endpoint": ENDPOINT, "mode": "auto", "context_tokens": 2048}
     command = definitions.reference_command("props.reactors.agents.llm_critic")
     await definitions.push(store, catalog.DefinitionPushed(
         agent_type="critic", name=CRITIC, tag=TAG, runtime="local",
         image="local:props.reactors.agents.llm_critic", command=command, config=config,
-        digest=definitions.local_digest(command, config),
-        limits=catalog.AgentLimits(network=True)))
+        digest=definitions.local_digest(command, config)))
     console.print(f"specimens: {len(found)} samples; critics: reference, {CRITIC} ({TAG})")
 
 

@@ -18,7 +18,6 @@ import pydantic
 from props.core.domain.vocabulary import ServiceName
 from props.core.log import errors
 from props.core.log.events import validation_problems
-from props.reactors.launcher import run_environment
 
 
 class ServiceConfig(pydantic.BaseModel):
@@ -42,8 +41,8 @@ class ServiceConfig(pydantic.BaseModel):
     agent_sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca",
                            "verify-full"] = "require"
     agent_network: str = pydantic.Field("bridge", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    # Variables of this environment that a definition may name for its runs (`api_key_env`,
-    # e.g. OPENAI_API_KEY); nothing else of it reaches a run. PROPS_* and PG* never can.
+    # Gone: no variable of this environment reaches a run. Kept to refuse old settings with
+    # what to do instead (a key is an endpoint's, held by the model gateway).
     agent_env: list[str] = pydantic.Field(default_factory=list, max_length=64)
     # Local definitions whose command is not one of props' own agents run as this service's
     # user on this host: only when the operator wrote those commands.
@@ -71,11 +70,13 @@ class ServiceConfig(pydantic.BaseModel):
 
     @pydantic.field_validator("agent_env")
     @classmethod
-    def _passable(cls, names: list[str]) -> list[str]:
-        try:
-            return list(run_environment.check_allow_list(names))
-        except errors.ConfigurationError as exc:
-            raise ValueError(str(exc)) from None
+    def _gone(cls, names: list[str]) -> list[str]:
+        if names:
+            raise ValueError("agent_env is gone: no key enters a run any more; register the "
+                             "model's endpoint with its key's variable (props endpoints add "
+                             "NAME --base-url URL --key-env VARIABLE) and the launcher's "
+                             "gateway attaches the key; remove agent_env")
+        return names
 
     @pydantic.model_validator(mode="after")
     def _host_network_is_unsafe(self) -> ServiceConfig:

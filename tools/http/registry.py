@@ -8,7 +8,10 @@ digest (what `docker push` prints), so the grader supervisor picks up a pushed g
 own. The image may carry its definition in labels (`props.command` a JSON list, `props.config`
 a JSON object, `props.host-python`, `props.network`, `props.memory-mb`, `props.cpus`,
 `props.max-events`); labels that do not parse refuse the push before the upstream stores the
-manifest.
+manifest. Labels describe a critic and grant nothing: a push token's definition is recorded
+without network, the host's binaries or an endpoint (what its labels asked for is kept in the
+event's metadata), and its config may not carry a URL or a key; the operator grants with
+`props definitions grant` (core/domain/endpoints.py).
 
 The proxy is a gate, not a pipe. A manifest's size is checked from its header and again while
 it streams (nothing is kept past the limit). DELETE is refused: a recorded definition's image
@@ -36,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from props.core.domain import catalog, definitions, tokens, vocabulary
+from props.core.domain import catalog, definitions, endpoints, tokens, vocabulary
 from props.core.log import leadership
 from props.core.log.events import describe_validation_error
 from props.core.log.store import EventStore
@@ -146,15 +149,19 @@ def definition_from_labels(agent_type: catalog.AgentType, name: str, tag: str, i
             raise ManifestInvalid(f"label {key} is not JSON: {labels[key][:80]!r}") from None
 
     try:
+        config = parsed("props.config", {})
+        if isinstance(config, dict):
+            endpoints.check_config(config)
         return catalog.DefinitionPushed(
             agent_type=agent_type, name=name, tag=tag, digest="sha256:" + "0" * 64,
             runtime="docker", image=image, command=parsed("props.command", []),
-            config=parsed("props.config", {}),
-            host_python=parsed("props.host-python", False),
+            config=config, host_python=parsed("props.host-python", False),
             limits=catalog.AgentLimits(
                 network=parsed("props.network", False), cpus=parsed("props.cpus", 1.0),
                 memory_mb=parsed("props.memory-mb", 512),
                 max_events=parsed("props.max-events", 2000)))
+    except endpoints.EndpointRefused as exc:
+        raise ManifestInvalid(str(exc)) from None
     except pydantic.ValidationError as exc:
         raise ManifestInvalid("the image's props.* labels do not make a definition: "
                               + describe_validation_error("definition.pushed", exc)) from None
@@ -236,10 +243,15 @@ class RegistryProxy:
                 "digest": stored, "image": f"{definition.image}@{stored}"})
             # Recorded after the upstream stored it: if this fails, the push fails and
             # docker retries it; the event id derives from name, tag and digest.
+            # A push token describes a critic; it grants nothing (network, the host's
+            # binaries, endpoints): recorded without, and the operator grants them.
             await definitions.push(self.store, recorded, actor=f"token:{token.name}",
-                                   override=override)
-            log.info("definition pushed: %s = %s%s", what, stored,
+                                   override=override, outsider=True)
+            _, asks = endpoints.stripped(recorded)
+            log.info("definition pushed: %s = %s%s%s", what, stored,
                      " (an admin moved the tag)" if override else "",
+                     f"; recorded without what its labels ask ({', '.join(asks)}): an "
+                     f"operator grants it with props definitions grant" if asks else "",
                      extra={"token": token.name})
         return response
 

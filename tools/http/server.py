@@ -1,40 +1,18 @@
-"""Hosting the API and the registry proxy with uvicorn inside `props serve`'s task group.
-
-Uvicorn's own signal handling is switched off: `props serve` owns SIGTERM/SIGINT and stops
-every part of the service together, each finishing what it has in hand.
-"""
+"""Binding the API's and the registry proxy's addresses; they are served with
+props.reactors.http_hosting.serve (uvicorn inside `props serve`'s task group)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
-from collections.abc import Iterator
-from typing import Any
 
-import anyio
-import anyio.abc
-import uvicorn
-
-from props.core.log import errors, stopping
+from props.core.log import errors
+from props.reactors.http_hosting import serve
 from props.tools.command_line import arguments
 
+__all__ = ["bind", "serve"]
+
 log = logging.getLogger("props.http")
-
-
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.up = anyio.Event()  # started: answering on its socket
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # props serve handles the signals
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self.up.set()
 
 
 def bind(address: str, what: str) -> socket.socket:
@@ -59,27 +37,3 @@ def bind(address: str, what: str) -> socket.socket:
         raise errors.ConfigurationError(f"cannot listen on {address} for the {what}: {exc}") \
             from exc
     return sock
-
-
-async def serve(app: Any, sock: socket.socket, *,
-                task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-    """Serve `app` on `sock` until cancelled, then finish the requests in flight. Started
-    (`await tg.start(serve, ...)`) once uvicorn answers on the socket."""
-    server = _Server(uvicorn.Config(app, log_config=None, access_log=False,
-                                    timeout_graceful_shutdown=10, lifespan="off"))
-
-    async with anyio.create_task_group() as tg:
-        async def serve_shielded() -> None:
-            # Uvicorn's own shutdown (stop accepting, answer what is in flight) is the
-            # graceful stop: it must run, not be cancelled halfway.
-            with stopping.shield("the HTTP server's shutdown"):
-                await server.serve(sockets=[sock])
-            tg.cancel_scope.cancel()  # it ended by itself
-
-        tg.start_soon(serve_shielded, name="props-http-server")
-        try:
-            await server.up.wait()
-            task_status.started()
-            await anyio.sleep_forever()
-        finally:
-            server.should_exit = True

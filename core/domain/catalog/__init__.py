@@ -10,6 +10,13 @@ them all (`catalog.RunFinished`), and its last line checks that every type regis
 
 from __future__ import annotations
 
+from props.core.domain.catalog.gateway import (
+    DefinitionGranted,
+    EndpointName,
+    EndpointRegistered,
+    GatewayCalled,
+    GatewayOutcome,
+)
 from props.core.domain.catalog.grading import (
     ActiveScorerSet,
     GradeEmitted,
@@ -98,8 +105,11 @@ __all__ = [
     "ContainerExited",
     "ContainerStarted",
     "Count",
+    "DefinitionGranted",
     "DefinitionPushed",
     "Digest",
+    "EndpointName",
+    "EndpointRegistered",
     "EvaluationEnded",
     "EvaluationName",
     "EvaluationOutcome",
@@ -110,6 +120,8 @@ __all__ = [
     "FalsePositive",
     "FileEntry",
     "FileSet",
+    "GatewayCalled",
+    "GatewayOutcome",
     "GradeEmitted",
     "GradeReviewed",
     "GradesChance",

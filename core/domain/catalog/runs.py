@@ -100,8 +100,10 @@ HttpStatus = Annotated[int, pydantic.Field(ge=100, le=599)]
 StructuredOutput = Literal["json_schema", "json_object", "tolerant", "tools", "none"]
 # How a model call ended. Each but "answered" ends the run as a failure of that category
 # (llm_<outcome>): the answer cannot be read as asked, or there is none.
+# over_budget: the model gateway refused the call, the run's budget spent.
 CallOutcome = Literal["answered", "unreadable", "truncated", "refused", "overflow",
-                      "http_error", "unreachable", "reset", "timeout", "malformed_body"]
+                      "http_error", "unreachable", "reset", "timeout", "malformed_body",
+                      "over_budget"]
 
 
 @REGISTRY.register

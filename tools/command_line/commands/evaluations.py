@@ -61,11 +61,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--wait", type=_at_least_zero, default=3600, metavar="SECONDS",
                    help="give up waiting for the cases after this long (default 3600): "
                    "those not done are reported missing")
-    p.add_argument("--agent-env", action="append", metavar="NAME",
-                   help="a variable of this environment that a definition may name for its "
-                   "runs (api_key_env), e.g. OPENAI_API_KEY; repeat for more (added to "
-                   "agent_env of the service's settings: PROPS_AGENT_ENV, the config file). "
-                   "Nothing else of this environment reaches a run; PROPS_* and PG* never can")
     arguments.add_format(p, ("table", "json"))
     p.set_defaults(handler="evaluations:run_cmd", connections=8)
     p = cmds.add_parser("show", help="every case of an evaluation and its state",

@@ -88,6 +88,27 @@ def _definitions_parser(sub: Any) -> None:
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)
     p.set_defaults(handler="runs:list_definitions_cmd", connections=2)
+    p = cmds.add_parser(
+        "grant", help="let runs of a definition have network, the host's Python, endpoints",
+        description="What an image's labels or a pushed config ask for is never granted by "
+        "the push itself when it comes through the registry proxy: the operator grants it "
+        "here, to one digest. A grant replaces the digest's earlier grant (a grant of "
+        "nothing revokes). Your own `props definitions push` grants what it asks.",
+        epilog="For example:\n"
+        "  props definitions grant my-llm-critic@v2 --endpoint openai\n"
+        "  props definitions grant untrusted@latest      (revokes everything)")
+    p.add_argument("definition", metavar="NAME[@REF]",
+                   help="the definition, at `latest` (the default), a tag or a digest")
+    p.add_argument("--type", choices=("critic", "grader"), default="critic",
+                   dest="agent_type", help="critic (default) or grader")
+    p.add_argument("--network", action="store_true", help="give its runs network access")
+    p.add_argument("--host-python", action="store_true",
+                   help="mount the host's Python and props read-only into its containers")
+    p.add_argument("--endpoint", action="append", metavar="NAME",
+                   help="a registered endpoint its runs may call through the gateway "
+                   "(repeat for more)")
+    p.add_argument("--reason", help="why, recorded with the grant")
+    p.set_defaults(handler="endpoints:grant_cmd", connections=2)
 
 
 def _runs_parser(sub: Any) -> None:

@@ -107,7 +107,3 @@ def _agent_flags(p: Any) -> None:
                    help="run local definitions whose command is not one of props' own "
                    "agents (they run as this service's user, on this host: only for commands "
                    "you wrote); default: such runs fail as untrusted_local_command")
-    p.add_argument("--agent-env", action="append", metavar="NAME",
-                   help="a variable of this environment that a definition may name for its "
-                   "runs (api_key_env), e.g. OPENAI_API_KEY; repeat for more. Nothing else "
-                   "of this environment reaches a run; PROPS_* and PG* never can")

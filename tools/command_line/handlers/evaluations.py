@@ -20,10 +20,8 @@ from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores, evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.reactors.launcher import run_environment
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.service import container_runtimes
-from props.tools.command_line import render, run_warnings, service_config
+from props.tools.command_line import render, run_warnings
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.command_line.figure_tables import (
     chance_lines,
@@ -121,14 +119,10 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
                   f"the rest, `props eval watch {ev.name}` follows them")
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
-    # The variables runs may be given: the service's settings, and this command's flags.
-    settings = service_config.load(argparse.Namespace(config=None, agent_env=None))
-    allowed = AgentEnvironment(run_environment.check_allow_list(
-        [*settings.agent_env, *(args.agent_env or [])]))
     with run_warnings.held() as held:
         async with container_runtimes(args.runtime) as runtimes:
             driven = await driver.serve_until_done(
-                store, ev, runtimes, stops, lambda line: say.print(line), agent_env=allowed)
+                store, ev, runtimes, stops, lambda line: say.print(line))
     for line in held.lines():  # each kind of a run's trouble once, not once per run
         say.print(Text(line))
     return await _report(await evaluation_standing.of(store, ev), args.format, args.wide,

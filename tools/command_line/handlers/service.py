@@ -23,7 +23,6 @@ from props.core.log import database, errors, migrate, retries, stopping
 from props.core.log.store import EventStore
 from props.reactors import host
 from props.reactors.launcher import launchers
-from props.reactors.launcher.run_environment import AgentEnvironment
 from props.reactors.launcher.run_specs import AgentDatabase
 from props.reactors.service import Service, cancel_on_signal, container_runtimes
 from props.tools.command_line import arguments, logs, render, run_log, service_config
@@ -59,7 +58,6 @@ async def serve_cmd(args: argparse.Namespace) -> int:
                               lease_seconds=config.lease_seconds,
                               engine_wait=config.engine_wait,
                               agent_database=_agent_database(config),
-                              agent_env=AgentEnvironment(tuple(config.agent_env)),
                               stop=stop, quotas=_shares(config))
             kinds = " and ".join(rt.kind for rt in runtimes)
             async with anyio.create_task_group() as tg:

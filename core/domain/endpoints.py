@@ -1,0 +1,157 @@
+"""Model endpoints and grants: the operator's decisions, recorded as events.
+
+No secret enters a run. A run reaches its model through props's gateway
+(props.reactors.gateway), which forwards only to an endpoint registered here, attaches the
+key itself (read from the gateway's environment by the variable the registration names) and
+charges each call to the run's budget. A definition names an endpoint by name
+(`endpoint = "NAME"` in its config); a config that carries a URL or a key variable is refused
+where it enters (`check_config`).
+
+What a definition's author describes (its command, its config) grants nothing: network, the
+host's binaries and endpoints are granted per definition digest by `definition.granted`,
+which only the operator records (`props definitions grant`, or a push through the operator's
+own CLI, which grants what it asks). A push through the registry proxy, whoever holds the
+token, is recorded without grants and says what its labels asked for. Grants and endpoints
+are read from this database's own events only: an import's are another database's history.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from props.core.domain import catalog, streams
+from props.core.log import errors
+from props.core.log.events import NewEvent
+from props.core.log.store import EventStore
+from props.schema import queries
+
+_Q = queries.load("endpoints")
+_NAMESPACE = uuid.UUID("a3c7d9f2-54c1-4f4b-8a1e-2d6c3f1b9e07")
+# Variables whose values are props' or libpq's own secrets: never a key an endpoint may name.
+PROPS_OWN = re.compile(r"^(PROPS_|PG)|^DATABASE_URL$")
+# Config keys that would carry a destination or a secret: the operator's, never a definition's.
+_FORBIDDEN_KEY = re.compile(
+    r"(^|_)(url|uri|base_url|api_base|host|endpoint_url|api_key|key_env|api_key_env|secret|"
+    r"password|token|authorization)$", re.IGNORECASE)
+_URL_VALUE = re.compile(r"^\s*[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+
+
+class EndpointRefused(errors.PropsError):
+    """An endpoint, a grant or a definition's config that props does not accept."""
+
+    exit_code = 65  # EX_DATAERR
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """A definition's config describes a critic: it may name an endpoint (`endpoint`), never
+    carry a URL or a key variable (where the model is and which key pays for it are the
+    operator's, registered with `props endpoints add`)."""
+    for key, value in config.items():
+        if _FORBIDDEN_KEY.search(str(key)) or (isinstance(value, str)
+                                               and _URL_VALUE.match(value)):
+            raise EndpointRefused(
+                f"the definition's config names {str(key)[:64]!r}: a config never carries a "
+                f"URL or a key; the operator registers the model's endpoint (props endpoints "
+                f"add NAME --base-url URL --key-env VARIABLE) and the config names it "
+                f"(\"endpoint\": \"NAME\")")
+    named = config.get("endpoint")
+    if named is not None and not (isinstance(named, str) and _valid_name(named)):
+        raise EndpointRefused(f"the definition's endpoint {str(named)[:64]!r} is not an "
+                              f"endpoint name (lowercase letters, digits, '.', '_', '-')")
+
+
+def _valid_name(name: str) -> bool:
+    return re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,62}", name) is not None
+
+
+def endpoint_named(config: Mapping[str, Any]) -> str | None:
+    named = config.get("endpoint")
+    return named if isinstance(named, str) and _valid_name(named) else None
+
+
+# -- endpoints ----------------------------------------------------------------------------------
+
+
+async def register(store: EventStore, endpoint: catalog.EndpointRegistered, *,
+                   actor: str | None = None) -> bool:
+    """Record `endpoint` (a registration with the same fields is recorded once)."""
+    if endpoint.key_env is not None and PROPS_OWN.match(endpoint.key_env):
+        raise EndpointRefused(f"--key-env {endpoint.key_env}: props and libpq read that "
+                              f"variable (it may hold a password of the service's); name the "
+                              f"variable that holds the model's key")
+    event_id = uuid.uuid5(_NAMESPACE, "endpoint:" + endpoint.model_dump_json())
+    metadata = {"actor": actor} if actor else {}
+    result = await store.append(streams.endpoint(endpoint.name),
+                                [NewEvent(endpoint, event_id, metadata)])
+    return not result.already_stored
+
+
+async def resolve(store: EventStore, name: str) -> catalog.EndpointRegistered | None:
+    """The endpoint's last registration in this database (None: never registered here)."""
+    found = None
+    for rec in await store.read_stream(streams.endpoint(name)):
+        if isinstance(rec.event, catalog.EndpointRegistered) and not rec.imported:
+            found = rec.event
+    return found
+
+
+async def registered(store: EventStore) -> list[catalog.EndpointRegistered]:
+    """Every endpoint's last registration, by name."""
+    names = await store.sql.fetch(_Q["endpoint_streams"])
+    out = [await resolve(store, str(r[0]).removeprefix("endpoint-")) for r in names]
+    return sorted((e for e in out if e is not None), key=lambda e: e.name)
+
+
+# -- grants -------------------------------------------------------------------------------------
+
+
+def asked(definition: catalog.DefinitionPushed) -> catalog.DefinitionGranted:
+    """The grant a definition asks for: what the operator's own push grants."""
+    named = endpoint_named(definition.config)
+    return catalog.DefinitionGranted(
+        agent_type=definition.agent_type, name=definition.name, digest=definition.digest,
+        network=definition.limits.network, host_python=definition.host_python,
+        endpoints=[named] if named else [])
+
+
+async def grant(store: EventStore, granted: catalog.DefinitionGranted, *,
+                actor: str | None = None) -> bool:
+    """Record the operator's grant (the same grant of a digest is recorded once)."""
+    event_id = uuid.uuid5(_NAMESPACE, "grant:" + granted.model_dump_json())
+    metadata = {"actor": actor} if actor else {}
+    result = await store.append(streams.definition(granted.agent_type),
+                                [NewEvent(granted, event_id, metadata)])
+    return not result.already_stored
+
+
+async def grant_of(store: EventStore, agent_type: str,
+                   digest: str) -> catalog.DefinitionGranted | None:
+    """The last grant of `digest` recorded in this database (None: nothing granted)."""
+    found = None
+    for rec in await store.read_stream(streams.definition(agent_type)):
+        e = rec.event
+        if isinstance(e, catalog.DefinitionGranted) and e.digest == digest and not rec.imported:
+            found = e
+    return found
+
+
+def as_granted(definition: catalog.DefinitionPushed,
+               granted: catalog.DefinitionGranted | None) -> catalog.DefinitionPushed:
+    """The definition as its runs get it: what it asks, and only what is granted."""
+    network = definition.limits.network and granted is not None and granted.network
+    host_python = definition.host_python and granted is not None and granted.host_python
+    return definition.model_copy(update={
+        "host_python": host_python,
+        "limits": definition.limits.model_copy(update={"network": network})})
+
+
+def stripped(definition: catalog.DefinitionPushed) -> tuple[catalog.DefinitionPushed, list[str]]:
+    """An outsider's definition as recorded: nothing granted, and what it asked for."""
+    wanted = asked(definition)
+    asks = (["network"] if wanted.network else []) + (["host-python"] if wanted.host_python
+                                                      else []) \
+        + [f"endpoint {e}" for e in wanted.endpoints]
+    return as_granted(definition, None), asks
