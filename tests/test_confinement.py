@@ -36,9 +36,10 @@ SERVICE_DSN = "postgresql://props_service:s3cret-service-password@/props?host=/t
 def test_a_config_names_an_endpoint_never_a_url_or_a_key() -> None:
     """What decides where a model is and which key pays for it is the operator's: a
     definition's config naming a URL or a key variable is refused where it enters."""
-    refused: list[dict[str, Any]] = [{"base_url": "http://127.0.0.1:9/v1"}, {"api_key_env": "OPENAI_API_KEY"},
-               {"proxy": "https://evil.example/v1"}, {"API_KEY": "sk-x"},
-               {"endpoint": "Not A Name"}, {"endpoint": ["openai"]}]
+    refused: list[dict[str, Any]] = [
+        {"base_url": "http://127.0.0.1:9/v1"}, {"api_key_env": "OPENAI_API_KEY"},
+        {"proxy": "https://evil.example/v1"}, {"API_KEY": "sk-x"},
+        {"endpoint": "Not A Name"}, {"endpoint": ["openai"]}]
     for config in refused:
         with pytest.raises(endpoints.EndpointRefused):
             endpoints.check_config(config)
