@@ -16,7 +16,7 @@ import datetime as dt
 import io
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -287,20 +287,40 @@ def emit(chosen: Output, rows: Sequence[Mapping[str, Any]],
     if fmt == "json":
         print(orjson.dumps([{k: plain(r[k]) for k in keys} for r in rows]).decode())
     elif fmt == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(keys)
-        writer.writerows([[_csv(r[k]) for k in keys] for r in rows])
-        print(out.getvalue(), end="")
+        print_csv(keys, ([r[k] for k in keys] for r in rows))
     elif not rows:
         Console().print(empty)
     else:
         print_table(Console(), spec, rows, wide=chosen.wide, title=title)
 
 
-def _csv(value: Any) -> Any:
-    """A CSV field: lists and objects as JSON text (never Python's repr)."""
-    return orjson.dumps(value).decode() if isinstance(value, list | dict) else plain(value)
+def print_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Rows as CSV on stdout, every field made safe for a spreadsheet (`csv_field`)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    writer.writerows([csv_field(v) for v in row] for row in rows)
+    print(out.getvalue(), end="")
+
+
+# A text field a spreadsheet would run as a formula (=HYPERLINK(...), +, -, @, or a tab or a
+# carriage return before one): a model name or a rationale is anyone's text.
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_field(value: Any) -> Any:
+    """A CSV field: lists and objects as JSON text (never Python's repr); text that a
+    spreadsheet would take for a formula behind a quote (OWASP's neutralization), numbers
+    as they are."""
+    if isinstance(value, list | dict):
+        value = orjson.dumps(value).decode()
+    value = plain(value)
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
 
 
 def _cell(value: Any) -> str:

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import io
 from collections.abc import Callable
 
 import orjson
 
 from props.core.log.store import EventStore
 from props.projections.figures import COLUMNS, Scope, load, scorer_filter
-from props.tools.command_line import figure_tables, progress
+from props.tools.command_line import figure_tables, progress, render
 
 
 async def report_cmd(args: argparse.Namespace, store: EventStore) -> int:
@@ -30,11 +28,7 @@ async def report_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.format == "json":
         print(orjson.dumps({"scores": records, "evidence": notes}).decode())
     elif args.format == "csv":
-        out = io.StringIO()
-        writer = csv.DictWriter(out, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(records)
-        print(out.getvalue(), end="")
+        render.print_csv(COLUMNS, ([r.get(c) for c in COLUMNS] for r in records))
     else:
         figure_tables.print_report(records, notes, wide=args.wide)
     return 0

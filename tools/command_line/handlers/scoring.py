@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
+from typing import Any
 
 import orjson
 from rich.progress import (
@@ -123,18 +122,15 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.format == "json":
         sys.stdout.buffer.write(comparison.comparison_json(c) + b"\n")
     elif args.format == "csv":
-        out = io.StringIO()
-        writer = csv.writer(out)
-        writer.writerow(["run_id", "bucket", "reason", "recall_a", "recall_b", "precision_a",
-                         "precision_b", "changed_issues", "what_changed"])
-        for run_id in c.unchanged:
-            writer.writerow([run_id, "unchanged", "", "", "", "", "", "", ""])
-        for d in c.changed:
-            writer.writerow([d.run_id, "changed", "", d.recall_a, d.recall_b, d.precision_a,
-                             d.precision_b, " ".join(d.changed_issues), "; ".join(d.what)])
-        for run_id, reason in c.unscorable.items():
-            writer.writerow([run_id, "unscorable", reason, "", "", "", "", "", ""])
-        print(out.getvalue(), end="")
+        rows: list[list[Any]] = [[run_id, "unchanged", "", "", "", "", "", "", ""]
+                                 for run_id in c.unchanged]
+        rows += [[d.run_id, "changed", "", d.recall_a, d.recall_b, d.precision_a,
+                  d.precision_b, " ".join(d.changed_issues), "; ".join(d.what)]
+                 for d in c.changed]
+        rows += [[run_id, "unscorable", reason, "", "", "", "", "", ""]
+                 for run_id, reason in c.unscorable.items()]
+        render.print_csv(["run_id", "bucket", "reason", "recall_a", "recall_b", "precision_a",
+                          "precision_b", "changed_issues", "what_changed"], rows)
     else:
         figure_tables.print_comparison(c, wide=args.wide)
     return 0 if c.complete else 1
