@@ -88,6 +88,10 @@ def _definitions_parser(sub: Any) -> None:
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)
     p.set_defaults(handler="runs:list_definitions_cmd", connections=2)
+    _grant_parser(cmds)
+
+
+def _grant_parser(cmds: Any) -> None:
     p = cmds.add_parser(
         "grant", help="let runs of a definition have network, the host's Python, endpoints",
         description="What an image's labels or a pushed config ask for is never granted by "
