@@ -2,10 +2,11 @@
 
 Grader definitions are images (`props definitions push --type grader`); each digest is a
 scorer version of its own (see `grader_runs`). The supervisor handles:
-- `definition.pushed` of a grader: registers its scorer, asks the grader runs of older
-  digests of the same name that have not finished to stop, and requests a grader run of the
-  new digest for every active (synced, not retired) snapshot: the new grader grades all
-  history;
+- `definition.pushed` of a grader (or its `definition.granted`, when its push asked for what
+  only a grant gives: a grader is started only once granted): registers its scorer, asks the
+  grader runs of older digests of the same name that have not finished to stop, and
+  requests a grader run of the new digest for every active (synced, not retired) snapshot:
+  the new grader grades all history;
 - `run.finished` of a critic run: requests a grader run of the latest digest of every grader
   name for that run's snapshot, so new issues get graded.
 Run ids derive from (digest, snapshot, cause): handling an event twice requests nothing twice.
@@ -20,7 +21,7 @@ import uuid
 
 import anyio.abc
 
-from props.core.domain import catalog, definitions, streams
+from props.core.domain import catalog, definitions, endpoints, streams
 from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.checkpoints import START
@@ -40,7 +41,7 @@ def grader_run_id(digest: str, slug: str, cause: str) -> uuid.UUID:
 
 class Supervisor:
     name = "supervisor"
-    types: tuple[str, ...] = ("definition.pushed", "run.finished")
+    types: tuple[str, ...] = ("definition.pushed", "definition.granted", "run.finished")
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
@@ -54,6 +55,10 @@ class Supervisor:
             return  # another database's pushes and runs: its graders never run here
         if isinstance(e, catalog.DefinitionPushed) and e.agent_type == "grader":
             await self._pushed(e)
+        elif isinstance(e, catalog.DefinitionGranted) and e.agent_type == "grader":
+            for pushed in await definitions.all_pushed(self.store, "grader", own=True):
+                if pushed.digest == e.digest:  # granted now what its push could not
+                    await self._pushed(pushed)
         elif isinstance(e, catalog.RunFinished):
             run = await self.store.read_stream(streams.run(e.run_id), limit=1)
             first = run[0].event if run else None
@@ -68,6 +73,12 @@ class Supervisor:
         return list(latest.values())
 
     async def _pushed(self, grader: catalog.DefinitionPushed) -> None:
+        granted = await endpoints.grant_of(self.store, "grader", grader.digest)
+        if missing := endpoints.ungranted(grader, granted):
+            log.warning("grader %s %s asks for %s, not granted: it grades nothing until an "
+                        "operator runs props definitions grant", grader.name,
+                        grader.digest[:19], ", ".join(missing))
+            return
         await grader_runs.scorer_for(self.store, grader)
         await self._stop_older(grader)
         snapshots = await specimen_sync.history(self.store)

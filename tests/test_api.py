@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from props.core.domain import catalog, definitions, tokens
+from props.core.domain import catalog, definitions, endpoints, tokens
 from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.store import EventStore
@@ -458,8 +458,13 @@ async def test_docker_push_through_the_proxy(store: EventStore, dsn: str, tmp_pa
                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
                 assert manifest.status_code == 200
 
-            # The supervisor registers a scorer for the pushed grader and grades every
-            # snapshot with it, in containers of the pushed image (pulled from the upstream).
+            # Its labels ask for the host's Python, which a push token cannot grant: nothing
+            # grades until the operator grants it. Then the supervisor registers a scorer for
+            # the pushed grader and grades every snapshot with it, in containers of the
+            # pushed image (pulled from the upstream).
+            assert await endpoints.grant_of(store, "grader", grader.digest) is None
+            await endpoints.grant(store, catalog.DefinitionGranted(
+                agent_type="grader", name="grader", digest=grader.digest, host_python=True))
             async def graded() -> bool:
                 rows = await store.pool.fetch(
                     "SELECT status FROM projections.agent_runs WHERE agent_type = 'grader' "

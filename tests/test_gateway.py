@@ -180,8 +180,8 @@ async def test_an_endpoint_keeps_its_rate(store: EventStore, tmp_path: Path) -> 
 async def test_a_push_through_the_registry_grants_nothing_until_the_operator_does(
         store: EventStore, tmp_path: Path) -> None:
     """An image's labels may describe a critic (its endpoint by name, network, the host's
-    Python): recorded without any of it, and the gateway forwards nothing for its runs; the
-    operator's grant of that digest lets it through (the control)."""
+    Python): recorded as described and granted nothing, so the gateway forwards nothing for
+    its runs; the operator's grant of that digest lets it through (the control)."""
     labels = {"props.command": json.dumps(["python3", "-m", "x"]),
               "props.config": json.dumps({"endpoint": "model"}),
               "props.network": "true", "props.host-python": "true"}
@@ -191,9 +191,12 @@ async def test_a_push_through_the_registry_grants_nothing_until_the_operator_doe
     await definitions.push(store, pushed, actor="token:pusher", outsider=True)
     [record] = [r for r in await store.read_stream("definition-critic")]
     assert isinstance(record.event, catalog.DefinitionPushed)
-    assert (record.event.limits.network, record.event.host_python) == (False, False)
-    assert record.metadata["asked_grants"] == ["network", "host-python", "endpoint model"]
+    asked = ["network", "host-python", "endpoint model"]
+    assert record.metadata["asked_grants"] == asked
     assert await endpoints.grant_of(store, "critic", pushed.digest) is None
+    assert endpoints.ungranted(record.event, None) == asked  # its runs fail not_granted
+    effective = endpoints.as_granted(record.event, None)
+    assert (effective.limits.network, effective.host_python) == (False, False)
     with echoing_endpoint() as (url, seen):
         await register_endpoint(store, "model", url)
         async with gateway_on(store, tmp_path) as gateway:
@@ -206,9 +209,10 @@ async def test_a_push_through_the_registry_grants_nothing_until_the_operator_doe
             credential = await gateway.admit(uuid.uuid4(), "m", record.event, 0)
             allowed = await anyio.to_thread.run_sync(lambda: call(gateway, credential))
             assert allowed.status_code == 200 and len(seen) == 1
-    granted = endpoints.as_granted(pushed, await endpoints.grant_of(store, "critic",
-                                                                     pushed.digest))
-    assert (granted.limits.network, granted.host_python) == (False, False)  # not granted
+    grant = await endpoints.grant_of(store, "critic", pushed.digest)
+    assert endpoints.ungranted(pushed, grant) == ["network", "host-python"]  # not granted
+    granted = endpoints.as_granted(pushed, grant)
+    assert (granted.limits.network, granted.host_python) == (False, False)
 
 
 def test_labels_that_carry_a_url_or_a_key_are_refused_before_anything_is_stored() -> None:

@@ -57,8 +57,9 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
     it was appended. `override`: an admin moved a recorded tag to this digest (said in the
     event's metadata, with the `actor`). The operator's push grants what the definition asks
     (network, the host's binaries, its endpoint: core/domain/endpoints.py); an `outsider`'s
-    (the registry proxy's) is recorded with nothing granted and what it asked for in its
-    metadata. A config with a URL or a key is refused (EndpointRefused), nothing written."""
+    (the registry proxy's) is recorded as described and granted nothing (what it asks is
+    said in its metadata): its runs fail `not_granted` until the operator grants it. A
+    config with a URL or a key is refused (EndpointRefused), nothing written."""
     endpoints.check_config(definition.config)
     event_id = uuid.uuid5(_NAMESPACE, f"{definition.agent_type}:{definition.name}:"
                                       f"{definition.tag}:{definition.digest}")
@@ -67,10 +68,8 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
         metadata["actor"] = actor
     if override:
         metadata["tag_override"] = True
-    if outsider:
-        definition, asks = endpoints.stripped(definition)
-        if asks:
-            metadata["asked_grants"] = asks
+    if outsider and (asked := endpoints.asks(definition)):
+        metadata["asked_grants"] = asked  # described, not granted
     result = await store.append(streams.definition(definition.agent_type),
                                 [NewEvent(definition, event_id, metadata)])
     wanted = endpoints.asked(definition)

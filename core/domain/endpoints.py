@@ -140,18 +140,31 @@ async def grant_of(store: EventStore, agent_type: str,
 
 def as_granted(definition: catalog.DefinitionPushed,
                granted: catalog.DefinitionGranted | None) -> catalog.DefinitionPushed:
-    """The definition as its runs get it: what it asks, and only what is granted."""
-    network = definition.limits.network and granted is not None and granted.network
-    host_python = definition.host_python and granted is not None and granted.host_python
+    """The definition as its runs get it: network and the host's Python as granted, never
+    as described."""
+    network = granted is not None and granted.network
+    host_python = granted is not None and granted.host_python
     return definition.model_copy(update={
         "host_python": host_python,
         "limits": definition.limits.model_copy(update={"network": network})})
 
 
-def stripped(definition: catalog.DefinitionPushed) -> tuple[catalog.DefinitionPushed, list[str]]:
-    """An outsider's definition as recorded: nothing granted, and what it asked for."""
+def asks(definition: catalog.DefinitionPushed) -> list[str]:
+    """What a definition describes that only a grant gives: network, the host's Python, an
+    endpoint."""
     wanted = asked(definition)
-    asks = (["network"] if wanted.network else []) + (["host-python"] if wanted.host_python
-                                                      else []) \
+    return (["network"] if wanted.network else []) \
+        + (["host-python"] if wanted.host_python else []) \
         + [f"endpoint {e}" for e in wanted.endpoints]
-    return as_granted(definition, None), asks
+
+
+def ungranted(definition: catalog.DefinitionPushed,
+              granted: catalog.DefinitionGranted | None) -> list[str]:
+    """What the definition asks that its digest was not granted (empty: it may run)."""
+    have = [] if granted is None else asks(catalog.DefinitionPushed(
+        agent_type=definition.agent_type, name=definition.name, tag=definition.tag,
+        digest=definition.digest, host_python=granted.host_python,
+        limits=catalog.AgentLimits(network=granted.network),
+        config={"endpoint": e} if (e := endpoint_named(definition.config)) is not None
+        and e in granted.endpoints else {}))
+    return [a for a in asks(definition) if a not in have]

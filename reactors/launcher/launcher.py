@@ -292,6 +292,13 @@ class Launcher:
             await self._finish(state, "failed", catalog.Failure(
                 phase="launch", category="definition_missing", retryable=False))
             return None
+        granted = await endpoints.grant_of(self.store, definition.agent_type, definition.digest)
+        if endpoints.ungranted(definition, granted):  # described, never granted: said so
+            await self._finish(state, "failed", catalog.Failure(
+                phase="launch", category="not_granted", retryable=False))
+            await self._clean_up(state.requested.run_id)
+            return None
+        definition = endpoints.as_granted(definition, granted)  # what its runs get
         rt = self.runtimes.get(definition.runtime)
         if rt is None:  # e.g. an image definition, and this launcher has no Docker engine
             await self._finish(state, "failed", catalog.Failure(
@@ -353,9 +360,6 @@ class Launcher:
         req = state.requested
         ref = state.started.digest if state.started else req.definition_ref
         found = await definitions.resolve(self.store, req.agent_type, req.definition, ref)
-        if found is not None:  # what it describes, with only what the operator granted
-            found = endpoints.as_granted(found, await endpoints.grant_of(
-                self.store, found.agent_type, found.digest))
         if found is not None and state.started is None:
             await self._append(req.run_id, "started", catalog.RunStarted(
                 run_id=req.run_id, digest=found.digest), state)

@@ -247,11 +247,12 @@ class RegistryProxy:
             # binaries, endpoints): recorded without, and the operator grants them.
             await definitions.push(self.store, recorded, actor=f"token:{token.name}",
                                    override=override, outsider=True)
-            _, asks = endpoints.stripped(recorded)
+            asks = endpoints.asks(recorded)
             log.info("definition pushed: %s = %s%s%s", what, stored,
                      " (an admin moved the tag)" if override else "",
-                     f"; recorded without what its labels ask ({', '.join(asks)}): an "
-                     f"operator grants it with props definitions grant" if asks else "",
+                     f"; its labels ask for {', '.join(asks)}, which a push does not grant: "
+                     f"its runs fail not_granted until an operator runs props definitions "
+                     f"grant" if asks else "",
                      extra={"token": token.name})
         return response
 
