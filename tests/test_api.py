@@ -683,6 +683,33 @@ async def test_the_registry_proxy_is_a_gate(store: EventStore, dsn: str,
     assert await definitions.resolve(store, "critic", "huge", "v1") is None
 
 
+async def test_the_registry_proxy_keeps_its_own_house(store: EventStore, dsn: str,
+                                                    tmp_path: Path) -> None:
+    """A push token stores nothing outside critic/ and grader/ (the probe pushed whole images
+    under repositories props never records) and at most its quota of bytes a day (it stored
+    ~200 MB blobs no manifest named, without bound). Controls: a blob under critic/ within
+    the quota is stored; another token's quota is its own."""
+    _, pusher = await tokens.create(store, "house-pusher", ("push", "read"))
+    _, other = await tokens.create(store, "house-other", ("push", "read"))
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream,
+            "--registry-upload-quota-mb", "1") as served:
+        assert served.registry is not None
+        push, second = _RawRegistry(served.registry, pusher), _RawRegistry(served.registry, other)
+        outside = await push.http.post("/v2/library/anything/blobs/uploads/")
+        assert outside.status_code == 403 and "critic" in outside.text
+        assert (await push.manifest("critic/house", "v1")).status_code == 201  # the control
+        await push.blob("critic/house", b"x" * 600_000)  # within the 1 MiB
+        started = await push.http.post("/v2/critic/house/blobs/uploads/")
+        location = started.headers["location"]
+        over = await push.http.put(f"{location}{'&' if '?' in location else '?'}digest=sha256:"
+                                   f"{'0' * 64}", content=b"y" * 600_000)
+        assert over.status_code == 429 and "quota" in over.text, over.text
+        await second.blob("critic/house", b"z" * 600_000)  # another token's own quota
+        await push.http.aclose()
+        await second.http.aclose()
+
+
 @pytest.mark.slow
 async def test_the_registry_proxy_bounds_a_config_blob_before_reading_it(
         store: EventStore, dsn: str, tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ import hashlib
 import json
 import logging
 import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,6 +67,41 @@ _DROP = {"host", "authorization", "connection", "keep-alive", "transfer-encoding
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024  # the distribution spec's suggested limit
 MAX_CONFIG_BYTES = MAX_MANIFEST_BYTES  # an image config is read whole: bounded the same
 MAX_LABEL_BYTES = 64 * 1024  # one props.* label (a definition's config is small)
+# What one token may upload in a day (blobs and manifests): a push token stored ~200 MB blobs
+# that no manifest named, with no bound (the probe: 805 -> 1,208 MB in one run).
+DEFAULT_UPLOAD_QUOTA_BYTES = 8 * 1024**3
+QUOTA_WINDOW_SECONDS = 86_400.0
+
+
+class _OverQuota(Exception):
+    pass
+
+
+class UploadQuota:
+    """Bytes each token uploaded in the last day, counted as they stream (this process's
+    count: one proxy per deployment)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._sent: dict[str, deque[tuple[float, int]]] = {}
+
+    def used(self, token: str) -> int:
+        sent = self._sent.setdefault(token, deque())
+        while sent and sent[0][0] < time.monotonic() - QUOTA_WINDOW_SECONDS:
+            sent.popleft()
+        return sum(n for _, n in sent)
+
+    def take(self, token: str, size: int) -> None:
+        if self.used(token) + size > self.limit:
+            raise _OverQuota
+        self._sent[token].append((time.monotonic(), size))
+
+    async def counted(self, token: str, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`body` as it streams, each chunk charged to `token`; cut once over its quota (the
+        upstream is left a partial upload, which it never stores)."""
+        async for chunk in body:
+            self.take(token, len(chunk))
+            yield chunk
 
 
 def _error(status: int, code: str, message: str,
@@ -168,8 +206,10 @@ def definition_from_labels(agent_type: catalog.AgentType, name: str, tag: str, i
 
 
 class RegistryProxy:
-    def __init__(self, store: EventStore, upstream: str, pull_from: str | None = None) -> None:
+    def __init__(self, store: EventStore, upstream: str, pull_from: str | None = None,
+                 upload_quota: int = DEFAULT_UPLOAD_QUOTA_BYTES) -> None:
         self.store = store
+        self.quota = UploadQuota(upload_quota)
         self.upstream = upstream.rstrip("/")
         # The registry address Docker engines pull recorded images from: the upstream itself
         # by default (the proxy gates who may push; pulls of recorded digests need no token).
@@ -201,13 +241,24 @@ class RegistryProxy:
             return JSONResponse({})
         if (bad := _refused_path(request, path)) is not None:
             return bad
+        if scope == "push" and (bad := self._outside_its_house(path, token)) is not None:
+            return bad
         manifest = _MANIFEST.match(path) if request.method == "PUT" else None
         if manifest is None:
-            return await self._forward(request, path, request.stream())
+            stream = request.stream() if scope == "read" else \
+                self.quota.counted(token.name, request.stream())
+            try:
+                return await self._forward(request, path, stream)
+            except _OverQuota:
+                return self._over_quota(token)
         body = await read_bounded(request, MAX_MANIFEST_BYTES)
         if body is None:
             return _error(413, "SIZE_INVALID", f"a manifest is at most "
                           f"{MAX_MANIFEST_BYTES // (1024 * 1024)} MiB: nothing was stored")
+        try:
+            self.quota.take(token.name, len(body))
+        except _OverQuota:
+            return self._over_quota(token)
         agent = agent_of(manifest["repo"])
         try:
             doc = parse_document(body, "manifest")
@@ -255,6 +306,26 @@ class RegistryProxy:
                      f"grant" if asks else "",
                      extra={"token": token.name})
         return response
+
+    def _outside_its_house(self, path: str, token: tokens.Token) -> Response | None:
+        """A push anywhere but under `critic[/NAME]` or `grader[/NAME]`, the repositories
+        props records, is refused: the upstream holds nothing props does not know of."""
+        match = _PATH.match(path)
+        name = match["name"] if match is not None else None
+        if name is not None and agent_of(name) is not None:
+            return None
+        log.warning("refused a push outside critic/ and grader/: %s", path[:200],
+                    extra={"token": token.name})
+        return _error(403, "DENIED", "props' registry takes pushes under critic[/NAME] and "
+                      "grader[/NAME] only (the repositories it records as definitions)")
+
+    def _over_quota(self, token: tokens.Token) -> Response:
+        log.warning("token %s is over its upload quota", token.name,
+                    extra={"token": token.name})
+        return _error(429, "TOOMANYREQUESTS", f"this token uploaded its "
+                      f"{self.quota.limit // 1024**2} MiB of the last 24 h: nothing more is "
+                      f"stored until that frees (registry_upload_quota_mb in the service's "
+                      f"settings)")
 
     async def _may_log_in(self, request: Request) -> bool:
         try:

@@ -57,6 +57,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--registry-pull-from", metavar="HOST[:PORT]",
                    help="the registry address recorded images are pulled from (default: "
                    "the upstream's)")
+    p.add_argument("--registry-upload-quota-mb", type=int, metavar="MB",
+                   help="what one token may upload to the registry in 24 h (default 8192); "
+                   "past it a push is refused (HTTP 429), nothing stored")
     p.add_argument("--auto-migrate", action="store_true", default=None,
                    help="apply pending schema migrations at start")
     p.add_argument("--sync-specimens", type=Path, metavar="DIR",
