@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -22,8 +23,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import zstandard
 
 from props.core.domain import catalog, chat, definitions, endpoints
+from props.core.domain.archive import exports
 from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.gateway import Gateway
@@ -238,18 +241,26 @@ with Agent.from_environment() as a:
 """
 
 
-async def everything_recorded(store: EventStore) -> bytes:
-    """Every event's data and metadata, and every blob (container logs, messages)."""
+async def everything_recorded(store: EventStore, scratch: Path) -> bytes:
+    """Every event's data and metadata, every blob (container logs, messages), and the
+    whole log as `props export` writes it (decompressed)."""
     rows = await store.sql.fetch("SELECT data::text || metadata::text FROM props.events")
     blobs = await store.sql.fetch("SELECT encode(sha256, 'hex') FROM props.blobs")
     out = [str(r[0]).encode() for r in rows]
     out += [await store.get_blob(str(b[0])) for b in blobs]
+    exported = scratch / "everything.jsonl.zst"
+    await exports.export(store, exports.Selection(), exported)
+    with zstandard.ZstdDecompressor().stream_reader(exported.open("rb")) as reader:
+        out.append(reader.read())
     return b"\n".join(out)
 
 
 async def canary_run(store: EventStore, runtimes: list[ContainerRuntime], canary: str,
-                     image: dict[str, Any]) -> None:
-    """The LLM critic and the dumper, both naming the canary's endpoint, on `runtimes`."""
+                     image: dict[str, Any], scratch: Path,
+                     caplog: pytest.LogCaptureFixture) -> None:
+    """The LLM critic and the dumper, both naming the canary's endpoint, on `runtimes`:
+    the canary is in no event, blob, export, service log line or run's environment."""
+    caplog.set_level(logging.DEBUG)
     await sync_samples(store)
     with echoing_endpoint() as (url, seen):
         await register_endpoint(store, "canary", url, key_env=CANARY_VARIABLE)
@@ -268,7 +279,8 @@ async def canary_run(store: EventStore, runtimes: list[ContainerRuntime], canary
     assert done[llm].status == "completed", done[llm]
     assert done[dumper_run].status == "completed", done[dumper_run]
     assert seen and {s["auth"] for s in seen} == {f"Bearer {canary}"}  # the key was used
-    recorded = await everything_recorded(store)
+    recorded = await everything_recorded(store, scratch)
+    recorded += caplog.text.encode()  # every line the services logged meanwhile
     assert canary.encode() not in recorded
     assert canary[-12:].encode() not in recorded  # not even a piece of it
     [dumped] = [r.event for r in await store.read_stream(f"run-{dumper_run}")
@@ -283,32 +295,34 @@ async def canary_run(store: EventStore, runtimes: list[ContainerRuntime], canary
 
 
 async def test_a_canary_key_reaches_the_endpoint_and_nothing_else_local(
-        store: EventStore, tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+        store: EventStore, tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
     from props.reactors.local_runtime import LocalRuntime
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await canary_run(store, [LocalRuntime(tmp_path / "runs", trust_commands=True)], canary,
-                     {"runtime": "local", "image": "local:canary"})
+                     {"runtime": "local", "image": "local:canary"}, tmp_path, caplog)
 
 
 async def _in_containers(store: EventStore, tmp_path: Path, canary: str,
-                         monkeypatch: pytest.MonkeyPatch, rt: Any) -> None:
+                         monkeypatch: pytest.MonkeyPatch, rt: Any,
+                         caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     info = await rt.docker.images.inspect(REFERENCE_IMAGE)
     await canary_run(store, [rt], canary, {"runtime": "docker", "image": REFERENCE_IMAGE,
-                                           "digest": info["Id"], "host_python": True})
+                                           "digest": info["Id"], "host_python": True},
+                     tmp_path, caplog)
 
 
 async def test_a_canary_key_never_enters_a_docker_container(
         store: EventStore, tmp_path: Path, canary: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     async with docker_or_skip() as rt:
-        await _in_containers(store, tmp_path, canary, monkeypatch, rt)
+        await _in_containers(store, tmp_path, canary, monkeypatch, rt, caplog)
 
 
 async def test_a_canary_key_never_enters_a_podman_container(
         store: EventStore, tmp_path: Path, canary: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     async with podman_or_skip() as rt:
-        await _in_containers(store, tmp_path, canary, monkeypatch, rt)
+        await _in_containers(store, tmp_path, canary, monkeypatch, rt, caplog)
