@@ -28,7 +28,7 @@ from props.schema import queries
 from tests import hostile_imports
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
 from tests.fake_openai import chat_server
-from tests.reactor_helpers import eventually, sync_samples
+from tests.reactor_helpers import eventually, register_endpoint, sync_samples
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 LITE = {"checks": ["open-without-with", "swallowed-exception"]}
@@ -207,12 +207,12 @@ async def test_the_budget_stops_new_runs(store: EventStore, dsn: str, tmp_path: 
     await _ready(store)
     command = [sys.executable, "-m", "props.reactors.agents.llm_critic"]
     with chat_server(answer) as (url, _seen):
-        config = {"base_url": url, "price_in_per_mtok": 100.0}
+        await register_endpoint(store, "pricey", url, price_in_per_mtok=100.0)
+        config = {"endpoint": "pricey"}
         await definitions.push(store, catalog.DefinitionPushed(
             agent_type="critic", name="pricey", tag="local", runtime="local",
             image="local:llm", command=command, config=config,
-            digest=definitions.local_digest(command, config),
-            limits=catalog.AgentLimits(network=True)))
+            digest=definitions.local_digest(command, config)))
         plan = _plan(tmp_path / "plan.toml", "on-a-budget", [
             {"definition": "pricey", "ref": "local", "model": "m"}], epochs=4,
             max_concurrency=1, budget_usd=0.1)

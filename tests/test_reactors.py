@@ -250,7 +250,7 @@ async def test_failing_agents_end_in_the_right_status_with_closed_facts(
         served: EventStore, kind: str) -> None:
     store = served
     code, limits, (status, category, exit_code) = FAILING_AGENTS[kind]
-    await push_code(store, kind, code, config={"api_key": "sk-SECRET-VALUE"}, **limits)
+    await push_code(store, kind, code, config={"marker": "sk-SECRET-VALUE"}, **limits)
     # Only the slow agent is meant to run out of time: the others get a timeout no load
     # reaches, so each ends in its own failure, not in a timeout a busy machine caused.
     [run_id] = await request(store, kind, timeout_seconds=3 if kind == "slow" else 600)
