@@ -80,7 +80,11 @@ class _Check:
         self.code = code
         self.gt_path = root / GROUND_TRUTH_FILE
         self.problems: list[Problem] = []
-        self.line_counts = {p: len(b.splitlines()) for p, b in code.items()}
+        counted: dict[bytes, int] = {}  # (each distinct content split once)
+        for b in code.values():
+            if b not in counted:
+                counted[b] = len(b.splitlines())
+        self.line_counts = {p: counted[b] for p, b in code.items()}
 
     def add(self, line: int | None, message: str, file: Path | None = None) -> None:
         self.problems.append(Problem(file or self.gt_path, line, message))
