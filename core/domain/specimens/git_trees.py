@@ -200,17 +200,18 @@ class Blobs:
 
 
 def tree(repo: Path, commit: str, skipped: list[str] | None = None,
-         keep: Callable[[str], bool] | None = None) -> dict[str, str]:
+         keep: Callable[[str], bool] | None = None,
+         max_bytes: int = vocabulary.MAX_SNAPSHOT_BYTES) -> dict[str, str]:
     """Every file of `commit` that can be a snapshot file and `keep` (snapshot_filter's
     default) takes, by path: the listing with sizes, then every blob within the size limit
     through one Blobs reader (not a process per file; a large blob is never read), each
-    distinct one read and held once, within vocabulary.MAX_SNAPSHOT_BYTES in all
-    (SnapshotTooLarge past it). The paths left out are added to `skipped`."""
+    distinct one read and held once, within `max_bytes` in all (SnapshotTooLarge past it).
+    The paths left out are added to `skipped`."""
     skipped = [] if skipped is None else skipped
     keep = keep or snapshot_filter()
     filtered = 0
     out = {}
-    with Blobs(repo, vocabulary.MAX_SNAPSHOT_BYTES) as blobs:
+    with Blobs(repo, max_bytes) as blobs:
         for entry in filter(None, git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
             meta, _, name = entry.partition(b"\t")
             _mode, kind, oid, listed = meta.split()
