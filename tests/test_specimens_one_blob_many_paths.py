@@ -48,16 +48,21 @@ def _tree(repo: Path, entries: list[tuple[str, str, str]]) -> str:
     return git(repo, "mktree", given=listing)
 
 
-def one_blob_repo(root: Path) -> tuple[Path, str]:
+def one_blob_repo(root: Path, fix_the_blob: bool = False) -> tuple[Path, str]:
     """The probe's repository: BLOB at data/dNN/fNNNN.py (1,200 paths, one object), and a
-    small package whose fix commit is HEAD (so from-git has a defect to key)."""
+    small package whose fix commit is HEAD (so from-git has a defect to key); with
+    `fix_the_blob`, the fix changes BLOB's first line at all 1,200 paths too."""
     root.mkdir()
     git(root, "init", "-q")
-    blob = git(root, "hash-object", "-w", "--stdin", given=BLOB)
-    folders = [("tree", _tree(root, [("blob", blob, f"f{n:04}.py")
-                                     for n in range(d * 100, d * 100 + 100)]), f"d{d:02}")
-               for d in range(FOLDERS)]
-    data = _tree(root, folders)
+
+    def data_tree(text: str) -> str:
+        blob = git(root, "hash-object", "-w", "--stdin", given=text)
+        return _tree(root, [("tree", _tree(root, [("blob", blob, f"f{n:04}.py")
+                                                  for n in range(d * 100, d * 100 + 100)]),
+                             f"d{d:02}") for d in range(FOLDERS)])
+
+    data = data_tree(BLOB)
+    fixed_data = data_tree("y = 1\n" + BLOB[len(LINE):]) if fix_the_blob else data
 
     def package(body: str) -> str:
         init = git(root, "hash-object", "-w", "--stdin", given="")
@@ -68,7 +73,8 @@ def one_blob_repo(root: Path) -> tuple[Path, str]:
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
 
     def commit(pkg: str, message: str, *parents: str) -> str:
-        top = _tree(root, [("tree", data, "data"), ("tree", pkg, "pkg")])
+        top = _tree(root, [("tree", fixed_data if parents else data, "data"),
+                           ("tree", pkg, "pkg")])
         args = [a for p in parents for a in ("-p", p)]
         return subprocess.run(["git", "-C", str(root), "commit-tree", top, *args, "-m",
                                message], check=True, capture_output=True, text=True,
@@ -80,10 +86,11 @@ def one_blob_repo(root: Path) -> tuple[Path, str]:
     return root, fix
 
 
-def run_measured(*argv: str) -> tuple[int, str, int]:
-    """Run `argv`; its exit code, its output (stdout and stderr) and its own peak RSS in
-    bytes, from wait4's rusage of that one child (not the max over every child this test
-    process ever had, as RUSAGE_CHILDREN would be)."""
+def run_measured(*argv: str) -> tuple[int, str, int, int]:
+    """Run `argv`; its exit code, its output (stdout and stderr), its own peak RSS and the
+    bytes it (and the git it ran) wrote to files, temporary ones included, from wait4's
+    rusage of that one child (not the max over every child this test process ever had, as
+    RUSAGE_CHILDREN would be)."""
     with open(os.devnull, "rb") as nothing, \
             subprocess.Popen(argv, stdin=nothing, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT) as proc:
@@ -91,7 +98,7 @@ def run_measured(*argv: str) -> tuple[int, str, int]:
         output = proc.stdout.read().decode(errors="replace")
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, output, usage.ru_maxrss * 1024  # (Linux: KiB)
+    return proc.returncode, output, usage.ru_maxrss * 1024, usage.ru_oublock * 512
 
 
 def bytes_on_disk(folder: Path) -> int:
@@ -108,7 +115,7 @@ def bytes_on_disk(folder: Path) -> int:
 def test_the_measures_see_what_they_measure(tmp_path: Path) -> None:
     """Negative controls for the two measures the next test relies on: a child that holds
     250 MB is seen holding it, and a copy of a file is counted where a hard link is not."""
-    code, _out, rss = run_measured(sys.executable, "-c", "b = b'x' * 250_000_000")
+    code, _out, rss, _written = run_measured(sys.executable, "-c", "b = b'x' * 250_000_000")
     assert code == 0 and rss > 250_000_000
     (tmp_path / "a").write_text(BLOB)
     os.link(tmp_path / "a", tmp_path / "linked")
@@ -123,9 +130,9 @@ def test_one_blob_at_1200_paths_is_written_and_held_once(tmp_path: Path) -> None
     blob's text."""
     repo, fix = one_blob_repo(tmp_path / "repo")
     out = tmp_path / "out"
-    code, output, rss = run_measured(sys.executable, "-m", "props.tools.cli", "specimens",
-                                     "from-git", str(repo), "--fix", fix, "--slug", SLUG,
-                                     "-o", str(out))
+    code, output, rss, _written = run_measured(
+        sys.executable, "-m", "props.tools.cli", "specimens", "from-git", str(repo), "--fix",
+        fix, "--slug", SLUG, "-o", str(out))
     assert code == 0, output
     assert rss < MAX_RSS, f"peak RSS {rss / 2**20:.0f} MiB"
     written = bytes_on_disk(out)
@@ -135,6 +142,21 @@ def test_one_blob_at_1200_paths_is_written_and_held_once(tmp_path: Path) -> None
     assert len(data) == PATHS and set(data.values()) == {BLOB.encode()}
     assert len({id(b) for b in data.values()}) == 1  # read back as one object, not 1,200
     assert [tp.id for tp in snapshot.ground_truth.true_positives] == ["fix-add-subtracting"]
+
+
+def test_a_fix_of_the_blob_at_1200_paths_is_diffed_once(tmp_path: Path) -> None:
+    """A fix that changes the blob at all 1,200 paths: git's diff runs once for the pair of
+    texts, not once a path (it wrote 2.4 GB of temporary files, 2 MB a path, in 90 s). Its
+    key has 1,200 files in one occurrence, past the catalog's 100: refused in one line
+    naming the bound (65), never a traceback."""
+    repo, fix = one_blob_repo(tmp_path / "repo", fix_the_blob=True)
+    code, output, rss, written = run_measured(
+        sys.executable, "-m", "props.tools.cli", "specimens", "from-git", str(repo), "--fix",
+        fix, "--slug", SLUG, "-o", str(tmp_path / "out"))
+    assert code == 65 and "Traceback" not in output, output
+    assert "past a bound of the ground truth: locations: List should have at most 100" \
+        in output
+    assert rss < MAX_RSS and written < 64 * 2**20, f"{written:,} bytes written"
 
 
 async def test_the_linked_snapshot_syncs_as_copies_would(tmp_path: Path,
