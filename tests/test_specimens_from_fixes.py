@@ -275,8 +275,15 @@ def test_a_fix_only_in_tests_is_listed_not_written(tmp_path: Path) -> None:
     repo.commit("the code")
     repo.write("tests/test_a.py", lines(5, "t"))
     fix = repo.commit("Fix the flaky test")
-    key = _key(repo, fix, tmp_path / "out")
+    done = subprocess.run([sys.executable, "-m", "props.tools.cli", "specimens", "from-git",
+                           str(repo.root), "--fix", fix, "--slug", SLUG, "-o",
+                           str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    key = (tmp_path / "out" / SLUG / "ground_truth.toml").read_text()
     assert "[[tp]]" not in key and "not written as a true positive" in key
+    said = " ".join(done.stdout.split())  # (the console wraps long lines)
+    assert "left out of the key: fix 'fix-the-flaky-test': no source line" in said, said
+    assert "0 true positive(s) from 1 fix(es)" in said
 
 
 def test_validate_refuses_a_todo_unless_told(tmp_path: Path) -> None:

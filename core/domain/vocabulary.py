@@ -23,6 +23,11 @@ ServiceName = Literal[ReactorName, "projections"]
 
 # A snapshot's file over this many bytes is refused (`props specimens ... --max-file-bytes`).
 MAX_SPECIMEN_FILE_BYTES = 1024 * 1024
+# A snapshot's distinct file contents, summed, over this many bytes are refused: what a
+# snapshot folder may hold on disk (identical files are one file, hard-linked at every path)
+# and what writing, validating or syncing it holds in memory. Past it, `from-git`,
+# `from-dataset` and `from-diff` write nothing, and `validate`/`sync` refuse the folder.
+MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)

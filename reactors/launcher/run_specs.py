@@ -226,8 +226,11 @@ class RunSpecs:
                 raise errors.PropsError(f"{req.example.snapshot} has no file set "
                                         f"{req.example.files_hash}")
             members = set(chosen.files)
-        files = [(f.path, await self.store.get_blob(f.sha256))
-                 for f in snapshot.files if f.path in members]
+        contents: dict[str, bytes] = {}  # each distinct content fetched and held once
+        for f in snapshot.files:  # (a snapshot may name one blob at a thousand paths)
+            if f.path in members and f.sha256 not in contents:
+                contents[f.sha256] = await self.store.get_blob(f.sha256)
+        files = [(f.path, contents[f.sha256]) for f in snapshot.files if f.path in members]
         await anyio.to_thread.run_sync(write_read_only, target, files)
         return target
 

@@ -5,6 +5,7 @@ a reviewer would open, and the snapshot folder."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -95,10 +96,14 @@ def _neighbourhood(touched: list[str], snapshot: dict[str, str], tests: list[str
     folders = {str(Path(p).parent) for p in touched}
     packages = {n for p in touched if p.endswith(".py") for n in _packages(p, snapshot)}
     is_source = defect_filter(None)
+    imports: dict[str, set[str]] = {}  # (each distinct text read once, at any number of paths)
 
     def tests_it(path: str, text: str) -> bool:
-        return not is_source(path) and path.endswith(".py") and any(
-            i.split(".")[0] in packages for i in _imported(text))
+        if is_source(path) or not path.endswith(".py"):
+            return False
+        if text not in imports:
+            imports[text] = {i.split(".")[0] for i in _imported(text)}
+        return not imports[text].isdisjoint(packages)
 
     return sorted(p for p, text in snapshot.items()
                   if str(Path(p).parent) in folders or p in tests or tests_it(p, text))
@@ -107,7 +112,9 @@ def _neighbourhood(touched: list[str], snapshot: dict[str, str], tests: list[str
 def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
           made_by: str) -> Path:
     """Write the snapshot folder OUT/SLUG/ (code/ and ground_truth.toml); refuse to write over
-    one that is there."""
+    one that is there. Each distinct text is encoded and written once, and hard-linked at
+    every other path that holds it (a repository may hold one blob at a thousand paths: the
+    folder holds it once, and the snapshot reads back the same)."""
     if not specimens.SLUG.match(slug):
         raise errors.InvalidEvent(f"{slug!r} is not PROJECT/YYYY-MM-DD-NN (lowercase project)")
     root = out / slug
@@ -121,9 +128,24 @@ def write(out: Path, slug: str, snapshot: dict[str, str], found: list[Defect],
             raise errors.InvalidEvent(f"{path!r} would be written outside {code}: nothing "
                                       f"was written")
         targets.append((target, text))
+    written: dict[str, Path] = {}  # each distinct text -> the file the others link to
     for target, text in targets:  # every path checked before the first is written
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        first = written.get(text)
+        if first is None or not _linked(first, target):
+            target.unlink(missing_ok=True)  # (never write through a link of another path)
+            target.write_text(text, encoding="utf-8")
+            written[text] = target
     (root / specimen_format.GROUND_TRUTH_FILE).write_text(
         ground_truth(found, snapshot, made_by), encoding="utf-8")
     return root
+
+
+def _linked(first: Path, target: Path) -> bool:
+    """Whether `target` is now a hard link of `first`; if not (a file system without hard
+    links, or `first` at its most links), the caller writes a copy, the next link source."""
+    try:
+        os.link(first, target)
+    except OSError:
+        return False
+    return True

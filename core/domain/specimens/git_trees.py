@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from props.core.domain import vocabulary
+from props.core.domain.specimens import specimens
 from props.core.log import errors
 
 # What a snapshot never holds by default: CI configuration (what runs the project, not the
@@ -141,14 +142,17 @@ class Blobs:
     """Files' text read one at a time through one `git cat-file --batch-command`: each
     object's size is asked before its content, so nothing past the size limit is read, and
     no more than one file is held in flight (never the whole tree in one buffer). The same
-    object asked twice is read once, and its text shared."""
+    object asked twice is read once, and its text shared: one str object for every path
+    that holds it. The texts held, summed, may not pass `max_held` (SnapshotTooLarge)."""
 
-    def __init__(self, repo: Path) -> None:
+    def __init__(self, repo: Path, max_held: int | None = None) -> None:
         self._process = subprocess.Popen(command(repo, "cat-file", "--batch-command"),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, env=environment())
         self._read: dict[bytes, str | None] = {}
         self.repo = repo
+        self.held = 0  # bytes of the distinct texts read
+        self._max_held = max_held
 
     def __enter__(self) -> Blobs:
         return self
@@ -187,20 +191,27 @@ class Blobs:
         assert stdout is not None
         data = stdout.read(int(size) + 1)[:-1]  # the content, then a newline
         self._read[oid] = text = readable(data)
+        if text is not None:
+            self.held += len(data)
+            if self._max_held is not None and self.held > self._max_held:
+                raise specimens.SnapshotTooLarge(f"the snapshot of {self.repo}",
+                                                self._max_held)
         return text
 
 
 def tree(repo: Path, commit: str, skipped: list[str] | None = None,
-         keep: Callable[[str], bool] | None = None) -> dict[str, str]:
+         keep: Callable[[str], bool] | None = None,
+         max_bytes: int = vocabulary.MAX_SNAPSHOT_BYTES) -> dict[str, str]:
     """Every file of `commit` that can be a snapshot file and `keep` (snapshot_filter's
     default) takes, by path: the listing with sizes, then every blob within the size limit
-    through one Blobs reader (not a process per file; a large blob is never read).
+    through one Blobs reader (not a process per file; a large blob is never read), each
+    distinct one read and held once, within `max_bytes` in all (SnapshotTooLarge past it).
     The paths left out are added to `skipped`."""
     skipped = [] if skipped is None else skipped
     keep = keep or snapshot_filter()
     filtered = 0
     out = {}
-    with Blobs(repo) as blobs:
+    with Blobs(repo, max_bytes) as blobs:
         for entry in filter(None, git(repo, "ls-tree", "-r", "-l", "-z", commit).split(b"\0")):
             meta, _, name = entry.partition(b"\t")
             _mode, kind, oid, listed = meta.split()

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
+import pydantic
+
 from props.core.domain import catalog
 
 GROUND_TRUTH_FILE = "ground_truth.toml"
@@ -80,7 +82,11 @@ class _Check:
         self.code = code
         self.gt_path = root / GROUND_TRUTH_FILE
         self.problems: list[Problem] = []
-        self.line_counts = {p: len(b.splitlines()) for p, b in code.items()}
+        counted: dict[bytes, int] = {}  # (each distinct content split once)
+        for b in code.values():
+            if b not in counted:
+                counted[b] = len(b.splitlines())
+        self.line_counts = {p: counted[b] for p, b in code.items()}
 
     def add(self, line: int | None, message: str, file: Path | None = None) -> None:
         self.problems.append(Problem(file or self.gt_path, line, message))
@@ -181,7 +187,13 @@ def parse(path: Path, text: str, root: Path, slug: str, code: dict[str, bytes]
     except RecursionError:  # (tomllib recurses: arrays nested some thousands deep)
         return None, [Problem(path, None, "invalid TOML: nested too deeply")]
     check = _Check(root, slug, code)
-    gt = _ground_truth(doc, check, _Lines(text))
+    try:
+        gt = _ground_truth(doc, check, _Lines(text))
+    except pydantic.ValidationError as exc:  # (a bound of the catalog: 101 files in one
+        # occurrence, say, which a fix of one blob at many paths gives; never a traceback)
+        return None, [Problem(path, None, f"past a bound of the ground truth: "
+                                          f"{'.'.join(map(str, e['loc'])) or 'value'}: "
+                                          f"{e['msg']}") for e in exc.errors()]
     if check.problems:
         return None, check.problems
     assert gt is not None

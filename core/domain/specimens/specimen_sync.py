@@ -136,7 +136,7 @@ async def sync(
                 and past.latest.ground_truth_hash == gt_hash:
             report.unchanged.append(specimen.slug)
             continue
-        for content in specimen.files.values():
+        for content in dict.fromkeys(specimen.files.values()):  # each distinct one once
             await store.put_blob(content)
         version = past.latest.version + 1 if past and past.versions else 1
         event = catalog.SnapshotSynced(

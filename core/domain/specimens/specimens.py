@@ -42,7 +42,13 @@ class Specimen:
 
     @property
     def file_entries(self) -> list[catalog.FileEntry]:
-        return [catalog.FileEntry(path=p, sha256=hashlib.sha256(b).hexdigest(), size=len(b))
+        """Each file's path, sha256 and size; each distinct content hashed once (a snapshot
+        may hold one content at a thousand paths)."""
+        digests: dict[bytes, str] = {}
+        for b in self.files.values():
+            if b not in digests:
+                digests[b] = hashlib.sha256(b).hexdigest()
+        return [catalog.FileEntry(path=p, sha256=digests[b], size=len(b))
                 for p, b in sorted(self.files.items())]
 
     @property
@@ -84,10 +90,27 @@ def _unsafe(path: Path, root: Path) -> str | None:
     return None
 
 
-def read_code(code_dir: Path, max_file_bytes: int,
-               problems: list[Problem]) -> dict[str, bytes]:
-    """The snapshot's files, path -> bytes; what cannot be one is a problem, never read."""
+class SnapshotTooLarge(errors.InvalidEvent):
+    """A snapshot's distinct contents, summed, are past vocabulary.MAX_SNAPSHOT_BYTES: refused
+    before anything of it is written (a file of a folder is read no further)."""
+
+    def __init__(self, where: object, limit: int) -> None:
+        self.reason = (f"holds more than {limit:,} bytes of distinct file content, the limit "
+                       f"of a snapshot")
+        super().__init__(f"{where} {self.reason}: choose fewer files (--include, --exclude); "
+                         f"nothing was written")
+
+
+def read_code(code_dir: Path, max_file_bytes: int, problems: list[Problem],
+              max_total_bytes: int = vocabulary.MAX_SNAPSHOT_BYTES) -> dict[str, bytes]:
+    """The snapshot's files, path -> bytes; what cannot be one is a problem, never read.
+    Each distinct content is held once, by every path that has it: a hard link of a file
+    read already is not read again, and a copy's bytes are dropped for the first one's.
+    Past `max_total_bytes` of distinct content, SnapshotTooLarge (nothing more is read)."""
     code: dict[str, bytes] = {}
+    by_inode: dict[tuple[int, int], bytes] = {}
+    held: dict[bytes, bytes] = {}
+    total = 0
     for dirpath, dirnames, filenames in os.walk(code_dir, followlinks=False):
         for name in sorted(dirnames + filenames):
             path = Path(dirpath) / name
@@ -98,13 +121,21 @@ def read_code(code_dir: Path, max_file_bytes: int,
                 if name in dirnames:
                     dirnames.remove(name)  # never walked into
                 continue
-            if name in filenames:
-                size = path.stat().st_size
-                if size > max_file_bytes:
-                    problems.append(Problem(path, None, f"is {size:,} bytes, over the limit "
-                                                        f"of {max_file_bytes:,}"))
-                    continue
-                code[path.relative_to(code_dir).as_posix()] = path.read_bytes()
+            if name not in filenames:
+                continue
+            st = path.stat()
+            if st.st_size > max_file_bytes:
+                problems.append(Problem(path, None, f"is {st.st_size:,} bytes, over the limit "
+                                                    f"of {max_file_bytes:,}"))
+                continue
+            data = by_inode.get((st.st_dev, st.st_ino))
+            if data is None:
+                read = path.read_bytes()
+                data = by_inode[st.st_dev, st.st_ino] = held.setdefault(read, read)
+                total += len(data) if data is read else 0
+                if total > max_total_bytes:
+                    raise SnapshotTooLarge(code_dir, max_total_bytes)
+            code[path.relative_to(code_dir).as_posix()] = data
     return dict(sorted(code.items()))
 
 
@@ -127,7 +158,10 @@ def read_snapshot(root: Path, slug: str, max_file_bytes: int = MAX_FILE_BYTES
         problems.append(Problem(root, None, f"no {GROUND_TRUTH_FILE}"))
     if problems:
         return None, problems
-    code = read_code(code_dir, max_file_bytes, problems)
+    try:
+        code = read_code(code_dir, max_file_bytes, problems)
+    except SnapshotTooLarge as exc:
+        return None, [Problem(code_dir, None, exc.reason)]
     if problems:
         return None, problems
     if not code:

@@ -307,8 +307,9 @@ def fix_between(repo: Path, old_tree: str, new_tree: str, name: str, message: st
 
 def read_folder(root: Path, keep: Callable[[str], bool] | None = None) -> dict[str, str]:
     """Every file under `root` that can be a snapshot file and `keep` takes, by path relative
-    to it: read by the snapshots' own rules (no symlink, device or oversized file is read),
-    git's folder left out."""
+    to it: read by the snapshots' own rules (no symlink, device or oversized file is read;
+    past vocabulary.MAX_SNAPSHOT_BYTES of distinct content, SnapshotTooLarge), git's folder
+    left out."""
     keep = keep or git_trees.snapshot_filter()
     refused: list[specimen_format.Problem] = []  # what cannot be in a snapshot stays out of it
     found = specimens.read_code(root, vocabulary.MAX_SPECIMEN_FILE_BYTES, refused)

@@ -194,6 +194,11 @@ def _wrote(args: argparse.Namespace, snapshot: dict[str, str],
     root = fix_keys.write(args.out, args.slug, snapshot, found, made_by)
     load_valid(args.out)  # what it wrote validates (every problem printed otherwise)
     todo = len(specimen_format.todo_problems(root))  # (what validate will count)
+    for d in found:
+        if not d.ranges:  # (the key says so in a comment; a person reading the output should too)
+            console.print(f"left out of the key: fix {d.name!r}: no source line of the "
+                          f"snapshot shows it (only tests, docs or CI, or lines that came "
+                          f"after it); give its occurrence yourself, or leave it out")
     console.print(f"wrote {root}: {len(snapshot)} file(s), {sum(1 for d in found if d.ranges)} "
                   f"true positive(s) from {len(found)} fix(es), {todo} TODO(s) to check in "
                   f"ground_truth.toml; then `props specimens validate {args.out}` and "
