@@ -30,7 +30,7 @@ from props.reactors.local_runtime import LocalRuntime
 from props.reactors.runtime_contract import RuntimeContract
 from props.reactors.swarm_runtime import SwarmRuntime
 from props.tools.checks.swarm import rig
-from tests.reactor_helpers import sync_samples
+from tests.reactor_helpers import eventually, sync_samples
 from tests.swarm_helpers import opened_swarm, swarm  # noqa: F401 (the session's fixture)
 
 pytestmark = pytest.mark.swarm
@@ -128,10 +128,16 @@ async def _containers_by_run(made: rig.Rig) -> collections.Counter[str]:
     return count
 
 
-async def _kill_worker_when_busy(rt: SwarmRuntime, made: rig.Rig, killed: list[float]) -> None:
-    """Kill the worker's daemon once it runs two of the evaluation's tasks."""
-    while sum(1 for host in rt.placed.values() if host == made.worker_host) < 2:  # noqa: ASYNC110
-        await anyio.sleep(0.1)
+async def _kill_worker_when_busy(store: EventStore, rt: SwarmRuntime, made: rig.Rig,
+                                 killed: list[float]) -> None:
+    """Kill the worker's daemon mid-way: six runs finished, and two running on it."""
+    async def mid_way() -> bool:
+        on_worker = {n for n, host in rt.placed.items() if host == made.worker_host}
+        done = {r[0] for r in await store.pool.fetch(
+            "SELECT data->>'run_id' FROM props.events WHERE type = 'run.finished'")}
+        return len(done) >= 6 and len({n for n in on_worker if n[-36:] not in done}) >= 2
+
+    await eventually(mid_way, 120)
     await anyio.to_thread.run_sync(made.kill_worker)
     killed.append(time.monotonic())
 
@@ -152,7 +158,7 @@ async def test_an_evaluation_across_both_nodes_survives_the_worker_s_death(
     try:
         async with opened_swarm(swarm, node_grace=NODE_GRACE) as rt, \
                 anyio.create_task_group() as tg:
-            tg.start_soon(_kill_worker_when_busy, rt, swarm, killed)
+            tg.start_soon(_kill_worker_when_busy, store, rt, swarm, killed)
             driven = await driver.serve_until_done(
                 store, ev, [LocalRuntime(tmp_path / "local", trust_commands=True), rt],
                 driver.Stops(wait=300, retry_failed=2), lambda line: None)
