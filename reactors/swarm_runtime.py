@@ -28,8 +28,10 @@ or a relay of it on each node) and a writable mount (a path every node shares).
 docs/howto/several-hosts.md says how to set up each.
 
 Finished jobs' tasks and exited containers are never collected by 20.10 (moby#42789):
-`remove` deletes the service and its configs; `prune` removes exited job containers on the
-node engines the operator names.
+`remove` deletes the service (and a tombstone); `prune` (every PRUNE_EVERY seconds of
+removals) deletes file configs no service has used for an hour (they are named by their
+content's hash and shared by the runs of one example: a config is a raft write) and exited
+job containers on the node engines the operator names.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import stat
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -74,7 +77,9 @@ CONFIGS_MAX = 1000  # configs (files) a run may be given
 SOCKET_TARGET = "/run/props-pg"
 AGENT_USER = "65534:65534"  # nobody:nogroup
 ENDED = "props.swarm.ended"  # a tombstone's label: "killed" or "lost"
-OF = "props.swarm.of"  # the service a config belongs to (its files, its tombstone)
+OF = "props.swarm.of"  # the run a tombstone is of
+FILE = "props.swarm.file"  # a file's config, named by its content's hash, shared by runs
+FILE_KEEP = 3600.0  # seconds an unused file config is kept (a start may be about to use it)
 FINAL = frozenset({"complete", "failed", "rejected", "shutdown", "orphaned", "remove"})
 MARK = b"\x1eprops-end "  # the wrapper's last line: MARK <exit code> <bytes before it>
 
@@ -312,11 +317,10 @@ class SwarmRuntime:
     async def _template(self, spec: ContainerSpec) -> dict[str, Any]:
         files = await anyio.to_thread.run_sync(_mounted_files, spec.mounts)
         configs = []
-        for i, (target, data) in enumerate(files.configs):
-            config_id = await self._config(f"props-file-{_name_hash(spec.name)}-{i}", data,
-                                           {OF: spec.name})
-            configs.append({"ConfigID": config_id,
-                            "ConfigName": f"props-file-{_name_hash(spec.name)}-{i}",
+        for target, data in files.configs:
+            name = f"props-file-{hashlib.sha256(data).hexdigest()[:32]}"
+            configs.append({"ConfigID": await self._config(name, data, {FILE: "1"}),
+                            "ConfigName": name,
                             "File": {"Name": target, "UID": "0", "GID": "0", "Mode": 0o444}})
         memory = spec.memory_mb * 1024 * 1024
         return {
@@ -451,7 +455,8 @@ class SwarmRuntime:
 
     @_engine_call
     async def remove(self, name: str) -> None:
-        """The service, its files' configs and its tombstone gone (each a no-op if gone)."""
+        """The service and its tombstone gone (each a no-op if gone); now and then, what
+        `prune` collects."""
         self._output.pop(name, None)
         self._not_ready_since.pop(name, None)
         await self._delete_service(name)
@@ -460,7 +465,7 @@ class SwarmRuntime:
                 await self.docker.configs.delete(config["ID"])
             except aiodocker.DockerError:
                 continue  # (gone, or in use for a moment more: the next removal's list)
-        if self.node_engines and time.monotonic() - self._pruned_at > PRUNE_EVERY:
+        if time.monotonic() - self._pruned_at > PRUNE_EVERY:
             self._pruned_at = time.monotonic()
             await self.prune()
 
@@ -476,9 +481,10 @@ class SwarmRuntime:
         return out
 
     async def prune(self) -> int:
-        """Exited containers of props' job tasks on the node engines given (20.10 keeps
-        them for ever); how many were removed. A node that does not answer is skipped."""
-        removed = 0
+        """File configs no service uses, older than FILE_KEEP; exited containers of props'
+        job tasks on the node engines given (20.10 keeps them for ever). How many went. A
+        node that does not answer is skipped."""
+        removed = await self._prune_files()
         for url in self.node_engines:
             try:
                 with anyio.fail_after(CALL_DEADLINE):
@@ -490,6 +496,22 @@ class SwarmRuntime:
                             removed += 1
             except (aiodocker.DockerError, aiohttp.ClientError, OSError, TimeoutError):
                 continue
+        return removed
+
+    @_engine_call
+    async def _prune_files(self) -> int:
+        used = {c["ConfigID"] for s in await self.docker.services.list()
+                for c in s["Spec"]["TaskTemplate"]["ContainerSpec"].get("Configs") or []}
+        removed = 0
+        for c in await self.docker.configs.list(filters={"label": [FILE]}):
+            created = datetime.fromisoformat(c["CreatedAt"][:26].rstrip("Z") + "+00:00")
+            if c["ID"] in used or (datetime.now(UTC) - created).total_seconds() < FILE_KEEP:
+                continue
+            try:
+                await self.docker.configs.delete(c["ID"])
+                removed += 1
+            except aiodocker.DockerError:
+                continue  # (taken by a service meanwhile)
         return removed
 
     def visible_path(self, mount: Mount) -> str:
