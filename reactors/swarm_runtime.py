@@ -404,7 +404,7 @@ class SwarmRuntime:
     async def _lose(self, name: str, service: dict[str, Any], why: str) -> NoReturn:
         """Tombstone first, then remove the service: whatever stops in between, the run is
         never started again, and the node kills the container should it come back."""
-        with anyio.CancelScope(shield=True):
+        with anyio.fail_after(CALL_DEADLINE, shield=True):  # (a stop waits for it, not longer)
             await self._end(name, service, "lost")
         raise RunLost(f"run container {name} is lost: {why}")
 
@@ -439,7 +439,7 @@ class SwarmRuntime:
         task = await self._task(str(service["ID"]))
         if task is not None and task["Status"]["State"] in FINAL:
             return  # ended on its own: its outcome stands
-        with anyio.CancelScope(shield=True):
+        with anyio.fail_after(CALL_DEADLINE, shield=True):  # (a stop waits for it, not longer)
             await self._end(name, service, "killed")
 
     @_engine_call
