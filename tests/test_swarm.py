@@ -21,10 +21,11 @@ import anyio.to_thread
 import pytest
 
 from props.core.domain import catalog, definitions, evaluation_starts, evaluations
+from props.core.log import errors
 from props.core.log.store import EventStore
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.reactors import swarm_runtime
+from props.reactors import runtimes, swarm_runtime
 from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, RunLost
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.runtime_contract import RuntimeContract
@@ -49,6 +50,20 @@ class TestSwarmRuntime(RuntimeContract):
 
     def make_runtime(self, tmp_path: Path) -> AbstractAsyncContextManager[ContainerRuntime]:
         return opened_swarm(self.rig)
+
+
+async def test_props_serve_opens_it_by_name_and_only_by_name(
+        swarm: rig.Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.delenv("PROPS_SWARM_HOST", raising=False)
+    registration = runtimes.get("swarm")
+    options = runtimes.Options(work_dir=tmp_path, engine=swarm.manager)
+    async with registration.open(options, True) as rt:
+        assert rt is not None and rt.kind == "swarm" and rt.capacity() >= 2
+    async with registration.open(runtimes.Options(work_dir=tmp_path), False) as absent:
+        assert absent is None  # auto, and no PROPS_SWARM_HOST: not this machine's
+    with pytest.raises(errors.ConfigurationError, match="PROPS_SWARM_HOST"):
+        async with registration.open(runtimes.Options(work_dir=tmp_path), True):
+            pass
 
 
 def test_the_end_marker_tells_a_whole_output_from_a_cut_one() -> None:

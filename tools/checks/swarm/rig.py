@@ -17,7 +17,9 @@ import subprocess
 from pathlib import Path
 
 SCRIPT = Path(__file__).with_name("two_node_swarm.sh")
-ROOTFS_TAR = Path.home() / ".cache" / "props" / "swarm" / "rootfs-bookworm-python3.tar"
+CACHE = Path.home() / ".cache" / "props" / "swarm"
+ROOTFS_TAR = CACHE / "rootfs-bookworm-python3.tar"
+REGISTRY_DATA = CACHE / "registry"  # the image pushed once, pulled by each new rig
 NEEDED = ("dockerd", "docker", "docker-registry", "ip", "nsenter", "unshare", "curl", "bc")
 TIMEOUT = 600.0  # seconds `up` may take (debootstrap, when the tar is not cached: ~2 min)
 
@@ -60,7 +62,8 @@ def missing() -> str | None:
 
 def _script(command: str, directory: Path, prefix: str) -> str:
     env = {**os.environ, "SWARM_DIR": str(directory), "SWARM_PREFIX": prefix,
-           "ROOTFS_TAR": str(ROOTFS_TAR), "SWARM_HEARTBEAT": "1s"}
+           "ROOTFS_TAR": str(ROOTFS_TAR), "REGISTRY_DATA": str(REGISTRY_DATA),
+           "SWARM_HEARTBEAT": "1s"}
     done = subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True,
                           text=True, timeout=TIMEOUT, check=False)
     if done.returncode != 0:

@@ -21,6 +21,7 @@
 #
 # Env: SWARM_DIR (default /tmp/sw2n), SWARM_PREFIX (default sw2n: names of netns/bridge/veths),
 #      ROOTFS_TAR (the rootfs tarball: made by debootstrap when missing, then reused),
+#      REGISTRY_DATA (the registry's storage; outside SWARM_DIR, its image is pushed once),
 #      DEBIAN_MIRROR (default: the first Debian URI in apt's sources),
 #      SWARM_HEARTBEAT (dispatcher heartbeat, default 1s: a dead node is "Down" after ~4 s).
 # Needs: root, iproute2, util-linux (unshare), docker.io (dockerd 20.10+, containerd, runc),
@@ -35,6 +36,7 @@ MGR_IP=$NET.2
 WRK_IP=$NET.3
 REG=$MGR_IP:5000
 IMAGE=$REG/props-critic:bookworm
+REG_DATA=${REGISTRY_DATA:-$B/registry/data}  # outside $B: the image outlives `down`
 MGR_HOST=${P}-mgr
 WRK_HOST=${P}-w1
 export DOCKER_CONFIG=$B/cli          # never read/write the user's ~/.docker
@@ -74,13 +76,13 @@ net_up() {
 
 # --- registry in the manager's namespace --------------------------------------------------------
 registry_up() {
-  mkdir -p "$B/registry/data"
+  mkdir -p "$B/registry" "$REG_DATA"
   if pid_alive "$(cat "$B/registry/pid" 2>/dev/null)"; then return; fi
   cat > "$B/registry/config.yml" <<EOF
 version: 0.1
 log: {level: warn}
 storage:
-  filesystem: {rootdirectory: $B/registry/data}
+  filesystem: {rootdirectory: $REG_DATA}
   delete: {enabled: true}
 http: {addr: "$REG"}
 EOF
@@ -221,15 +223,19 @@ status() {
 
 # --- teardown: only what this script started, by PID ------------------------------------------
 down() {
+  log "down: start"
   local n pid i
+  # Both daemons stopped at once (each takes seconds to leave the swarm), then waited for.
   for n in w m; do
     pid=$(dockerd_pid $n)
-    if pid_alive "$pid"; then
-      kill -TERM "$pid"
-      for i in $(seq 1 100); do pid_alive "$pid" || break; sleep 0.2; done
-      pid_alive "$pid" && kill -KILL "$pid"
-    fi
+    pid_alive "$pid" && kill -TERM "$pid"
   done
+  for n in w m; do
+    pid=$(dockerd_pid $n)
+    for i in $(seq 1 100); do pid_alive "$pid" || break; sleep 0.2; done
+    if pid_alive "$pid"; then kill -KILL "$pid"; fi
+  done
+  log "down: daemons stopped"
   pid=$(cat "$B/registry/pid" 2>/dev/null || true)
   if pid_alive "$pid"; then
     kill -TERM "$pid"
@@ -245,6 +251,7 @@ down() {
       for pid in $(cat "$f"); do kill -KILL "$pid" 2>/dev/null || true; done
     done
   done
+  log "down: leftovers killed"
   sleep 0.5
   for n in m w; do
     ip link del "${P}v$n" 2>/dev/null || true
@@ -261,6 +268,7 @@ down() {
   if grep -q " $B" /proc/mounts; then
     grep " $B" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" || true; done
   fi
+  log "down: links gone"
   rm -rf "$B"
   log "down: removed $B, netns $(ns_of m)/$(ns_of w), bridge $BR"
 }
