@@ -110,6 +110,26 @@ async def test_a_run_sees_its_files_without_host_binds_pinned_and_confined(
         assert left == []  # its files went with it
 
 
+async def test_an_output_without_its_end_is_a_lost_run_never_a_completed_one(
+        swarm: rig.Rig) -> None:  # noqa: F811
+    """The negative control of the end marker, on the real engine: the same task without
+    the wrapper ends `complete`, exit 0, with all its output; the runtime still calls it
+    lost, removes it and leaves its tombstone."""
+    spec = _spec(swarm, "print('all of it')")
+    async with opened_swarm(swarm) as rt:
+        template = await rt._template(spec)
+        template["ContainerSpec"]["Command"] = spec.command  # no wrapper: no end marker
+        try:
+            await rt.docker.services.create(
+                template, name=spec.name, labels=spec.labels,
+                mode={"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}})
+            with pytest.raises(RunLost, match="without its output's end"):
+                await rt.wait(spec.name, 120)
+            assert await rt._service(spec.name) is None and spec.name in await rt.names()
+        finally:
+            await rt.remove(spec.name)
+
+
 async def test_a_tag_is_pinned_to_its_digest_by_the_manager(swarm: rig.Rig) -> None:  # noqa: F811
     tagged = swarm.image.split("@", 1)[0] + ":bookworm"
     async with opened_swarm(swarm) as rt:
