@@ -35,6 +35,14 @@ class EngineUnreachable(errors.PropsError):
     fault: errors.Fault = "transient"
 
 
+class RunLost(errors.PropsError):
+    """A run's container was lost with its node (a cluster engine's node down past its
+    grace, or its output cut short): removed, never reported complete, never started again.
+    The run fails as run_lost, retryable: an evaluation runs the case again, as a new run."""
+
+    retryable = True
+
+
 @dataclasses.dataclass(frozen=True)
 class Mount:
     host: str

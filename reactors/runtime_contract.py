@@ -8,8 +8,9 @@ a third party runs it on theirs:
         def make_runtime(self, tmp_path):
             return my_runtime.open_for_tests(tmp_path)  # an async context manager
 
-Each container runs `sys.executable -c CODE`: the image must have this interpreter at that
-path (`mount_host_python` mounts the host's, for images without one). Every container is
+Each container runs `sys.executable -c CODE` (or the class's `interpreter`, for an image that
+carries its own Python): the image must have this interpreter at that path
+(`mount_host_python` mounts the host's, for images without one). Every container is
 named for its test and removed after it.
 """
 
@@ -32,8 +33,10 @@ from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mo
 class Made:
     """Specs for one test, each named uniquely and removed at the end."""
 
-    def __init__(self, rt: ContainerRuntime, image: str, mount_host_python: bool) -> None:
+    def __init__(self, rt: ContainerRuntime, image: str, mount_host_python: bool,
+                 interpreter: str = sys.executable) -> None:
         self.rt, self.image, self.mount_host_python = rt, image, mount_host_python
+        self.interpreter = interpreter
         self.names: list[str] = []
         self.tag = uuid.uuid4().hex[:8]
 
@@ -44,7 +47,7 @@ class Made:
         python = [Mount(p, p) for p in definitions.host_python_paths()] \
             if self.mount_host_python else []
         return ContainerSpec(name=name, image=self.image,
-                             command=[sys.executable, "-c", code],
+                             command=[self.interpreter, "-c", code],
                              env={"GREETING": "hello"}, mounts=python + (mounts or []),
                              labels={LABEL: str(uuid.uuid4()), "props.test": self.tag},
                              network=network, memory_mb=memory_mb)
@@ -76,6 +79,7 @@ class RuntimeContract(abc.ABC):
     mount_host_python = False  # the image has no Python: mount the host's, read-only
     isolates_files = True  # a read-only mount refuses writes (local processes: not isolated)
     oom_may_go_unreported = False  # killed at its memory limit, without the OOM flag
+    interpreter = sys.executable  # the Python each container runs (a portable image's own)
 
     @abc.abstractmethod
     def make_runtime(self, tmp_path: Path) -> AbstractAsyncContextManager[ContainerRuntime]:
@@ -84,7 +88,7 @@ class RuntimeContract(abc.ABC):
     @pytest.fixture
     async def made(self, tmp_path: Path) -> AsyncIterator[Made]:
         async with self.make_runtime(tmp_path) as rt:
-            made = Made(rt, self.image, self.mount_host_python)
+            made = Made(rt, self.image, self.mount_host_python, self.interpreter)
             try:
                 yield made
             finally:

@@ -151,6 +151,18 @@ async def _open_docker(options: Options,
         yield None
 
 
-BUNDLED = ("docker", "local")
+@asynccontextmanager
+async def _open_swarm(options: Options,
+                      required: bool) -> AsyncIterator[ContainerRuntime | None]:
+    """A Docker Swarm's manager: runs as jobs across its nodes (props.reactors.swarm_runtime;
+    with `auto`, only where PROPS_SWARM_HOST names one)."""
+    from props.reactors import swarm_runtime
+
+    async with swarm_runtime.opened(options.engine, required) as swarm:
+        yield swarm
+
+
+BUNDLED = ("docker", "local", "swarm")
 register("local", _open_local)
 register("docker", _open_docker)
+register("swarm", _open_swarm)

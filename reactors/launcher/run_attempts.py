@@ -8,7 +8,8 @@ Each error is classified once, here:
 - the engine not answering (EngineUnreachable): tried again until `engine_wait` seconds have
   passed since it first did not, then the run fails as engine_unreachable (retryable);
 - a refusal of the run's own (a PropsError: no image, no snapshot, a secret not allowed):
-  failed at once, the error's class its category;
+  failed at once, the error's class its category; a run lost with its node (RunLost) too,
+  but retryable (it is never started again as the same run);
 - anything else is a defect of props: failed at once as launcher_defect, with the traceback
   in the service's log, never retried forever.
 A run waiting between attempts holds no slot of the launcher: the others go on.
@@ -23,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from props.core.log import errors, faults, retries
-from props.reactors.containers import EngineUnreachable
+from props.reactors.containers import EngineUnreachable, RunLost
 
 log = logging.getLogger("props.reactors.launcher")
 
@@ -86,7 +87,7 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
                       run_id, retries.RUN.attempts)
         elif isinstance(exc, errors.PropsError):
             log.warning("run %s could not be carried out: %s", run_id, exc)
-            await fail(exc, None, False)
+            await fail(exc, None, isinstance(exc, RunLost))
         else:
             log.exception("run %s: a defect of props while carrying it out; the run "
                           "fails as launcher_defect", run_id)

@@ -10,6 +10,9 @@ beside a bare `python -c pass` process, as a figure.
 Launchers: runs that wait 2 s each (an LLM-bound critic's shape) through one launcher of 8
 slots, then through two of 8 each sharing the queue: the throughput of two over one.
 
+On a two-node swarm of this machine (the full suite only): a swarm job over `docker run`, and
+an evaluation on two nodes over one (props.tools.checks.benchmarks.swarm_suite).
+
 Grading: the grader reactor's own path (read finished runs from the log, grade every issue
 with the deterministic scorer, append the grades) over runs of 100 issues, beside a raw read
 of the same issue events.
@@ -38,6 +41,7 @@ from props.reactors.launcher.launcher import Launcher
 from props.reactors.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
+from props.tools.checks.benchmarks import swarm_suite
 from props.tools.checks.benchmarks.report import Check, Report
 from props.tools.checks.benchmarks.rescore_suite import _raw_issue_read
 from props.tools.checks.workload import Workload
@@ -192,6 +196,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                                "local_props_s": round(props_local, 3),
                                "local_overhead": round(props_local / bare_local, 3)})
         await _two_launchers(store, home, quick, report, console)
+        await swarm_suite.measure(store, quick, report, console)
         if not await docker_runtime.reachable():
             console.print("no Docker engine reachable: overhead_vs_docker_run did not run")
             report.checks.append(Check("overhead_vs_docker_run", None, "<=", 1.5))

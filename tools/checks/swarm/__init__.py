@@ -1,0 +1,1 @@
+"""A two-node Docker Swarm on one machine, for the swarm runtime's tests and benchmark."""
