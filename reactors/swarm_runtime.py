@@ -171,11 +171,13 @@ class _Files:
 
 
 def _mounted_files(mounts: Sequence[Mount]) -> _Files:
-    """Read-only directories and files as configs; sockets and writable paths as binds."""
+    """Read-only directories and files as configs; sockets, the folders that hold one (the
+    model gateway's) and writable paths as binds."""
     files = _Files()
     for m in mounts:
         mode = os.stat(m.host).st_mode
-        if stat.S_ISSOCK(mode) or not m.read_only:
+        holds_socket = stat.S_ISDIR(mode) and any(p.is_socket() for p in Path(m.host).iterdir())
+        if stat.S_ISSOCK(mode) or holds_socket or not m.read_only:
             files.binds.append({"Type": "bind", "Source": m.host, "Target": m.target,
                                 "ReadOnly": m.read_only})
         elif stat.S_ISDIR(mode):
