@@ -187,13 +187,19 @@ def test_one_classifier_of_failures(exc: BaseException, kind: str) -> None:
     assert faults.kind(exc) == kind
 
 
-def test_an_engine_error_is_transient_and_the_runtimes_say_so() -> None:
+def test_an_engine_error_is_what_the_runtime_says_it_is() -> None:
+    """The runtimes say their engine's errors in the rule's words; the rule knows no
+    engine's exceptions (the control: aiodocker's own error, had one escaped a runtime, is
+    not guessed transient)."""
     import aiodocker
 
-    from props.reactors.containers import EngineUnreachable
+    from props.reactors.containers import EngineRefused, EngineUnreachable
 
-    assert faults.kind(aiodocker.DockerError(500, "restarting")) == "transient"
     assert faults.kind(EngineUnreachable("gone")) == "transient"
+    assert faults.of_error(EngineUnreachable("gone")).why == \
+        faults.CATEGORIES["engine_unreachable"].why
+    assert faults.kind(EngineRefused("no such image")) == "refusal"
+    assert faults.kind(aiodocker.DockerError(500, "restarting")) == "defect"
 
 
 def _bare_shields(files: Sequence[Path]) -> list[str]:
