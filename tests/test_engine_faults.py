@@ -25,10 +25,16 @@ import anyio.abc
 import orjson
 import pytest
 
+from props.core.domain import catalog, definitions
 from props.core.log import faults
+from props.core.log.store import EventStore
 from props.reactors.containers import EngineRefused, EngineUnreachable, Outcome
 from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.host import ReactorHost
 from props.reactors.launcher import run_attempts
+from props.reactors.launcher.launcher import Launcher
+from props.reactors.local_runtime import LocalRuntime
+from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request, sync_samples
 
 NAME = "props-test-engine-faults"
 STATE = {"Status": "exited", "ExitCode": 0, "OOMKilled": False}
@@ -141,11 +147,7 @@ async def test_an_engine_that_never_answers_is_given_up_at_the_deadline(
     """It takes the connection and says nothing: each call ends at the runtime's deadline,
     as the engine unreachable. The control: without that deadline passing, the call is
     still waiting (the deadline, not the server, is what ends it)."""
-    async def silent(method: str, path: str) -> bytes | None:
-        await anyio.sleep_forever()
-        return None
-
-    async with engine(tmp_path, silent) as url:
+    async with engine(tmp_path, _silent) as url:
         async with DockerRuntime.lazy(url, deadline=0.5) as rt:
             began = time.monotonic()
             with pytest.raises(EngineUnreachable):
@@ -201,3 +203,49 @@ async def test_a_run_whose_engine_is_cut_off_fails_engine_unreachable(tmp_path: 
         raise aiohttp.ClientPayloadError("Response payload is not completed")
 
     assert await outcome(raw) == ["launcher_defect"]
+
+
+async def _silent(method: str, path: str) -> bytes | None:
+    await anyio.sleep_forever()
+    return None
+
+
+@pytest.mark.timeout(600)
+async def test_a_launcher_whose_engine_never_answers_holds_no_slot(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launcher with one slot, an engine that takes every connection and never answers,
+    and a local run queued behind the engine's: the engine's run gives its slot back at each
+    call's deadline (the local run completes) and fails engine_unreachable once the engine
+    wait is over. The control: with a deadline longer than the test, the same launcher is
+    stuck on the engine and the local run never starts."""
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    await push_code(store, "quick", QUICK_AGENT)
+    await definitions.push(store, catalog.DefinitionPushed(
+        agent_type="critic", name="silent", tag="test", runtime="docker",
+        image="props-test-silent:1", digest="sha256:" + "2" * 64))
+
+    async def served(deadline: float, seconds: float) -> list[catalog.RunFinished | None]:
+        """The engine's run and the local run, each finished (or None) after `seconds`."""
+        silent_ids = await request(store, "silent")
+        local_ids = await request(store, "quick")
+        done: dict[uuid.UUID, catalog.RunFinished] = {}
+        async with engine(tmp_path, _silent) as url, \
+                DockerRuntime.lazy(url, deadline=deadline) as silent:
+            launcher = Launcher(store, [LocalRuntime(tmp_path / "c", trust_commands=True),
+                                        silent], tmp_path / "work", max_concurrent=1,
+                                engine_wait=5.0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ReactorHost(store, launcher, poll_interval=0.1).run)
+                with anyio.move_on_after(seconds):
+                    done = await finished(store, [*silent_ids, *local_ids], seconds=seconds)
+                tg.cancel_scope.cancel()
+        return [done.get(silent_ids[0]), done.get(local_ids[0])]
+
+    # The control first: nothing finished, the local run included (no slot came back).
+    assert await served(deadline=3600, seconds=15) == [None, None]
+    silent_run, local_run = await served(deadline=0.5, seconds=300)
+    assert local_run is not None and local_run.status == "completed"
+    assert silent_run is not None and silent_run.failure is not None
+    assert (silent_run.failure.category, silent_run.failure.retryable) == \
+        ("engine_unreachable", True)
