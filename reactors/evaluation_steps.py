@@ -21,7 +21,7 @@ from props.core.scoring import registration
 class Stops:
     """When driving ends before every case is done: after `wait` seconds, past
     `fail_on_error` failed cases (a count, or a fraction of the cases below 1), and how
-    often a failed case is requested again."""
+    often a failed case whose failure the retry rule calls retryable is requested again."""
 
     wait: float = 3600.0
     fail_on_error: float | None = None
