@@ -94,7 +94,6 @@ class Runner:
 
     what = "projection runner"
     lock = leadership.PROJECTION_RUNNER
-    takes_events = False  # it commits whole batches
     parks_as = "projection runner"  # (never: each projection parks under its own name)
 
     def __init__(self, store: EventStore, projections: Sequence[Projection] = ALL,
@@ -133,11 +132,9 @@ class Runner:
         self._skipped = await parking.skips(self.store, self.projections)
         return min(self._positions.values())
 
-    def wants(self, rec: RecordedEvent) -> bool:
-        return False  # (takes_events is False: never asked)
-
-    async def take(self, rec: RecordedEvent) -> None:
-        raise AssertionError("the runner folds whole batches")
+    def handler(self, rec: RecordedEvent) -> consumer_loop.Handler | None:
+        """None: the runner handles no event on its own; it folds whole batches (`commit`)."""
+        return None
 
     async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
         positions, skipped = self._positions, self._skipped

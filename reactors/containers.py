@@ -27,12 +27,23 @@ MAX_LOG_BYTES = 1024 * 1024  # the tail kept of a container's output
 
 
 class EngineUnreachable(errors.PropsError):
-    """The container engine does not answer (gone, restarting, or failing on its side).
-    Transient for a while: a run waits for it up to the launcher's `engine_wait`, then fails
-    as engine_unreachable (retryable)."""
+    """The container engine does not answer (gone, restarting, cut off mid-answer, past its
+    deadline, or failing on its side). Transient for a while: a run waits for it up to the
+    launcher's `engine_wait`, then fails as engine_unreachable (retryable). A runtime says
+    every such error of its engine as this, so the retry rule (props.core.log.faults) needs
+    to know no engine's exceptions."""
 
     exit_code = 69  # EX_UNAVAILABLE
     fault: errors.Fault = "transient"
+    category = "engine_unreachable"
+
+
+class EngineRefused(errors.PropsError):
+    """The container engine answered and refused the request (a 4xx of its own): the same
+    request is refused again. A runtime says every such answer of its engine as this."""
+
+    fault: errors.Fault = "refusal"
+    category = "engine_refused"
 
 
 class RunLost(errors.PropsError):
@@ -40,7 +51,7 @@ class RunLost(errors.PropsError):
     grace, or its output cut short): removed, never reported complete, never started again.
     The run fails as run_lost, retryable: an evaluation runs the case again, as a new run."""
 
-    retryable = True
+    category = "run_lost"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,7 +13,7 @@ import functools
 import hashlib
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -29,6 +29,7 @@ from props.reactors.containers import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,
+    EngineRefused,
     EngineUnreachable,
     Mount,
     Outcome,
@@ -103,25 +104,35 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
 
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
+T = TypeVar("T")
 REMOVAL_WAIT = 60.0  # seconds a remove waits for another path's removal of the same container
+ENGINE_DEADLINE = ANSWER_WAIT  # seconds any one request to the engine has to answer
+PULL_DEADLINE = 600.0  # ... and a pull of an image, which downloads it
+# What an engine gone away raises through aiohttp: refused or cut connections, a body cut
+# mid-answer (ClientPayloadError: `container.wait()` or the logs when the engine vanished
+# while answering), a socket error, a deadline passed, a stream ended early.
+_GONE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError, EOFError)
 
 
 def _engine_call(fn: F) -> F:
-    """An engine that does not answer (no socket, a connection cut, a 5xx of its own) is
-    said once, here, as EngineUnreachable: the launcher tells it from a refusal and from the
-    database going away."""
+    """Every error of the engine is said once, here, in the retry rule's words
+    (props.core.log.faults): one that does not answer (no socket, a connection cut, a body
+    cut mid-answer, past its deadline, a 5xx of its own) as EngineUnreachable, a refusal (a
+    4xx) as EngineRefused. Nothing above this module sees aiodocker's or aiohttp's
+    exceptions."""
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
-        except (aiohttp.ClientConnectionError, OSError, TimeoutError) as exc:
+        except _GONE as exc:
             raise EngineUnreachable(f"the container engine does not answer "
                                     f"({type(exc).__name__})") from exc
         except aiodocker.DockerError as exc:
             if exc.status >= 500:
                 raise EngineUnreachable(f"the container engine failed on its side "
                                         f"({exc.status})") from exc
-            raise
+            raise EngineRefused(f"the container engine refused the request "
+                                f"({exc.status})") from exc
 
     return cast(F, call)
 
@@ -129,8 +140,15 @@ def _engine_call(fn: F) -> F:
 class DockerRuntime:
     kind: str = "docker"
 
-    def __init__(self, docker: aiodocker.Docker) -> None:
+    def __init__(self, docker: aiodocker.Docker, deadline: float = ENGINE_DEADLINE) -> None:
         self.docker = docker
+        self.deadline = deadline  # seconds each request to the engine has to answer
+
+    async def _answer(self, request: Awaitable[T], seconds: float | None = None) -> T:
+        """`request`'s answer within `seconds` (the runtime's deadline): an engine that took
+        the connection and never answers holds no run, nor its slot, for ever."""
+        with anyio.fail_after(seconds if seconds is not None else self.deadline):
+            return await request
 
     async def prepare(self, spec: ContainerSpec, run_dir: Path, reach: Reach) -> ContainerSpec:
         """A container with network reaches the database as the host does; one without, over
@@ -148,11 +166,12 @@ class DockerRuntime:
 
     @classmethod
     @asynccontextmanager
-    async def lazy(cls, url: str | None = None) -> AsyncIterator[DockerRuntime]:
+    async def lazy(cls, url: str | None = None, deadline: float = ENGINE_DEADLINE,
+                   ) -> AsyncIterator[DockerRuntime]:
         """An engine that may be down just now (restarting): each call reaches for it, and a
         call while it is away fails with a connection error that callers retry."""
         async with aiodocker.Docker(url=url or engine_url(), api_version="v1.41") as docker:
-            yield cls(docker)
+            yield cls(docker, deadline)
 
     @classmethod
     @asynccontextmanager
@@ -169,7 +188,7 @@ class DockerRuntime:
 
     async def _find(self, name: str) -> Any | None:
         try:
-            return await self.docker.containers.get(name)
+            return await self._answer(self.docker.containers.get(name))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return None
@@ -177,10 +196,11 @@ class DockerRuntime:
 
     @_engine_call
     async def start(self, spec: ContainerSpec) -> str:
-        container = await self._find(spec.name)
+        container: Any = await self._find(spec.name)
         if container is None:
             try:
-                container = await self.docker.containers.create(_config(spec), name=spec.name)
+                container = await self._answer(
+                    self.docker.containers.create(_config(spec), name=spec.name))
             except aiodocker.DockerError as exc:
                 if exc.status == 409:  # another launcher created it a moment ago
                     return await self.start(spec)
@@ -192,9 +212,9 @@ class DockerRuntime:
                         f"pulled: push the definition again (props definitions push, or "
                         f"docker push through props serve --registry)") from exc
                 raise
-        state = (await container.show())["State"]
+        state = (await self._answer(container.show()))["State"]
         if state["Status"] == "created":
-            await container.start()
+            await self._answer(container.start())
         return str(container.id)
 
     async def _pull(self, image: str) -> bool:
@@ -203,13 +223,13 @@ class DockerRuntime:
         if "@sha256:" not in image:
             return False
         try:
-            await self.docker.images.pull(image)
+            await self._answer(self.docker.images.pull(image), PULL_DEADLINE)
         except aiodocker.DockerError:
             return False
         return True
 
     async def _outcome(self, container: Any) -> Outcome | None:
-        state = (await container.show())["State"]
+        state = (await self._answer(container.show()))["State"]
         if state["Status"] in ("created", "running", "restarting", "paused"):
             return None
         oom = bool(state.get("OOMKilled"))
@@ -222,7 +242,7 @@ class DockerRuntime:
         container = await self._find(name)
         if container is None:
             raise errors.PropsError(f"no Docker container named {name}")
-        with anyio.move_on_after(within):
+        with anyio.move_on_after(within):  # (its end not come by then: the outcome says so)
             await container.wait()
         return await self._outcome(container)
 
@@ -232,7 +252,7 @@ class DockerRuntime:
         if container is None:
             return
         try:
-            await container.kill(signal="SIGKILL")
+            await self._answer(container.kill(signal="SIGKILL"))
         except aiodocker.DockerError as exc:
             if exc.status not in (404, 409):  # gone, or not running
                 raise
@@ -243,7 +263,7 @@ class DockerRuntime:
         if container is None:
             return b""
         try:
-            lines = await container.log(stdout=True, stderr=True)
+            lines = await self._answer(container.log(stdout=True, stderr=True))
         except aiodocker.DockerError as exc:
             if exc.status in (404, 409):  # gone, or being removed by another path: no logs
                 return b""
@@ -256,7 +276,7 @@ class DockerRuntime:
             container = await self._find(name)
             if container is None:
                 return
-            await container.delete(force=True)
+            await self._answer(container.delete(force=True))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return
@@ -282,7 +302,8 @@ class DockerRuntime:
 
     @_engine_call
     async def names(self, label: str = LABEL) -> dict[str, str]:
-        found = await self.docker.containers.list(all=True, filters=f'{{"label": ["{label}"]}}')
+        found = await self._answer(
+            self.docker.containers.list(all=True, filters=f'{{"label": ["{label}"]}}'))
         out = {}
         for c in found:
             info = c._container

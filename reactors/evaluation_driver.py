@@ -29,6 +29,7 @@ from props.reactors.evaluation_steps import (
     look,
     request_detached,
     request_within,
+    retry_line,
 )
 from props.reactors.launcher.launcher import Launcher
 
@@ -60,6 +61,7 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
     applies), calling `show` with a line each time the cases move; returns how it ended."""
     progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + stops.wait, ""
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
+    retried, told = 0, ""  # failed cases requested again (--retry-failed), and what was said
     async with Wakeups(store) as log_moved:
         while True:
             now = await look(store, ev, ceiling, stops, settled)
@@ -67,6 +69,11 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
             if line != shown:
                 show(line)
                 shown = line
+            retried += now.retried
+            if stops.retry_failed and (now.retried or now.not_retried) and \
+                    (said := retry_line(retried, now)) != told:
+                show(said)
+                told = said
             if now.over or time.monotonic() > deadline:
                 return now.outcome
             # A case moves with an append: look again then, but at most every LOOK_GAP

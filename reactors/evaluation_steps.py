@@ -21,7 +21,7 @@ from props.core.scoring import registration
 class Stops:
     """When driving ends before every case is done: after `wait` seconds, past
     `fail_on_error` failed cases (a count, or a fraction of the cases below 1), and how
-    often a failed case is requested again."""
+    often a failed case whose failure the retry rule calls retryable is requested again."""
 
     wait: float = 3600.0
     fail_on_error: float | None = None
@@ -98,26 +98,48 @@ class Progress:
 @dataclasses.dataclass(frozen=True)
 class Look:
     """What one look at an evaluation found, and did: its cases' states, how it stands
-    (a stop that applies), the runs it requested, and whether driving it is over."""
+    (a stop that applies), the runs it requested (`retried` of them failed cases requested
+    again), whether driving it is over, and the failed cases not requested again, counted by
+    why (`not_retried`)."""
 
     states: list[CaseState]
     outcome: catalog.EvaluationOutcome
     requested: int
     over: bool
+    retried: int = 0
+    not_retried: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def _again(s: CaseState, stops: Stops) -> str | None:
+    """None when a failed case is requested again (`--retry-failed`), else why not: the
+    retry rule (props.core.log.faults) calls its failure not retryable, or its retries are
+    spent."""
+    if s.failure is None:
+        return "failed with no closed fact: not retryable"
+    verdict = s.failure.verdict()
+    if not verdict.retryable:
+        return f"{s.failure.category}: not retryable ({verdict.why})"
+    if s.attempts > stops.retry_failed:
+        return f"{s.failure.category}: retryable, its {stops.retry_failed} retr" \
+            f"{'y' if stops.retry_failed == 1 else 'ies'} spent"
+    return None
 
 
 async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
                settled: dict[str, CaseState], most: int | None = None) -> Look:
     """Look at the cases once and request what has no result within the ceiling and the
     budget, and at most `most` runs (what its requester's runs-in-flight quota leaves);
-    `settled`: the cases known final, filled in as they settle. The one step of every
-    driver: `props eval run`, and the service's for detached evaluations."""
+    `settled`: the cases known final, filled in as they settle. A failed case is requested
+    again only when the retry rule calls its failure retryable and its retries
+    (`stops.retry_failed`) are not spent. The one step of every driver: `props eval run`,
+    and the service's for detached evaluations."""
     # (read each time: a new log's grader activates the default scorer as it starts)
     states = await case_states(store, ev, await registration.active_scorer(store),
                                settled=settled)
+    why_not = {s.case.key: _again(s, stops) for s in states if s.state == "failed"}
     settled.update((s.case.key, s) for s in states if s.state in DONE or (
-        s.state == "failed" and s.attempts > stops.retry_failed))
-    retryable = [s for s in states if s.state == "failed" and s.attempts <= stops.retry_failed]
+        s.state == "failed" and why_not[s.case.key] is not None))
+    retryable = [s for s in states if s.state == "failed" and why_not[s.case.key] is None]
     failed = sum(1 for s in states if s.state == "failed") - len(retryable)
     spent = sum(s.cost_usd for s in states)
     outcome: catalog.EvaluationOutcome = "complete"
@@ -126,14 +148,27 @@ async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops
     elif failed > _failure_limit(stops, len(ev.cases)):
         outcome = "stopped_on_errors"
     flying = [s for s in states if s.state == "running"]
-    requested = 0
+    requested: list[CaseState] = []
     if outcome == "complete":
         requested = await request_within(store, ev, ceiling, flying, [
             s for s in states if s.state == "waiting"] + retryable, _headroom(ev, flying, spent),
             most)
     ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
-    return Look(states, outcome, requested,
-                ended or (outcome != "complete" and not flying and not requested))
+    return Look(states, outcome, len(requested),
+                ended or (outcome != "complete" and not flying and not requested),
+                retried=sum(1 for s in requested if s.state == "failed"),
+                not_retried=dict(Counter(w for w in why_not.values() if w is not None)))
+
+
+def retry_line(retried: int, look: Look) -> str:
+    """What `--retry-failed` did so far: how many failed cases it requested again, and why
+    the others were not."""
+    kept = sum(look.not_retried.values())
+    line = f"--retry-failed: {retried} failed case(s) requested again (retryable by the rule)"
+    if kept:
+        line += f"; {kept} not: " + "; ".join(
+            f"{n} {why}" for why, n in sorted(look.not_retried.items()))
+    return line
 
 
 def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> float | None:
@@ -146,17 +181,18 @@ def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> floa
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
                          flying: list[CaseState], todo: list[CaseState],
-                         headroom: float | None = None, most: int | None = None) -> int:
+                         headroom: float | None = None, most: int | None = None,
+                         ) -> list[CaseState]:
     """Request cases of `todo` while the ceiling has room, each with at most what the
-    budget's `headroom` leaves (none left: nothing more), and at most `most` of them; how
-    many were requested."""
+    budget's `headroom` leaves (none left: nothing more), and at most `most` of them; those
+    requested."""
     per_definition = Counter(s.case.definition for s in flying)
     room = ceiling.runs - len(flying)
     if most is not None:
         room = min(room, most)
-    requested = 0
+    requested: list[CaseState] = []
     for s in todo:
-        if room <= requested or (headroom is not None and headroom <= 0):
+        if room <= len(requested) or (headroom is not None and headroom <= 0):
             break
         limit = ceiling.per_definition.get(s.case.definition)
         if limit is not None and per_definition[s.case.definition] >= limit:
@@ -166,7 +202,7 @@ async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
         if headroom is not None and budget is not None:
             headroom -= budget
         per_definition[s.case.definition] += 1
-        requested += 1
+        requested.append(s)
     return requested
 
 

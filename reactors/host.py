@@ -90,7 +90,6 @@ class ReactorHost:
     following, committing, parking and stopping are the shared consumer loop's
     (`consumer_loop.Loop`); the host says how a reactor takes an event and records it."""
 
-    takes_events = True
     decode = None  # a reactor reads every event it is shown
 
     def __init__(self, store: EventStore, reactor: Reactor, *, poll_interval: float = 1.0,
@@ -122,12 +121,10 @@ class ReactorHost:
         self._position = await self.store.load_checkpoint(self._checkpoint)
         return self._position
 
-    def wants(self, rec: RecordedEvent) -> bool:
-        return rec.type_name in self._wanted
+    def handler(self, rec: RecordedEvent) -> consumer_loop.Handler | None:
+        """The reactor's `handle`, for the event types it lists."""
+        return self.reactor.handle if rec.type_name in self._wanted else None
 
     async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
         await self.store.save_checkpoint(self._checkpoint, self._position, upto)
         self._position = upto
-
-    async def take(self, rec: RecordedEvent) -> None:
-        await self.reactor.handle(rec)

@@ -26,11 +26,10 @@ from typing import Any
 import httpx
 import orjson
 
-from props.core.log import retries
+from props.core.log import faults, retries
 
 Message = dict[str, Any]
 MODES = ("json_schema", "json_object", "tolerant")  # the order they are tried in
-_RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_BODY = 16 * 1024 * 1024  # bytes of an answer read at most
 GATEWAY_COST = "props_cost_usd"  # the model gateway's charge for the call, in its answer
 GATEWAY_OUTCOME = "X-Props-Outcome"  # the gateway's closed outcome of a call not forwarded
@@ -68,9 +67,13 @@ class CallFailed(Exception):
 
     @property
     def transient(self) -> bool:
-        return self.outcome in ("unreachable", "reset") or (
-            self.outcome == "http_error" and self.http_status in _RETRIED_STATUS
-            and not self.form_refused)
+        """Whether the call is tried again now, under MODEL_CALL: what the retry rule calls
+        retryable (props.core.log.faults), but neither a timeout (the call took its time
+        already: the run may be retried, not the call) nor a form of request the server
+        refused (the same form is refused again; another may not be)."""
+        return (faults.decide(f"llm_{self.outcome}", "llm",
+                              http_status=self.http_status).retryable
+                and self.outcome != "timeout" and not self.form_refused)
 
 
 @dataclasses.dataclass

@@ -5,9 +5,10 @@ for both:
 - lead: hold the consumer's advisory lock on a session of its own (of two replicas one
   serves, the other stands by and takes over);
 - follow: subscribe from where the consumer resumes, batch after batch;
-- take: hand each event the consumer wants to it, one at a time, shielded by the service's
-  `Stop` (the event in hand finishes, unless the stop's deadline cuts it: then it comes
-  again, never recorded as done);
+- take: run the consumer's handler of each event it has one for (`handler`), one at a time,
+  shielded by the service's `Stop` (the event in hand finishes, unless the stop's deadline
+  cuts it: then it comes again, never recorded as done); a consumer that folds whole batches
+  (the projection runner) has a handler for none;
 - commit: record the batch (a reactor its checkpoint, the runner its rows and checkpoints
   in one transaction), shielded the same way; on a stop in the middle of a batch, what was
   taken so far;
@@ -23,7 +24,7 @@ import dataclasses
 import functools
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import anyio
@@ -37,6 +38,11 @@ from props.core.log.events import DecodeFilter, RecordedEvent, UnreadableEvent
 from props.core.log.store import EventStore
 
 log = logging.getLogger(__name__)
+
+# One event's handling (idempotent: after a crash it may see the event again). A transient
+# failure is retried until it passes; any other is retried a few times, then the event is
+# parked and the loop goes on.
+Handler = Callable[[RecordedEvent], Awaitable[None]]
 
 
 class Consumer(Protocol):
@@ -52,25 +58,17 @@ class Consumer(Protocol):
     def decode(self) -> DecodeFilter | None:
         """Which events its subscription decodes (None: all)."""
 
-    @property
-    def takes_events(self) -> bool:
-        """False: it only commits whole batches (the projection runner)."""
-
     async def begin(self, tg: anyio.abc.TaskGroup) -> Checkpoint:
         """Once this instance leads: resume work in flight (background tasks in `tg`) and
         say where to follow the log from."""
 
-    def wants(self, rec: RecordedEvent) -> bool:
-        """Whether `take` is to see `rec` (else it is passed over, done)."""
+    def handler(self, rec: RecordedEvent) -> Handler | None:
+        """What handles `rec` on its own, before the batch's commit (None: nothing, it is
+        passed over, done; a consumer that folds whole batches answers None to every event)."""
 
     @property
     def parks_as(self) -> str:
         """The consumer name its parks are recorded under (`reactor-<name>`)."""
-
-    async def take(self, rec: RecordedEvent) -> None:
-        """Handle one event (idempotent: after a crash it may see the event again). A
-        transient failure is retried until it passes; any other is retried a few times,
-        then the event is parked and the loop goes on."""
 
     async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
         """Record the batch's events up to `upto` (inclusive) as done."""
@@ -126,42 +124,43 @@ class Loop:
                 await self._commit(batch, done)
 
     async def _take_all(self, batch: Sequence[RecordedEvent]) -> RecordedEvent | None:
-        """Each wanted event to the consumer; returns the last one done. On a stop, records
-        what was done before it and lets the stop go on."""
-        if not self.consumer.takes_events:
-            return batch[-1]
+        """Each event the consumer has a handler for, handled; returns the last one done.
+        On a stop, records what was done before it and lets the stop go on."""
         done: RecordedEvent | None = None
         try:
             for rec in batch:
-                if self.consumer.wants(rec):
+                handler = self.consumer.handler(rec)
+                if handler is not None:
                     with self.stop.shielded(f"{self.consumer.what}: event "
                                             f"{rec.global_position} ({rec.type_name})"
                                             ) as held:
-                        await self._take(rec)
+                        await self._take(rec, handler)
                     if held.abandoned:
                         await anyio.lowlevel.checkpoint()  # (the stop, raised here)
                 done = rec
-                await anyio.lowlevel.checkpoint_if_cancelled()  # a stop: here
+                if handler is not None:
+                    await anyio.lowlevel.checkpoint_if_cancelled()  # a stop: here
         except anyio.get_cancelled_exc_class():
             if done is not None:
                 await self._commit_on_stop(batch, done)
             raise
         return done
 
-    async def _take(self, rec: RecordedEvent) -> None:
+    async def _take(self, rec: RecordedEvent, handler: Handler) -> None:
         if isinstance(rec.event, UnreadableEvent):  # a defect of the event: no retry helps
             await self._park(rec, errors.InvalidEvent(rec.event.problem), 1)
             return
         try:  # a failure that is not transient is a poison event: parked after a few tries
-            await retries.POISON.call(functools.partial(self._take_through_outages, rec),
-                                      lambda exc: not faults.transient(exc))
+            await retries.POISON.call(
+                functools.partial(self._take_through_outages, rec, handler),
+                lambda exc: not faults.transient(exc))
         except Exception as exc:
             await self._park(rec, exc, retries.POISON.attempts or 1)
             return
         self.stats.handled += 1
 
-    async def _take_through_outages(self, rec: RecordedEvent) -> None:
-        """The consumer's take, again under EVENT while it fails for a transient reason
+    async def _take_through_outages(self, rec: RecordedEvent, handler: Handler) -> None:
+        """The consumer's handler, again under EVENT while it fails for a transient reason
         (each event's waits start from the shortest: earlier events' retries do not
         lengthen them)."""
         def retried(exc: BaseException, _: int) -> None:
@@ -169,8 +168,8 @@ class Loop:
             log.warning("%s: transient failure on event %s (%s); retrying",
                         self.consumer.what, rec.global_position, exc)
 
-        await retries.EVENT.call(functools.partial(self.consumer.take, rec),
-                                 faults.transient, on_retry=retried)
+        await retries.EVENT.call(functools.partial(handler, rec), faults.transient,
+                                 on_retry=retried)
 
     async def _park(self, rec: RecordedEvent, exc: Exception, attempts: int) -> None:
         await park(self.store, self.consumer.parks_as, rec.event_id, rec.global_position,

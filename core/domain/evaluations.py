@@ -303,7 +303,7 @@ async def states_of(store: EventStore, ev: Evaluation, cases: Sequence[Case],
     return out
 
 
-IMPORTED_RUN = catalog.Failure(phase="run", category="brought_by_import", retryable=False)
+IMPORTED_RUN = catalog.Failure.of("run", "brought_by_import")
 
 
 def _state(case: Case, run_id: uuid.UUID, attempts: int, events: Sequence[object],
@@ -319,8 +319,7 @@ def _state(case: Case, run_id: uuid.UUID, attempts: int, events: Sequence[object
     if finished is None:
         return CaseState(case, "missing" if stopped else "running", run_id, attempts, cost)
     if finished.status != "completed":
-        failure = finished.failure or catalog.Failure(
-            phase="run", category=finished.status, retryable=finished.status != "cancelled")
+        failure = finished.failure or catalog.Failure.of("run", finished.status)
         return CaseState(case, "failed", run_id, attempts, cost, failure)
     issues = any(isinstance(e, catalog.IssueReported) for e in events)
     state: State = "scored" if graded or not issues else ("missing" if stopped else "running")

@@ -20,6 +20,9 @@ class PropsError(Exception):
 
     exit_code = 1
     fault: Fault = "refusal"  # props said no; the same request gets the same answer
+    # The failure's name in the retry rule's table (props.core.log.faults) and in a run's
+    # closed facts; None: the class's name in snake case.
+    category: str | None = None
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or type(self).__name__).strip())

@@ -30,6 +30,7 @@ import anyio.abc
 import anyio.to_thread
 
 from props.core.domain import catalog, definitions, endpoints, streams
+from props.core.log import faults
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
@@ -195,8 +196,8 @@ class Launcher:
 
     async def _run_guarded(self, run_id: uuid.UUID) -> None:
         """Carry the run out under the launcher's retry policy (run_attempts)."""
-        async def fail(exc: BaseException, category: str | None, retryable: bool) -> None:
-            await self._fail_run(run_id, exc, category=category, retryable=retryable)
+        async def fail(exc: BaseException, category: str | None) -> None:
+            await self._fail_run(run_id, exc, category=category)
 
         try:
             try:
@@ -278,8 +279,7 @@ class Launcher:
         if taken_from is not None and claimed.container_started and \
                 not await holds(self.runtimes.values(),
                                 container_name(self.deployment, run_id)):
-            await self._finish(claimed, "failed", catalog.Failure(
-                phase="run", category="launcher_lost", retryable=True))
+            await self._finish(claimed, "failed", catalog.Failure.of("run", "launcher_lost"))
             await self._clean_up(run_id)
             return None
         return claimed
@@ -289,20 +289,19 @@ class Launcher:
         """The run's definition and the runtime it runs on (None: the run is failed)."""
         definition = await self._definition(state)
         if definition is None:
-            await self._finish(state, "failed", catalog.Failure(
-                phase="launch", category="definition_missing", retryable=False))
+            await self._finish(state, "failed",
+                               catalog.Failure.of("launch", "definition_missing"))
             return None
         granted = await endpoints.grant_of(self.store, definition.agent_type, definition.digest)
         if endpoints.ungranted(definition, granted):  # described, never granted: said so
-            await self._finish(state, "failed", catalog.Failure(
-                phase="launch", category="not_granted", retryable=False))
+            await self._finish(state, "failed", catalog.Failure.of("launch", "not_granted"))
             await self._clean_up(state.requested.run_id)
             return None
         definition = endpoints.as_granted(definition, granted)  # what its runs get
         rt = self.runtimes.get(definition.runtime)
         if rt is None:  # e.g. an image definition, and this launcher has no Docker engine
-            await self._finish(state, "failed", catalog.Failure(
-                phase="launch", category="runtime_unavailable", retryable=True))
+            await self._finish(state, "failed",
+                               catalog.Failure.of("launch", "runtime_unavailable"))
             await self._clean_up(state.requested.run_id)
             return None
         return definition, rt
@@ -337,20 +336,19 @@ class Launcher:
                                    self.deployment, run_id)
 
     async def _fail_run(self, run_id: uuid.UUID, exc: BaseException, *,
-                        category: str | None = None, retryable: bool = False) -> None:
+                        category: str | None = None) -> None:
         """A run that cannot succeed by retrying (no image, no snapshot, a refused append):
-        it fails with the error's class as its category (or `category`), never its message
-        (it may hold secrets or the agent's words). Whatever goes wrong here stays with this
+        it fails with the error's category (`faults.category_of`: its class's name unless it
+        says one) or `category`, never its message (it may hold secrets or the agent's
+        words); retryable as the retry rule says. Whatever goes wrong here stays with this
         run: the launcher goes on with the others, and the sweep takes this one up again."""
         try:
             state = fold_run(await self.store.read_stream(streams.run(run_id)))
             if state is None or state.finished or state.claim not in (None, self.launcher):
                 return  # (released, and another launcher's now)
-            category = category or "".join(f"_{c.lower()}" if c.isupper() else c
-                                           for c in type(exc).__name__).lstrip("_")
             phase = "report" if state.container_started else "launch"
-            await self._finish(state, "failed", catalog.Failure(
-                phase=phase, category=category, retryable=retryable))
+            await self._finish(state, "failed", catalog.Failure.of(
+                phase, category or faults.category_of(exc)))
             await self._clean_up(run_id)  # a container may exist already
         except Exception as second:
             log.error("run %s: could not record its failure (%s: %s); the sweep tries again",

@@ -1,17 +1,19 @@
-"""How a run's attempts fail, and which are tried again: the launcher's one retry policy.
+"""How a run's attempts fail, and which are tried again: the retry rule (props.core.log.faults)
+applied to carrying out a run.
 
 Every step of carrying out a run is idempotent (events by derived ids, the container by
 name), so an attempt that failed is simply made again, from where the log says it stands.
-Each error is classified once, here:
-- the database gone: tried again under retries.RUN (its attempts in a row, then the launcher's
-  sweep takes the run up again): nothing can be recorded meanwhile anyway;
-- the engine not answering (EngineUnreachable): tried again until `engine_wait` seconds have
-  passed since it first did not, then the run fails as engine_unreachable (retryable);
+What the rule says of each error decides:
+- transient, the database gone: tried again under retries.RUN (its attempts in a row, then
+  the launcher's sweep takes the run up again): nothing can be recorded meanwhile anyway;
+- transient, the engine not answering (EngineUnreachable): tried again until `engine_wait`
+  seconds have passed since it first did not, then the run fails as engine_unreachable
+  (retryable);
 - a refusal of the run's own (a PropsError: no image, no snapshot, a secret not allowed):
-  failed at once, the error's class its category; a run lost with its node (RunLost) too,
-  but retryable (it is never started again as the same run);
-- anything else is a defect of props: failed at once as launcher_defect, with the traceback
-  in the service's log, never retried forever.
+  failed at once, the error's category its category (a run lost with its node, RunLost:
+  run_lost, which the rule calls retryable; it is never started again as the same run);
+- a defect of props: failed at once as launcher_defect, with the traceback in the service's
+  log, never retried forever.
 A run waiting between attempts holds no slot of the launcher: the others go on.
 """
 
@@ -24,21 +26,20 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from props.core.log import errors, faults, retries
-from props.reactors.containers import EngineUnreachable, RunLost
+from props.reactors.containers import EngineUnreachable
 
 log = logging.getLogger("props.reactors.launcher")
 
 ENGINE_WAIT_SECONDS = 120.0  # an engine away this long fails its runs (engine_unreachable)
 
-# fail(error, category or None for the error's class, retryable)
-Fail = Callable[[BaseException, str | None, bool], Awaitable[None]]
+# fail(error, its category or None for the error's own): retryable as the rule says
+Fail = Callable[[BaseException, str | None], Awaitable[None]]
 Release = Callable[[], Awaitable[object]]
 
 
 def passing(exc: BaseException) -> bool:
-    """Trouble that is over by a later attempt: the engine or the database away, a
-    serialization failure or deadlock (`faults`: each error says). A refusal or a defect is
-    not."""
+    """Trouble that is over by a later attempt, as the rule says: the engine or the database
+    away, a serialization failure or deadlock. A refusal or a defect is not."""
     return faults.transient(exc)
 
 
@@ -81,14 +82,14 @@ async def carry_out(run_id: uuid.UUID, attempt: Callable[[], Awaitable[None]],
         if engine_gone(exc):
             log.warning("run %s: the engine has not answered for %.0f s: failing it as "
                         "engine_unreachable", run_id, engine_wait())
-            await fail(exc, "engine_unreachable", True)
+            await fail(exc, "engine_unreachable")
         elif passing(exc):  # RUN's attempts ran out
             log.error("run %s failed %d times in a row; the next sweep takes it up again",
                       run_id, retries.RUN.attempts)
-        elif isinstance(exc, errors.PropsError):
+        elif faults.kind(exc) == "refusal" and isinstance(exc, errors.PropsError):
             log.warning("run %s could not be carried out: %s", run_id, exc)
-            await fail(exc, None, isinstance(exc, RunLost))
+            await fail(exc, None)
         else:
             log.exception("run %s: a defect of props while carrying it out; the run "
                           "fails as launcher_defect", run_id)
-            await fail(exc, "launcher_defect", False)
+            await fail(exc, "launcher_defect")

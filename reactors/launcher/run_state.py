@@ -67,44 +67,32 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
     return state
 
 
-# What a model call can fail with that a later attempt may not (the server back, its load over).
-_TRANSIENT_CALLS = frozenset({"unreachable", "reset", "timeout"})
-
-
 def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
             capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
-    """The run's status from closed facts only (never from the agent's words)."""
+    """The run's status from closed facts only (never from the agent's words); whether a
+    failure is retryable is the retry rule's (`Failure.of`)."""
     code = exited.exit_code
     if exited.killed_for == "cancel":
         return "cancelled", None
     # A limit that ended the run is a closed fact too: what the status says, with the
     # container's exit (the logs stay in container.exited either way).
     if exited.killed_for == "timeout":
-        return "timed_out", catalog.Failure(phase="run", category="timeout", retryable=True,
-                                            exit_code=code)
+        return "timed_out", catalog.Failure.of("run", "timeout", code)
     if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
-        return "budget_exceeded", catalog.Failure(phase="run", category="budget",
-                                                  retryable=False, exit_code=code)
+        return "budget_exceeded", catalog.Failure.of("run", "budget", code)
     if capped:
-        return "failed", catalog.Failure(phase="report", category="event_cap",
-                                         retryable=False, exit_code=code)
+        return "failed", catalog.Failure.of("report", "event_cap", code)
     if state.totals.malformed:
-        return "failed", catalog.Failure(phase="report", category="malformed_event",
-                                         retryable=False, exit_code=code)
+        return "failed", catalog.Failure.of("report", "malformed_event", code)
     if exited.oom_killed:
-        return "failed", catalog.Failure(phase="run", category="out_of_memory",
-                                         retryable=False, exit_code=code)
+        return "failed", catalog.Failure.of("run", "out_of_memory", code)
     if code == 0:
         return "completed", None
     if code is None:
-        return "failed", catalog.Failure(phase="run", category="killed", retryable=True)
+        return "failed", catalog.Failure.of("run", "killed")
     if state.totals.call_failed is not None:
         # A model call that gave no usable answer ended the run: broken, never a scored 0.
         failed = state.totals.call_failed
-        status = failed.http_status or 0
-        transient = failed.outcome in _TRANSIENT_CALLS or (
-            failed.outcome == "http_error" and (status == 429 or status >= 500))
-        return "failed", catalog.Failure(phase="llm", category=f"llm_{failed.outcome}",
-                                         retryable=transient, exit_code=code)
-    return "failed", catalog.Failure(phase="run", category="exit_nonzero",
-                                     retryable=False, exit_code=code)
+        return "failed", catalog.Failure.of("llm", f"llm_{failed.outcome}", code,
+                                            http_status=failed.http_status)
+    return "failed", catalog.Failure.of("run", "exit_nonzero", code)

@@ -101,8 +101,7 @@ class Workload:
         events.append(catalog.ContainerExited(run_id=run, exit_code=0 if status == "completed"
                                               else rng.choice([1, 137, None]),
                                               duration_seconds=rng.uniform(5, 130)))
-        failure = None if status == "completed" else catalog.Failure(
-            phase="review", category=status, retryable=status != "failed")
+        failure = None if status == "completed" else catalog.Failure.of("review", status)
         events.append(catalog.RunFinished(run_id=run, status=status, failure=failure,
                                           tokens_in=tokens_in, tokens_out=tokens_out,
                                           cost_usd=round(cost, 6)))

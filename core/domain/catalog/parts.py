@@ -8,6 +8,7 @@ from typing import Annotated
 import pydantic
 
 from props.core.domain.vocabulary import Severity
+from props.core.log import faults
 from props.core.log.events import EventRegistry
 
 REGISTRY = EventRegistry()
@@ -93,12 +94,28 @@ class FileEntry(_Part):
 
 
 class Failure(_Part):
-    """Closed facts about a failure: never free text that could carry a secret."""
+    """Closed facts about a failure: never free text that could carry a secret. `retryable`
+    is what the retry rule (props.core.log.faults) said of it when it was recorded: made by
+    `Failure.of`, never set by hand (tests/test_retry_rule.py looks)."""
 
     phase: Name
     category: Name
     retryable: bool
     exit_code: ExitCode | None = None
+
+    @classmethod
+    def of(cls, phase: str, category: str, exit_code: int | None = None, *,
+           http_status: int | None = None) -> Failure:
+        """The failure's facts, retryable as the rule decides (`http_status`: a model
+        server's answer, which decides llm_http_error and is not kept)."""
+        verdict = faults.decide(category, phase, http_status=http_status)
+        return cls(phase=phase, category=category, retryable=verdict.retryable,
+                   exit_code=exit_code)
+
+    def verdict(self) -> faults.Verdict:
+        """The rule's answer for this failure now (an llm_http_error, whose status is not
+        kept, by what the rule said when it was recorded)."""
+        return faults.decide(self.category, self.phase, recorded=self.retryable)
 
 
 MAX_RATIONALE = 20_000  # characters of a TP's or decoy's rationale

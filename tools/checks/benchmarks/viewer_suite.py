@@ -55,8 +55,7 @@ def _uuid(rng: random.Random) -> uuid.UUID:
 def _lifecycle(rng: random.Random, snapshots: list[str]) -> tuple[str, list[Any]]:
     run = _uuid(rng)
     status = rng.choice(STATUSES)
-    failure = None if status == "completed" else catalog.Failure(
-        phase="review", category="agent", retryable=False)
+    failure = None if status == "completed" else catalog.Failure.of("review", "agent")
     return streams.run(run), [
         catalog.RunRequested(run_id=run, agent_type="critic", definition=rng.choice(DEFINITIONS),
                              example=catalog.Example(snapshot=rng.choice(snapshots)),

@@ -33,7 +33,10 @@ def add_parser(sub: Any) -> None:
          "migrate` run as a superuser does the same."),
         ("schema", "print the schema as the database has it",
          "Print the props schemas as this database has them, as readable SQL: tables, views, "
-         "function bodies, grants and default privileges (the format of schema/schema.sql)."),
+         "function bodies, grants and default privileges (the format of schema/schema.sql). "
+         "With --from-migrations, as migrating an empty database gives them: schema/schema.sql "
+         "itself (`props db schema --from-migrations > schema/schema.sql` after a new "
+         "migration; tests/test_schema.py fails while the file differs)."),
     ]:
         sub_parser = cmds.add_parser(name, help=summary, description=description)
         sub_parser.set_defaults(handler=f"db:{name}_cmd")
@@ -43,6 +46,11 @@ def add_parser(sub: Any) -> None:
                                     "(default: PROPS_DSN, or the embedded server's owner)")
         if name == "status":
             arguments.add_format(sub_parser, ("table", "json"))
+        if name == "schema":
+            sub_parser.add_argument(
+                "--from-migrations", action="store_true",
+                help="migrate a scratch database of the same server (dropped after) and print "
+                "its schema instead of this database's")
         if name == "dsn":
             role = sub_parser.add_mutually_exclusive_group()
             role.add_argument(

@@ -53,8 +53,10 @@ def add_parser(sub: Any) -> None:
                    help="stop starting runs past this many failed cases (or this fraction "
                    "of the cases, below 1)")
     p.add_argument("--retry-failed", type=_retries, default=0, metavar="N",
-                   help="request a failed case again, up to N times (a new run of the same "
-                   "case; its earlier runs stay in the record)")
+                   help="request a failed case again, up to N times, when the retry rule "
+                   "calls its failure retryable (docs/internals/retries.md); says how many it "
+                   "requested and why the others were not (a new run of the same case; its "
+                   "earlier runs stay in the record)")
     p.add_argument("--runtime", default="auto", metavar="NAME",
                    help="where the runs' containers run when served here: auto (the "
                    "default), docker, local or a registered runtime's name")

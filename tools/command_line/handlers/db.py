@@ -111,6 +111,13 @@ async def stop_cmd(args: argparse.Namespace) -> int:
 
 
 async def schema_cmd(args: argparse.Namespace) -> int:
+    if args.from_migrations:  # schema/schema.sql: what every migration gives an empty database
+        from props.tools.checks import scratch
+
+        async with scratch.scratch_database(database.resolve_dsn(), "schema") as fresh, \
+                database.session(fresh) as conn:
+            print(await catalog_dump.describe(conn), end="")
+        return 0
     async with database.session(database.resolve_dsn()) as conn:
         print(await catalog_dump.describe(conn), end="")
     return 0
