@@ -28,6 +28,7 @@ import logging
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -45,6 +46,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from props.core.domain import catalog, chat, endpoints, streams
+from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.reactors import http_hosting
@@ -55,6 +57,10 @@ SOCKET_NAME = "gateway.sock"
 CONTAINER_DIR = "/run/props-gateway"  # where a container sees the socket's folder
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_CONNECTIONS = 64  # requests in flight at once, over every run: past it, HTTP 503
+# Refusals a run can repeat at will: the first of each is recorded, the rest counted (a run
+# past its budget calling in a loop must not write an event a call).
+REFUSALS = frozenset({"over_budget", "rate_limited", "not_granted", "refused"})
 
 
 @dataclasses.dataclass
@@ -67,6 +73,7 @@ class RunPass:
     budget_usd: float
     spent_usd: float = 0.0
     lock: anyio.Lock = dataclasses.field(default_factory=anyio.Lock)
+    refused: dict[str, int] = dataclasses.field(default_factory=dict)  # outcome -> calls
 
 
 class Gateway:
@@ -81,6 +88,7 @@ class Gateway:
         if len(str(self.socket_path)) > 100:
             digest = hashlib.sha256(str(self.socket_dir).encode()).hexdigest()[:16]
             self.socket_dir = Path(tempfile.gettempdir()) / f"props-gateway-{digest}"
+            _own_folder(self.socket_dir)
         self._secret = self._load_secret(directory / "secret")
         self._passes: dict[uuid.UUID, RunPass] = {}
         self._calls: dict[str, deque[float]] = {}  # endpoint -> recent call times
@@ -160,7 +168,8 @@ class Gateway:
         self.socket_path.chmod(0o666)
         sock.listen(256)
         try:
-            await http_hosting.serve(self.app(), sock, task_status=task_status)
+            await http_hosting.serve(self.app(), sock, limit_concurrency=MAX_CONNECTIONS,
+                                     task_status=task_status)
         finally:
             sock.close()
             with anyio.CancelScope(shield=True):
@@ -174,11 +183,13 @@ class Gateway:
         if run is None:
             return _error(401, "no run of this gateway holds that credential (it ends with "
                                "its run)")
-        body = await _bounded_json(request)
-        if body is None:
-            return _error(400, f"the request is not a JSON object of at most "
-                               f"{MAX_REQUEST_BYTES // (1024 * 1024)} MiB")
-        async with run.lock:  # one call at a time per run: its budget is checked, then spent
+        # One call at a time per run, its body read inside: its budget is checked, then
+        # spent, and a run holds at most one body in the gateway's memory.
+        async with run.lock:
+            body = await _bounded_json(request)
+            if body is None:
+                return _error(400, f"the request is not a JSON object of at most "
+                                   f"{MAX_REQUEST_BYTES // (1024 * 1024)} MiB")
             return await self._forward(run, body)
 
     async def _forward(self, run: RunPass, body: dict[str, Any]) -> Response:
@@ -202,12 +213,7 @@ class Gateway:
             return _error(424, f"the gateway has no key for endpoint {endpoint.name} (the "
                                f"operator sets {endpoint.key_env} in the launcher's "
                                f"environment)")
-        body = {**body, "model": run.model, "stream": False}
-        if endpoint.max_tokens is not None:
-            asked = body.get("max_tokens")
-            body["max_tokens"] = min(asked, endpoint.max_tokens) \
-                if isinstance(asked, int) and asked > 0 else endpoint.max_tokens
-        return await self._upstream(run, endpoint, body, key)
+        return await self._upstream(run, endpoint, forwarded(body, run.model, endpoint), key)
 
     async def _upstream(self, run: RunPass, endpoint: catalog.EndpointRegistered,
                         body: dict[str, Any], key: str) -> Response:
@@ -232,10 +238,10 @@ class Gateway:
             return _error(502, f"endpoint {endpoint.name} cannot be reached",
                           outcome="unreachable")
         content = answer.content[:MAX_ANSWER_BYTES]
-        if key:  # an upstream may echo the key (an error saying which key it refused)
-            content = content.replace(key.encode(), b"[key withheld by the gateway]")
         parsed = _json_object(content) if answer.status_code < 400 else None
-        tokens_in, tokens_out = _usage(parsed)
+        # An answer that says no usage is charged as if it used all it was allowed.
+        tokens_in, tokens_out = _usage(parsed) or (_estimated_tokens(body["messages"]),
+                                                   body["max_tokens"])
         cost = (tokens_in * endpoint.price_in_per_mtok
                 + tokens_out * endpoint.price_out_per_mtok) / 1e6
         run.spent_usd += cost
@@ -244,6 +250,9 @@ class Gateway:
                            answer.status_code, tokens_in, tokens_out, cost, started)
         if parsed is not None:  # the charge, for the run's own account of its spend
             content = orjson.dumps({**parsed, chat.GATEWAY_COST: cost})
+        if key:  # an upstream may echo the key (an error saying which key it refused);
+            # scrubbed last, on the very bytes that go out (JSON escapes undone by then)
+            content = content.replace(key.encode(), b"[key withheld by the gateway]")
         out = {}
         if (after := answer.headers.get("retry-after", "")) and after.isdigit():
             out["Retry-After"] = after
@@ -266,6 +275,10 @@ class Gateway:
                       outcome: catalog.GatewayOutcome, status: int | None,
                       tokens_in: int = 0, tokens_out: int = 0, cost: float = 0.0,
                       started: float | None = None) -> None:
+        if outcome in REFUSALS:  # refused again and again: recorded once, counted here
+            run.refused[outcome] = run.refused.get(outcome, 0) + 1
+            if run.refused[outcome] > 1:
+                return
         latency = 0.0 if started is None else (time.monotonic() - started) * 1000
         event = catalog.GatewayCalled(
             run_id=run.run_id, endpoint=endpoint, outcome=outcome, http_status=status,
@@ -288,6 +301,19 @@ async def _bounded_json(request: Request) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _own_folder(path: Path) -> None:
+    """`path`, a folder of this user's own: made now, or refused if another user (or a link)
+    took its predictable name first in the shared temporary folder."""
+    try:
+        path.mkdir(mode=0o755)
+    except FileExistsError:
+        found = path.lstat()
+        if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+            raise errors.PropsError(f"{path} is not a folder of this user's (another user "
+                                    f"or a link took its name): remove it, or give props a "
+                                    f"shorter PROPS_HOME") from None
+
+
 def _json_object(content: bytes) -> dict[str, Any] | None:
     try:
         data = orjson.loads(content)
@@ -296,14 +322,44 @@ def _json_object(content: bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _usage(answer: dict[str, Any] | None) -> tuple[int, int]:
+def _usage(answer: dict[str, Any] | None) -> tuple[int, int] | None:
+    """The answer's usage; None when it says none that can be read."""
     usage = answer.get("usage") if answer is not None else None
     if not isinstance(usage, dict):
-        return 0, 0
+        return None
+    tokens_in, tokens_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(tokens_in) is not int or type(tokens_out) is not int \
+            or not (0 <= tokens_in <= 10**9 and 0 <= tokens_out <= 10**9):
+        return None
+    return tokens_in, tokens_out
 
-    def bounded(n: Any) -> int:
-        return n if isinstance(n, int) and 0 <= n <= 10**9 else 0
-    return bounded(usage.get("prompt_tokens")), bounded(usage.get("completion_tokens"))
+
+# What of a run's request goes on to the endpoint: OpenAI's chat completion fields that ask
+# for an answer, and nothing that routes it elsewhere (`models`, `api_base`), multiplies it
+# (`n`) or streams it. The model is the run's; the answer's tokens are capped.
+FORWARDED_FIELDS = frozenset({
+    "messages", "temperature", "top_p", "max_tokens", "response_format", "tools",
+    "tool_choice", "parallel_tool_calls", "seed", "stop", "presence_penalty",
+    "frequency_penalty", "logit_bias", "user"})
+DEFAULT_MAX_TOKENS = 4096  # an answer's cap when neither the run nor the endpoint sets one
+
+
+def forwarded(body: dict[str, Any], model: str,
+              endpoint: catalog.EndpointRegistered) -> dict[str, Any]:
+    """The request the endpoint gets for a run's `body`."""
+    out = {k: v for k, v in body.items() if k in FORWARDED_FIELDS}
+    cap = endpoint.max_tokens or DEFAULT_MAX_TOKENS
+    asked = body.get("max_tokens", body.get("max_completion_tokens"))
+    out["max_tokens"] = min(asked, cap) if type(asked) is int and asked > 0 else cap
+    out["model"], out["stream"], out["n"] = model, False, 1
+    if not isinstance(out.get("messages"), list):
+        out["messages"] = []
+    return out
+
+
+def _estimated_tokens(messages: list[Any]) -> int:
+    """A cautious count of a request's prompt tokens (2.5 bytes a token)."""
+    return int(len(orjson.dumps(messages)) / 2.5) + 1
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None,

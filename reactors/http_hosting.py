@@ -34,13 +34,16 @@ class _Server(uvicorn.Server):
             self.up.set()
 
 
-async def serve(app: Any, sock: socket.socket, *,
+async def serve(app: Any, sock: socket.socket, *, limit_concurrency: int | None = None,
                 task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Serve `app` on `sock` (TCP or a Unix socket, bound and listening) until cancelled,
     then finish the requests in flight. Started (`await tg.start(serve, ...)`) once uvicorn
-    answers on the socket."""
+    answers on the socket. `limit_concurrency`: connections and requests at once, past which
+    uvicorn answers 503 at once rather than hold them."""
     server = _Server(uvicorn.Config(app, log_config=None, access_log=False,
-                                    timeout_graceful_shutdown=10, lifespan="off"))
+                                    timeout_graceful_shutdown=10, lifespan="off",
+                                    limit_concurrency=limit_concurrency,
+                                    timeout_keep_alive=5))
 
     async with anyio.create_task_group() as tg:
         async def serve_shielded() -> None:

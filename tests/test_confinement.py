@@ -39,7 +39,11 @@ def test_a_config_names_an_endpoint_never_a_url_or_a_key() -> None:
     refused: list[dict[str, Any]] = [
         {"base_url": "http://127.0.0.1:9/v1"}, {"api_key_env": "OPENAI_API_KEY"},
         {"proxy": "https://evil.example/v1"}, {"API_KEY": "sk-x"},
-        {"endpoint": "Not A Name"}, {"endpoint": ["openai"]}]
+        {"endpoint": "Not A Name"}, {"endpoint": ["openai"]},
+        # the probe's ways past a top-level, one-spelling check
+        {"baseUrl": "x"}, {"apiKey": "x"}, {"api-key": "x"}, {"key": "x"},
+        {"llm": {"base_url": "x"}}, {"urls": ["http://x"]}, {"mirror": "//host/v1"},
+        {"\uff35\uff32\uff2c": "x"}]
     for config in refused:
         with pytest.raises(endpoints.EndpointRefused):
             endpoints.check_config(config)

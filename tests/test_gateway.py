@@ -177,6 +177,63 @@ async def test_an_endpoint_keeps_its_rate(store: EventStore, tmp_path: Path) -> 
     assert second.headers["Retry-After"]
 
 
+async def test_a_run_asks_only_for_an_answer_and_pays_for_what_it_could_have_used(
+        store: EventStore, tmp_path: Path) -> None:
+    """What a run's body may say beyond an answer is not forwarded (another route, several
+    answers a call, a stream); an answer without usage is charged its whole allowance; a
+    run refused again and again writes one event, not one a call (the probe wrote 311)."""
+    def no_usage(body: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"message": {"role": "assistant", "content": "{}"}}]}
+
+    with _chat_server(no_usage) as (url, seen):
+        # $1,000 per million answer tokens: 64 tokens allowed cost $0.064 a call.
+        await register_endpoint(store, "open", url, price_out_per_mtok=1000.0, max_tokens=64)
+        definition = llm_definition("llm", {"endpoint": "open"})
+        await definitions.push(store, definition)
+        async with gateway_on(store, tmp_path) as gateway:
+            run_id = uuid.uuid4()
+            credential = await gateway.admit(run_id, "m", definition, 0.05)
+            first = await anyio.to_thread.run_sync(lambda: call(
+                gateway, credential, n=64, models=["pricier"], api_base="http://x",
+                stream=True, max_completion_tokens=99_999, temperature=0.5))
+            assert first.status_code == 200
+            for _ in range(30):
+                refused = await anyio.to_thread.run_sync(call, gateway, credential)
+                assert refused.status_code == 402
+    [sent] = [s["body"] for s in seen]
+    assert sent["n"] == 1 and sent["stream"] is False and sent["max_tokens"] == 64
+    assert {"models", "api_base", "max_completion_tokens"} & set(sent) == set()
+    assert sent["temperature"] == 0.5  # what asks for an answer goes on (the control)
+    calls = await gateway_calls(store, run_id)
+    assert [c.outcome for c in calls] == ["answered", "over_budget"]
+    assert calls[0].tokens_out == 64 and calls[0].cost_usd == pytest.approx(0.064)
+
+
+async def test_each_decision_of_the_operator_takes_effect(store: EventStore) -> None:
+    """A revoke after a grant after a revoke, and an endpoint moved back to its first URL,
+    are each in force (the probe: the same decision twice was taken as already stored, so
+    the last revoke said done and the grant stayed)."""
+    digest = "sha256:" + "2" * 64
+
+    def decision(network: bool) -> catalog.DefinitionGranted:
+        return catalog.DefinitionGranted(agent_type="critic", name="x", digest=digest,
+                                         network=network)
+
+    for network in (False, True, False, True, False):
+        await endpoints.grant(store, decision(network))
+        grant = await endpoints.grant_of(store, "critic", digest)
+        assert (grant is not None and grant.network) is network
+    for port in (1111, 2222, 1111):
+        assert await register_endpoint_says_new(store, f"http://127.0.0.1:{port}/v1")
+        found = await endpoints.resolve(store, "ep")
+        assert found is not None and found.base_url.endswith(f":{port}/v1")
+    assert not await register_endpoint_says_new(store, "http://127.0.0.1:1111/v1")
+
+
+async def register_endpoint_says_new(store: EventStore, url: str) -> bool:
+    return await endpoints.register(store, catalog.EndpointRegistered(name="ep", base_url=url))
+
+
 # -- what an outsider pushes grants nothing ---------------------------------------------------
 
 

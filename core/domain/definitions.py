@@ -73,7 +73,11 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
     result = await store.append(streams.definition(definition.agent_type),
                                 [NewEvent(definition, event_id, metadata)])
     wanted = endpoints.asked(definition)
-    if not outsider and (wanted.network or wanted.host_python or wanted.endpoints):
+    if not outsider and endpoints.asks_anything(wanted) and (
+            not result.already_stored or await endpoints.grant_of(
+                store, definition.agent_type, definition.digest) is None):
+        # The operator's push grants what it asks: when new, or when it was recorded before
+        # grants existed. Pushing it again changes no grant: one revoked stays revoked.
         await endpoints.grant(store, wanted, actor=actor)
     return not result.already_stored
 

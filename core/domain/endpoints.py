@@ -18,6 +18,7 @@ are read from this database's own events only: an import's are another database'
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -29,14 +30,14 @@ from props.core.log.store import EventStore
 from props.schema import queries
 
 _Q = queries.load("endpoints")
-_NAMESPACE = uuid.UUID("a3c7d9f2-54c1-4f4b-8a1e-2d6c3f1b9e07")
 # Variables whose values are props' or libpq's own secrets: never a key an endpoint may name.
 PROPS_OWN = re.compile(r"^(PROPS_|PG)|^DATABASE_URL$")
 # Config keys that would carry a destination or a secret: the operator's, never a definition's.
+# (matched on the key as `_carries_a_destination` reads it: no case, no `-` or `_`)
 _FORBIDDEN_KEY = re.compile(
-    r"(^|_)(url|uri|base_url|api_base|host|endpoint_url|api_key|key_env|api_key_env|secret|"
-    r"password|token|authorization)$", re.IGNORECASE)
-_URL_VALUE = re.compile(r"^\s*[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+    r"(url|uri|apibase|host|hostname|proxy|apikey|keyenv|key|secret|password|passwd|token|"
+    r"authorization|credential|credentials)$")
+_URL_VALUE = re.compile(r"^\s*([a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
 
 
 class EndpointRefused(errors.PropsError):
@@ -49,18 +50,39 @@ def check_config(config: Mapping[str, Any]) -> None:
     """A definition's config describes a critic: it may name an endpoint (`endpoint`), never
     carry a URL or a key variable (where the model is and which key pays for it are the
     operator's, registered with `props endpoints add`)."""
-    for key, value in config.items():
-        if _FORBIDDEN_KEY.search(str(key)) or (isinstance(value, str)
-                                               and _URL_VALUE.match(value)):
-            raise EndpointRefused(
-                f"the definition's config names {str(key)[:64]!r}: a config never carries a "
-                f"URL or a key; the operator registers the model's endpoint (props endpoints "
-                f"add NAME --base-url URL --key-env VARIABLE) and the config names it "
-                f"(\"endpoint\": \"NAME\")")
+    if (where := _carries_a_destination(config, "")) is not None:
+        raise EndpointRefused(
+            f"the definition's config names {where[:64]!r}: a config never carries a URL or "
+            f"a key; the operator registers the model's endpoint (props endpoints add NAME "
+            f"--base-url URL --key-env VARIABLE) and the config names it "
+            f"(\"endpoint\": \"NAME\")")
     named = config.get("endpoint")
     if named is not None and not (isinstance(named, str) and _valid_name(named)):
         raise EndpointRefused(f"the definition's endpoint {str(named)[:64]!r} is not an "
                               f"endpoint name (lowercase letters, digits, '.', '_', '-')")
+
+
+def _carries_a_destination(value: Any, where: str, depth: int = 0) -> str | None:
+    """Where in `value` (nested objects and lists too) a key names a URL, a host or a secret,
+    or a string is a URL; None if nowhere. Keys are compared as a person reads them (NFKC,
+    case, `-` and `_` ignored): `baseUrl`, `api-key`, a fullwidth URL all count."""
+    if depth > 64:
+        return where or "(nested too deep)"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            plain = unicodedata.normalize("NFKC", str(key)).casefold().replace("-", "") \
+                .replace("_", "")
+            if _FORBIDDEN_KEY.search(plain):
+                return f"{where}{key}"
+            if (found := _carries_a_destination(item, f"{where}{key}.", depth + 1)):
+                return found
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            if (found := _carries_a_destination(item, f"{where}{n}.", depth + 1)):
+                return found
+    elif isinstance(value, str) and _URL_VALUE.match(unicodedata.normalize("NFKC", value)):
+        return where.rstrip(".") or value[:64]
+    return None
 
 
 def _valid_name(name: str) -> bool:
@@ -77,16 +99,19 @@ def endpoint_named(config: Mapping[str, Any]) -> str | None:
 
 async def register(store: EventStore, endpoint: catalog.EndpointRegistered, *,
                    actor: str | None = None) -> bool:
-    """Record `endpoint` (a registration with the same fields is recorded once)."""
+    """Record `endpoint` unless the registration in force here is the same; whether it was
+    recorded. Every change is an event of its own (an id of its own: a registration never
+    collides with an earlier one of this database, nor with one an import brought)."""
     if endpoint.key_env is not None and PROPS_OWN.match(endpoint.key_env):
         raise EndpointRefused(f"--key-env {endpoint.key_env}: props and libpq read that "
                               f"variable (it may hold a password of the service's); name the "
                               f"variable that holds the model's key")
-    event_id = uuid.uuid5(_NAMESPACE, "endpoint:" + endpoint.model_dump_json())
+    if await resolve(store, endpoint.name) == endpoint:
+        return False
     metadata = {"actor": actor} if actor else {}
-    result = await store.append(streams.endpoint(endpoint.name),
-                                [NewEvent(endpoint, event_id, metadata)])
-    return not result.already_stored
+    await store.append(streams.endpoint(endpoint.name),
+                       [NewEvent(endpoint, uuid.uuid4(), metadata)])
+    return True
 
 
 async def resolve(store: EventStore, name: str) -> catalog.EndpointRegistered | None:
@@ -119,12 +144,24 @@ def asked(definition: catalog.DefinitionPushed) -> catalog.DefinitionGranted:
 
 async def grant(store: EventStore, granted: catalog.DefinitionGranted, *,
                 actor: str | None = None) -> bool:
-    """Record the operator's grant (the same grant of a digest is recorded once)."""
-    event_id = uuid.uuid5(_NAMESPACE, "grant:" + granted.model_dump_json())
+    """Record the operator's grant of a digest unless the grant in force is the same (a
+    revoke after a grant after a revoke is three events: each decision takes effect); whether
+    it was recorded."""
+    def same(a: catalog.DefinitionGranted | None) -> bool:
+        return a is not None and (a.network, a.host_python, sorted(a.endpoints)) == (
+            granted.network, granted.host_python, sorted(granted.endpoints))
+
+    in_force = await grant_of(store, granted.agent_type, granted.digest)
+    if same(in_force) or (in_force is None and not asks_anything(granted)):
+        return False
     metadata = {"actor": actor} if actor else {}
-    result = await store.append(streams.definition(granted.agent_type),
-                                [NewEvent(granted, event_id, metadata)])
-    return not result.already_stored
+    await store.append(streams.definition(granted.agent_type),
+                       [NewEvent(granted, uuid.uuid4(), metadata)])
+    return True
+
+
+def asks_anything(granted: catalog.DefinitionGranted) -> bool:
+    return granted.network or granted.host_python or bool(granted.endpoints)
 
 
 async def grant_of(store: EventStore, agent_type: str,
