@@ -85,6 +85,21 @@ from props.core.domain.catalog.snapshots import (
     SnapshotRetired,
     SnapshotSynced,
 )
+from props.core.domain.catalog.verification import (
+    Agreement,
+    CaseScore,
+    Cohort,
+    CohortKind,
+    CriticChange,
+    Diverged,
+    DivergenceReason,
+    IssueVerdict,
+    ScorerForced,
+    ScorerVerified,
+    VerificationLabelled,
+    VerificationReplayed,
+    VerificationStatus,
+)
 from props.core.domain.vocabulary import AgentType, RunStatus, Severity, TerminalStatus
 
 __all__ = [
@@ -93,13 +108,20 @@ __all__ = [
     "ActiveScorerSet",
     "AgentLimits",
     "AgentType",
+    "Agreement",
     "ArchiveImported",
     "CallOutcome",
+    "CaseScore",
+    "Cohort",
+    "CohortKind",
     "ContainerExited",
     "ContainerStarted",
     "Count",
+    "CriticChange",
     "DefinitionPushed",
     "Digest",
+    "Diverged",
+    "DivergenceReason",
     "EvaluationEnded",
     "EvaluationName",
     "EvaluationOutcome",
@@ -121,6 +143,7 @@ __all__ = [
     "IssueGrade",
     "IssueReported",
     "IssueUnscorable",
+    "IssueVerdict",
     "LauncherName",
     "LauncherStarted",
     "LineRange",
@@ -147,8 +170,10 @@ __all__ = [
     "RunStatus",
     "RuntimeName",
     "Scope",
+    "ScorerForced",
     "ScorerRef",
     "ScorerRegistered",
+    "ScorerVerified",
     "Severity",
     "Sha256",
     "SnapshotRetired",
@@ -157,6 +182,9 @@ __all__ = [
     "StructuredOutput",
     "TerminalStatus",
     "TruePositive",
+    "VerificationLabelled",
+    "VerificationReplayed",
+    "VerificationStatus",
 ]
 
 # Last: every module above imported, so every type registered, each with its upcasters.

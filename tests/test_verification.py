@@ -1,0 +1,272 @@
+"""A scorer grades the headline only after a verification of its exact bytes (issue 53).
+
+The judge is an LLM judge on a loopback OpenAI-compatible server (tests/fake_openai.py) that
+judges by overlapping lines; the cohort is an evaluation of the reference critic on the three
+sample snapshots the demo reviews. Verified -> activation passes; one byte of the prompt
+changed -> refused, writing nothing; verified again -> passes; a new evaluation -> gated;
+--force -> recorded. The buckets add up to the cohort's reported issues; a judge that times
+out lands in "diverged: judge unreachable"; a verification killed in the middle resumes
+without asking the model again about what it answered."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from props.core.domain import catalog, definitions, evaluation_starts, evaluations
+from props.core.log.store import EventStore
+from props.core.scoring import cohorts, gate, identity, llm_judge, registration, scorers
+from props.core.scoring import verification as v
+from props.tools.bundled import samples
+from tests.fake_openai import Reply, chat_server
+from tests.reactor_helpers import eventually, finished
+from tests.test_llm_judge import _answer
+
+LENIENT = gate.Policy(min_label_accuracy=0.5)  # the fake judge's accuracy is its own
+EXAMPLES = ["csvtool/*", "logparse/*", "notes-api/*"]
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    with chat_server(_answer) as served:
+        yield served
+
+
+def _scorers_file(path: Path, url: str, *, timeout: float = 30) -> None:
+    path.write_text(f'["judge@1"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "judge-m"\n'
+                    f"price_in_per_mtok = 1.0\nprice_out_per_mtok = 4.0\n"
+                    f"request_timeout = {timeout}\n")
+
+
+@pytest.fixture
+def judge_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+               model: tuple[str, list[dict[str, Any]]]) -> Path:
+    path = tmp_path / "scorers.toml"
+    _scorers_file(path, model[0])
+    monkeypatch.setenv("PROPS_SCORERS_FILE", str(path))
+    return path
+
+
+async def _evaluation(store: EventStore, name: str, examples: list[str] = EXAMPLES
+                      ) -> list[uuid.UUID]:
+    """The reference critic on `examples`, once each, finished and graded by the default
+    scorer, with the projections showing its issues."""
+    await definitions.push(store, definitions.reference_local())
+    plan = evaluations.Plan(name=name, examples=examples, epochs=1,
+                            critic=[evaluations.Critic(definition="reference", ref="local")])
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
+    runs = [await evaluations.request(store, ev, case, 0) for case in ev.cases]
+    await finished(store, runs)
+
+    async def projected() -> bool:
+        if await store.pool.fetchval("SELECT to_regclass('projections.grading_edges')") is None:
+            return False
+        graded = await store.pool.fetchval(
+            "SELECT count(DISTINCT critique_run_id) FROM projections.grading_edges "
+            "WHERE critique_run_id = ANY ($1)", runs)
+        return bool(graded == len(runs))
+
+    await eventually(projected, 120)
+    return runs
+
+
+async def _issues(store: EventStore, runs: list[uuid.UUID]) -> int:
+    """The cohort's reported issues, counted from the log (not from the verification)."""
+    return int(await store.pool.fetchval(
+        "SELECT count(*) FROM props.events WHERE type = 'issue.reported' "
+        "AND stream_id = ANY ($1)", [f"run-{r}" for r in runs]))
+
+
+async def _events(store: EventStore) -> int:
+    return int(await store.pool.fetchval("SELECT count(*) FROM props.events"))
+
+
+def _buckets(e: catalog.ScorerVerified) -> int:
+    return e.unchanged + e.newly_credited + e.newly_uncredited + e.credited_elsewhere + sum(
+        d.issues for d in e.diverged)
+
+
+async def test_verify_gates_activation_on_the_exact_bytes_and_the_cohort(
+        served: EventStore, judge_file: Path, model: tuple[str, list[dict[str, Any]]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = served
+    runs = await _evaluation(store, "demo")
+    judge = scorers.scorer("judge@1")
+    default = scorers.scorer(scorers.DEFAULT_SCORER)
+    cohort = await cohorts.of_evaluation(store, "demo")
+    labels = v.Labels.load(samples.cases_dir())
+    calls = len(model[1])
+
+    # Never verified: refused, saying what to run, and nothing written.
+    before = await _events(store)
+    with pytest.raises(gate.ActivationRefused, match=r"never verified.*props scorers verify "
+                       r"judge@1 --cohort demo"):
+        await gate.activate(store, judge, rules=LENIENT)
+    assert await _events(store) == before
+
+    done = await v.verify(store, judge, default, cohort, labels)
+    e = done.event
+    assert e.status == "completed" and e.cohort.runs == len(runs) == 3
+    assert _buckets(e) == e.candidates == await _issues(store, runs) > 0
+    assert len(done.issues) == e.candidates and not e.diverged
+    assert e.labels is not None and e.labels.issues > 0 and e.labels.low is not None
+    asked = len(model[1]) - calls
+    assert asked == done.asked + len(labels.cases)  # each run once, each case once
+    assert e.cost_usd > 0 and e.tokens_in > 0
+    assert await registration.active_scorer(store) == scorers.DEFAULT_SCORER  # unchanged
+    changed, standing = await gate.activate(store, judge, rules=LENIENT)
+    assert changed and standing.verified is not None and standing.refusal is None
+    assert await registration.active_scorer(store) == "judge@1"
+
+    # Again, nothing is asked: every answer is recorded.
+    calls = len(model[1])
+    again = await v.verify(store, judge, default, cohort, labels)
+    assert again.event == e and len(model[1]) == calls and again.asked == 0
+
+    # One byte of its prompt changed: another identity, refused as not what was verified.
+    await registration.activate(store, "tiered", 2)
+    monkeypatch.setattr(llm_judge, "SYSTEM", llm_judge.SYSTEM.replace("grade", "grado", 1))
+    assert identity.identity(judge) != e.identity_hash
+    before = await _events(store)
+    with pytest.raises(gate.ActivationRefused, match="bytes changed"):
+        await gate.activate(store, judge, rules=LENIENT)
+    assert await _events(store) == before
+    edited = await v.verify(store, judge, default, cohort, labels)
+    assert edited.event.status == "completed" and edited.asked == done.asked  # asked anew
+    assert edited.event.identity_hash == identity.identity(judge)
+    assert (await gate.activate(store, judge, rules=LENIENT))[0]
+
+    # A new evaluation is a new cohort: gated until verified on it.
+    await registration.activate(store, "tiered", 2)
+    await _evaluation(store, "demo-2", EXAMPLES[:1])
+    with pytest.raises(gate.ActivationRefused, match=r"evaluation demo-2 started after it.*"
+                       r"props scorers verify judge@1 --cohort demo-2"):
+        await gate.activate(store, judge, rules=LENIENT)
+    # The policy is the operator's: the same verification, a stricter policy, refused.
+    await v.verify(store, judge, default, await cohorts.of_evaluation(store, "demo-2"), labels)
+    assert (await gate.standing(store, judge, gate.Policy(min_label_accuracy=1.0))).refusal
+    assert (await gate.standing(store, judge, LENIENT)).refusal is None
+
+    # --force: activated anyway, with who and why recorded in the same write.
+    monkeypatch.setattr(llm_judge, "SYSTEM", llm_judge.SYSTEM + " ")
+    changed, standing = await gate.activate(store, judge, force_reason="a trial, by hand",
+                                            rules=LENIENT)
+    assert changed and standing.refusal is not None
+    [forced] = [r.event for r in await store.read_stream("scorer-judge")
+                if isinstance(r.event, catalog.ScorerForced)]
+    assert forced.reason == "a trial, by hand" and forced.actor
+    assert forced.identity_hash == identity.identity(judge)
+    assert "bytes changed" in forced.refused
+
+
+async def test_a_judge_that_times_out_is_diverged_unreachable_never_dropped(
+        served: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model answers after the judge's request timeout: every issue of the cohort is
+    in "diverged: judge unreachable", the verification is not completed, the gate refuses.
+    (Negative control of the resume test's count: a model that does not answer is asked
+    again on the next run.)"""
+    store = served
+    runs = await _evaluation(store, "slow", EXAMPLES[:1])
+    slow = json.dumps({"choices": [{"message": {"role": "assistant", "content": "{}"}}]})
+    with chat_server(lambda _: Reply(body=slow.encode(), delay=1.0)) as (url, seen):
+        path = tmp_path / "scorers.toml"
+        _scorers_file(path, url, timeout=0.2)
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(path))
+        judge = scorers.scorer("judge@1")
+        cohort = await cohorts.of_evaluation(store, "slow")
+        done = await v.verify(store, judge, scorers.scorer("tiered@2"), cohort, None)
+        first = len(seen)
+        assert first > 0
+        again = await v.verify(store, judge, scorers.scorer("tiered@2"), cohort, None)
+        assert len(seen) == 2 * first  # nothing recorded, so asked again
+    e = done.event
+    assert e.status == "failed" and again.event.status == "failed"
+    assert [(d.reason, d.issues) for d in e.diverged] == [
+        ("judge unreachable", await _issues(store, runs))]
+    assert _buckets(e) == e.candidates > 0
+    with pytest.raises(gate.ActivationRefused, match="failed"):
+        await gate.activate(store, judge, rules=LENIENT)
+
+
+def _props(*args: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "props.tools.cli", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **env}, start_new_session=True)
+
+
+async def test_verify_resumes_after_kill_9_without_asking_again(
+        served: EventStore, dsn: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`props scorers verify` killed (SIGKILL) once a run's answer is recorded: run again,
+    it asks the model only about the runs it has no answer for, and exits 0 when complete
+    (3 while it is not); `props scorers activate` then passes the policy file's gate."""
+    store = served
+    runs = await _evaluation(store, "demo")
+    answers = 0
+
+    def slowly(body: dict[str, Any]) -> dict[str, Any] | Reply:
+        nonlocal answers
+        answers += 1
+        return Reply(body=json.dumps(_answer(body)).encode(), delay=0.0 if answers == 1
+                     else 1.5)
+
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    shutil.copy(samples.cases_dir() / "overlap.toml", labels)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[verification]\nmin_label_accuracy = 0.5\n")
+    with chat_server(slowly) as (url, seen):
+        path = tmp_path / "scorers.toml"
+        _scorers_file(path, url)
+        env = {"PROPS_DSN": dsn, "PROPS_SCORERS_FILE": str(path),
+               "PROPS_HOME": str(tmp_path / "home"), "PROPS_POLICY_FILE": str(policy)}
+        monkeypatch.setenv("PROPS_SCORERS_FILE", str(path))
+        args = ("scorers", "verify", "judge@1", "--cohort", "demo", "--labels", str(labels))
+
+        async def replayed() -> int:
+            return int(await store.pool.fetchval(
+                "SELECT count(*) FROM props.events WHERE type = 'verification.replayed'"))
+
+        proc = _props(*args, env=env)
+        try:
+            await eventually(lambda: _one(replayed), 120)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kept = await replayed()
+        assert 1 <= kept < len(runs)
+        asked_before = len(seen)
+        refused = await _cli("scorers", "activate", "judge@1", env=env)
+        assert refused.returncode == 77 and b"props scorers verify judge@1" in refused.stderr
+        done = await _cli(*args, "--json", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        out = json.loads(done.stdout)
+        cases = len(v.Labels.load(labels).cases)
+        with_issues = int(await store.pool.fetchval(
+            "SELECT count(DISTINCT stream_id) FROM props.events WHERE type = 'issue.reported' "
+            "AND stream_id = ANY ($1)", [f"run-{r}" for r in runs]))
+        # The second process asked about the runs it had no answer for, and the cases.
+        assert len(seen) - asked_before == with_issues - kept + cases
+        assert out["status"] == "completed" and len(out["issues"]) == out["candidates"]
+    activated = await _cli("scorers", "activate", "judge@1", env=env)
+    assert activated.returncode == 0 and b"verified on evaluation demo" in activated.stdout
+
+
+async def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return await anyio.run_process([sys.executable, "-m", "props.tools.cli", *args],
+                                   check=False, env={**os.environ, **env})
+
+
+async def _one(count: Any) -> bool:
+    return bool(await count() >= 1)
