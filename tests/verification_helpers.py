@@ -13,12 +13,13 @@ from props.core.log.store import EventStore
 from props.core.scoring import cohorts, identity, registration, scorers
 
 
-async def record_verification(store: EventStore, ref: str) -> None:
-    s = scorers.scorer(ref)
+async def record_verification(store: EventStore, ref: str | scorers.Scorer) -> None:
+    s = scorers.scorer(ref) if isinstance(ref, str) else ref
     await registration.ensure_registered(store, s)
     cohort = await cohorts.as_of(store)
     await store.append(streams.scorer(s.name), [NewEvent(catalog.ScorerVerified(
         verification_id=uuid.uuid4(), name=s.name, version=s.version,
-        identity_hash=identity.identity(s), cohort=cohort.spec, status="completed",
+        identity_hash=identity.identity(s), code_hash=s.code_hash, cohort=cohort.spec,
+        status="completed", passed=True,
         candidates=0, replayed_runs=1,
         labels=catalog.Agreement(issues=1, agreed=1, share=1.0)))])

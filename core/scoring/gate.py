@@ -169,3 +169,35 @@ def actor() -> str:
         return getpass.getuser()[:200] or "unknown"
     except (KeyError, OSError):
         return "unknown"
+
+
+async def figure_standing(store: EventStore, ref: str) -> dict[str, str]:
+    """How the figures a scorer grades stand, as the report says beside them: its identity
+    (short) and `verified` (a completed verification of these exact bytes is recorded here),
+    `forced` (activated past the gate, with who and why) or `unverified`."""
+    try:
+        name, version = streams.parse_ref(ref)
+    except ValueError:
+        return {"identity": "", "standing": "unverified", "detail": "not NAME@VERSION"}
+    try:
+        ident: str | None = identity.identity(scorers.scorer(ref))
+    except errors.PropsError:  # a grader image's, or a judge no longer configured
+        ident = None
+    verified, forced = False, None
+    for rec in await store.read_stream(streams.scorer(name)):
+        e = rec.event
+        if rec.imported or getattr(e, "version", None) != version:
+            continue
+        if isinstance(e, catalog.ScorerVerified) and e.status == "completed" \
+                and e.identity_hash == ident:
+            verified = True
+        elif isinstance(e, catalog.ScorerForced):
+            forced = e
+    shown = identity.short(ident) if ident else ""
+    if verified:
+        return {"identity": shown, "standing": "verified", "detail": ""}
+    if forced is not None:
+        return {"identity": shown, "standing": "forced",
+                "detail": f"activated past the gate by {forced.actor}: {forced.reason}"}
+    return {"identity": shown, "standing": "unverified",
+            "detail": f"no completed verification of these bytes (props scorers verify {ref})"}

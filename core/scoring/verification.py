@@ -37,6 +37,7 @@ from props.core.scoring import (
     candidates,
     cohorts,
     evaluation,
+    gate,
     identity,
     intervals,
     registration,
@@ -382,10 +383,13 @@ async def _labels(store: EventStore, replay: _Replay, labels: Labels | None,
 async def verify(store: EventStore, candidate: scorers.Scorer, against: scorers.Scorer,
                  cohort: cohorts.Cohort, labels: Labels | None, *,
                  selected: Callable[[int], None] | None = None,
-                 progress: Callable[[int], None] | None = None) -> Verification:
+                 progress: Callable[[int], None] | None = None,
+                 rules: gate.Policy | None = None) -> Verification:
     """Replay `cohort` under `candidate` beside `against` and record the outcome
     (`scorer.verified`, in the candidate's stream). The active scorer is not changed; the
-    candidate is registered (as a rescore would) so the log knows what was verified."""
+    candidate is registered (as a rescore would) so the log knows what was verified.
+    `rules`: the policy it is held to (default: the operator's, gate.policy())."""
+    rules = rules or gate.policy()
     await registration.ensure_registered(store, candidate)
     ident = identity.identity(candidate)
     against_ident = identity.identity(against)
@@ -407,13 +411,13 @@ async def verify(store: EventStore, candidate: scorers.Scorer, against: scorers.
     except anyio.get_cancelled_exc_class():  # stopped: what it reached is said, then it stops
         with anyio.CancelScope(shield=True):
             await _record(store, replay, cohort, seen, [o for r in seen for o in _outcomes(r)],
-                          None, against, against_ident, cancelled=True)
+                          None, against, against_ident, rules, cancelled=True)
         raise
     if progress and labels:
         progress(len(labels.cases))
     outcomes = [o for r in seen for o in _outcomes(r)]
     return Verification(await _record(store, replay, cohort, seen, outcomes, measured,
-                                      against, against_ident), outcomes, replay.asked)
+                                      against, against_ident, rules), outcomes, replay.asked)
 
 
 def _status(replay: _Replay, seen: list[_Run], measured: Any) -> catalog.VerificationStatus:
@@ -428,15 +432,15 @@ def _status(replay: _Replay, seen: list[_Run], measured: Any) -> catalog.Verific
 
 async def _record(store: EventStore, replay: _Replay, cohort: cohorts.Cohort,
                   seen: list[_Run], outcomes: list[IssueOutcome], measured: Any,
-                  against: scorers.Scorer, against_ident: str, *, cancelled: bool = False,
-                  ) -> catalog.ScorerVerified:
+                  against: scorers.Scorer, against_ident: str, rules: gate.Policy, *,
+                  cancelled: bool = False) -> catalog.ScorerVerified:
     counts = Counter(o.bucket for o in outcomes)
     diverged = Counter(o.reason for o in outcomes if o.reason is not None)
     spent = [replay.replayed[r.run.run_id] for r in seen if r.run.run_id in replay.replayed]
     s = replay.candidate
     event = catalog.ScorerVerified(
         verification_id=replay.vid, name=s.name, version=s.version,
-        identity_hash=replay.ident, against=scorers.ref(against),
+        identity_hash=replay.ident, code_hash=s.code_hash, against=scorers.ref(against),
         against_identity=against_ident, cohort=cohort.spec,
         status="cancelled" if cancelled else _status(replay, seen, measured),
         candidates=len(outcomes),
@@ -450,6 +454,10 @@ async def _record(store: EventStore, replay: _Replay, cohort: cohorts.Cohort,
         people=await _people(store, seen),
         tokens_in=sum(e.tokens_in for e in spent), tokens_out=sum(e.tokens_out for e in spent),
         cost_usd=sum(e.cost_usd for e in spent), model_ms=sum(e.model_ms for e in spent))
+    short_of = [f"the verification is {event.status}"] if event.status != "completed" \
+        else rules.failures(event)
+    event = event.model_copy(update={"passed": not short_of,
+                                     "short_of": [f[:500] for f in short_of[:20]]})
     # The same outcome recorded twice is one event: its id is its content's.
     body = event.model_dump_json(exclude={"verification_id"}).encode()
     event_id = uuid.uuid5(replay.vid, "verified:" + hashlib.sha256(body).hexdigest())

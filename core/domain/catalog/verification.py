@@ -138,6 +138,7 @@ class ScorerVerified(Event):
     name: Name
     version: Version
     identity_hash: Sha256
+    code_hash: Sha256  # what its grades name: only a judge verified so confirms a find
     against: Name | None = None  # NAME@VERSION of the scorer it was set beside
     against_identity: Sha256 | None = None
     cohort: Cohort
@@ -156,6 +157,10 @@ class ScorerVerified(Event):
     tokens_out: TokenTotal = 0
     cost_usd: NonNegative = 0.0
     model_ms: Milliseconds = 0.0
+    # The operator's policy when it was recorded (props.core.scoring.gate): what it fell
+    # short of, if anything. Activation asks the policy in force again.
+    passed: bool = False
+    short_of: list[Reason] = pydantic.Field(default_factory=list, max_length=20)
 
     @pydantic.model_validator(mode="after")
     def _adds_up(self) -> ScorerVerified:
