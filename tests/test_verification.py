@@ -28,7 +28,10 @@ from props.core.domain import catalog, definitions, evaluation_starts, evaluatio
 from props.core.log.store import EventStore
 from props.core.scoring import cohorts, gate, identity, llm_judge, registration, scorers
 from props.core.scoring import verification as v
+from props.projections import figures
+from props.projections import status as projection_status
 from props.tools.bundled import samples
+from props.tools.command_line import figure_tables
 from tests.fake_openai import Reply, chat_server
 from tests.reactor_helpers import eventually, finished
 from tests.test_llm_judge import _answer
@@ -168,6 +171,57 @@ async def test_verify_gates_activation_on_the_exact_bytes_and_the_cohort(
     assert forced.reason == "a trial, by hand" and forced.actor
     assert forced.identity_hash == identity.identity(judge)
     assert "bytes changed" in forced.refused
+    # The figures it grades say so; the default scorer, never verified here, says that.
+    await eventually(lambda: _folded(store), 60)
+    _, notes = await figures.load(store, "judge", 1)
+    assert notes["scorer_standing"]["judge@1"]["standing"] == "forced"
+    assert "a trial, by hand" in notes["scorer_standing"]["judge@1"]["detail"]
+    assert "under judge@1 (forced)" in figure_tables.evidence_line(notes)
+    _, notes = await figures.load(store, "tiered", 2)
+    assert notes["scorer_standing"]["tiered@2"]["standing"] == "unverified"
+    assert "scorers: tiered@2 (identity " in (figure_tables.scorers_line(notes) or "")
+
+
+async def _folded(store: EventStore) -> bool:
+    return not await projection_status.folded(store)
+
+
+def test_bucket_of_each_pair_of_words() -> None:
+    """Every pair of verdicts has one bucket; a partial grade is no credit."""
+    tp = scorers.Match("t1", 1, None, 1.0)
+    assert v.bucket(scorers.Match(), scorers.Match(fp_id="d1")) == "unchanged"
+    assert v.bucket(scorers.Match(), tp) == "newly credited"
+    assert v.bucket(tp, scorers.Match()) == "newly uncredited"
+    assert v.bucket(tp, scorers.Match("t1", 2, None, 1.0)) == "credited elsewhere"
+    assert v.bucket(scorers.Match("t1", 1, None, 0.6), tp) == "newly credited"
+
+
+def test_hostile_arguments_are_refused_at_the_boundary(dsn: str, tmp_path: Path) -> None:
+    """One line, a documented exit code, nothing written."""
+    from tests.test_cli import props
+
+    def count() -> str:
+        return props("events", "tail", "--from", "start", "--no-follow", "--json",
+                     dsn=dsn).stdout
+
+    before = count()
+    cases = [
+        (("scorers", "activate", "overlap@2", "--force"), 65, "--force and --reason"),
+        (("scorers", "activate", "overlap@2", "--reason", "why"), 65, "--force and --reason"),
+        (("scorers", "activate", "overlap@2", "--force", "--reason", "a\x1bb"), 2,
+         "printable"),
+        (("scorers", "activate", "overlap@2"), 77, "props scorers verify overlap@2"),
+        (("scorers", "activate", "nope@1"), 66, "unknown scorer"),
+        (("scorers", "verify", "overlap@2", "--cohort", "nope"), 66, "no evaluation"),
+        (("scorers", "verify", "overlap@2", "--as-of", "-5"), 2, "not from 0"),
+        (("scorers", "verify", "overlap@2", "--labels", str(tmp_path)), 65, "no [[case]]"),
+        (("scorers", "verify", "nope@1"), 66, "unknown scorer"),
+    ]
+    for args, code, says in cases:
+        out = props(*args, dsn=dsn, env={"PROPS_HOME": str(tmp_path)})
+        assert (out.returncode, says in out.stderr) == (code, True), (args, out.stderr)
+        assert out.stderr.strip().count("\n") == 0 or code == 2, out.stderr
+    assert count() == before
 
 
 async def test_a_judge_that_times_out_is_diverged_unreachable_never_dropped(
