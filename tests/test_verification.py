@@ -324,3 +324,33 @@ async def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[b
 
 async def _one(count: Any) -> bool:
     return bool(await count() >= 1)
+
+
+def test_buckets_that_do_not_add_up_are_refused() -> None:
+    """The negative control of "none dropped": the event itself refuses a verification
+    whose buckets hold fewer issues than the cohort reported."""
+    import pydantic
+
+    spec = catalog.Cohort(kind="as-of", name="7", cohort_id="0" * 16, runs=1)
+    fields: dict[str, Any] = {
+        "verification_id": uuid.uuid4(), "name": "judge", "version": 1,
+        "identity_hash": "a" * 64, "code_hash": "b" * 64, "cohort": spec,
+        "status": "completed", "candidates": 5, "unchanged": 3,
+        "diverged": [catalog.Diverged(reason="judge unreachable", issues=2)]}
+    assert catalog.ScorerVerified(**fields).candidates == 5
+    with pytest.raises(pydantic.ValidationError, match="the buckets hold 4 issues"):
+        catalog.ScorerVerified(**{**fields, "unchanged": 2})
+
+
+async def test_a_verification_an_import_brought_does_not_open_the_gate(
+        store: EventStore) -> None:
+    """What arrives from outside adds; it never decides for this database: a passing
+    verification of the same bytes, recorded with an import's origin, is not counted."""
+    from tests.verification_helpers import record_verification
+
+    s = scorers.scorer("overlap@2")
+    await record_verification(store, s, metadata={"origin": {"signer": "them"}})
+    where = await gate.standing(store, s, gate.Policy())
+    assert where.refusal is not None and "never verified" in where.refusal
+    await record_verification(store, s)  # the same, of this database's own: it passes
+    assert (await gate.standing(store, s, gate.Policy())).refusal is None
