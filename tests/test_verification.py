@@ -354,3 +354,49 @@ async def test_a_verification_an_import_brought_does_not_open_the_gate(
     assert where.refusal is not None and "never verified" in where.refusal
     await record_verification(store, s)  # the same, of this database's own: it passes
     assert (await gate.standing(store, s, gate.Policy())).refusal is None
+
+
+async def test_an_interrupted_verification_says_cancelled(
+        served: EventStore, dsn: str, tmp_path: Path) -> None:
+    """Ctrl-C in the middle: `scorer.verified` with status `cancelled`, covering the runs it
+    reached (their buckets add up), and an exit that is not 0."""
+    store = served
+    await _evaluation(store, "stopped", EXAMPLES[:2])
+    answers = 0
+
+    def slowly(body: dict[str, Any]) -> Reply:
+        nonlocal answers
+        answers += 1
+        return Reply(body=json.dumps(_answer(body)).encode(), delay=0.0 if answers == 1
+                     else 5.0)
+
+    with chat_server(slowly) as (url, _):
+        path = tmp_path / "scorers.toml"
+        _scorers_file(path, url)
+        env = {"PROPS_DSN": dsn, "PROPS_SCORERS_FILE": str(path),
+               "PROPS_HOME": str(tmp_path / "home")}
+
+        async def replayed() -> int:
+            return int(await store.pool.fetchval(
+                "SELECT count(*) FROM props.events WHERE type = 'verification.replayed'"))
+
+        proc = _props("scorers", "verify", "judge@1", "--cohort", "stopped", env=env)
+        try:
+            await eventually(lambda: _one(replayed), 120)
+            proc.send_signal(signal.SIGINT)
+            with anyio.fail_after(60):
+                while proc.poll() is None:  # noqa: ASYNC110 (a process, not a task)
+                    await anyio.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode != 0
+    [said] = [orjson_loads(r) for r in await store.pool.fetch(
+        "SELECT data::text FROM props.events WHERE type = 'scorer.verified'")]
+    assert said["status"] == "cancelled" and said["replayed_runs"] == 1
+
+
+def orjson_loads(row: Any) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(row[0])
+    return loaded
