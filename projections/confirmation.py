@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from props.core.log import database
-from props.core.scoring import intervals
+from props.core.scoring import intervals, scorers
 from props.schema import queries
 
 _Q = queries.load("report")
@@ -45,6 +45,8 @@ class Confirmations:
     deterministic: dict[tuple[str, int], bool]  # each registered scorer: a location rule?
     whole: dict[Key, tuple[int, int]]  # (confirmed, rejected) per row
     examples: dict[Key, dict[Example, int]]  # confirmed per example of a row
+    # judges whose bytes no verification passed: their answers are kept, never counted
+    unverified: list[str] = dataclasses.field(default_factory=list)
 
     def of(self, key: Key, located: float, examples: Sequence[tuple[Example, float]],
            ) -> dict[str, Any]:
@@ -99,4 +101,8 @@ async def load(conn: database.Connection, schema: str, name: str | None, version
             else:
                 examples.setdefault(key, {})[(r["snapshot"], r["files_hash"])] = \
                     int(r["confirmed"])
-    return Confirmations(judges, deterministic, whole, examples)
+    verified = {(r["name"], r["version"])
+                for r in await conn.fetch(q(_Q["verified_judges"]))} if judges else set()
+    unverified = sorted(f"{n}@{v}" for (n, v), det in deterministic.items()
+                        if not det and n != scorers.HUMAN_NAME and (n, v) not in verified)
+    return Confirmations(judges, deterministic, whole, examples, unverified)

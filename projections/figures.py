@@ -17,7 +17,7 @@ from props.core.log import database, errors
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.sql import shaped
 from props.core.log.store import EventStore
-from props.core.scoring import intervals, scorers
+from props.core.scoring import gate, intervals, scorers
 from props.projections import as_of as as_of_point
 from props.projections import confirmation, engine, names
 from props.schema import queries
@@ -154,6 +154,10 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
             if schema == as_of_point.SCHEMA:
                 await conn.execute("DISCARD TEMP")
     notes["as_of"] = None if point is None else str(point)
+    # Which exact scorer graded, and whether it was verified (as the log says now).
+    refs = sorted({r["scorer"] for r in records} | ({notes["states_scorer"]} if notes.get(
+        "states_scorer") and "@" in notes["states_scorer"] else set()))
+    notes["scorer_standing"] = {ref: await gate.figure_standing(store, ref) for ref in refs}
     return records, notes
 
 
@@ -227,6 +231,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["scope"] = scope.named()
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
     notes["confirmed_by"] = confirmed.judges  # the judges (and `human@1`) that can confirm
+    notes["unverified_judges"] = confirmed.unverified  # whose word is not counted
     notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())
     notes["imported_excluded"] = int(exclude_imported)

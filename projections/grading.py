@@ -84,6 +84,12 @@ SCORERS = Table("scorers", (
     Column("code_hash", "text"), Column("deterministic", "boolean"),
     Column("registered_at", "timestamptz"),
 ))
+# The scorers whose exact bytes passed a verification here (scorer.verified, completed and
+# passing the policy then in force, not imported): only such a judge confirms a find.
+VERIFIED_SCORERS = Table("verified_scorers", (
+    Column("name", "text", "key"), Column("version", "integer", "key"),
+    Column("code_hash", "text", "key"), Column("verified_at", "timestamptz", "first"),
+))
 ACTIVE_SCORER = Table("active_scorer", (
     Column("singleton", "boolean", "key"), Column("name", "text"), Column("version", "integer"),
     Column("activated_at", "timestamptz"),
@@ -96,6 +102,13 @@ def registered(delta: Delta, rec: RecordedEvent) -> None:
     e = cast(catalog.ScorerRegistered, rec.event)
     delta.put("scorers", name=e.name, version=e.version, code_hash=e.code_hash,
               deterministic=e.deterministic, registered_at=rec.recorded_at)
+
+
+def verified(delta: Delta, rec: RecordedEvent) -> None:
+    e = cast(catalog.ScorerVerified, rec.event)
+    if e.status == "completed" and e.passed and not rec.imported:
+        delta.put("verified_scorers", name=e.name, version=e.version, code_hash=e.code_hash,
+                  verified_at=rec.recorded_at)
 
 
 def activated(delta: Delta, rec: RecordedEvent) -> None:
@@ -129,9 +142,11 @@ GRADING = Projection(
     # scorer could not grade (grades.unscorable). 5: the grades counted per occurrence
     # (grade_occurrences), which the score views read. 6: the views made again with
     # run_confirmations (located finds a judge or a person confirmed). 7: the chance level
-    # of each run (grade_chances, grades.chance), beside recall in the score views.
-    version=7,
-    tables=(GRADING_EDGES, GRADE_OCCURRENCES, GRADE_CHANCES, SCORERS, ACTIVE_SCORER),
+    # of each run (grade_chances, grades.chance), beside recall in the score views. 8: only
+    # a verified judge confirms (verified_scorers, scorer.verified).
+    version=8,
+    tables=(GRADING_EDGES, GRADE_OCCURRENCES, GRADE_CHANCES, SCORERS, VERIFIED_SCORERS,
+            ACTIVE_SCORER),
     rows=(
         # One grade an event (the grader reactor), or a run's grades in one (the server).
         RowMap(catalog.GradeEmitted, GRADING_EDGES, {
@@ -150,7 +165,8 @@ GRADING = Projection(
             "null_model": field("null_model"), "issues": field("issues"),
             "occurrences": field("occurrences"), "computed_at": "recorded_at"}),
     ),
-    folds={"scorer.registered": registered, "scorer.activated": activated},
+    folds={"scorer.registered": registered, "scorer.activated": activated,
+           "scorer.verified": verified},
     derived=(Derived(
         GRADE_OCCURRENCES, GRADING_EDGES, touched=_OCCURRENCES["touched"],
         forget=_OCCURRENCES["forget"],

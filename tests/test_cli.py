@@ -313,6 +313,11 @@ def test_rescore_and_compare_commands(dsn: str) -> None:
     assert "30 run(s) selected = " in table
     listed = props("scorers", "list", dsn=dsn).stdout
     assert "overlap@1" in listed and "active" in listed
+    # Activation is gated on a verification of overlap@2's exact bytes (issue 53).
+    gated = props("scorers", "activate", "overlap@2", dsn=dsn)
+    assert gated.returncode == 77 and "props scorers verify overlap@2" in gated.stderr
+    verified = props("scorers", "verify", "overlap@2", dsn=dsn)
+    assert verified.returncode == 0 and "policy: passes" in verified.stdout, verified.stdout
     assert props("scorers", "activate", "overlap@2", dsn=dsn).returncode == 0
     unknown = props("compare", "nope@1", "overlap@2", "--all", dsn=dsn)
     assert unknown.returncode == 66 and "tiered@2" in unknown.stderr  # names the known ones

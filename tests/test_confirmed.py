@@ -38,6 +38,7 @@ from props.projections import status as projection_status
 from props.tools.command_line import figure_tables
 from props.tools.command_line.handlers import scorer_eval
 from tests.fake_openai import chat_server
+from tests.verification_helpers import record_verification
 
 SLUG = "styled/2026-03-01-00"
 E501 = "[E501] (style) Line too long (99 > 88)"
@@ -202,7 +203,18 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     verdict = scorers.grade_event(judge, crafted, "i1", scorers.Match(), GT_HASH)
     await store.append(streams.grading(crafted, "judge@1"), [verdict])
     await _projected(store)
+    # Only a verified judge confirms or rejects: this one's answer is kept, not counted.
     records, notes = await figures.load(store, "tiered", 2)
+    rejected = _row(records, "crafted")
+    assert (rejected["located"], rejected["confirmed"], rejected["rejected"],
+            rejected["unconfirmed"]) == (1, 0, 0, 1)
+    assert notes["unverified_judges"] == ["judge@1"]
+    said = "\n".join(figure_tables.confirmation_lines(records, notes))
+    assert "judge@1: unverified judge" in said
+    await record_verification(store, judge)
+    await _projected(store)
+    records, notes = await figures.load(store, "tiered", 2)
+    assert notes["unverified_judges"] == []
     confirmed, rejected = _row(records, "baseline-ruff"), _row(records, "crafted")
     assert (confirmed["located"], confirmed["confirmed"], confirmed["rejected"],
             confirmed["unconfirmed"], confirmed["confirmed_recall"]) == (1, 1, 0, 0, 0.5)

@@ -29,6 +29,7 @@ from tests import hostile_imports
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, register_endpoint, sync_samples
+from tests.verification_helpers import record_verification
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 LITE = {"checks": ["open-without-with", "swallowed-exception"]}
@@ -318,6 +319,8 @@ async def test_export_eval_is_one_evaluation_that_reads_alone(
                 "(data->'event'->'data'->>'version') FROM props.events "
                 "WHERE type = 'import.inert' AND data->'event'->>'type' = 'scorer.activated' "
                 "ORDER BY global_position DESC LIMIT 1")
+            # (activation is gated on a verification here: tests/test_verification.py)
+            await record_verification(imported_into, theirs_active)
         assert _props(fresh, home, "scorers", "activate", theirs_active).returncode == 0
         async with open_store(fresh) as imported_into:
             await fence_clear(imported_into)  # (the server is shared)

@@ -72,6 +72,23 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
             catalog.IssueUnscorable(issue_id="u0", reason="not JSON")]),
         catalog.GradeEmitted(critique_run_id=uuid.UUID(graded), critique_issue_id="u0",
                              grade=0.0, scorer=judge)])
+    # Its verification (passed: its word confirms, verified_scorers), and one forced.
+    verification = uuid.uuid4()
+    cohort = catalog.Cohort(kind="as-of", name="1", cohort_id="5" * 16, runs=1)
+    await store.append(f"verification-{verification}", [
+        catalog.VerificationReplayed(
+            verification_id=verification, run_id=uuid.UUID(graded), identity_hash="6" * 64,
+            ground_truth_hash="1" * 64, verdicts=[catalog.IssueVerdict(issue_id="i1")]),
+        catalog.VerificationLabelled(
+            verification_id=verification, identity_hash="6" * 64, cases_sha256="7" * 64,
+            scores=[catalog.CaseScore(case_id="c", issues=2, right=1)])])
+    await store.append("scorer-judge", [
+        catalog.ScorerVerified(
+            verification_id=verification, name="judge", version=1, identity_hash="6" * 64,
+            code_hash="0" * 64, cohort=cohort, status="completed", candidates=2,
+            unchanged=1, newly_credited=1, replayed_runs=1, passed=True),
+        catalog.ScorerForced(name="judge", version=1, identity_hash="6" * 64,
+                             reason="a trial", actor="ada")])
     run_id = uuid.uuid4()
     await store.append(f"retention-{run_id}", [
         catalog.RetentionHeld(run_id=run_id, reason="audit"),

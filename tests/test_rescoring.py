@@ -300,6 +300,7 @@ async def test_scorer_activation_is_idempotent_on_every_path(store: EventStore) 
 
     from props.reactors.grader import Grader
     from tests.test_cli import props
+    from tests.verification_helpers import record_verification
 
     async def activations() -> list[str]:
         rows = await store.pool.fetch("SELECT data->>'name' || '@' || (data->>'version') "
@@ -314,6 +315,7 @@ async def test_scorer_activation_is_idempotent_on_every_path(store: EventStore) 
     assert await activations() == [default]
     again = props("scorers", "activate", default, dsn=store.dsn)
     assert again.returncode == 0 and "already the active scorer" in again.stdout
+    await record_verification(store, "overlap@2")  # (the gate: tests/test_verification.py)
     for _ in range(2):  # the second is a no-op
         assert props("scorers", "activate", "overlap@2", dsn=store.dsn).returncode == 0
     async with anyio.create_task_group() as tg:  # at once, back to the default

@@ -55,6 +55,12 @@ def judge(run_id: RunId, scorer: str) -> str:
     return f"judge-{run_id}-{scorer}"
 
 
+def verification(verification_id: uuid.UUID) -> str:
+    """A scorer's verification on a cohort: each run replayed under a candidate that asks a
+    model (its outcome goes to the scorer's own stream)."""
+    return f"verification-{verification_id}"
+
+
 def scorer(name: str) -> str:
     """A scorer's registrations and activations, all its versions."""
     return f"scorer-{name}"

@@ -71,15 +71,19 @@ async def active_scorer(store: EventStore) -> str | None:
     return (await _last_activation(store))[0]
 
 
-async def activate(store: EventStore, name: str, version: int) -> bool:
+async def activate(store: EventStore, name: str, version: int,
+                   forced: catalog.ScorerForced | None = None) -> bool:
     """Make NAME@VERSION the active scorer; False when it is already. The event's id is
     derived from the activation it follows: a retry, or a second process asking the same at
-    the same time, appends nothing more, while activating A again after B does append."""
+    the same time, appends nothing more, while activating A again after B does append.
+    `forced`: the gate refused it (props.core.scoring.gate), recorded in the same write."""
     ref = f"{name}@{version}"
     active, after = await _last_activation(store)
     if active == ref:
         return False
     event_id = uuid.uuid5(_ACTIVATION_NAMESPACE, f"activation:{ref}:after:{after or 'none'}")
-    result = await store.append(streams.scorer(name), [NewEvent(
-        catalog.ActiveScorerSet(name=name, version=version), event_id)])
+    events = [NewEvent(catalog.ActiveScorerSet(name=name, version=version), event_id)]
+    if forced is not None:
+        events.insert(0, NewEvent(forced, uuid.uuid5(event_id, "forced")))
+    result = await store.append(streams.scorer(name), events)
     return not result.already_stored

@@ -190,7 +190,8 @@ SELECT model, definition, scorer_name, scorer_version, snapshot, files_hash,
 -- how many a judge or a person confirmed (said the issue describes that defect) and how many
 -- they rejected; the rest nobody has looked at (props.projections.confirmation). A person's
 -- verdict (`human`, the newest) decides an issue; else the judges' grades (every scorer that
--- is not deterministic) against the same ground truth: confirmed when every judge that
+-- is not deterministic, whose exact code hash passed a verification: verified_scorers)
+-- against the same ground truth: confirmed when every judge that
 -- graded it names the defect located, rejected when one names anything else (an issue a
 -- judge could not grade is not looked at). An occurrence is confirmed when an issue that
 -- located it is, rejected when every one of them is rejected.
@@ -222,7 +223,10 @@ WITH located AS (
                 ON jk.name = j.scorer_name AND jk.version = j.scorer_version
              WHERE j.critique_run_id = l.run_id AND j.critique_issue_id = l.issue_id
                AND NOT jk.deterministic AND j.scorer_name <> 'human'
-               AND j.unscorable IS NULL AND j.ground_truth_hash = l.ground_truth_hash)
+               AND j.unscorable IS NULL AND j.ground_truth_hash = l.ground_truth_hash
+               AND EXISTS (SELECT 1 FROM {schema}.verified_scorers vs
+                            WHERE vs.name = j.scorer_name AND vs.version = j.scorer_version
+                              AND vs.code_hash = j.code_hash))
                AS judges
       FROM located l
 ), occurrences AS (

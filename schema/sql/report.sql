@@ -144,6 +144,13 @@ SELECT DISTINCT tx_id, position FROM props.checkpoints WHERE name = ANY ($1::tex
 -- located find.
 SELECT name, version, deterministic FROM {schema}.scorers
 
+-- verified_judges --
+-- The scorers whose registered bytes passed a verification here (verified_scorers): only
+-- their word confirms or rejects a located find (`run_confirmations`).
+SELECT DISTINCT v.name, v.version FROM {schema}.verified_scorers v
+  JOIN {schema}.scorers s ON s.name = v.name AND s.version = v.version
+ WHERE s.code_hash = v.code_hash
+
 -- confirmation --
 -- Of the TP occurrences the scored runs located (`run_confirmations`), those a judge or a
 -- person confirmed and those they rejected, per (model, definition, digest, scorer)

@@ -27,6 +27,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """A whole number from 0 to 2^63-1 (a log position)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{value} is not from 0 to 2^63-1")
+    return value
+
+
+def bounded_text(most: int) -> Callable[[str], str]:
+    """Free text of 1 to `most` characters, no control characters but newlines and tabs (a
+    reason recorded in the log)."""
+    def parse(text: str) -> str:
+        if not 1 <= len(text) <= most or any(
+                (ord(c) < 32 and c not in "\n\t") or ord(c) == 127 for c in text):
+            raise argparse.ArgumentTypeError(f"1 to {most:,} printable characters")
+        return text
+    return parse
+
+
 def limit(most: int) -> Callable[[str], int]:
     """A whole number from 1 to `most` (a page of rows: each one is read, scored, printed)."""
     def parse(text: str) -> int:

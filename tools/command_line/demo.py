@@ -27,7 +27,7 @@ from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import database, embedded, errors, migrate
 from props.core.log.store import EventStore
-from props.core.scoring import comparison, rescoring, scorers
+from props.core.scoring import cohorts, comparison, identity, rescoring, scorers, verification
 from props.projections import figures
 from props.projections import status as projection_status
 from props.reactors import docker_runtime
@@ -171,6 +171,7 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
     run_ids = [s.run_id for s in driven.states if s.run_id is not None]
     console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
                   f"{SCORER}, none pending")
+    await _verify_scorer(store, ev)
     # Under the demo's scorer alone: the re-score below adds overlap@2's grades, and a
     # second demo's report would otherwise have twice the rows of the first.
     records, notes = await figures.load(store, *figures.scorer_filter(SCORER),
@@ -194,6 +195,21 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
         figure_tables.print_comparison(compared)
         tg.cancel_scope.cancel()  # the service stops: each part finishes what it has in hand
     return compared
+
+
+async def _verify_scorer(store: EventStore, ev: evaluations.Evaluation) -> None:
+    """The demo's scorer verified on the demo's own cohort and the labelled cases before its
+    figures are shown (cheap: a location rule asks no model), as `props scorers verify`
+    does; the report then names it verified. A second demo records nothing new."""
+    s = scorers.scorer(SCORER)
+    cohort = await cohorts.of_evaluation(store, ev.name)
+    done = await verification.verify(store, s, s, cohort,
+                                     verification.Labels.load(samples.cases_dir()))
+    e = done.event
+    labels = f"{e.labels.agreed}/{e.labels.issues} right" if e.labels else "not measured"
+    console.print(f"verified: {SCORER} (identity {identity.short(e.identity_hash)}) on "
+                  f"evaluation {ev.name}: {e.status}, {e.candidates} issue(s) replayed, "
+                  f"labelled cases {labels} (`props scorers verify` for a new scorer)")
 
 
 async def settled(store: EventStore, run_ids: list[uuid.UUID]) -> None:

@@ -84,6 +84,8 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
         "the projections stand at different points of the log: run `props projections "
         "run` (or rebuild) before quoting these figures"))
     console.print(Text(evidence_line(notes)))
+    if line := scorers_line(notes):
+        console.print(Text(line))
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
@@ -117,6 +119,9 @@ def evidence_line(notes: Mapping[str, Any]) -> str:
     count and meaning, then the empty ones in one clause (nine zero counts took seven
     lines of an 80-column terminal)."""
     under = notes["states_scorer"] or "no scorer (none is active)"
+    standing = notes.get("scorer_standing", {}).get(notes["states_scorer"])
+    if standing and standing["standing"] != "verified":
+        under += f" ({standing['standing']})"
     some = [f"{short} {notes[key]}" + (f" ({means})" if means else "")
             for key, short, means in _STATES if notes[key]]
     none = [short for key, short, _ in _STATES if not notes[key]]
@@ -124,6 +129,16 @@ def evidence_line(notes: Mapping[str, Any]) -> str:
             + "; ".join(some or ["none"])
             + (f"; none {', '.join(none[:-1])} or {none[-1]}" if len(none) > 1 else
                f"; none {none[0]}" if none else ""))
+
+
+def scorers_line(notes: Mapping[str, Any]) -> str | None:
+    """Each scorer of the report by its identity (short), and what is not verified."""
+    standing = notes.get("scorer_standing") or {}
+    if not standing:
+        return None
+    return "scorers: " + "; ".join(
+        f"{ref} (identity {s['identity'] or 'unknown'}) {s['standing']}"
+        + (f": {s['detail']}" if s["detail"] else "") for ref, s in sorted(standing.items()))
 
 
 def confirmation_lines(records: Sequence[Mapping[str, Any]],
@@ -146,6 +161,8 @@ def confirmation_lines(records: Sequence[Mapping[str, Any]],
     lines.append("  confirmed by: " + ", ".join(judges) if judges else
                  "  no judge or person has looked at any find: every located find is "
                  "unconfirmed (props review; props rescore --scorer JUDGE@N)")
+    lines += [f"  {j}: unverified judge: its answers are kept, not counted as confirmed or "
+              f"rejected (props scorers verify {j})" for j in notes.get("unverified_judges", [])]
     return lines if records else []
 
 

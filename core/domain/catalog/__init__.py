@@ -92,6 +92,21 @@ from props.core.domain.catalog.snapshots import (
     SnapshotRetired,
     SnapshotSynced,
 )
+from props.core.domain.catalog.verification import (
+    Agreement,
+    CaseScore,
+    Cohort,
+    CohortKind,
+    CriticChange,
+    Diverged,
+    DivergenceReason,
+    IssueVerdict,
+    ScorerForced,
+    ScorerVerified,
+    VerificationLabelled,
+    VerificationReplayed,
+    VerificationStatus,
+)
 from props.core.domain.vocabulary import AgentType, RunStatus, Severity, TerminalStatus
 
 __all__ = [
@@ -100,14 +115,21 @@ __all__ = [
     "ActiveScorerSet",
     "AgentLimits",
     "AgentType",
+    "Agreement",
     "ArchiveImported",
     "CallOutcome",
+    "CaseScore",
+    "Cohort",
+    "CohortKind",
     "ContainerExited",
     "ContainerStarted",
     "Count",
+    "CriticChange",
     "DefinitionGranted",
     "DefinitionPushed",
     "Digest",
+    "Diverged",
+    "DivergenceReason",
     "EndpointName",
     "EndpointRegistered",
     "EvaluationEnded",
@@ -133,6 +155,7 @@ __all__ = [
     "IssueGrade",
     "IssueReported",
     "IssueUnscorable",
+    "IssueVerdict",
     "LauncherName",
     "LauncherStarted",
     "LineRange",
@@ -159,8 +182,10 @@ __all__ = [
     "RunStatus",
     "RuntimeName",
     "Scope",
+    "ScorerForced",
     "ScorerRef",
     "ScorerRegistered",
+    "ScorerVerified",
     "Severity",
     "Sha256",
     "SnapshotRetired",
@@ -169,6 +194,9 @@ __all__ = [
     "StructuredOutput",
     "TerminalStatus",
     "TruePositive",
+    "VerificationLabelled",
+    "VerificationReplayed",
+    "VerificationStatus",
 ]
 
 # Last: every module above imported, so every type registered, each with its upcasters.

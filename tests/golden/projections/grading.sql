@@ -1,4 +1,4 @@
--- projection grading (version 7)
+-- projection grading (version 8)
 
 -- table grading_edges
 CREATE TABLE projections.grading_edges (
@@ -98,6 +98,15 @@ CREATE TABLE projections.scorers (
     deterministic boolean,
     registered_at timestamptz,
     PRIMARY KEY (name, version)
+);
+
+-- table verified_scorers
+CREATE TABLE projections.verified_scorers (
+    name text COLLATE "C" NOT NULL,
+    version integer NOT NULL,
+    code_hash text COLLATE "C" NOT NULL,
+    verified_at timestamptz,
+    PRIMARY KEY (name, version, code_hash)
 );
 
 -- table active_scorer
@@ -249,4 +258,4 @@ SELECT e.critique_run_id, e.critique_issue_id, e.scorer_name, e.scorer_version,
    AND h.critique_run_id = e.critique_run_id AND h.critique_issue_id = e.critique_issue_id) adjudicated
  GROUP BY critique_run_id, scorer_name, scorer_version, ground_truth_hash, tp_id, tp_occurrence) a;
 
--- folded in Python: scorer.activated, scorer.registered
+-- folded in Python: scorer.activated, scorer.registered, scorer.verified

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from props.tools.command_line import arguments
@@ -23,11 +24,25 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(handler="scoring:list_cmd", connections=2)
     scorer_eval.add_parser(cmds)
     scorer_eval.add_located_parser(cmds, _selectors)
-    for name, text in (("register", "record a scorer's registration in the log"),
-                       ("activate", "make a scorer the active one (registers it if needed)")):
-        p = cmds.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
-        p.set_defaults(handler=f"scoring:{name}_cmd", connections=2)
+    p = cmds.add_parser("register", help="record a scorer's registration in the log",
+                        description="Record a scorer's registration in the log.")
+    p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
+    p.set_defaults(handler="scoring:register_cmd", connections=2)
+    _verify_parser(cmds)
+    p = cmds.add_parser(
+        "activate", help="make a verified scorer the active one (registers it if needed)",
+        description="Make a scorer the active one: only when a completed verification of "
+        "its exact bytes (its identity, `props scorers list`) on a cohort that is still "
+        "current passes the policy ($PROPS_POLICY_FILE, default $PROPS_HOME/policy.toml; "
+        "docs/howto/scorer.md gives the defaults). A refusal says what to run and exits 77, "
+        "writing nothing. Asking for the active scorer changes nothing.")
+    p.add_argument("scorer", help="NAME@VERSION, e.g. overlap@2")
+    p.add_argument("--force", action="store_true",
+                   help="activate although the gate refuses (needs --reason; recorded with "
+                   "who asked, and every figure it grades says so)")
+    p.add_argument("--reason", type=arguments.bounded_text(2000), metavar="TEXT",
+                   help="why, with --force (1 to 2,000 characters)")
+    p.set_defaults(handler="scoring:activate_cmd", connections=2)
 
     p = sub.add_parser(
         "rescore", help="grade recorded runs again under a scorer version",
@@ -57,6 +72,34 @@ def add_parsers(sub: Any) -> None:
     _selectors(p)
     arguments.add_format(p)
     p.set_defaults(handler="scoring:compare_cmd", connections=2)
+
+
+def _verify_parser(cmds: Any) -> None:
+    p = cmds.add_parser(
+        "verify", help="replay a cohort under a candidate scorer beside the active one",
+        description="Replay a frozen cohort of recorded runs (an evaluation's, or the runs "
+        "finished at a log position) under CANDIDATE and the scorer it would replace, side "
+        "by side, without changing the active scorer. Every reported issue lands in one "
+        "bucket: unchanged, newly credited, newly uncredited, credited elsewhere, or "
+        "diverged with the reason (judge unreachable, judge answer unreadable, run "
+        "unscorable, version mismatch). Also: recall per critic before and after, agreement "
+        "with the labelled grading cases and with people's verdicts (with intervals), the "
+        "cost. Records `scorer.verified`. A judge's answers are recorded as they come: run "
+        "again after an interruption, it asks only what it has no answer for. Exit 0 only "
+        "when the verification completed, 3 otherwise.")
+    p.add_argument("candidate", help="NAME@VERSION, e.g. judge@1")
+    p.add_argument("--against", metavar="SCORER",
+                   help="NAME@VERSION to set it beside (default: the active scorer, else "
+                   "the default scorer)")
+    cohort = p.add_mutually_exclusive_group()
+    cohort.add_argument("--cohort", metavar="EVAL", type=arguments.name,
+                        help="an evaluation's runs (default: the newest evaluation)")
+    cohort.add_argument("--as-of", type=arguments.non_negative_int, metavar="POSITION",
+                        help="every critic run finished at or before this log position")
+    p.add_argument("--labels", type=Path, metavar="DIR",
+                   help="a folder of labelled grading cases (default: the bundled ones)")
+    arguments.add_format(p, ("table", "json"))
+    p.set_defaults(handler="scoring:verify_cmd", connections=3)
 
 
 def _selectors(p: argparse.ArgumentParser) -> None:

@@ -17,12 +17,29 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from props.core.domain import catalog
+from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.core.scoring import comparison, llm_judge, registration, rescoring, scorers
+from props.core.scoring import (
+    cohorts,
+    comparison,
+    gate,
+    identity,
+    llm_judge,
+    registration,
+    rescoring,
+    scorers,
+    verification,
+)
 from props.projections import status as projection_status
-from props.tools.command_line import arguments, figure_tables, render
+from props.tools.bundled import samples
+from props.tools.command_line import (
+    arguments,
+    figure_tables,
+    progress,
+    render,
+    verify_tables,
+)
 from props.tools.command_line.render import Console
 
 console = Console(highlight=False)
@@ -49,13 +66,14 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
         if ref in registered and registered[ref] != s.code_hash:
             state = "registered with another code hash"
         rows.append({"scorer": ref, "settings": s.settings, "code_hash": s.code_hash,
-                     "in_the_log": state})
+                     "identity": identity.identity(s), "in_the_log": state})
     render.emit(args, rows, [("scorer", "scorer"), ("settings", "settings"),
-                                    ("code_hash", "code hash"), ("in_the_log", "in the log")],
+                             ("code_hash", "code hash"), ("identity", "identity"),
+                             ("in_the_log", "in the log")],
                 empty="no scorers", cells={
                     "settings": lambda v: ", ".join(
                         f"{k}={orjson.dumps(val).decode()}" for k, val in v.items()) or "-",
-                    "code_hash": lambda h: h[:16]})
+                    "code_hash": lambda h: h[:16], "identity": identity.short})
     return 0
 
 
@@ -68,16 +86,62 @@ async def register_cmd(args: argparse.Namespace, store: EventStore) -> int:
 
 
 async def activate_cmd(args: argparse.Namespace, store: EventStore) -> int:
-    if args.scorer in scorers.SCORERS:
+    if args.force != (args.reason is not None):
+        raise errors.ValueRefused("--force and --reason TEXT go together: say why, it is "
+                                  "recorded")
+    reason = args.reason if args.force else None
+    if args.scorer in scorers.SCORERS or args.scorer in llm_judge.configured():
         s = scorers.scorer(args.scorer)
-        await registration.ensure_registered(store, s)
-        name, version = s.name, s.version
-    else:  # a grader image's scorer: registered when the grader was pushed
+        changed, where = await gate.activate(store, s, force_reason=reason)
+        forced = where.refusal is not None and changed
+        how = "" if not changed else " (forced: recorded with the reason)" if forced else \
+            f" (verified on {where.verified.cohort.kind} {where.verified.cohort.name}, " \
+            f"identity {identity.short(where.identity_hash)})" if where.verified else ""
+    else:  # a grader image's scorer: registered when the grader was pushed, not replayable
         name, version = await registration.resolve_ref(store, args.scorer)
-    changed = await registration.activate(store, name, version)
-    console.print(f"{args.scorer} is now the active scorer" if changed
+        changed = await _activate_image(store, name, version, reason)
+        how = " (forced: recorded with the reason)" if changed else ""
+    console.print(f"{args.scorer} is now the active scorer{how}" if changed
                   else f"{args.scorer} was already the active scorer")
     return 0
+
+
+async def _activate_image(store: EventStore, name: str, version: int,
+                          reason: str | None) -> bool:
+    """A grader image runs in a container, which `props scorers verify` cannot replay yet:
+    it is activated only with --force, recorded."""
+    if await registration.active_scorer(store) == f"{name}@{version}":
+        return False
+    if reason is None:
+        raise gate.ActivationRefused(
+            f"refused: {name}@{version} is a grader image, which `props scorers verify` "
+            f"cannot replay; activate it with --force --reason TEXT (recorded)")
+    code_hash = next(r.event.code_hash for r in await store.read_stream(streams.scorer(name))
+                     if isinstance(r.event, catalog.ScorerRegistered)
+                     and r.event.version == version)
+    return await registration.activate(store, name, version, catalog.ScorerForced(
+        name=name, version=version, identity_hash=code_hash, reason=reason,
+        actor=gate.actor(), refused="a grader image cannot be verified"))
+
+
+async def verify_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    candidate = scorers.scorer(args.candidate)
+    against = scorers.scorer(args.against or await registration.active_scorer(store)
+                             or scorers.DEFAULT_SCORER)
+    cohort = await (cohorts.of_evaluation(store, args.cohort) if args.cohort
+                    else cohorts.as_of(store, args.as_of) if args.as_of is not None
+                    else cohorts.default(store))
+    labels = verification.Labels.load(args.labels or samples.cases_dir())
+    label = f"verifying {args.candidate} on {cohort.label}"
+    with progress.counting_events(label, cohort.spec.runs + len(labels.cases),
+                                  unit="runs and cases") as advance:
+        v = await verification.verify(store, candidate, against, cohort, labels,
+                                      progress=advance)
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(verification.outcomes_json(v)) + b"\n")
+    else:
+        verify_tables.print_verification(v, gate.policy())
+    return 0 if v.event.status == "completed" else 3
 
 
 async def rescore_cmd(args: argparse.Namespace, store: EventStore) -> int:
