@@ -114,6 +114,13 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
     await store.append("import-a1", [catalog.ArchiveImported(
         archive_id="a1", sha256="2" * 64, signer=None, events=1, imported=1, part=1,
         runs=[catalog.ImportedRun(run_id=uuid.UUID(graded))])])
+    await store.append("endpoint-m", [catalog.EndpointRegistered(
+        name="m", base_url="http://127.0.0.1:9/v1", key_env="M_KEY")])
+    await store.append("definition-critic", [catalog.DefinitionGranted(
+        agent_type="critic", name="x", digest="sha256:" + "5" * 64, network=True)])
+    await store.append(f"gateway-{graded}", [catalog.GatewayCalled(
+        run_id=uuid.UUID(graded), endpoint="m", outcome="answered", http_status=200,
+        tokens_in=10, tokens_out=2, cost_usd=0.001, latency_ms=12.0)])
     return w
 
 
