@@ -63,7 +63,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--adopt-snapshots", action="store_true",
                    help="let the snapshot versions the file brings grade this database's "
                         "own runs too (by default they grade only the runs it brings)")
-    p.set_defaults(handler="archive:import_cmd", connections=3, owner=True)
+    p.set_defaults(handler="archive:import_cmd", connections=3, owner=True, migrate_new=True)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "
                        "exit 65 naming what failed and where.\n\n" + FORMAT_HELP)

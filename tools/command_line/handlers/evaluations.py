@@ -51,6 +51,11 @@ async def _report(standing: evaluation_standing.Standing, fmt: str, wide: bool =
         print(orjson.dumps({**standing.as_json(), "outcome": outcome}).decode())
         return 0 if complete else EXIT_INCOMPLETE
     console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
+    if standing.scorer_from == "origin":
+        console.print(Text(
+            f"(brought by an import: judged under the scorer its origin had active; that "
+            f"activation is history here and never this database's active scorer, which is "
+            f"{standing.active or 'none'})"))
     if scores:
         print_table(console, [
             *critic_columns(scores), Column("cases", "cases", justify="right"),
