@@ -91,13 +91,10 @@ async def import_archive(store: EventStore, path: Path,
 
     What the file may bring is checked last, against this database, before anything is
     written (props.import_staged): an event that acts on this database's own streams or runs
-    refuses the file, naming its line; with `inert` such events are kept as `import.inert`
-    history instead. The origin's records of its own consumers are history here, whatever
-    `inert` says: an activation or an exclusion in a stream the file brings whole stays in
-    its stream (nothing here acts on an imported one), its parks, retries, holds and
-    launchers are kept as `import.inert` (`ImportReport.history`, `kept_inert`).
-    `adopt_snapshots`: the snapshot versions it brings may grade this database's own runs
-    (see specimen_sync.SnapshotHistory).
+    refuses the file, naming its line (`inert`: kept as `import.inert` history instead).
+    The origin's records of its own consumers are history here, whatever `inert` says
+    (`ImportReport.history`, `kept_inert`; docs/reference/imports.md). `adopt_snapshots`:
+    its snapshot versions may grade this database's own runs (specimen_sync).
     """
     report = ImportReport()
     state = _Verifier(path, store.registry, allow_unknown)
