@@ -26,6 +26,7 @@ from props.reactors.evaluation_steps import (
     case_states,
     ceiling_of,
     end_drive,
+    first_look,
     look,
     request_detached,
     request_within,
@@ -44,6 +45,7 @@ __all__ = [
     "caught_up",
     "ceiling_of",
     "end_drive",
+    "first_look",
     "look",
     "request_detached",
     "request_within",
@@ -62,8 +64,13 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
     progress, deadline, shown = Progress(time.monotonic()), time.monotonic() + stops.wait, ""
     settled: dict[str, CaseState] = {}  # scored, excluded, or failed past its retries
     async with Wakeups(store) as log_moved:
+        retries = None
         while True:
             now = await look(store, ev, ceiling, stops, settled)
+            if stops.retry_failed and (said := now.retries(stops.retry_failed)) != retries:
+                retries = said  # (what --retry-failed did, each time it changes)
+                if said:
+                    show(said)
             line = progress.line(ev, now.states)
             if line != shown:
                 show(line)

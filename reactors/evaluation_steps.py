@@ -104,6 +104,34 @@ class Look:
     outcome: catalog.EvaluationOutcome
     requested: int
     over: bool
+    again: int = 0  # of `requested`, failed cases requested again (--retry-failed)
+    not_again: dict[str, int] = dataclasses.field(default_factory=dict)  # failed, why not
+
+    def retries(self, most: int) -> str | None:
+        """What --retry-failed did on this look, in one line (None: no failed case)."""
+        if not self.again and not self.not_again:
+            return None
+        return (f"--retry-failed {most}: requested {self.again} failed case(s) again"
+                + "".join(f"; {n} not: {why}" for why, n in sorted(self.not_again.items())))
+
+
+def may_retry(failure: catalog.Failure | None) -> bool:
+    """Whether --retry-failed may request a failed case again: its failure's closed fact
+    (`Failure.retryable`, set where the failure was classified: core.log.faults), or a
+    failure at launch, before anything ran or spent (a refusal the operator may have fixed
+    since: a secret allowed, an image pushed). A critic that exited non-zero is not."""
+    return failure is None or failure.retryable or failure.phase == "launch"
+
+
+def _not_again(s: CaseState, stops: Stops) -> str | None:
+    """Why a failed case is not requested again (None: it is, if the ceiling has room)."""
+    if not may_retry(s.failure):
+        f = s.failure
+        return f"not retryable ({f.phase}: {f.category})" if f else "not retryable"
+    if s.attempts > stops.retry_failed:
+        return (f"tried {s.attempts} time(s) already" if stops.retry_failed
+                else "failed (--retry-failed N requests them again)")
+    return None
 
 
 async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
@@ -115,9 +143,10 @@ async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops
     # (read each time: a new log's grader activates the default scorer as it starts)
     states = await case_states(store, ev, await registration.active_scorer(store),
                                settled=settled)
-    settled.update((s.case.key, s) for s in states if s.state in DONE or (
-        s.state == "failed" and s.attempts > stops.retry_failed))
-    retryable = [s for s in states if s.state == "failed" and s.attempts <= stops.retry_failed]
+    held = {s.case.key: why for s in states
+            if s.state == "failed" and (why := _not_again(s, stops)) is not None}
+    settled.update((s.case.key, s) for s in states if s.state in DONE or s.case.key in held)
+    retryable = [s for s in states if s.state == "failed" and s.case.key not in held]
     failed = sum(1 for s in states if s.state == "failed") - len(retryable)
     spent = sum(s.cost_usd for s in states)
     outcome: catalog.EvaluationOutcome = "complete"
@@ -126,14 +155,16 @@ async def look(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops
     elif failed > _failure_limit(stops, len(ev.cases)):
         outcome = "stopped_on_errors"
     flying = [s for s in states if s.state == "running"]
-    requested = 0
+    requested, done = 0, list[str]()
     if outcome == "complete":
         requested = await request_within(store, ev, ceiling, flying, [
             s for s in states if s.state == "waiting"] + retryable, _headroom(ev, flying, spent),
-            most)
+            most, done)
     ended = all(s.state in DONE or s.state == "failed" for s in states) and not retryable
+    again = {s.case.key for s in retryable}
     return Look(states, outcome, requested,
-                ended or (outcome != "complete" and not flying and not requested))
+                ended or (outcome != "complete" and not flying and not requested),
+                sum(1 for key in done if key in again), dict(Counter(held.values())))
 
 
 def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> float | None:
@@ -146,10 +177,11 @@ def _headroom(ev: Evaluation, flying: Sequence[CaseState], spent: float) -> floa
 
 async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
                          flying: list[CaseState], todo: list[CaseState],
-                         headroom: float | None = None, most: int | None = None) -> int:
+                         headroom: float | None = None, most: int | None = None,
+                         done: list[str] | None = None) -> int:
     """Request cases of `todo` while the ceiling has room, each with at most what the
     budget's `headroom` leaves (none left: nothing more), and at most `most` of them; how
-    many were requested."""
+    many were requested (`done`: given, their keys are added to it)."""
     per_definition = Counter(s.case.definition for s in flying)
     room = ceiling.runs - len(flying)
     if most is not None:
@@ -167,16 +199,25 @@ async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
             headroom -= budget
         per_definition[s.case.definition] += 1
         requested += 1
+        if done is not None:
+            done.append(s.case.key)
     return requested
 
 
-async def request_detached(store: EventStore, ev: Evaluation, most: int | None = None) -> int:
+async def request_detached(store: EventStore, ev: Evaluation, most: int | None = None,
+                           stops: Stops | None = None) -> int:
     """Request the first cases for the service to serve (`--detach`, the API), within the
     plan's ceiling and budget, and at most `most` (what the token's quota leaves): the
     service's evaluation driver requests the rest as runs finish
     (props.reactors.evaluations). How many were requested."""
-    now = await look(store, ev, await ceiling_of(store, ev, None), Stops(), {}, most)
-    return now.requested
+    return (await first_look(store, ev, most, stops)).requested
+
+
+async def first_look(store: EventStore, ev: Evaluation, most: int | None = None,
+                     stops: Stops | None = None) -> Look:
+    """`request_detached`'s look, whole: what it requested, of them the failed cases asked
+    again (`stops.retry_failed`), and why the other failed ones were not."""
+    return await look(store, ev, await ceiling_of(store, ev, None), stops or Stops(), {}, most)
 
 @dataclasses.dataclass(frozen=True)
 class Driven:

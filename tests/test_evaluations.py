@@ -194,8 +194,20 @@ async def test_a_critic_that_always_fails_makes_it_incomplete_with_the_facts(
     assert "run: exit_nonzero, exit 3" in done.stdout
     requested = await _requests(store)
     broken = {k: n for k, n in requested.items() if k.startswith("broken@")}
-    assert len(broken) == 2 and set(broken.values()) == {2}  # each tried again, once
+    # A critic that exits non-zero is not retryable (its fact says so): --retry-failed asks
+    # again only for what may pass, and says why the others were not (issue 55: before, it
+    # asked again for every failed case, saying nothing).
+    assert len(broken) == 2 and set(broken.values()) == {1}
+    flat = " ".join(done.stdout.split())
+    assert ("--retry-failed 1: requested 0 failed case(s) again; 2 not: not retryable "
+            "(run: exit_nonzero)") in flat, done.stdout
     assert "with-broken: incomplete" in done.stdout and "2 failed" in done.stdout
+    detached = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--detach",
+                      "--retry-failed", "1")
+    assert detached.returncode == 0, detached.stderr
+    flat = " ".join(detached.stdout.split())
+    assert "requested 0 run(s) (0 case(s) without a result, 0 failed case(s) again)" in flat
+    assert "2 not: not retryable (run: exit_nonzero)" in flat, detached.stdout
 
 
 @pytest.mark.slow

@@ -53,8 +53,10 @@ def add_parser(sub: Any) -> None:
                    help="stop starting runs past this many failed cases (or this fraction "
                    "of the cases, below 1)")
     p.add_argument("--retry-failed", type=_retries, default=0, metavar="N",
-                   help="request a failed case again, up to N times (a new run of the same "
-                   "case; its earlier runs stay in the record)")
+                   help="request a failed case again, up to N times, when it may pass: "
+                   "retryable by its failure's fact, or failed at launch before anything "
+                   "ran (a new run of the same case; its earlier runs stay in the record). "
+                   "Says how many it requested again and why the others were not")
     p.add_argument("--runtime", default="auto", metavar="NAME",
                    help="where the runs' containers run when served here: auto (the "
                    "default), docker, local or a registered runtime's name")

@@ -107,6 +107,22 @@ def _why(s: CaseState) -> str:
 # -- the commands -------------------------------------------------------------------------------
 
 
+def _detached(name: str, now: driver.Look, retry_failed: int) -> str:
+    """What `--detach` requested, and what it did not and why, in one line or two."""
+    counts = Counter(s.state for s in now.states)
+    done = ", ".join(f"{counts[k]} {k}" for k in ("scored", "excluded", "running", "failed")
+                     if counts[k])
+    said = (f"requested {now.requested} run(s) ({now.requested - now.again} case(s) without "
+            f"a result, {now.again} failed case(s) again), within the plan's ceiling; "
+            f"{done or 'no case has a result yet'}. `props serve` runs them and the rest, "
+            f"`props eval watch {name}` follows them")
+    if not now.requested and now.outcome != "complete":
+        said += f"\nnothing requested: {now.outcome.replace('_', ' ')}"
+    if retry_failed and (retries := now.retries(retry_failed)):
+        said += "\n" + retries
+    return said
+
+
 def _progress(args: argparse.Namespace) -> Console:
     """Where a command's running account goes: stdout, but stderr when stdout is one JSON
     document for a program."""
@@ -121,9 +137,9 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
     if args.detach:
-        first = await driver.request_detached(store, ev)
-        say.print(f"requested {first} (the plan's ceiling); `props serve` runs them and "
-                  f"the rest, `props eval watch {ev.name}` follows them")
+        now = await driver.first_look(store, ev, stops=driver.Stops(
+            retry_failed=args.retry_failed))
+        say.print(_detached(ev.name, now, args.retry_failed))
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     # The variables runs may be given: the service's settings, and this command's flags.
