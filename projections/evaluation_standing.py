@@ -27,6 +27,10 @@ class Standing:
     states: list[CaseState]  # one per case, in the plan's order
     ended: catalog.EvaluationEnded | None  # its version's last ending, if it ended
     found: evaluation_scores.Scored | None  # None: read without its figures
+    # Where `scorer` comes from: "active" (this database's) or "origin" (an evaluation an
+    # import brought is judged under the scorer its origin had active: the one that graded it)
+    scorer_from: str = "active"
+    active: str | None = None  # this database's active scorer
 
     @property
     def counts(self) -> dict[str, int]:
@@ -63,7 +67,8 @@ class Standing:
         """The standing as `props eval show --format json` and the API give it."""
         return {"name": self.ev.name, "version": self.ev.version, "outcome": self.outcome,
                 "ended": self.ended is not None, "complete": self.complete,
-                "scorer": self.scorer, "interval": intervals.METHOD, "counts": self.counts,
+                "scorer": self.scorer, "scorer_from": self.scorer_from,
+                "interval": intervals.METHOD, "counts": self.counts,
                 "cost_usd": self.cost_usd, "critics": self.critics,
                 "confirmed_by": self.found.judges if self.found is not None else [],
                 "cases": [evaluations.case_json(s) for s in self.states]}
@@ -77,13 +82,17 @@ async def ending(store: EventStore, ev: Evaluation) -> catalog.EvaluationEnded |
 
 
 async def of(store: EventStore, ev: Evaluation, *, figures: bool = True) -> Standing:
-    """Where `ev` stands now, under the active scorer; `figures`: with the per-critic
-    figures (a list of evaluations needs only the states)."""
-    scorer = await registration.active_scorer(store)
+    """Where `ev` stands now, under the active scorer (an evaluation an import brought:
+    under the scorer its origin had active, recorded in the file as history); `figures`:
+    with the per-critic figures (a list of evaluations needs only the states)."""
+    active = await registration.active_scorer(store)
+    scorer, scorer_from = active, "active"
+    if ev.imported and (theirs := await registration.origin_scorer(store, ev.origin)):
+        scorer, scorer_from = theirs, "origin"
     ended = await ending(store, ev)
     states = await evaluations.states_of(store, ev, ev.cases, scorer, ended is not None)
     found = await evaluation_scores.scored(store, states, scorer) if figures else None
-    return Standing(ev, scorer, states, ended, found)
+    return Standing(ev, scorer, states, ended, found, scorer_from, active)
 
 
 async def named(store: EventStore, name: str, *, figures: bool = True) -> Standing:

@@ -112,6 +112,8 @@ def verified(delta: Delta, rec: RecordedEvent) -> None:
 
 
 def activated(delta: Delta, rec: RecordedEvent) -> None:
+    if rec.imported:  # its origin's active scorer, not this database's
+        return
     e = cast(catalog.ActiveScorerSet, rec.event)
     delta.put("active_scorer", singleton=True, name=e.name, version=e.version,
               activated_at=rec.recorded_at)

@@ -17,7 +17,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from props.core.log import errors
 
@@ -130,6 +130,15 @@ class ContainerRuntime(Protocol):
 
     def capacity(self) -> int:
         """How many containers this host can run at once."""
+
+
+@runtime_checkable
+class HoldsImages(Protocol):
+    """A runtime whose containers run images held by its engine (Docker, Podman): it can
+    say, before a run is claimed, whether its engine has the image or can pull it."""
+
+    async def has_image(self, image: str) -> bool:
+        """Whether the engine holds `image`, or can pull it (a reference by digest)."""
 
 
 async def holds(runtimes: Iterable[ContainerRuntime], name: str) -> bool:

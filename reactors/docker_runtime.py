@@ -217,6 +217,20 @@ class DockerRuntime:
             await self._answer(container.start())
         return str(container.id)
 
+    @_engine_call
+    async def has_image(self, image: str) -> bool:
+        """Whether this engine holds `image`, or may pull it (recorded by registry and
+        digest): a Podman engine beside Docker holds none of Docker's imported images."""
+        if "@sha256:" in image:
+            return True
+        try:
+            await self.docker.images.inspect(image)
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     async def _pull(self, image: str) -> bool:
         """Pull an image recorded by registry and digest (`host/name@sha256:...`), as
         definitions pushed through the registry proxy are; False when it cannot be had."""

@@ -206,13 +206,20 @@ async def request_within(store: EventStore, ev: Evaluation, ceiling: Ceiling,
     return requested
 
 
-async def request_detached(store: EventStore, ev: Evaluation, most: int | None = None) -> int:
+async def request_detached(store: EventStore, ev: Evaluation, most: int | None = None,
+                           stops: Stops | None = None) -> int:
     """Request the first cases for the service to serve (`--detach`, the API), within the
     plan's ceiling and budget, and at most `most` (what the token's quota leaves): the
     service's evaluation driver requests the rest as runs finish
     (props.reactors.evaluations). How many were requested."""
-    now = await look(store, ev, await ceiling_of(store, ev, None), Stops(), {}, most)
-    return now.requested
+    return (await first_look(store, ev, most, stops)).requested
+
+
+async def first_look(store: EventStore, ev: Evaluation, most: int | None = None,
+                     stops: Stops | None = None) -> Look:
+    """`request_detached`'s look, whole: what it requested, of them the failed cases asked
+    again (`stops.retry_failed`), and why the other failed ones were not."""
+    return await look(store, ev, await ceiling_of(store, ev, None), stops or Stops(), {}, most)
 
 @dataclasses.dataclass(frozen=True)
 class Driven:

@@ -89,6 +89,8 @@ class Grader:
     async def handle(self, rec: RecordedEvent) -> None:
         e = rec.event
         if isinstance(e, catalog.ActiveScorerSet):
+            if rec.imported:  # its origin's activation: history here, never a switch
+                return
             self.scorer = _in_process(f"{e.name}@{e.version}")
             if self.scorer is not None:
                 await registration.ensure_registered(self.store, self.scorer)

@@ -628,13 +628,13 @@ BEGIN
             OR c.signer IS DISTINCT FROM coalesce(p_origin->>'signer', '')
     )
     SELECT n.line, n.stream_id, n.type,
-           CASE WHEN n.type IN ('event.parked', 'parked.retried', 'run.excluded',
-                                'scorer.activated', 'retention.held', 'retention.released',
-                                'launcher.started')
+           CASE WHEN o.stream_id IS NOT NULL THEN o.reason
+                WHEN r.run_id IS NOT NULL THEN 'own_run'
+                WHEN n.type IN ('event.parked', 'parked.retried', 'retention.held',
+                                'retention.released', 'launcher.started')
                   OR split_part(n.stream_id, '-', 1) IN ('reactor', 'retention', 'launcher')
                 THEN 'consumers'
-                WHEN o.stream_id IS NOT NULL THEN o.reason
-                ELSE 'own_run' END,
+                ELSE 'history' END,
            r.run_id::text
       FROM new n
       LEFT JOIN shut o ON o.stream_id = n.stream_id
@@ -667,7 +667,8 @@ BEGIN
     INSERT INTO pg_temp.import_refused SELECT * FROM props.import_refusals(p_origin);
     SELECT f.line, f.type, f.stream_id, f.reason, f.run_id
       INTO refused_line, refused_type, refused_stream, refused_reason, refused_run
-      FROM pg_temp.import_refused f ORDER BY f.line LIMIT 1;
+      FROM pg_temp.import_refused f WHERE f.reason NOT IN ('consumers', 'history')
+     ORDER BY f.line LIMIT 1;
     IF refused_line IS NOT NULL AND NOT p_inert THEN
         RETURN;
     END IF;
@@ -679,10 +680,11 @@ BEGIN
            s.recorded_at
       FROM pg_temp.import_events s
      WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
-       AND NOT EXISTS (SELECT 1 FROM pg_temp.import_refused f WHERE f.line = s.line)
+       AND NOT EXISTS (SELECT 1 FROM pg_temp.import_refused f
+                        WHERE f.line = s.line AND f.reason <> 'history')
      ORDER BY s.position;
     GET DIAGNOSTICS appended = ROW_COUNT;
-    IF refused_line IS NOT NULL THEN
+    IF EXISTS (SELECT 1 FROM pg_temp.import_refused f WHERE f.reason <> 'history') THEN
         INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version,
                                   data, metadata)
         SELECT md5(v_stream || ':' || s.event_id::text)::uuid, v_stream,
@@ -698,7 +700,7 @@ BEGIN
                                       'position', s.position)),
                jsonb_build_object('origin', v_origin, 'actor', 'import')
           FROM pg_temp.import_events s JOIN pg_temp.import_refused f ON f.line = s.line
-         WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e
+         WHERE f.reason <> 'history' AND NOT EXISTS (SELECT 1 FROM props.event_ids e
                             WHERE e.event_id = md5(v_stream || ':' || s.event_id::text)::uuid)
          ORDER BY s.position;
         GET DIAGNOSTICS inert = ROW_COUNT;

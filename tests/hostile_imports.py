@@ -92,16 +92,22 @@ def _request_naming_own_run(t: Local) -> list[dict[str, Any]]:
 
 # kind -> (the events, the reason the refusal gives)
 KINDS: dict[str, tuple[Callable[[Local], list[dict[str, Any]]], str]] = {
-    "event.parked": (_parked, "acts on this database's consumers"),
-    "parked.retried": (_retried, "acts on this database's consumers"),
-    "run.excluded": (_excluded, "acts on this database's consumers"),
-    "scorer.activated": (_activated, "acts on this database's consumers"),
-    "retention.held": (_retention, "acts on this database's consumers"),
+    "run.excluded of a local run": (_excluded, "names critic run"),
+    "retention.held of a local run": (_retention, "names critic run"),
     "grades of a local run": (_grades_of_own_run, "names critic run"),
     "an event appended to a local stream": (_appended_to_own_stream,
                                             "appends to a stream holding events of"),
     "archive.imported naming a local run": (_own_run_marked_imported, "names critic run"),
     "an event naming a local run in its data": (_request_naming_own_run, "names critic run"),
+}
+
+
+# The origin's records of its own consumers: never refused, never acting here (issue 55).
+# kind -> (the events, kept where: "inert" as import.inert, "history" in their own stream)
+ORIGINS_CONSUMERS: dict[str, tuple[Callable[[Local], list[dict[str, Any]]], str]] = {
+    "event.parked": (_parked, "inert"),
+    "parked.retried": (_retried, "inert"),
+    "scorer.activated": (_activated, "history"),
 }
 
 

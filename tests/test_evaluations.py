@@ -29,7 +29,6 @@ from tests import hostile_imports
 from tests.conftest import SESSION, create_database, drop_database, fence_clear
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, register_endpoint, sync_samples
-from tests.verification_helpers import record_verification
 
 CLI = [sys.executable, "-m", "props.tools.cli"]
 LITE = {"checks": ["open-without-with", "swallowed-exception"]}
@@ -203,6 +202,12 @@ async def test_a_critic_that_always_fails_makes_it_incomplete_with_the_facts(
     assert "2 not: 2 exit_nonzero: not retryable (the critic exited with an error" in " ".join(
         done.stdout.split())
     assert "with-broken: incomplete" in done.stdout and "2 failed" in done.stdout
+    detached = _props(dsn, tmp_path / "home", "eval", "run", str(plan), "--detach",
+                      "--retry-failed", "1")
+    assert detached.returncode == 0, detached.stderr
+    flat = " ".join(detached.stdout.split())
+    assert "requested 0 run(s) (0 case(s) without a result, 0 failed case(s) again)" in flat
+    assert "2 not: 2 exit_nonzero: not retryable" in flat, detached.stdout
 
 
 @pytest.mark.slow
@@ -304,30 +309,18 @@ async def test_export_eval_is_one_evaluation_that_reads_alone(
     fresh_name = f"props_test_{SESSION}_{uuid.uuid4().hex[:10]}"
     fresh = create_database(server_dsn, fresh_name, template_db)
     try:
-        # Its scorers' streams carry the source's activation: acting on this database's
-        # grader, refused naming the line, unless kept as inert history.
-        refused = _props(fresh, home, "import", str(out))
-        assert refused.returncode == 65 and "scorer.activated" in refused.stderr
-        assert refused.stderr.strip().count("\n") == 0, refused.stderr
-        imported = _props(fresh, home, "import", str(out), "--inert")
+        # Its scorers' streams carry the source's activation: history here, in its stream,
+        # never this database's active scorer (issue 55; refused before, and with --inert
+        # the scorer's stream lost a version).
+        async with open_store(fresh) as imported_into:
+            await fence_clear(imported_into)  # (the server is shared: the import's rebuild)
+        imported = _props(fresh, home, "import", str(out))
         assert imported.returncode == 0, imported.stderr
-        async with open_store(fresh) as imported_into:
-            # Which scorer grades here is this database's choice: the operator activates
-            # the one the source had (kept inert), and it grades the imported runs.
-            theirs_active = await imported_into.pool.fetchval(
-                "SELECT (data->'event'->'data'->>'name') || '@' || "
-                "(data->'event'->'data'->>'version') FROM props.events "
-                "WHERE type = 'import.inert' AND data->'event'->>'type' = 'scorer.activated' "
-                "ORDER BY global_position DESC LIMIT 1")
-            # (activation is gated on a verification here: tests/test_verification.py)
-            await record_verification(imported_into, theirs_active)
-        assert _props(fresh, home, "scorers", "activate", theirs_active).returncode == 0
-        async with open_store(fresh) as imported_into:
-            await fence_clear(imported_into)  # (the server is shared)
-        assert _props(fresh, home, "projections", "rebuild", "--all").returncode == 0
+        assert "scorer.activated (in their streams)" in " ".join(imported.stdout.split())
         shown = _props(fresh, home, "eval", "show", "mine", "--json")
         assert shown.returncode == 0, shown.stdout + shown.stderr
         assert json.loads(shown.stdout)["counts"] == {"scored": 4}
+        assert json.loads(shown.stdout)["scorer_from"] == "origin"
         missing = _props(fresh, home, "eval", "show", "theirs")
         assert missing.returncode == 66  # the other evaluation did not come along
     finally:

@@ -23,13 +23,13 @@ from props.core.domain.archive import exports, imports
 from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.core.scoring import rescoring, scorers, server_grading
+from props.core.scoring import registration, rescoring, scorers, server_grading
 from props.projections import as_of, engine
 from props.tools.checks.workload import Workload
 from props.tools.command_line.handlers.events import parse_new_events
 from tests import hostile_imports
 from tests.conftest import fence_clear
-from tests.hostile_imports import KINDS, Local
+from tests.hostile_imports import KINDS, ORIGINS_CONSUMERS, Local
 
 
 @pytest.fixture
@@ -101,6 +101,39 @@ async def test_a_file_that_acts_on_this_database_is_refused_naming_the_line(
     assert orjson.loads(kept["data"])["event"]["event_id"] == events[0]["event_id"]
     again = await imports.import_archive(target, bad, inert=True)
     assert (again.imported, again.inert) == (0, 0)
+
+
+@pytest.mark.parametrize("kind", sorted(ORIGINS_CONSUMERS))
+async def test_the_origin_s_consumers_records_are_history_that_acts_on_nothing(
+        target: EventStore, template: Path, tmp_path: Path, kind: str) -> None:
+    """A whole-log export carries its origin's parks, retries and activation: the file is
+    taken without --inert (issue 55: the demo's own export was refused), and none of them
+    acts here. Parks and retries are kept as import.inert; an activation stays in its
+    stream, readable, while the active scorer (read now and folded by a rebuild) stays this
+    database's. Negative control: the same activation appended here does switch both."""
+    make, kept = ORIGINS_CONSUMERS[kind]
+    events = make(await local(target))
+    theirs = hostile_imports.write(tmp_path / "theirs.jsonl.zst", template, events)
+    await registration.activate(target, "overlap", 1)
+    report = await imports.import_archive(target, theirs)
+    assert report.history == ({kind: 1} if kept == "history" else {})
+    assert report.kept_inert == ({kind: 1} if kept == "inert" else {})
+    in_log = await target.pool.fetchval(
+        "SELECT count(*) FROM props.events WHERE event_id = $1::uuid", events[0]["event_id"])
+    assert in_log == (1 if kept == "history" else 0)
+    await fence_clear(target)
+    await engine.rebuild(target, engine.ALL)
+    assert await registration.active_scorer(target) == "overlap@1"
+    folded = await target.pool.fetchval(
+        "SELECT name || '@' || version FROM projections.active_scorer")
+    assert folded == "overlap@1"
+    if kind == "scorer.activated":  # the control: the same activation of this database's
+        await registration.activate(target, "overlap", 2)
+        await fence_clear(target)
+        await engine.rebuild(target, engine.ALL)
+        assert await registration.active_scorer(target) == "overlap@2"
+        assert await target.pool.fetchval(
+            "SELECT name || '@' || version FROM projections.active_scorer") == "overlap@2"
 
 
 async def test_new_streams_whole_are_taken(target: EventStore, template: Path,

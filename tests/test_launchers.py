@@ -275,3 +275,52 @@ async def test_agents_reach_the_database_over_tcp_as_their_run_role(
                 conn.execute("SELECT count(*) FROM props.events")
     finally:
         await agent_roles.drop(store, run_id)
+
+
+@pytest.mark.docker
+async def test_a_podman_launcher_never_claims_a_run_it_cannot_launch(
+        store: EventStore, tmp_path: Path) -> None:
+    """Issue 55: the Podman launcher claimed runs whose image only Docker's engine holds and
+    failed them as `launch: props_error`, saying nothing. Now it leaves them to the Docker
+    launcher alive beside it (it never claims one), and alone it fails them naming why
+    (`image_missing`; the control: the same run and launcher, nobody else alive)."""
+    from props.core.domain import definitions
+    from props.reactors import docker_runtime
+    from tests.conftest import docker_or_skip, podman_or_skip
+
+    await sync_samples(store)
+    only_docker = f"props-only-on-docker:{uuid.uuid4().hex[:12]}"
+    async with docker_or_skip() as on_docker, podman_or_skip() as on_podman:
+        reference = await docker_runtime.build_reference_image(on_docker)
+        await on_docker.import_image(definitions.reference_rootfs(), only_docker)
+        try:
+            await definitions.push(store, reference.model_copy(
+                update={"name": "docker-only", "image": only_docker}))
+
+            def host(name: str, engine: ContainerRuntime) -> ReactorHost:
+                return ReactorHost(store, Launcher(store, [engine], tmp_path / name,
+                                                   name=name), poll_interval=0.05)
+
+            alone = await request(store, "docker-only", ref="docker", budget=0)
+            done = await served_until_finished(store, [host("podman", on_podman)], alone)
+            failure = done[alone[0]].failure
+            assert failure is not None and (failure.phase, failure.category) == (
+                "launch", "image_missing")
+            run_ids = await request(store, "docker-only", count=4, ref="docker", budget=0)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(host("docker", on_docker).run)
+                await eventually(lambda: _alive(store, "docker"))
+                tg.start_soon(host("podman", on_podman).run)
+                done = await finished(store, run_ids, seconds=300)
+                tg.cancel_scope.cancel()
+        finally:
+            await on_docker.docker.images.delete(only_docker, force=True)
+    assert {f.status for f in done.values()} == {"completed"}, \
+        {f.failure for f in done.values()}
+    claims = [r.event.launcher for recs in (await runs_by_launcher(store, run_ids)).values()
+              for r in recs if isinstance(r.event, catalog.RunClaimed)]
+    assert claims == ["docker"] * 4
+
+
+async def _alive(store: EventStore, name: str) -> bool:
+    return any(s.alive for s in await launchers.status(store) if s.name == name)

@@ -169,6 +169,13 @@ async def execute(handler: Handler | StoreHandler, args: argparse.Namespace) -> 
     from props.core.log import database
 
     dsn = database.resolve_dsn() if getattr(args, "owner", False) else None
+    if getattr(args, "migrate_new", False):  # (an owner's command: `import` into nothing)
+        from props.core.log import migrate
+
+        applied = await migrate.migrate_if_new(dsn or database.resolve_dsn())
+        if applied:
+            print(f"props: a new database: applied its {len(applied)} migration(s) first "
+                  f"(`props db migrate`)", file=sys.stderr)
     async with open_store(dsn, max_connections=connections) as store:
         return await cast(StoreHandler, handler)(args, store)
 

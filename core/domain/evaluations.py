@@ -193,6 +193,7 @@ class Evaluation:
     requester: str | None = None  # the token that started it (the API's), else None
     nonce: uuid.UUID | None = None  # evaluation.started's (None: recorded before it had one)
     imported: bool = False  # brought by an import: its runs are the file's, not this log's
+    origin: str | None = None  # the archive an import brought it from
 
     def run_id(self, case: Case, attempt: int = 0) -> uuid.UUID:
         """The run of `case`'s `attempt`: derived (a resumed evaluation finds its runs again)
@@ -223,7 +224,14 @@ async def recorded(store: EventStore, name: str) -> Evaluation:
     return Evaluation(name, last.version, Plan.model_validate(doc["plan"]),
                       [Case(**c) for c in doc["cases"]],
                       requester if isinstance(requester, str) else None, last.nonce,
-                      imported=any("origin" in m for _, m in versions))
+                      imported=any("origin" in m for _, m in versions),
+                      origin=_archive(meta.get("origin")))
+
+
+def _archive(origin: object) -> str | None:
+    """The archive an import brought an event from (its metadata's `origin`), if any."""
+    archive = origin.get("archive") if isinstance(origin, dict) else None
+    return archive if isinstance(archive, str) else None
 
 
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:

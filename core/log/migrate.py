@@ -188,6 +188,16 @@ async def migrate_database(dsn: str) -> list[Migration]:
         return await migrate(conn)
 
 
+async def migrate_if_new(dsn: str) -> list[Migration]:
+    """Migrate a database that no props has migrated yet (nothing applied: an empty
+    PROPS_HOME's, a new server database), as `migrate` would; leave any other as it is
+    (`require_current` then says what to run). Return the migrations applied."""
+    async with database.session(dsn) as conn:
+        if any(s.applied_at is not None for s in await status(conn)):
+            return []
+        return await migrate(conn)
+
+
 async def require_current(conn: database.Connection) -> None:
     """Raise a `SchemaError` that says what to run unless the schema is fully migrated."""
     states = await status(conn)

@@ -58,10 +58,11 @@ async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | N
     """NAME@VERSION of the active scorer and the id of the event that made it so. Read from
     the scorers' streams directly, not through the visibility fence: a transaction left open
     anywhere on the server would otherwise hide the last activation, even this process's
-    own (activating the default back after B read B as still active)."""
+    own (activating the default back after B read B as still active). An activation an
+    import brought is its origin's history: which scorer grades here is this database's."""
     active, event_id = None, None
     for rec in await store.reader.read_category_now("scorer"):
-        if isinstance(rec.event, catalog.ActiveScorerSet):
+        if isinstance(rec.event, catalog.ActiveScorerSet) and not rec.imported:
             active, event_id = f"{rec.event.name}@{rec.event.version}", rec.event_id
     return active, event_id
 
@@ -69,6 +70,22 @@ async def _last_activation(store: EventStore) -> tuple[str | None, uuid.UUID | N
 async def active_scorer(store: EventStore) -> str | None:
     """The scorer the last `scorer.activated` event names, as NAME@VERSION."""
     return (await _last_activation(store))[0]
+
+
+async def origin_scorer(store: EventStore, archive: str | None) -> str | None:
+    """NAME@VERSION of the scorer an import's origin had active: the last activation (in
+    the origin's order) that the import of `archive` brought, else that any import brought.
+    History, never this database's active scorer: what an evaluation the import brought was
+    graded under."""
+    theirs: list[tuple[bool, int, int, str]] = []
+    for rec in await store.reader.read_category_now("scorer"):
+        if isinstance(rec.event, catalog.ActiveScorerSet) and rec.imported:
+            origin = rec.metadata.get("origin")
+            same = isinstance(origin, dict) and origin.get("archive") == archive
+            at = rec.metadata.get("origin_position")
+            theirs.append((same, at if isinstance(at, int) else 0, rec.global_position,
+                           f"{rec.event.name}@{rec.event.version}"))
+    return max(theirs)[3] if theirs else None
 
 
 async def activate(store: EventStore, name: str, version: int,

@@ -36,6 +36,7 @@ from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.reactors.containers import (
     ContainerRuntime,
+    HoldsImages,
     holds,
 )
 from props.reactors.gateway import Gateway
@@ -246,6 +247,8 @@ class Launcher:
         if state.cancel_requested and not state.container_started:
             await self._finish(state, "cancelled")
             return
+        if state.claim is None and not await self._fits(state):
+            return
         claimed = await self._claim(state)
         if claimed is None:
             return
@@ -283,6 +286,41 @@ class Launcher:
             await self._clean_up(run_id)
             return None
         return claimed
+
+    async def _fits(self, state: RunState) -> bool:
+        """Whether this launcher can launch the run, asked before it claims it: a runtime of
+        its definition's kind whose engine holds (or can pull) its image. A run it cannot
+        launch is left to the other launchers alive (a Podman launcher beside Docker's never
+        takes Docker's runs); with none, it is claimed and failed saying why, not left
+        waiting for nobody."""
+        req = state.requested
+        found = await definitions.resolve(self.store, req.agent_type, req.definition,
+                                          req.definition_ref)
+        why = None if found is None else await self._cannot_launch(found)
+        if why is None:  # (a missing definition is failed, as such, once claimed)
+            return True
+        others = [o.name for o in await launchers.status(self.store)
+                  if o.alive and o.name != self.launcher]
+        if others:
+            log.info("run %s: %s on launcher %s; left to %s", req.run_id, why, self.launcher,
+                     ", ".join(others))
+            return False
+        claimed = await self._claim(state)
+        if claimed is not None:
+            await self._finish(claimed, "failed", catalog.Failure(
+                phase="launch", category=why, retryable=True))
+            await self._clean_up(req.run_id)
+        return False
+
+    async def _cannot_launch(self, definition: catalog.DefinitionPushed) -> str | None:
+        """Why this launcher cannot launch `definition` (a failure category), or None."""
+        rt = self.runtimes.get(definition.runtime)
+        if rt is None:
+            return "runtime_unavailable"
+        image = definition.image or definition.digest
+        if isinstance(rt, HoldsImages) and not await rt.has_image(image):
+            return "image_missing"
+        return None
 
     async def _launchable(self, state: RunState,
                           ) -> tuple[catalog.DefinitionPushed, ContainerRuntime] | None:

@@ -80,6 +80,13 @@ SELECT s.stream_id, s.stream_version FROM import_events s
 -- times are the origin's; the time this database recorded them is the import's.
 SELECT * FROM props.import_staged($1::jsonb, $2::boolean)
 
+-- import_history --
+-- Of the events import_staged just took (in its transaction), the origin's records of its own
+-- consumers, by type: `history` appended in place (an activation, an exclusion of a run the
+-- file brings), `consumers` kept as import.inert (its parks, retries, holds, launchers).
+SELECT reason, type, count(*)::integer AS events FROM pg_temp.import_refused
+ WHERE reason IN ('history', 'consumers') GROUP BY reason, type ORDER BY reason, type
+
 -- misfiled_snapshots --
 -- A snapshot event in a stream other than its slug's (snapshot-<data.slug>): the folds key
 -- snapshots on data.slug, so it would act on that snapshot (retire it, replace its ground

@@ -51,6 +51,11 @@ class ImportReport:
     restored: str | None = None  # the archived partition this file put back
     signer: str | None = None  # the fingerprint of the key that signed it (None: unsigned)
     inert: int = 0  # events kept as inert history (`inert`), none of them acting here
+    # The origin's records of its own consumers, by type: appended in place as history
+    # (`scorer.activated`, `run.excluded` of a run it brings) or kept as `import.inert`
+    # (its parks, retries, holds, launchers). Nothing here acts on either.
+    history: dict[str, int] = dataclasses.field(default_factory=dict)
+    kept_inert: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 RUNS_PER_RECORD = 5000
@@ -85,10 +90,11 @@ async def import_archive(store: EventStore, path: Path,
     session and nothing was written.
 
     What the file may bring is checked last, against this database, before anything is
-    written (props.import_staged): an event that acts on this database's own streams or
-    consumers refuses the file, naming its line; with `inert` such events are kept as
-    `import.inert` history instead. `adopt_snapshots`: the snapshot versions it brings may
-    grade this database's own runs (see specimen_sync.SnapshotHistory).
+    written (props.import_staged): an event that acts on this database's own streams or runs
+    refuses the file, naming its line (`inert`: kept as `import.inert` history instead).
+    The origin's records of its own consumers are history here, whatever `inert` says
+    (`ImportReport.history`, `kept_inert`; docs/reference/imports.md). `adopt_snapshots`:
+    its snapshot versions may grade this database's own runs (specimen_sync).
     """
     report = ImportReport()
     state = _Verifier(path, store.registry, allow_unknown)
@@ -160,8 +166,6 @@ class Admit:
 
 
 REFUSED_BECAUSE = {
-    "consumers": "acts on this database's consumers (parks, retries, exclusions, the active "
-                 "scorer, retention holds and launchers are this database's own)",
     "own_stream": "appends to a stream holding events of this database's own",
     "other_origin": "continues a stream an import of another origin (another signer) brought",
     "own_run": "names critic run {run} of this database's own",
@@ -195,6 +199,9 @@ async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
                 f"{done['refused_stream'][:80]} {why}: an import adds, it never changes what "
                 f"is this database's; nothing was written (`props import --inert` keeps such "
                 f"events as history that nothing acts on)")
+        for row in await conn.fetch(_Q["import_history"]):
+            kept = report.history if row["reason"] == "history" else report.kept_inert
+            kept[row["type"]] = row["events"]
         await conn.execute(_Q["insert_staged_blobs"])
         inserted, report.inert = int(done["appended"]), int(done["inert"])
         if inserted or report.inert:

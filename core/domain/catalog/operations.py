@@ -113,14 +113,15 @@ class ArchiveImported(Event):
 @REGISTRY.register
 class ImportInert(Event):
     """An event an export file brought that would have acted on this database (a park, an
-    exclusion, an activation, an append to a stream or a grade of a run begun here), kept,
-    because the operator asked (`props import --inert`), as history: in the stream
-    `inert-<archive id>`, as it stood in the file (`event`) with its line and why it is inert.
-    No projection or reactor reads this type."""
+    exclusion, an activation, an append to a stream or a grade of a run begun here), kept as
+    history: in the stream `inert-<archive id>`, as it stood in the file (`event`) with its
+    line and why it is inert. The origin's parks, retries, holds and launchers are always
+    kept so (`consumers`); what would act on this database's own streams or runs only when
+    the operator asked (`props import --inert`). No projection or reactor reads this type."""
 
     type_name = "import.inert"
     line: int = pydantic.Field(ge=1, le=2**31 - 1)
-    reason: Literal["consumers", "own_stream", "own_run"]
+    reason: Literal["consumers", "own_stream", "own_run", "other_origin"]
     event: dict[str, Any]
 
 

@@ -43,8 +43,11 @@ def add_parsers(sub: Any) -> None:
                        "hashes) and write nothing unless it is intact; then append its "
                        "events with their ids and stream versions (new positions, the origin "
                        "position in metadata). An import adds: a file with an event that "
-                       "would act on this database's own streams or consumers is refused, "
-                       "naming its line (docs/reference/imports.md). Importing twice "
+                       "would act on this database's own streams or runs is refused, naming "
+                       "its line (docs/reference/imports.md); the origin's records of its own "
+                       "consumers (its scorer activation, parks, holds) are kept as history "
+                       "that acts on nothing here. A database nothing has migrated yet is "
+                       "migrated first, and projections never built are built. Importing twice "
                        "changes nothing; an interrupted import finishes when run again. The "
                        "file of a partition that `props archive` moved out of this database "
                        "restores it instead: "
@@ -56,14 +59,14 @@ def add_parsers(sub: Any) -> None:
                    help="take events of types this props does not know as they are (known "
                         "types are always checked against the catalog)")
     p.add_argument("--inert", action="store_true",
-                   help="keep the events that would act on this database (parks, "
-                        "exclusions, activations, retention holds, appends to its streams, "
-                        "grades of its runs) as inert history that nothing acts on, instead "
-                        "of refusing the file (exit 65, naming the line)")
+                   help="keep the events that would act on this database's own streams "
+                        "or runs (appends to its streams, grades, exclusions or holds of its "
+                        "runs) as inert history that nothing acts on, instead of refusing the "
+                        "file (exit 65, naming the line)")
     p.add_argument("--adopt-snapshots", action="store_true",
                    help="let the snapshot versions the file brings grade this database's "
                         "own runs too (by default they grade only the runs it brings)")
-    p.set_defaults(handler="archive:import_cmd", connections=3, owner=True)
+    p.set_defaults(handler="archive:import_cmd", connections=3, owner=True, migrate_new=True)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "
                        "exit 65 naming what failed and where.\n\n" + FORMAT_HELP)

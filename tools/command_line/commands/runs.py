@@ -155,6 +155,16 @@ def _runs_parser(sub: Any) -> None:
     _run_id(p)
     arguments.add_format(p)
     p.set_defaults(handler="runs:show_cmd", connections=2)
+    p = cmds.add_parser("logs", help="a run's container output, as stored",
+                        description="Print what the run's container wrote (stdout and "
+                        "stderr, as the launcher stored it when the container exited), for "
+                        "any runtime: Docker, Podman, Swarm or local processes. It is text: "
+                        "characters that would act on the terminal are shown as escapes "
+                        "(\\x1b). Exit 66 when no container of the run has exited yet.")
+    _run_id(p)
+    p.add_argument("--tail", type=arguments.limit(1_000_000), metavar="N",
+                   help="only the last N lines")
+    p.set_defaults(handler="runs:logs_cmd", connections=2)
     p = cmds.add_parser("cancel", help="cancel a run (queued or running)")
     _run_id(p)
     p.set_defaults(handler="runs:cancel_cmd", connections=2)

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import anyio.to_thread
 from rich.progress import Progress, TextColumn
+from rich.text import Text
 
 from props.core.domain import evaluations
 from props.core.domain.archive import archival, exports, imports, signing
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.store import EventStore
+from props.projections import engine
+from props.projections import status as projection_status
 from props.tools.command_line import progress, render
 from props.tools.command_line.handlers import keys as key_handlers
 from props.tools.command_line.render import Column, Console
@@ -63,11 +67,53 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
         return 0
     console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
-    if report.inert:
-        console.print(f"kept {report.inert:,} event(s) as inert history (they would have "
-                      f"acted on this database; nothing acts on them)")
+    if report.history or report.kept_inert:
+        console.print(Text(
+            f"the origin's records of its own consumers are history here: "
+            f"{_by_type(report.history, 'in their streams')}"
+            f"{'; ' if report.history and report.kept_inert else ''}"
+            f"{_by_type(report.kept_inert, 'as import.inert')}; they never change this "
+            f"database's active scorer, retries or holds (props scorers activate chooses "
+            f"yours)"))
+    owned = report.inert - sum(report.kept_inert.values())
+    if owned > 0:
+        console.print(f"kept {owned:,} event(s) as inert history (they would have acted on "
+                      f"this database; nothing acts on them)")
     console.print(f"signed by: {report.signer or 'nobody (unsigned)'}")
+    if report.imported:
+        # As the service, whose tables the projections are (the owner's would be unreadable
+        # to it).
+        async with open_store(None, max_connections=4) as service:
+            await _projections_after_import(service)
     return 0
+
+
+def _by_type(counts: dict[str, int], where: str) -> str:
+    if not counts:
+        return ""
+    return ", ".join(f"{n:,} {kind}" for kind, n in sorted(counts.items())) + f" ({where})"
+
+
+async def _projections_after_import(store: EventStore) -> None:
+    """A database whose projections were never built (an empty one, imported into) gets
+    them built now, so that `props eval show` and `props report` read what came in; one
+    that has them is told how far they are behind, if they are (a running service folds
+    them)."""
+    states = await projection_status.of(store)
+    if all(s.checkpoint is None for s in states):
+        with progress.counting_events("building the projections",
+                                      await store.reader.count()) as advance:
+            built = await engine.rebuild(store, engine.ALL, progress=advance)
+        console.print(f"built the projections from {built.events:,} event(s)")
+        # (a transaction left open elsewhere on the server holds the fence: what it hides
+        # is still behind)
+        states = await projection_status.of(store)
+    never = [s.name for s in states if s.checkpoint is None]
+    behind = max((s.lag_events for s in states), default=0)
+    if behind or never:
+        console.print(f"the projections are {behind:,} event(s) behind: a running `props "
+                      f"serve` (or `props projections run`) folds them; `props projections "
+                      f"rebuild --all` does it now")
 
 
 def _trusted(directory: Path | None) -> list[signing.PublicKey] | None:

@@ -49,6 +49,11 @@ async def _report(standing: evaluation_standing.Standing, fmt: str, wide: bool =
         print(orjson.dumps({**standing.as_json(), "outcome": outcome}).decode())
         return 0 if complete else EXIT_INCOMPLETE
     console.print(f"evaluation {ev.name} v{ev.version} under {scorer or 'no active scorer'}:")
+    if standing.scorer_from == "origin":
+        console.print(Text(
+            f"(brought by an import: judged under the scorer its origin had active; that "
+            f"activation is history here and never this database's active scorer, which is "
+            f"{standing.active or 'none'})"))
     if scores:
         print_table(console, [
             *critic_columns(scores), Column("cases", "cases", justify="right"),
@@ -100,6 +105,22 @@ def _why(s: CaseState) -> str:
 # -- the commands -------------------------------------------------------------------------------
 
 
+def _detached(name: str, now: driver.Look, retry_failed: int) -> str:
+    """What `--detach` requested, and what it did not and why, in one line or two."""
+    counts = Counter(s.state for s in now.states)
+    done = ", ".join(f"{counts[k]} {k}" for k in ("scored", "excluded", "running", "failed")
+                     if counts[k])
+    said = (f"requested {now.requested} run(s) ({now.requested - now.retried} case(s) "
+            f"without a result, {now.retried} failed case(s) again), within the plan's ceiling; "
+            f"{done or 'no case has a result yet'}. `props serve` runs them and the rest, "
+            f"`props eval watch {name}` follows them")
+    if not now.requested and now.outcome != "complete":
+        said += f"\nnothing requested: {now.outcome.replace('_', ' ')}"
+    if retry_failed and (now.retried or now.not_retried):
+        said += "\n" + driver.retry_line(now.retried, now)
+    return said
+
+
 def _progress(args: argparse.Namespace) -> Console:
     """Where a command's running account goes: stdout, but stderr when stdout is one JSON
     document for a program."""
@@ -114,9 +135,9 @@ async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     say.print(f"evaluation {ev.name} v{ev.version}: {len(cases)} case(s) "
                   f"({'resumed: only what has no result is requested' if resumed else 'recorded'})")
     if args.detach:
-        first = await driver.request_detached(store, ev)
-        say.print(f"requested {first} (the plan's ceiling); `props serve` runs them and "
-                  f"the rest, `props eval watch {ev.name}` follows them")
+        now = await driver.first_look(store, ev, stops=driver.Stops(
+            retry_failed=args.retry_failed))
+        say.print(_detached(ev.name, now, args.retry_failed))
         return 0
     stops = driver.Stops(args.wait, args.fail_on_error, args.retry_failed)
     with run_warnings.held() as held:

@@ -267,6 +267,8 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     head = run.row or {}
     console.print(Text(f"run {run.run_id}: {run.status}; {head.get('definition', '?')} "
                        f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
+    if _failed_with_output(run.events):
+        console.print(Text(f"its container's output: props runs logs {str(run.run_id)[:8]}"))
     if found is not None:
         scores = shown.figures
         console.print(Text(
@@ -282,6 +284,32 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
             console.print(Text("not found: " + ", ".join(t.label for t in found.missed)))
     print_table(console, TIMELINE_COLUMNS, _compact(timeline) if issues else timeline,
                 wide=args.wide, title="timeline")
+    return 0
+
+
+def _failed_with_output(events: list[Any]) -> bool:
+    """Whether the run finished other than completed, a container of it having left output
+    (`props runs logs` prints it). From the log: the projections may not have folded it."""
+    return any(isinstance(r.event, catalog.RunFinished) and r.event.status != "completed"
+               for r in events) and any(
+        isinstance(r.event, catalog.ContainerExited) and r.event.logs_sha256 for r in events)
+
+
+async def logs_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    run_id = await arguments.resolve_run(store, args.run_id)
+    events = await store.read_stream(streams.run(run_id))
+    if not any(isinstance(r.event, catalog.ContainerExited) for r in events):
+        raise errors.NotFound(f"run {run_id} has no container output: none of its containers "
+                              f"has exited (props runs show {str(run_id)[:8]})")
+    text = await run_view.logs(store, events)
+    if not text:
+        err.print(f"run {run_id}: its container wrote nothing")
+        return 0
+    lines = text.splitlines()
+    if args.tail is not None:
+        lines = lines[-args.tail:]
+    # Written as it is, never through rich: a `[b]` in a critic's output is text, not markup.
+    sys.stdout.write("".join(render.safe(line) + "\n" for line in lines))
     return 0
 
 

@@ -53,12 +53,10 @@ async def _selection(args: argparse.Namespace, store: EventStore) -> rescoring.S
 
 async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     registered: dict[str, str] = {}
-    active = None
     for rec in await store.reader.read_category_now("scorer"):
         if isinstance(rec.event, catalog.ScorerRegistered):
             registered[f"{rec.event.name}@{rec.event.version}"] = rec.event.code_hash
-        elif isinstance(rec.event, catalog.ActiveScorerSet):
-            active = f"{rec.event.name}@{rec.event.version}"
+    active = await registration.active_scorer(store)  # (an imported activation is history)
     known: dict[str, scorers.Scorer] = {**scorers.SCORERS, **llm_judge.configured()}
     rows = []
     for ref, s in known.items():

@@ -45,6 +45,9 @@ class Standing(pydantic.BaseModel):
                                  "missing then, no longer waiting or running")
     complete: bool = pydantic.Field(description="every case scored or excluded")
     scorer: str | None
+    scorer_from: str = pydantic.Field(
+        "active", description="active: this database's active scorer; origin: the scorer "
+        "the origin of an imported evaluation had active (history here, never activated)")
     interval: str
     counts: dict[str, int] = pydantic.Field(description="cases by state: waiting, running, "
                                             "scored, failed, excluded")
