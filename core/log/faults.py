@@ -72,6 +72,8 @@ CATEGORIES: dict[str, Verdict] = {
                               "with one may run it"),
     "not_granted": _v("refusal", "the definition asks for what its digest was not granted "
                       "(network, the host's Python, an endpoint): grant it, then request again"),
+    "image_missing": _v("transient", "no launcher alive holds or can pull the definition's "
+                        "image: one that does may run it"),
     "run_lost": _v("transient", "the run's container was lost with its node: a new run of the "
                    "case may finish"),
     "definition_missing": _v("refusal", "the definition asked for is not pushed: push it, then "

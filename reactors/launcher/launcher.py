@@ -307,8 +307,7 @@ class Launcher:
             return False
         claimed = await self._claim(state)
         if claimed is not None:
-            await self._finish(claimed, "failed", catalog.Failure(
-                phase="launch", category=why, retryable=True))
+            await self._finish(claimed, "failed", catalog.Failure.of("launch", why))
             await self._clean_up(req.run_id)
         return False
 
