@@ -31,7 +31,7 @@ from props.core.log.store import EventStore
 from props.reactors.containers import ContainerRuntime
 from props.reactors.gateway import Gateway
 from props.tools.http import registry
-from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
+from tests.conftest import REFERENCE_IMAGE, docker_or_skip, once_per_ci, podman_or_skip
 from tests.fake_openai import chat_server as _chat_server
 from tests.fake_openai import completion
 from tests.reactor_helpers import (
@@ -371,6 +371,7 @@ async def _in_containers(store: EventStore, tmp_path: Path, canary: str,
                      tmp_path, caplog)
 
 
+@once_per_ci
 async def test_a_canary_key_never_enters_a_docker_container(
         store: EventStore, tmp_path: Path, canary: str,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
@@ -378,6 +379,7 @@ async def test_a_canary_key_never_enters_a_docker_container(
         await _in_containers(store, tmp_path, canary, monkeypatch, rt, caplog)
 
 
+@once_per_ci
 async def test_a_canary_key_never_enters_a_podman_container(
         store: EventStore, tmp_path: Path, canary: str,
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:

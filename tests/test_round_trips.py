@@ -20,9 +20,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import once_per_ci
 from tests.test_cli import CLI
 
-pytestmark = pytest.mark.slow
+# Every home here is an embedded server of its own, whatever PROPS_TEST_DSN names: a second
+# pass on another server would run the very same commands again.
+pytestmark = [pytest.mark.slow, once_per_ci]
 
 
 def _home(home: Path) -> dict[str, str]:
