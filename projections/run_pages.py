@@ -168,6 +168,9 @@ async def header(store: EventStore, run: RunDetail) -> dict[str, Any]:
     started, finished = row.get("started_at"), row.get("finished_at")
     row["duration"] = (finished - started).total_seconds() if started and finished else None
     row["status"] = run.status
+    # Finished but not completed: its issues are what it reported before it stopped, listed
+    # here and counted in no figure (run_scores counts completed runs only).
+    row["partial"] = run.status not in ("requested", "running", "completed")
     row["parked"] = run.parked
     files_hash = row.get("files_hash")
     row["file_set"] = (await file_set_names(store, [files_hash])).get(files_hash) \

@@ -259,7 +259,8 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.format == "json":
         print(orjson.dumps({
             "run": {k: render.plain(v) for k, v in (run.row or {}).items()}, "status":
-            run.status, **shown.figures, "issues": issues,
+            run.status, "partial": shown.header["partial"], **shown.figures,
+            "issues": issues,
             "not_found": [t.label for t in found.missed] if found else [],
             "events": [{k: render.plain(v) for k, v in e.items()} for e in timeline]}).decode())
         return 0
@@ -267,6 +268,9 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     head = run.row or {}
     console.print(Text(f"run {run.run_id}: {run.status}; {head.get('definition', '?')} "
                        f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
+    if shown.header["partial"]:
+        console.print(Text(f"partial: the run ended {run.status}; its issues below are what "
+                           f"it reported before it stopped, and no figure counts them"))
     if found is not None:
         scores = shown.figures
         console.print(Text(

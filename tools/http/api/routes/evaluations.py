@@ -47,10 +47,15 @@ class Standing(pydantic.BaseModel):
     scorer: str | None
     interval: str
     counts: dict[str, int] = pydantic.Field(description="cases by state: waiting, running, "
-                                            "scored, failed, excluded")
+                                            "scored, failed, excluded, missing")
+    done: int = pydantic.Field(description="cases scored or excluded (a failed case is not "
+                               "done: running the plan again retries it)")
     cost_usd: float
     critics: list[dict[str, Any]]
-    confirmed_by: list[str]
+    confirmed_by: list[str] = pydantic.Field(description="the judges and people that "
+                                             "confirmed a find of its runs")
+    reviewed_by: list[str] = pydantic.Field(description="the judges and people that "
+                                            "graded any issue of its runs")
     cases: list[dict[str, Any]]
 
 
