@@ -164,9 +164,10 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
                 await conn.execute("DISCARD TEMP")
     notes["as_of"] = None if point is None else str(point)
     # A figure read from projections behind the log says how far behind (a person's verdict
-    # appended since is not in it yet): the events after the point the projections stand at.
-    notes["behind_events"] = (await status.lag(store, point)).events \
-        if as_of is None and point is not None else None
+    # appended since is not in it yet): the events after the point the live projections
+    # stand at (None: they stand at several); as of a point, none (folded up to it exactly).
+    notes["behind_events"] = 0 if as_of is not None else \
+        None if point is None else (await status.lag(store, point)).events
     return records, notes
 
 

@@ -191,10 +191,11 @@ class Shown:
 
     @property
     def figures(self) -> dict[str, Any]:
-        """The scorer, and its recall, chance level and precision of the run (None where
+        """The scorer, and its located recall (the view's `recall`: what the location rule
+        found, never called recall), chance level and precision of the run (None where
         it has none): the same keys in the CLI's JSON and the API's."""
         got = self.scores or {}
-        return {"scorer": self.scorer, "recall": got.get("recall"),
+        return {"scorer": self.scorer, "located_recall": got.get("recall"),
                 "chance": got.get("chance"), "precision": got.get("precision")}
 
 
