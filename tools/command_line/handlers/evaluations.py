@@ -241,16 +241,18 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
     print_table(console, [
         Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("a_model", "model A", shows=lambda r: r["a"]["model"]),
+        Column("a_model", "model A", shows=lambda r: r["a"]["model"], optional=True),
         Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
+        Column("b_model", "model B", shows=lambda r: r["b"]["model"], optional=True),
         Column("examples", "examples", optional=True),
         *(column for m, named in _SHOWN.items() for column in (
+            # (precision where there is room: the located figures first, at any width)
             Column(f"{m}_a", f"{named} A", shows=partial(with_interval, measure=f"{m}_a"),
-                   short=f"{m[0].upper()} A"),
+                   short=f"{m[0].upper()} A", optional=m == "precision"),
             Column(f"{m}_b", f"{named} B", shows=partial(with_interval, measure=f"{m}_b"),
-                   short=f"{m[0].upper()} B"),
-            Column(f"{m}_delta", f"{named} B - A", short=f"Δ{m[0].upper()}")))], [
+                   short=f"{m[0].upper()} B", optional=m == "precision"),
+            Column(f"{m}_delta", f"{named} B - A", short=f"Δ{m[0].upper()}",
+                   optional=m == "precision")))], [
         {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
                                                  if r["only_a"] or r["only_b"] else ""),
          **{f"{m}_delta": with_interval(r, f"{m}_delta")
