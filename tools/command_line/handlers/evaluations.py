@@ -241,9 +241,11 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
     print_table(console, [
         Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("a_model", "model A", shows=lambda r: r["a"]["model"], optional=True),
+        *([Column("a_model", "model A", shows=lambda r: r["a"]["model"])]
+          if any(r["a"]["model"] != r["a"]["definition"] for r in rows) else []),
         Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("b_model", "model B", shows=lambda r: r["b"]["model"], optional=True),
+        *([Column("b_model", "model B", shows=lambda r: r["b"]["model"])]
+          if any(r["b"]["model"] != r["b"]["definition"] for r in rows) else []),
         Column("examples", "examples", optional=True),
         *(column for m, named in _SHOWN.items() for column in (
             # (precision where there is room: the located figures first, at any width)
