@@ -5,8 +5,9 @@ A location rule (overlap, tiered) finds a TP occurrence when an issue points at 
 that is a *candidate*, `located`. It is *confirmed* when a judge (an LLM judge or panel:
 a scorer that is not deterministic) or a person (`props review`, the `human` scorer) said
 that the issue describes that defect, *rejected* when they said otherwise, and
-*unconfirmed* while nobody has looked. Every figure says which it counts: `recall` is
-located recall, `confirmed_recall` counts the confirmed only, and the counts add up
+*unconfirmed* while nobody has looked. Every figure says which it counts: `located_recall`
+counts what the rule located, `confirmed_recall` the confirmed only (none, "unreviewed",
+while nobody has said anything of a row's candidates: never 0%), and the counts add up
 (located = confirmed + rejected + unconfirmed). The rows of a judge itself (or of the
 human scorer) have none of these: their finds are claims already read.
 
@@ -28,8 +29,10 @@ from props.schema import queries
 
 _Q = queries.load("report")
 # A report row's fields, in this order (the CSV's last columns).
+# `reviewed`: whether a judge or a person has said anything of the row's candidates; while
+# none has (and some were located), confirmed recall is none, never 0%: it is unreviewed.
 FIELDS = ["located", "confirmed", "rejected", "unconfirmed", "confirmed_recall",
-          "confirmed_recall_low", "confirmed_recall_high"]
+          "confirmed_recall_low", "confirmed_recall_high", "reviewed"]
 Key = tuple[str, str, str, int]  # model, definition, scorer name, scorer version
 # A report row's definition as the report names it, by (model, definition, digest):
 # with its digest where the name ran several (props.projections.figures.split_digests).
@@ -65,11 +68,12 @@ def fields(located: float, rejected: int, examples: Sequence[tuple[float, float]
     (confirmed, expected): the clusters of confirmed recall's interval."""
     confirmed = int(sum(c for c, _ in examples))
     expected = sum(e for _, e in examples)
-    low, high = intervals.ratio_interval(list(examples))
+    reviewed = bool(confirmed or rejected or not located)
+    low, high = intervals.ratio_interval(list(examples)) if reviewed else (None, None)
     return {"located": int(located), "confirmed": confirmed, "rejected": rejected,
             "unconfirmed": int(located) - confirmed - rejected,
-            "confirmed_recall": confirmed / expected if expected else None,
-            "confirmed_recall_low": low, "confirmed_recall_high": high}
+            "confirmed_recall": confirmed / expected if expected and reviewed else None,
+            "confirmed_recall_low": low, "confirmed_recall_high": high, "reviewed": reviewed}
 
 
 async def judges(conn: database.Connection, schema: str) -> list[str]:
@@ -77,6 +81,16 @@ async def judges(conn: database.Connection, schema: str) -> list[str]:
     as NAME@VERSION: with none, nobody can have confirmed anything (the view is not read)."""
     return sorted(f"{r['name']}@{r['version']}" for r in await conn.fetch(
         _Q["registered_scorers"].replace("{schema}", schema)) if not r["deterministic"])
+
+
+async def reviewers(conn: database.Connection, schema: str, runs: Sequence[Any] | None,
+                    ) -> tuple[list[str], list[str]]:
+    """Of the judges and people, those that confirmed something in these runs (None: any),
+    and those that graded any of their issues (confirmed or rejected): "confirmed by" names
+    the first only, never a judge that graded nothing."""
+    found = await conn.fetch(_Q["reviewers"].replace("{schema}", schema),
+                             None if runs is None else list(runs))
+    return [r["scorer"] for r in found if r["confirmed"]], [r["scorer"] for r in found]
 
 
 async def load(conn: database.Connection, schema: str, name: str | None, version: int | None,

@@ -25,7 +25,9 @@ Critic = tuple[str, str]  # (definition, model)
 Example = tuple[str, str | None]  # (snapshot, files_hash)
 # What one example's scored runs sum to: recalled, expected, finds, graded, and recall's
 # chance level (expected finds by chance: props.core.scoring.chance).
-MEASURES = (("recall", 0, 1), ("precision", 2, 3))
+# Recall here is what the location rule found: `located_recall` (no figure called recall
+# counts a find nobody confirmed; `confirmed_recall` is beside it).
+MEASURES = (("located_recall", 0, 1), ("precision", 2, 3))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +40,10 @@ class Scored:
     # Per critic and example, of the located finds: confirmed, rejected (confirmation).
     confirmed: dict[Critic, dict[Example, list[int]]] = dataclasses.field(
         default_factory=dict)
-    judges: list[str] = dataclasses.field(default_factory=list)  # who could confirm
+    judges: list[str] = dataclasses.field(default_factory=list)  # who confirmed something
     # Per critic, its scored runs whose chance level is not recorded (then it has none).
     chance_missing: dict[Critic, int] = dataclasses.field(default_factory=dict)
+    reviewed_by: list[str] = dataclasses.field(default_factory=list)  # who graded any issue
 
 
 async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
@@ -59,11 +62,13 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
     by_run = {r["run_id"]: r for r in await store.sql.fetch(_Q["case_scores"], runs, name,
                                                              version)}
     said: dict[uuid.UUID, Any] = {}
+    judges: list[str] = []
+    looked: list[str] = []
     async with store.sql.acquire() as conn:
-        judges = await confirmation.judges(conn, "projections")
-        if judges:
+        if await confirmation.judges(conn, "projections"):
             said = {r["run_id"]: r for r in await conn.fetch(_Q["case_confirmations"], runs,
                                                              name, version)}
+            judges, looked = await confirmation.reviewers(conn, "projections", runs)
     confirmed: dict[Critic, dict[Example, list[int]]] = {c: {} for c in cases}
     missing: dict[Critic, int] = {c: 0 for c in cases}
     for s in states:
@@ -80,7 +85,7 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
         if (c := said.get(s.run_id)) is not None:
             verdicts[0] += c["confirmed"]
             verdicts[1] += c["rejected"]
-    return Scored(sums, cases, counted, confirmed, judges, missing)
+    return Scored(sums, cases, counted, confirmed, judges, missing, looked)
 
 
 def critic_rows(found: Scored) -> list[dict[str, Any]]:

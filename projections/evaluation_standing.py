@@ -10,6 +10,7 @@ missing (broken, never dropped), not waiting or running: nothing will move it an
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -35,6 +36,12 @@ class Standing:
     @property
     def counts(self) -> dict[str, int]:
         return dict(Counter(s.state for s in self.states))
+
+    @property
+    def done(self) -> int:
+        """The cases with a result: scored or excluded (DONE). A failed case is not done:
+        running the plan again retries it (one meaning of "done" for every reader)."""
+        return sum(1 for s in self.states if s.state in DONE)
 
     @property
     def complete(self) -> bool:
@@ -68,9 +75,10 @@ class Standing:
         return {"name": self.ev.name, "version": self.ev.version, "outcome": self.outcome,
                 "ended": self.ended is not None, "complete": self.complete,
                 "scorer": self.scorer, "scorer_from": self.scorer_from,
-                "interval": intervals.METHOD, "counts": self.counts,
+                "interval": intervals.METHOD, "counts": self.counts, "done": self.done,
                 "cost_usd": self.cost_usd, "critics": self.critics,
                 "confirmed_by": self.found.judges if self.found is not None else [],
+                "reviewed_by": self.found.reviewed_by if self.found is not None else [],
                 "cases": [evaluations.case_json(s) for s in self.states]}
 
 
@@ -93,6 +101,16 @@ async def of(store: EventStore, ev: Evaluation, *, figures: bool = True) -> Stan
     states = await evaluations.states_of(store, ev, ev.cases, scorer, ended is not None)
     found = await evaluation_scores.scored(store, states, scorer) if figures else None
     return Standing(ev, scorer, states, ended, found, scorer_from, active)
+
+
+async def counted_runs(store: EventStore, name: str) -> list[uuid.UUID]:
+    """The runs that stand for the evaluation `name`'s cases: each case's latest attempt of
+    its latest version, none an import brought under its ids. Every reader of its figures
+    (`props report --eval`, `eval show`, the API, the viewer) narrows to these, so they count
+    the same runs; of them, only the completed ones are in any figure (run_scores)."""
+    standing = await named(store, name, figures=False)
+    return [s.run_id for s in standing.states
+            if s.run_id is not None and s.failure is not evaluations.IMPORTED_RUN]
 
 
 async def named(store: EventStore, name: str, *, figures: bool = True) -> Standing:

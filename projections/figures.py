@@ -19,11 +19,10 @@ from props.core.log.sql import shaped
 from props.core.log.store import EventStore
 from props.core.scoring import gate, intervals, scorers
 from props.projections import as_of as as_of_point
-from props.projections import confirmation, engine, names
+from props.projections import confirmation, engine, evaluation_standing, names, status
 from props.schema import queries
 
 _Q = queries.load("report")
-_EVALUATIONS = queries.load("evaluations")
 _FIGURES = ["recall", "recall_low", "recall_high", "recall_graded", "precision",
             "precision_low", "precision_high", "partial", "known_fp", "unmatched",
             "mean_run_recall", "stddev_run_recall"]
@@ -34,8 +33,14 @@ _FIGURES = ["recall", "recall_low", "recall_high", "recall_graded", "precision",
 # recall above chance with its interval, and the runs whose chance level is not recorded.
 CHANCE = ["chance", "above_chance", "above_chance_low", "above_chance_high",
           "chance_graded", "chance_missing"]
-COLUMNS = ["model", "definition", "digest", "scorer", "runs", *_FIGURES, "examples",
-           *confirmation.FIELDS, *CHANCE]
+# No figure called recall counts a find nobody confirmed: what a location rule alone gives is
+# `located_recall` (the figures' SQL names it recall: the names the analysts' views keep),
+# and `confirmed_recall` (props.projections.confirmation) is the recall of confirmed finds.
+NAMED = {"recall": "located_recall", "recall_low": "located_recall_low",
+         "recall_high": "located_recall_high", "recall_graded": "located_graded",
+         "mean_run_recall": "mean_run_located", "stddev_run_recall": "stddev_run_located"}
+COLUMNS = ["model", "definition", "digest", "scorer", "runs",
+           *(NAMED.get(k, k) for k in _FIGURES), "examples", *confirmation.FIELDS, *CHANCE]
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 # The report's set-based queries hash a million grades and issues: in memory, not on disk;
 # and they are not compiled (over 10,000 runs and a million grades, JIT compiled for 0.27 s
@@ -129,6 +134,10 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     so a quoted figure can be reproduced. `scope` narrows every figure and count to some
     runs (`notes["scope"]` names it); an evaluation that is not recorded is NotFound."""
     point: Checkpoint | None = None
+    # An evaluation's runs are those its standing counts (one read model: `eval show` sums
+    # the same runs), read from the log before the report's snapshot of the projections.
+    counted = None if scope.evaluation is None else \
+        await evaluation_standing.counted_runs(store, scope.evaluation)
     async with store.sql.acquire() as conn:
         if await conn.fetchval("SELECT to_regclass('projections.model_scores')") is None:
             raise errors.SchemaError("the projections are not built yet: run "
@@ -144,7 +153,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
             # meanwhile cannot put two points of the log into one report.
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 records, notes = await _load(conn, schema, name, version, exclude_imported,
-                                             adjudicated, scope)
+                                             adjudicated, scope, counted)
                 if point is None:
                     found = await conn.fetch(_Q["live_points"],
                                              [p.checkpoint_name for p in engine.ALL])
@@ -158,22 +167,26 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     refs = sorted({r["scorer"] for r in records} | ({notes["states_scorer"]} if notes.get(
         "states_scorer") and "@" in notes["states_scorer"] else set()))
     notes["scorer_standing"] = {ref: await gate.figure_standing(store, ref) for ref in refs}
+    # A figure read from projections behind the log says how far behind (a person's verdict
+    # appended since is not in it yet): the events after the point the live projections
+    # stand at (None: they stand at several); as of a point, none (folded up to it exactly).
+    notes["behind_events"] = 0 if as_of is not None else \
+        None if point is None else (await status.lag(store, point)).events
     return records, notes
 
 
 async def _load(conn: database.Connection, schema: str, name: str | None,
                 version: int | None, exclude_imported: bool, adjudicated: bool,
-                scope: Scope) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The report's queries on the projections in `schema`, in the caller's transaction."""
+                scope: Scope, runs: list[uuid.UUID] | None,
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The report's queries on the projections in `schema`, in the caller's transaction;
+    `runs`: the evaluation's counted runs when the scope names one."""
     def q(sql: str) -> str:
         return sql.replace("{schema}", schema)
 
-    runs: list[uuid.UUID] | None = None
-    if scope.evaluation is not None:
-        runs = [r[0] for r in await conn.fetch(_EVALUATIONS["runs"], scope.evaluation)]
-        if not runs:
-            raise errors.NotFound(f"no evaluation named {scope.evaluation} has requested a "
-                                  f"run (props eval list)")
+    if scope.evaluation is not None and not runs:
+        raise errors.NotFound(f"no evaluation named {scope.evaluation} has requested a "
+                              f"run (props eval list)")
     scoped = (scope.model, scope.definition, scope.snapshot, runs)
 
     if name is not None:
@@ -213,10 +226,11 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
             "scorer": f"{r.scorer_name}@{r.scorer_version}", "runs": r.runs}
         for k in _FIGURES:  # the intervals come from the bootstrap, below
             value = getattr(r, k, None)
-            record[k] = None if value is None else int(value) if k in _COUNTS else float(value)
+            record[NAMED.get(k, k)] = None if value is None else \
+                int(value) if k in _COUNTS else float(value)
         mine = examples.get(key, [])
         record["examples"] = len(mine)
-        record["recall_low"], record["recall_high"] = intervals.ratio_interval(
+        record["located_recall_low"], record["located_recall_high"] = intervals.ratio_interval(
             [(p.recalled, p.expected) for p in mine])
         record["precision_low"], record["precision_high"] = intervals.ratio_interval(
             [(p.finds, p.graded) for p in mine])
@@ -230,8 +244,11 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
     notes["interval_method"] = intervals.METHOD
     notes["scope"] = scope.named()
     notes["adjudicated_issues"] = int(overridden)  # grades a person's verdict replaced
-    notes["confirmed_by"] = confirmed.judges  # the judges (and `human@1`) that can confirm
-    notes["unverified_judges"] = confirmed.unverified  # whose word is not counted
+    # The judges (and `human@1`) that confirmed something of these runs, and all that looked;
+    # `unverified_judges`: those whose word is not counted.
+    notes["confirmed_by"], notes["reviewed_by"] = \
+        await confirmation.reviewers(conn, schema, runs) if confirmed.judges else ([], [])
+    notes["unverified_judges"] = confirmed.unverified
     notes["differences"] = differences(points)
     notes["imported_runs"] = sum(imported.values())
     notes["imported_excluded"] = int(exclude_imported)
@@ -301,7 +318,7 @@ def differences(points: list[_Score]) -> list[dict[str, Any]]:
                   (theirs[e].recalled, theirs[e].expected)) for e in shared])
             out.append({"scorer": f"{a[2]}@{a[3]}", "a": {"model": a[0], "definition": a[1]},
                         "b": {"model": b[0], "definition": b[1]}, "examples": diff.examples,
-                        "recall_delta": diff.delta, "low": diff.low, "high": diff.high,
+                        "located_recall_delta": diff.delta, "low": diff.low, "high": diff.high,
                         "significant": diff.significant})
     return out
 

@@ -168,6 +168,9 @@ async def header(store: EventStore, run: RunDetail) -> dict[str, Any]:
     started, finished = row.get("started_at"), row.get("finished_at")
     row["duration"] = (finished - started).total_seconds() if started and finished else None
     row["status"] = run.status
+    # Finished but not completed: its issues are what it reported before it stopped, listed
+    # here and counted in no figure (run_scores counts completed runs only).
+    row["partial"] = run.status not in ("requested", "running", "completed")
     row["parked"] = run.parked
     files_hash = row.get("files_hash")
     row["file_set"] = (await file_set_names(store, [files_hash])).get(files_hash) \
@@ -188,10 +191,11 @@ class Shown:
 
     @property
     def figures(self) -> dict[str, Any]:
-        """The scorer, and its recall, chance level and precision of the run (None where
+        """The scorer, and its located recall (the view's `recall`: what the location rule
+        found, never called recall), chance level and precision of the run (None where
         it has none): the same keys in the CLI's JSON and the API's."""
         got = self.scores or {}
-        return {"scorer": self.scorer, "recall": got.get("recall"),
+        return {"scorer": self.scorer, "located_recall": got.get("recall"),
                 "chance": got.get("chance"), "precision": got.get("precision")}
 
 

@@ -78,3 +78,19 @@ def chat_server(answer: Answer) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def judge_question(body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a judge asks (props.core.scoring.llm_judge.prompt): the reviewer's issue, read
+    from between its data markers, and the one known defect it is a candidate for."""
+    text = body["messages"][-1]["content"]
+    known = json.loads(text.split("Known defect (answer key, trusted):\n", 1)[1]
+                       .split("\n", 1)[0])
+    quoted = text.split("[BEGIN DATA ", 1)[1].split("]\n", 1)[1].split("\n[END DATA ", 1)[0]
+    return json.loads(quoted), known
+
+
+def judge_says(issue_id: str, ref: str) -> dict[str, Any]:
+    """A judge's answer to one question: `ref` (the candidate: confirmed) or "none"."""
+    return completion(json.dumps({"matches": {issue_id: ref}}), prompt_tokens=800,
+                      completion_tokens=40)

@@ -104,17 +104,17 @@ async def test_spraying_every_line_is_all_chance_and_a_precise_find_keeps_its_li
     name, _, version = scorer.partition("@")
     records, _notes = await figures.load(store, name, int(version))
     spray, precise, silent = (_row(records, d) for d in ("spray", "precise", "silent"))
-    assert spray["recall"] == 1.0 and spray["chance"] == pytest.approx(1.0)
+    assert spray["located_recall"] == 1.0 and spray["chance"] == pytest.approx(1.0)
     assert spray["above_chance"] == pytest.approx(0.0, abs=1e-9)
     low, high = spray["above_chance_low"], spray["above_chance_high"]
     assert isinstance(low, float) and isinstance(high, float) and low <= 0 <= high + 1e-9
     # The negative control: one issue on each defect's line, 1 of 100 offsets by chance
     # (the line itself; overlap@2 widens the defect by 3 lines on each side: 7 of 100).
     expected = 0.01 if name == "tiered" else 0.07
-    assert precise["recall"] == 1.0 and precise["chance"] == pytest.approx(expected)
+    assert precise["located_recall"] == 1.0 and precise["chance"] == pytest.approx(expected)
     assert precise["above_chance"] == pytest.approx(1 - expected)
     assert precise["above_chance_low"] == pytest.approx(1 - expected)
-    assert silent["recall"] == 0.0 and silent["chance"] == 0.0
+    assert silent["located_recall"] == 0.0 and silent["chance"] == 0.0
     # A rerun appends nothing: no grade, no chance level.
     again = await rescoring.rescore(store, scorers.scorer(scorer),
                                     rescoring.Selection(everything=True))
@@ -133,11 +133,11 @@ async def test_graded_recall_is_shown_only_with_its_chance(store: EventStore) ->
     await _projected(store)
     records, _notes = await figures.load(store, "tiered", 2)
     far = _row(records, "far")
-    assert far["recall"] == 0.0 and far["recall_graded"] == pytest.approx(0.3)
+    assert far["located_recall"] == 0.0 and far["located_graded"] == pytest.approx(0.3)
     # by chance: 1 offset of 100 a find, 10 more near (within 5 lines), the rest same file
     assert far["chance_graded"] == pytest.approx(0.01 + 0.6 * 0.10 + 0.3 * 0.89)
     said = "\n".join(figure_tables.chance_lines(records))
-    assert "graded recall 30.0%, by chance 33.7%" in said and "same file 0.3" in said
+    assert "graded located 30.0%, by chance 33.7%" in said and "same file 0.3" in said
 
 
 def _brute(lines: int, issues: chance.Ranges, occurrence: chance.Ranges, slack: int) -> int:

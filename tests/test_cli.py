@@ -260,12 +260,13 @@ def test_projections_and_report(dsn: str) -> None:
     report = orjson.loads(props("report", "--format", "json", dsn=dsn).stdout)
     assert {r["scorer"] for r in report["scores"]} == {"overlap@1"}
     assert report["evidence"]["critic_runs"] == 40
-    assert all(0 <= r["recall"] <= 1 for r in report["scores"] if r["recall"] is not None)
+    assert all(0 <= r["located_recall"] <= 1 for r in report["scores"]
+               if r["located_recall"] is not None)
     only = orjson.loads(props("report", "--format", "json", "--scorer", "overlap@2",
                               dsn=dsn).stdout)
     assert only["scores"] == []  # nothing graded by overlap@2 yet
     csv_out = props("report", "--format", "csv", dsn=dsn).stdout.splitlines()
-    assert csv_out[0].startswith("model,definition,digest,scorer,runs,recall")
+    assert csv_out[0].startswith("model,definition,digest,scorer,runs,located_recall")
     # Every field the JSON report has is a CSV column (a new field once failed the CSV whole).
     assert set(report["scores"][0]) <= set(csv_out[0].split(","))
     table = props("report", dsn=dsn).stdout

@@ -44,7 +44,7 @@ async def test_lists_speak_json_and_csv(command: list[str], store: EventStore,
         assert list(parsed[0]) == list(rows[0])
     if command == ["runs", "list"]:
         assert rows == [{"run_id": str(run), "status": "requested", "definition": "d",
-                         "model": "m", "snapshot": SNAPSHOT, "issues": 0, "recall": None,
+                         "model": "m", "snapshot": SNAPSHOT, "issues": 0, "located_recall": None,
                          "precision": None, "scorer": None,
                          "requested_at": rows[0]["requested_at"]}]
     if command == ["projections", "status"]:

@@ -37,7 +37,7 @@ from props.projections import engine, figures
 from props.projections import status as projection_status
 from props.tools.command_line import figure_tables
 from props.tools.command_line.handlers import scorer_eval
-from tests.fake_openai import chat_server
+from tests.fake_openai import chat_server, judge_question
 from tests.verification_helpers import record_verification
 
 SLUG = "styled/2026-03-01-00"
@@ -187,12 +187,14 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
     records, notes = await figures.load(store, "tiered", 2)
     for definition in ("baseline-ruff", "crafted"):
         row = _row(records, definition)
-        assert (row["recall"], row["located"], row["confirmed"], row["unconfirmed"]) == \
-            (0.5, 1, 0, 1)
-        assert row["confirmed_recall"] == 0.0
+        assert (row["located_recall"], row["located"], row["confirmed"],
+                row["unconfirmed"]) == (0.5, 1, 0, 1)
+        # Nobody has looked: confirmed recall is unreviewed, never 0%.
+        assert row["confirmed_recall"] is None and row["reviewed"] is False
     assert notes["confirmed_by"] == []  # nobody can have looked: the report says so
     said = "\n".join(figure_tables.confirmation_lines(records, notes))
     assert "no judge or person has looked" in said and "unconfirmed 1" in said
+    assert "confirmed recall unreviewed" in said
 
     # A person confirms F821's find; a judge reads the E501 issue of the other run and says
     # it describes no known defect (the negative control: located, yet rejected).
@@ -220,10 +222,13 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
             confirmed["unconfirmed"], confirmed["confirmed_recall"]) == (1, 1, 0, 0, 0.5)
     assert (rejected["located"], rejected["confirmed"], rejected["rejected"],
             rejected["unconfirmed"], rejected["confirmed_recall"]) == (1, 0, 1, 0, 0.0)
-    assert rejected["recall"] == 0.5  # located recall is what it was: the figures say which
-    assert notes["confirmed_by"] == ["human@1", "judge@1"]
+    assert rejected["located_recall"] == 0.5  # located recall is what it was: the figures say which
+    # "Confirmed by" names who confirmed something: the judge only rejected (it looked).
+    assert notes["confirmed_by"] == ["human@1"]
+    assert notes["reviewed_by"] == ["human@1", "judge@1"]
     said = "\n".join(figure_tables.confirmation_lines(records, notes))
-    assert "confirmed by: human@1, judge@1" in said and "no judge" not in said
+    assert "confirmed by: human@1\n" in said and "no judge" not in said
+    assert "reviewed (confirmed or rejected) by: human@1, judge@1" in said
     # A judge's own rows carry no confirmation: its finds are claims already read.
     records, _ = await figures.load(store, "judge", 1)
     assert all(r["located"] is None for r in records)
@@ -231,18 +236,11 @@ async def test_located_finds_are_unconfirmed_until_a_judge_or_a_person_reads_the
 
 def _reads_the_claim(body: dict[str, Any]) -> dict[str, Any]:
     """A fake judge that reads the rationale: a line too long describes no defect; any other
-    issue is the first known item on its lines."""
-    asked = json.loads(body["messages"][-1]["content"])
-    said = {}
-    for issue in asked["issues"]:
-        lines = {(loc["file"], n) for loc in issue["locations"] for a, b in loc["lines"]
-                 for n in range(a, b + 1)}
-        said[issue["id"]] = "none" if "Line too long" in issue["rationale"] else next(
-            (k["ref"] for k in asked["known"]
-             if lines & {(loc["file"], n) for loc in k["locations"] for a, b in loc["lines"]
-                         for n in range(a, b + 1)}), "none")
+    issue is the candidate it was asked about."""
+    issue, known = judge_question(body)
+    said = "none" if "Line too long" in issue["rationale"] else known["ref"]
     return {"choices": [{"message": {"role": "assistant",
-                                     "content": json.dumps({"matches": said})}}],
+                                     "content": json.dumps({"matches": {issue["id"]: said}})}}],
             "usage": {"prompt_tokens": 800, "completion_tokens": 40}}
 
 

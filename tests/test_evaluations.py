@@ -273,15 +273,17 @@ async def test_report_eval_counts_only_its_runs_and_compare_pairs_examples(
                                "first:reference-lite", "--json").stdout)
     [pair] = inside["pairs"]
     assert pair["examples"] == 2 and (pair["only_a"], pair["only_b"]) == (0, 0)
-    assert pair["recall_delta"] == pytest.approx(pair["recall_b"] - pair["recall_a"])
+    assert pair["located_recall_delta"] == pytest.approx(
+        pair["located_recall_b"] - pair["located_recall_a"])
     # Two evaluations: the critic they share (the reference critic is deterministic: the
     # same findings, a delta of 0 whose interval is [0, 0]).
     across = json.loads(_props(dsn, home, "eval", "compare", "first", "second",
                                "--json").stdout)
     [same] = across["pairs"]
     assert same["a"]["definition"] == same["b"]["definition"] == "reference"
-    assert (same["recall_delta"], same["recall_delta_low"], same["recall_delta_high"]) == (
-        0, 0, 0) and same["recall_significant"] is False
+    assert (same["located_recall_delta"], same["located_recall_delta_low"],
+            same["located_recall_delta_high"]) == (0, 0, 0)
+    assert same["located_recall_significant"] is False
     one_sided = _props(dsn, home, "eval", "compare", "first:reference", "second")
     assert one_sided.returncode != 0 and "on both sides" in one_sided.stderr
 

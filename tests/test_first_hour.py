@@ -158,6 +158,7 @@ def test_the_demo_again_after_the_next_steps_appends_nothing(dsn: str, tmp_path:
     home = {"PROPS_HOME": str(tmp_path)}
     first = props("demo", dsn=dsn, env=home, timeout=600)
     assert first.returncode == 0, first.stderr
+    _one_line_per_row_at_80_columns(dsn, home)
     other = props("definitions", "push", "--type", "critic", "--local", "--image", "ruff2",
                   "--name", "baseline-ruff", "--", sys.executable, "-m",
                   "props.reactors.agents.baseline_critic", dsn=dsn)
@@ -176,6 +177,19 @@ def test_the_demo_again_after_the_next_steps_appends_nothing(dsn: str, tmp_path:
     # The demo's reactors carry out the run requested beside it: its events are the only
     # new ones.
     assert _count(dsn) - before == _count(dsn, *its_own) - before_outside
+
+
+def _one_line_per_row_at_80_columns(dsn: str, home: dict[str, str]) -> None:
+    """`props report` on the demo at 80 columns: one line per critic and scorer (each figure
+    and its interval in one cell that never wraps), then the legend; nothing wider."""
+    rows = json.loads(props("report", "--json", dsn=dsn, env=home).stdout)["scores"]
+    table = props("report", dsn=dsn, env={**home, "COLUMNS": "80"}).stdout.splitlines()
+    rule = next(i for i, line in enumerate(table) if line.strip() and set(line) <= {"─", " "})
+    body = table[rule + 1:rule + 1 + len(rows)]
+    assert len(rows) >= 6 and [line.split()[:2] for line in body] == [
+        [r["definition"], r["scorer"]] for r in rows], "\n".join(table)
+    assert table[rule + 1 + len(rows)].startswith("critic: ")  # the legend, not a wrap
+    assert all(len(line) <= 80 for line in table)
 
 
 def _count(dsn: str, where: str = "", *args: str) -> int:
@@ -291,26 +305,37 @@ def _printed(columns: list[Any], rows: list[dict[str, Any]], width: int = 80) ->
 def _report_row(model: str, scorer: str, runs: int) -> dict[str, Any]:
     row: dict[str, Any] = {"model": model, "definition": model, "scorer": scorer, "runs": runs,
                            "examples": runs // 2, "chance": 0.05, "partial": 1,
-                           "known_fp": 2, "unmatched": 3, "mean_run_recall": 0.4,
-                           "stddev_run_recall": 0.1}
-    for m in ("recall", "above_chance", "precision"):
-        row.update({m: 0.176, f"{m}_low": 0.0, f"{m}_high": 1.0})
+                           "known_fp": 2, "unmatched": 3, "mean_run_located": 0.4,
+                           "stddev_run_located": 0.1, "located": 3, "reviewed": False,
+                           "confirmed_recall": None}
+    for m in ("located_recall", "above_chance", "precision"):
+        row.update({m: 0.176, f"{m}_low": 0.0, f"{m}_high": 0.4})
     return row
 
 
 def test_the_report_keeps_runs_beside_the_figures_at_80_columns() -> None:
-    """The trap: overlap@2 over 6 runs above tiered@2 over 12, the runs column left out."""
+    """The trap: overlap@2 over 6 runs above tiered@2 over 12, the runs column left out; and
+    each interval wrapped onto a second line (`17.6% [0.0%,` / `40.0%]`): a row a line."""
     from props.tools.command_line import figure_tables
 
     rows = [_report_row("reference-lite", "overlap@2", 6),
             _report_row("reference-lite", "tiered@2", 12)]
-    columns = [*figure_tables.critic_columns(rows), *figure_tables._COLUMNS[2:]]
-    shown = _printed(columns, rows)
-    assert "runs (ex.)" in shown and "6 (3)" in shown and "12 (6)" in shown
-    assert all(len(line) <= 80 for line in shown.splitlines())
-    assert "not shown at 80 columns: partial" in " ".join(shown.split())
-    assert "(5.0%)" in shown  # chance, in the cell that subtracts it
-    assert "17.6%" in shown and "100.0%]" in shown  # each interval whole, wrapped
+    shown = _printed(figure_tables.figure_columns(rows), rows)
+    lines = shown.splitlines()
+    assert "6 (3)" in shown and "12 (6)" in shown
+    assert all(len(line) <= 80 for line in lines)
+    assert [line.split()[:2] for line in lines[2:4]] == [["reference-lite", "overlap@2"],
+                                                         ["reference-lite", "tiered@2"]]
+    assert lines[2].count("17.6% ±20.0") == 2  # located and precision: whole, one line
+    assert "unreviewed (3)" in lines[2]  # never 0%: nobody has looked
+    assert "not shown at 80 columns: precision, chance, partial" in " ".join(shown.split())
+    wide = _printed(figure_tables.figure_columns(rows, wide=True), rows, width=200)
+    assert "17.6% [0.0%, 40.0%]" in wide and "unreviewed (3 candidates)" in wide
+    # Below its chance level, located recall is marked (the negative control: above it, not).
+    low = {**rows[0], "chance": 0.5}
+    assert figure_tables.BELOW in _printed(figure_tables.figure_columns([low]), [low])
+    assert figure_tables.BELOW not in _printed(figure_tables.figure_columns([rows[0]]),
+                                               [rows[0]]).splitlines()[2]
 
 
 def test_the_reports_footer_is_short_when_the_counts_are_zero() -> None:
@@ -426,9 +451,9 @@ def test_eval_compare_pairs_per_example_with_each_sides_interval() -> None:
     row = evaluation_scores.paired(a, b)
     assert row["examples"] == 2 and row["only_a"] == 1
     assert row["per_example"] == [
-        {"snapshot": "s1", "files_hash": None, "recall_a": 2 / 3, "recall_b": 1.0,
+        {"snapshot": "s1", "files_hash": None, "located_recall_a": 2 / 3, "located_recall_b": 1.0,
          "precision_a": 0.5, "precision_b": 1.0},
-        {"snapshot": "s2", "files_hash": "h", "recall_a": 0.0, "recall_b": 1.0,
+        {"snapshot": "s2", "files_hash": "h", "located_recall_a": 0.0, "located_recall_b": 1.0,
          "precision_a": 0.0, "precision_b": 1.0}]
     for side in ("a", "b"):
         assert row[f"precision_{side}_low"] is not None

@@ -21,28 +21,25 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, rescoring, scorers, verdicts
 from props.projections import engine, figures
-from tests.fake_openai import chat_server, completion
+from tests.fake_openai import chat_server, completion, judge_question
 from tests.reactor_helpers import eventually, finished, request_reference
 from tests.test_strict_recall import graded_run
 
 
-def _judge(answer_for: dict[str, Any]) -> dict[str, str]:
-    """What the fake model answers: each issue is the first known item sharing a file and a
-    line with it (so it agrees with the overlap scorers, mostly)."""
+def _overlap(body: dict[str, Any]) -> str:
+    """What the fake model answers a question: the candidate when the issue shares a file
+    and a line with it (so it agrees with the overlap scorers, mostly), else none."""
     def lines(item: dict[str, Any]) -> set[tuple[str, int]]:
         return {(loc["file"], n) for loc in item["locations"] for start, end in loc["lines"]
                 for n in range(start, end + 1)}
 
-    out = {}
-    for issue in answer_for["issues"]:
-        mine = lines(issue)
-        out[issue["id"]] = next((k["ref"] for k in answer_for["known"] if mine & lines(k)),
-                                "none")
-    return out
+    issue, known = judge_question(body)
+    return known["ref"] if lines(issue) & lines(known) else "none"
 
 
 def _answer(body: dict[str, Any]) -> dict[str, Any]:
-    content = json.dumps({"matches": _judge(json.loads(body["messages"][-1]["content"]))})
+    issue, _known = judge_question(body)
+    content = json.dumps({"matches": {issue["id"]: _overlap(body)}})
     return {"choices": [{"message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}
 
@@ -91,26 +88,30 @@ async def test_a_judge_rescores_records_its_calls_and_agrees(
     report = await rescoring.rescore(store, judge, selection)
     assert (report.selected, report.graded_runs, dict(report.unscorable)) == (2, 2, {})
     assert report.appended == report.grades > 0
-    assert len(judges) == 2 and {s["auth"] for s in judges} == {
+    asked_once = len(judges)  # one question per candidate a location rule made
+    assert asked_once > 0 and {s["auth"] for s in judges} == {
         "Bearer sk-judge-KEEP-OUT-OF-THE-LOG"}
+    recorded = 0
     for run_id in run_ids:
         calls = [r.event for r in await store.read_stream(f"judge-{run_id}-judge@1")]
-        [asked, answered] = calls
-        assert isinstance(asked, catalog.LlmRequested) and asked.model == "judge-m"
-        assert isinstance(answered, catalog.LlmResponded)
-        assert answered.cost_usd == pytest.approx((1000 * 1.0 + 50 * 4.0) / 1e6)
-        assert asked.run_id == answered.run_id == judge.judge_id(run_id) != run_id
-        stored = await store.pool.fetchval(
-            "SELECT count(*) FROM props.blobs WHERE encode(sha256, 'hex') = ANY ($1)",
-            [*asked.message_sha256s, answered.response_sha256])
-        assert stored == 3
+        recorded += len(calls) // 2
+        for asked, answered in zip(calls[::2], calls[1::2], strict=True):
+            assert isinstance(asked, catalog.LlmRequested) and asked.model == "judge-m"
+            assert isinstance(answered, catalog.LlmResponded)
+            assert answered.cost_usd == pytest.approx((1000 * 1.0 + 50 * 4.0) / 1e6)
+            assert asked.run_id == answered.run_id == judge.judge_id(run_id) != run_id
+            stored = await store.pool.fetchval(
+                "SELECT count(*) FROM props.blobs WHERE encode(sha256, 'hex') = ANY ($1)",
+                [*asked.message_sha256s, answered.response_sha256])
+            assert stored == 3
+    assert recorded == asked_once
     logged = await store.pool.fetchval("SELECT string_agg(data::text, ' ') FROM props.events")
     assert "KEEP-OUT" not in logged
 
     # Again: graded runs are not asked again, nothing is appended.
     again = await rescoring.rescore(store, judge, selection)
     assert (again.graded_runs, again.appended, again.grades) == (2, 0, report.grades)
-    assert len(judges) == 2
+    assert len(judges) == asked_once
 
     await eventually(lambda: graded("judge@1"), 60)
     c = await comparison.compare(store, "tiered@2", "judge@1", selection)
@@ -190,17 +191,21 @@ def test_sampling_settings_are_sent_and_in_the_code_hash() -> None:
         llm_judge.LlmJudge(version=1, model="a", base_url="http://x/v1", draws=0)
 
 
-# Three draws of a model that is sure of i1, i3 and i4 but not of i2; its third answer is not
-# JSON at all.
-DRAWS = [{"i1": "tp:T1#1", "i2": "tp:T2#1", "i3": "none", "i4": "fp:D2"},
-         {"i1": "tp:T1#1", "i2": "none", "i3": "none", "i4": "fp:D2"},
-         None]
+# Three draws of a model asked about the candidates of tests.test_strict_recall's run (i1 at
+# T1; i2 near both T1 and T2; i3 and i4 at no defect: never asked): sure of i1 and that i2
+# is not T1, unsure whether i2 is T2; its third answer is not JSON at all.
+DRAWS = {("i1", "tp:T1#1"): ["tp:T1#1", "tp:T1#1", None],
+         ("i2", "tp:T1#1"): ["none", "none", None],
+         ("i2", "tp:T2#1"): ["tp:T2#1", "none", None]}
 
 
 def _drawn(body: dict[str, Any]) -> dict[str, Any]:
-    _drawn.calls += 1  # type: ignore[attr-defined]
-    matches = DRAWS[(_drawn.calls - 1) % 3]  # type: ignore[attr-defined]
-    content = "I think the first one" if matches is None else json.dumps({"matches": matches})
+    issue, known = judge_question(body)
+    key = (issue["id"], known["ref"])
+    _drawn.calls[key] = _drawn.calls.get(key, 0) + 1  # type: ignore[attr-defined]
+    said = DRAWS[key][_drawn.calls[key] - 1]  # type: ignore[attr-defined]
+    content = "I think the first one" if said is None else json.dumps(
+        {"matches": {issue["id"]: said}})
     return {"choices": [{"message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
 
@@ -208,7 +213,7 @@ def _drawn(body: dict[str, Any]) -> dict[str, Any]:
 async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = await graded_run(store)
-    _drawn.calls = 0  # type: ignore[attr-defined]
+    _drawn.calls = {}  # type: ignore[attr-defined]
     with chat_server(_drawn) as (url, seen):
         (tmp_path / "scorers.toml").write_text(
             f'["judge@3"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n'
@@ -217,14 +222,14 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
         judge = scorers.scorer("judge@3")
         selection = rescoring.Selection(everything=True)
         report = await rescoring.rescore(store, judge, selection)
-        assert len(seen) == 3 and {(b["body"]["temperature"], b["body"]["seed"],
+        assert len(seen) == 9 and {(b["body"]["temperature"], b["body"]["seed"],
                                     b["body"]["max_tokens"]) for b in seen} == {(0.7, 11, 300)}
         assert (report.graded_runs, report.grades, report.unscorable_issues) == (1, 3, 1)
         again = await rescoring.rescore(store, judge, selection)  # asked once per run
-        assert len(seen) == 3 and again.appended == 0
+        assert len(seen) == 9 and again.appended == 0
     calls = [r.event for r in await store.read_stream(f"judge-{run}-judge@3")]
-    assert [c.request_id for c in calls] == [  # type: ignore[union-attr]
-        "judge-1", "judge-1", "judge-2", "judge-2", "judge-3", "judge-3"]  # every draw recorded
+    assert [c.request_id for c in calls][::2] == [  # type: ignore[union-attr]
+        f"judge-{d}-q{q}" for d in (1, 2, 3) for q in (1, 2, 3)]  # every draw recorded
     verdicts = [r.event for r in await store.read_stream(f"grading-{run}-judge@3")]
     grades = {e.critique_issue_id: e for e in verdicts if isinstance(e, catalog.GradeEmitted)}
     assert set(grades) == {"i1", "i3", "i4"} and grades["i1"].tp_id == "T1"
@@ -242,15 +247,18 @@ async def test_draws_are_recorded_and_an_issue_without_a_majority_is_unscorable(
     assert edge is not None and edge["grade"] is None and "no majority" in edge["unscorable"]
 
 
-# Three models of one endpoint (the request names the model): two agree on i1, none agree
-# on i2.
-PANEL = {"a": {"i1": "tp:T1#1", "i2": "tp:T2#1", "i3": "none", "i4": "fp:D2"},
-         "b": {"i1": "tp:T1#1", "i2": "none", "i3": "none", "i4": "fp:D2"},
-         "c": {"i1": "none", "i2": "fp:D2", "i3": "none", "i4": "fp:D2"}}
+# Three models of one endpoint (the request names the model), asked about the candidates
+# of tests.test_strict_recall's run: two confirm i1 at T1; on i2 one confirms T2, one T1 and
+# one neither, so no verdict has a majority.
+PANEL = {"a": {("i1", "tp:T1#1"), ("i2", "tp:T2#1")},
+         "b": {("i1", "tp:T1#1")},
+         "c": {("i2", "tp:T1#1")}}
 
 
 def _by_model(body: dict[str, Any]) -> dict[str, Any]:
-    content = json.dumps({"matches": PANEL[body["model"]]})
+    issue, known = judge_question(body)
+    said = known["ref"] if (issue["id"], known["ref"]) in PANEL[body["model"]] else "none"
+    content = json.dumps({"matches": {issue["id"]: said}})
     return {"choices": [{"message": {"role": "assistant", "content": content}}]}
 
 
@@ -272,11 +280,12 @@ async def test_a_panel_of_judges_takes_the_majority_and_records_each_judge(
     verdicts = [r.event for r in await store.read_stream(f"grading-{run}-panel@1")]
     grades = {e.critique_issue_id: (e.tp_id, e.fp_id) for e in verdicts
               if isinstance(e, catalog.GradeEmitted)}
-    assert grades == {"i1": ("T1", None), "i3": (None, None), "i4": (None, "D2")}
+    # i4 lies on a decoy, which no location rule makes a candidate for a defect: none.
+    assert grades == {"i1": ("T1", None), "i3": (None, None), "i4": (None, None)}
     [unscorable] = [e for e in verdicts if isinstance(e, catalog.GradesUnscorable)]
     assert unscorable.issues[0].reason == "no majority among the panel's 3 judges"
     calls = [r.event for r in await store.read_stream(f"judge-{run}-panel@1")]
-    assert len(calls) == 6 and len({c.run_id for c in calls}) == 3  # type: ignore[union-attr]
+    assert len(calls) == 18 and len({c.run_id for c in calls}) == 3  # type: ignore[union-attr]
 
 
 def test_a_panel_names_judges_of_its_file(tmp_path: Path,
@@ -302,7 +311,7 @@ def test_scorers_eval_runs_a_judge_on_the_shipped_cases(
     summary = json.loads(done.stdout)
     judge, rule = summary["scorers"]
     assert judge["scorer"] == "judge@1" and rule["scorer"] == "tiered@2"
-    assert judge["issues"] == rule["issues"] > 60 and len(seen) >= summary["cases"]
+    assert judge["issues"] == rule["issues"] > 60 and len(seen) > 0
     assert sum(judge["confusion"].values()) == judge["issues"]
     assert 0 < judge["accuracy"] <= 1
 
@@ -314,17 +323,20 @@ async def test_what_the_judge_cannot_read_is_unscorable_and_never_agreement(
     the agreement. Negative control of the comparison that counted the judge's empty edges
     as agreeing with tiered's nones (27.3%, kappa 0)."""
     run = await graded_run(store)
-    answers = iter([completion("I think the first one"),
-                    completion('{"matches": {"i1": "tp:T1#1", "i2', finish_reason="length")])
+    answers = iter([completion("I think the first one")] * 3
+                   + [completion('{"matches": {"i1": "tp:T1', finish_reason="length")] * 3)
     with chat_server(lambda body: next(answers)) as (url, seen):
         (tmp_path / "scorers.toml").write_text(
             f'["judge@7"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n')
         monkeypatch.setenv("PROPS_SCORERS_FILE", str(tmp_path / "scorers.toml"))
         judge = scorers.scorer("judge@7")
         report = await rescoring.rescore(store, judge, rescoring.Selection(everything=True))
-        assert (report.graded_runs, report.grades, report.unscorable_issues) == (1, 0, 4)
-        assert seen[0]["body"]["response_format"]["json_schema"]["schema"]["properties"][
-            "matches"]["required"] == ["i1", "i2", "i3", "i4"]  # every issue, by schema
+        # i1 and i2 have candidates it could not judge; i3 and i4 have none (not asked).
+        assert (report.graded_runs, report.grades, report.unscorable_issues) == (1, 2, 2)
+        schema = seen[0]["body"]["response_format"]["json_schema"]["schema"]
+        assert schema["properties"]["matches"]["required"] == ["i1"]  # the one asked about
+        assert schema["properties"]["matches"]["properties"]["i1"]["enum"] == [
+            "tp:T1#1", "none"]  # its candidate, or none: never another defect
         await engine.rebuild(store)
         compared = await comparison.compare(store, "tiered@2", "judge@7",
                                             rescoring.Selection(everything=True))
@@ -336,13 +348,13 @@ async def test_what_the_judge_cannot_read_is_unscorable_and_never_agreement(
             f'["judge@8"]\nkind = "llm-judge"\nbase_url = "{url}"\nmodel = "m"\n')
         cut = await rescoring.rescore(store, scorers.scorer("judge@8"),
                                       rescoring.Selection(everything=True))
-    assert cut.unscorable_issues == 4
+    assert cut.unscorable_issues == 2
     [verdicts] = [r.event for r in await store.read_stream(f"grading-{run}-judge@8")
                   if isinstance(r.event, catalog.GradesUnscorable)]
     assert {i.reason for i in verdicts.issues} == {"the judge's answer was cut at max_tokens"}
-    [answered] = [r.event for r in await store.read_stream(f"judge-{run}-judge@8")
-                  if isinstance(r.event, catalog.LlmResponded)]
-    assert (answered.outcome, answered.finish_reason) == ("truncated", "length")
+    answered = [r.event for r in await store.read_stream(f"judge-{run}-judge@8")
+                if isinstance(r.event, catalog.LlmResponded)]
+    assert {(a.outcome, a.finish_reason) for a in answered} == {("truncated", "length")}
 
 
 async def test_a_run_without_issues_is_not_judged() -> None:

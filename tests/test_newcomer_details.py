@@ -138,7 +138,7 @@ async def test_a_run_id_prefix_selects_a_run(store: EventStore, dsn: str,
 def _run_rows() -> list[dict[str, Any]]:
     """A demo's runs: the critic's name is its model; snapshots as the samples name them."""
     return [{"run_id": uuid.uuid4(), "status": "succeeded", "definition": d, "model": d,
-             "snapshot": s, "issues": 12, "recall": 1.0, "precision": 0.25,
+             "snapshot": s, "issues": 12, "located_recall": 1.0, "precision": 0.25,
              "scorer": "tiered@2", "requested_at": dt.datetime(2026, 12, 5, tzinfo=dt.UTC)}
             for d in ("reference", "reference-lite", "ruff")
             for s in ("notes-api/2025-10-14-00", "csvtool/2025-09-03-00")]

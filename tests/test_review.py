@@ -51,11 +51,11 @@ async def test_verdicts_are_their_own_scorer_and_compare_with_the_rule(
                                 rescoring.Selection(everything=True))
     assert c.agreement is not None and c.agreement.issues == 4 and c.agreement.agreed == 3
     records, _ = await figures.load(store, "human", 1)
-    assert records[0]["recall"] == 0.5 and records[0]["precision"] == 0.25
+    assert records[0]["located_recall"] == 0.5 and records[0]["precision"] == 0.25
     # Adjudicated: people's verdicts stand in for the rule's grades (i2's partial credit goes).
     rule, notes = await figures.load(store, "tiered", 2)
     judged, judged_notes = await figures.load(store, "tiered", 2, adjudicated=True)
-    assert (rule[0]["recall_graded"], judged[0]["recall_graded"]) == (0.8, 0.5)
+    assert (rule[0]["located_graded"], judged[0]["located_graded"]) == (0.8, 0.5)
     assert (notes["adjudicated_issues"], judged_notes["adjudicated_issues"]) == (0, 4)
 
 

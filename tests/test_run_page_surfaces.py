@@ -28,7 +28,7 @@ from props.tools.http.viewer import templating
 from tests.test_viewer import sign_in
 from tests.viewer_helpers import SLUG, viewed_run
 
-FIGURES = ("scorer", "recall", "chance", "precision")
+FIGURES = ("scorer", "located_recall", "chance", "precision")
 
 
 def _cli(dsn: str, home: Path, run_id: uuid.UUID) -> dict[str, Any]:
@@ -45,7 +45,8 @@ def _viewer_data(seen: dict[str, Any]) -> dict[str, Any]:
     """What the viewer's run page was given to render, in the CLI's terms."""
     found, scores = seen["found"], seen["scores"] or {}
     return {"status": seen["run"]["status"], "scorer": found.scorer if found else None,
-            **{k: scores.get(k) for k in FIGURES[1:]},
+            # (the page is given the view's row: its `recall` is the located recall)
+            **{k: scores.get("recall" if k == "located_recall" else k) for k in FIGURES[1:]},
             "issues": sorted(i.issue_id for i in found.issues) if found else [],
             "not_found": [t.label for t in found.missed] if found else []}
 
@@ -87,9 +88,9 @@ async def test_the_cli_the_api_and_the_viewer_show_one_run_page(
                                "issues": sorted(i["issue_id"] for i in cli["issues"]),
                                "not_found": cli["not_found"]}, run_id
     cli, from_api, _, html = seen[graded]
-    assert cli["scorer"] == "tiered@2" and cli["recall"] is not None, (graded, from_api)
+    assert cli["scorer"] == "tiered@2" and cli["located_recall"] is not None, (graded, from_api)
     assert cli["precision"] is not None and from_api["projected"]
     assert f"<span class=\"mono\">{cli['scorer']}</span>" in html
     cli, from_api, _, _ = seen[behind]
-    assert cli["status"] == "requested" and cli["scorer"] is None and cli["recall"] is None
+    assert cli["status"] == "requested" and cli["scorer"] is None and cli["located_recall"] is None
     assert not from_api["projected"]

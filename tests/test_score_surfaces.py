@@ -22,7 +22,7 @@ import httpx
 import orjson
 import pytest
 
-from props.core.domain import definitions, evaluations, tokens
+from props.core.domain import definitions, tokens
 from props.core.log.store import EventStore
 from props.core.scoring import registration, rescoring, scorers
 from props.projections import evaluation_standing, figures
@@ -112,7 +112,7 @@ async def test_the_cli_the_api_and_the_viewer_give_one_set_of_figures(
         assert from_api == cli, name
         assert from_viewer["scores"] == cli["scores"], name
         assert from_viewer["evidence"] == cli["evidence"], name
-        runs = await evaluations.runs_of(store, name)
+        runs = await evaluation_standing.counted_runs(store, name)
         split = await figures.breakdown(store, ("tiered", 2), runs)
         assert from_viewer["per_snapshot"] == _plain(split.per_snapshot), name
         standing = await evaluation_standing.named(store, name)
@@ -121,8 +121,8 @@ async def test_the_cli_the_api_and_the_viewer_give_one_set_of_figures(
         cli = seen[name][0]
         assert [(r["scorer"], r["runs"]) for r in cli["scores"]] == [("tiered@2", 1)], name
         # (no issue reported: nothing found, by chance neither, and no precision to speak of)
-        assert [{k: r[k] for k in ("recall", "chance", "precision")}
-                for r in cli["scores"]] == [{"recall": 0, "chance": 0, "precision": None}]
+        assert [{k: r[k] for k in ("located_recall", "chance", "precision")}
+                for r in cli["scores"]] == [{"located_recall": 0, "chance": 0, "precision": None}]
     # The negative control: a viewer with an answer of its own (figures over every run, its
     # evaluation filter dropped) is seen to differ from the CLI's.
     whole = figures.load

@@ -105,7 +105,7 @@ async def test_report_shows_strict_and_graded_recall_and_names_unknown_scorers(
     await graded_run(store)
     records, notes = await figures.load(store, "tiered", 2)
     [row] = records
-    assert (row["recall"], row["recall_graded"], row["precision"]) == (0.5, 0.8, 0.25)
+    assert (row["located_recall"], row["located_graded"], row["precision"]) == (0.5, 0.8, 0.25)
     assert row["partial"] == 1 and row["known_fp"] == 1
     assert notes["states_scorer"] == "tiered@2" and notes["scored"] == 1
     states = ("excluded", "parked", "unfinished", "not_completed", "no_issues", "ungraded",
@@ -133,7 +133,7 @@ async def test_a_run_that_reported_nothing_counts_as_finding_nothing(store: Even
         "FROM projections.run_scores WHERE run_id = $1 ORDER BY scorer_version", silent)
     assert [tuple(r) for r in rows] == [(1, 2, 0, 0, 0.0, None), (2, 2, 0, 0, 0.0, None)]
     records, notes = await figures.load(store, "tiered", 2)
-    assert records[0]["runs"] == 2 and records[0]["recall"] == 0.25  # 1 of 4 occurrences
+    assert records[0]["runs"] == 2 and records[0]["located_recall"] == 0.25  # 1 of 4 occurrences
     assert notes["no_issues"] == 1 and notes["scored"] == 1
 
 

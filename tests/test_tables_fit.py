@@ -141,7 +141,8 @@ async def test_every_table_shows_every_name_whole_at_80_and_120_columns(
                            "recall [95% CI]", "precision [95% CI]")
     for r in rows:
         old.add_row(r["model"], r["definition"], r["scorer"], f"{r['runs']} ({r['examples']})",
-                    f"{r['recall']:.1%} [{r['recall_low']}, {r['recall_high']}]",
+                    f"{r['located_recall']:.1%} [{r['located_recall_low']}, "
+                    f"{r['located_recall_high']}]",
                     f"{r['precision']:.1%} [{r['precision_low']}, {r['precision_high']}]")
     for column in old.columns:
         column.overflow = "fold"
@@ -174,6 +175,10 @@ def test_every_commands_help_wraps_at_the_terminal(monkeypatch: pytest.MonkeyPat
 
 
 
+# What the report, an evaluation and the API call a location rule's recall (never "recall").
+NAMED = {"recall": "located_recall"}
+
+
 def _bounds(low: float | None, high: float | None) -> tuple[str, str]:
     """An interval as every output prints it (to a tenth of a percent)."""
     return tuple("-" if v is None else f"{100 * v:.1f}%" for v in (low, high))  # type: ignore[return-value]
@@ -202,7 +207,8 @@ async def test_one_figure_has_one_interval_in_every_output(
         assert report["evidence"]["interval_method"] == intervals.METHOD
         for r in report["scores"]:
             for m in ("recall", "precision"):
-                saw("report", scorer, r["model"], m, (r[f"{m}_low"], r[f"{m}_high"]))
+                k = NAMED.get(m, m)
+                saw("report", scorer, r["model"], m, (r[f"{k}_low"], r[f"{k}_high"]))
     compared = as_json("compare", "tiered@1", "tiered@2", "--all")
     for g in compared["groups"]:
         for side, scorer in (("a", "tiered@1"), ("b", "tiered@2")):
@@ -213,7 +219,8 @@ async def test_one_figure_has_one_interval_in_every_output(
     assert evaluation["interval"] == intervals.METHOD
     for c in evaluation["critics"]:
         for m in ("recall", "precision"):
-            saw("eval", evaluation["scorer"], c["model"], m, (c[f"{m}_low"], c[f"{m}_high"]))
+            k = NAMED.get(m, m)
+            saw("eval", evaluation["scorer"], c["model"], m, (c[f"{k}_low"], c[f"{k}_high"]))
     _, secret = await tokens.create(store, "reader", ("read",))
     app = create_app(store)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -224,12 +231,14 @@ async def test_one_figure_has_one_interval_in_every_output(
                 "Authorization": f"Bearer {secret}"})).json()
             for r in answer["scores"]:
                 for m in ("recall", "precision"):
-                    saw("api", scorer, r["model"], m, (r[f"{m}_low"], r[f"{m}_high"]))
+                    k = NAMED.get(m, m)
+                    saw("api", scorer, r["model"], m, (r[f"{k}_low"], r[f"{k}_high"]))
             page = (await api.get("/scores", params={"scorer": scorer})).text
             assert intervals.METHOD in page
             for model in (MODEL, LITE_MODEL):
                 for m in ("recall", "precision"):
-                    label = re.search(rf'aria-label="{m} [^"]*, interval ([^ ]+) to ([^"]+)"',
+                    shown = "located recall" if m == "recall" else m
+                    label = re.search(rf'aria-label="{shown} [^"]*, interval ([^ ]+) to ([^"]+)"',
                                       page[page.index(html.escape(model)):])
                     assert label, (scorer, model, m)
                     seen.setdefault((scorer, model, m, "printed"), set()).add(label.groups())

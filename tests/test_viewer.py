@@ -113,7 +113,7 @@ async def test_a_run_shows_its_issues_at_their_lines_with_each_scorers_match(
     i2 = html[html.index('id="issue-i2"'):]
     assert "decoy D1" in i2 and "looks racy" in i2 and "grade-decoy" in i2
     summary = html[html.index('class="summary"'):html.index("Not found")]
-    assert "recall <strong>50.0%</strong>" in summary and "find 1" in summary
+    assert "located recall <strong>50.0%</strong>" in summary and "find 1" in summary
     assert "partial 1" in summary and "decoy 1" in summary
     missed = html[html.index("Not found"):html.index("<h2>Issues")]  # near the top
     assert "T2#1" in missed and "never closed" in missed and "T1#1" not in missed

@@ -41,7 +41,11 @@ SELECT run_id, scorer_name, scorer_version, ground_truth_hash, tp_id, tp_occurre
 -- grade 1, the scorer's "find"); the best grade each got (`recalled_graded`: partial credit
 -- too, tiered's near and same-file); issues graded, found (`finds`: precision's numerator),
 -- matched with partial credit only (`partial`), matched to a known FP, matched to nothing.
--- Runs excluded by a `run.excluded` event are left out. `chance_recalled` and
+-- Only completed runs count: a run that failed (any category, the event cap included), timed
+-- out, ran over its budget or was cancelled contributes no issue to any figure, whatever its
+-- grades (its partial output stays on its run page, marked partial); the report counts it
+-- apart (`evidence_gaps`: not_completed). Runs excluded by a `run.excluded` event are left
+-- out too. `chance_recalled` and
 -- `chance_graded`: what the same issues would get by chance (grades.chance: the expected
 -- finds and the expected graded credit over the occurrences in scope, props.core.scoring.
 -- chance), null where the run's chance level is not recorded; `chance` and `chance_graded_
@@ -62,7 +66,7 @@ WITH graded AS (
            g.scorer_version, g.ground_truth_hash, sv.version AS snapshot_version,
            g.graded, g.tp_matches, g.finds, g.partial, g.known_fp, g.unmatched
       FROM graded g
-      JOIN {schema}.agent_runs r ON r.run_id = g.run_id
+      JOIN {schema}.agent_runs r ON r.run_id = g.run_id AND r.status = 'completed'
        AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
       LEFT JOIN LATERAL (  -- one version per run: two versions may hold one ground truth
            SELECT min(v.version) AS version FROM {schema}.snapshots v

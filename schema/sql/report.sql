@@ -199,3 +199,15 @@ SELECT s.model || ' / ' || s.definition AS "group",
    AND ($3::uuid[] IS NULL OR s.run_id = ANY ($3))
  GROUP BY 1, 2
  ORDER BY 2, 1
+
+-- reviewers --
+-- The judges and people (scorers that read claims: not deterministic, `human` too) that
+-- graded an issue of these runs ($1; NULL: any run), and whether each confirmed something
+-- (named a defect at full credit): who "confirmed by" may name, and who only looked.
+SELECT e.scorer_name || '@' || e.scorer_version AS scorer,
+       bool_or(e.tp_id IS NOT NULL AND e.grade >= 1) AS confirmed
+  FROM {schema}.grading_edges e
+  JOIN {schema}.scorers k
+    ON k.name = e.scorer_name AND k.version = e.scorer_version AND NOT k.deterministic
+ WHERE ($1::uuid[] IS NULL OR e.critique_run_id = ANY ($1))
+ GROUP BY 1 ORDER BY 1

@@ -172,6 +172,9 @@ async def _serve_and_score(store: EventStore, runtimes: Sequence[ContainerRuntim
     console.print(f"reactors: {len(run_ids)} run(s) finished and graded under "
                   f"{SCORER}, none pending")
     await _verify_scorer(store, ev)
+    # The drive's own last events (its ending) folded first: the report reads projections
+    # that stand where the log does, and says nothing is behind.
+    await projection_status.folded(store)
     # Under the demo's scorer alone: the re-score below adds overlap@2's grades, and a
     # second demo's report would otherwise have twice the rows of the first.
     records, notes = await figures.load(store, *figures.scorer_filter(SCORER),

@@ -18,39 +18,78 @@ def percent(value: Any) -> str:
 
 
 def with_interval(g: Mapping[str, Any], measure: str) -> str:
-    """`measure` of row `g` with its interval (`measure_low`, `measure_high`)."""
+    """`measure` of row `g` and its interval in one cell that never wraps: `17.6% ±20.0`,
+    half the interval's width in points (the exact bounds: `bounds`, --wide, JSON, CSV)."""
+    low, high = g.get(f"{measure}_low"), g.get(f"{measure}_high")
+    if g[measure] is None or low is None or high is None:
+        return percent(g[measure])
+    return f"{percent(g[measure])} ±{50 * (high - low):.1f}"
+
+
+def bounds(g: Mapping[str, Any], measure: str) -> str:
+    """`measure` of row `g` with its interval's exact bounds: `17.6% [0.0%, 40.0%]`."""
     return f"{percent(g[measure])} [{percent(g[f'{measure}_low'])}, " \
         f"{percent(g[f'{measure}_high'])}]"
+
+
+BELOW = "↓"  # beside a located recall below its chance level
+
+
+def below_chance(g: Mapping[str, Any]) -> bool:
+    return g.get("located_recall") is not None and g.get("chance") is not None \
+        and g["located_recall"] < g["chance"]
+
+
+def confirmed_cell(g: Mapping[str, Any], wide: bool = False) -> str:
+    """Confirmed recall, or `unreviewed (N)` while nobody has said anything of the row's N
+    candidates (never 0%); none for a judge's own row (its finds are claims already read)."""
+    if g.get("located") is None:
+        return "-"
+    if not g.get("reviewed", True):
+        return f"unreviewed ({g['located']}" + (" candidates)" if wide else ")")
+    return (bounds if wide else with_interval)(g, "confirmed_recall")
+
+
+def figure_columns(rows: Sequence[Mapping[str, Any]], wide: bool = False,
+                   optional_model: bool = True) -> list[Column]:
+    """The figures' columns, one line per row at 80 columns: each figure and its interval
+    in one cell that never wraps (the exact bounds with `wide`); confirmed recall first,
+    then located recall (marked BELOW under its chance level), above chance, precision;
+    the chance level, the counts and the spread where there is room. The scorer is a
+    column only where the rows have several (else the caller names it above the table)."""
+    interval = bounds if wide else with_interval
+    several = len({r.get("scorer") for r in rows}) > 1
+    return [
+        *critic_columns(rows, optional_model),
+        *([Column("scorer", "scorer")] if several else []),
+        Column("runs", "runs (examples)" if not rows or "examples" in rows[0] else
+               "scored of cases", short="runs", justify="right",
+               shows=lambda r: f"{r['runs']} ({r['examples']})" if "examples" in r else
+               f"{r['scored']} of {r['cases']}"),
+        Column("confirmed_recall", "confirmed recall", short="confirmed",
+               shows=lambda r: confirmed_cell(r, wide)),
+        Column("located_recall", "located recall", short="located", shows=lambda r: (
+            interval(r, "located_recall").replace("%", "%" + BELOW, 1)
+            if below_chance(r) else interval(r, "located_recall"))),
+        Column("above_chance", "above chance", short="above ch.",
+               shows=lambda r: interval(r, "above_chance")),
+        Column("precision", "precision", shows=lambda r: interval(r, "precision"),
+               optional=several),
+        Column("chance", "chance", percent, optional=True, justify="right"),
+        Column("partial", "partial", shows=_count("partial"), optional=True),
+        Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
+        Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
+        Column("mean_run_located", "run located mean ± sd", optional=True, shows=lambda r:
+               f"{percent(r['mean_run_located'])} ± {percent(r['stddev_run_located'])}"
+               if "mean_run_located" in r else ""),
+    ]
 
 
 # The report's columns. Below the width they need (an 80-column terminal, a pipe) the
 # optional ones are left out and named under the table, as gh does, rather than every cell
 # cut to `refer…`; `--wide` shows them all.
 def _count(key: str) -> Callable[[Mapping[str, Any]], str]:
-    return lambda r: str(int(r[key] or 0))
-
-
-_COLUMNS = [
-    Column("model", "model"),
-    Column("definition", "definition"),
-    Column("scorer", "scorer"),
-    # A row over 6 runs is not a row over 12: the runs stay beside the figures at any width
-    # (the intervals wrap between their words first).
-    Column("runs", "runs (examples)", shows=lambda r: f"{r['runs']} ({r['examples']})",
-           short="runs (ex.)", justify="right"),
-    Column("recall", "recall [interval]", shows=lambda r: with_interval(r, "recall"),
-           prose=True),
-    # Chance sits in the cell that subtracts it (a column of its own would not fit 80).
-    Column("above_chance", "above chance [interval] (chance)", prose=True,
-           shows=lambda r: f"{with_interval(r, 'above_chance')} ({percent(r['chance'])})"),
-    Column("precision", "precision [interval]",
-           shows=lambda r: with_interval(r, "precision"), prose=True),
-    Column("partial", "partial", shows=_count("partial"), optional=True),
-    Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
-    Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
-    Column("mean_run_recall", "run recall mean ± sd", optional=True, shows=lambda r:
-           f"{percent(r['mean_run_recall'])} ± {percent(r['stddev_run_recall'])}"),
-]
+    return lambda r: str(int(r[key] or 0)) if key in r else ""
 
 
 def critic_columns(rows: Sequence[Mapping[str, Any]], optional_model: bool = False,
@@ -64,10 +103,29 @@ def critic_columns(rows: Sequence[Mapping[str, Any]], optional_model: bool = Fal
             Column("model", "model", optional=optional_model)]
 
 
+def figure_notes(rows: Sequence[Mapping[str, Any]], scorer: str | None) -> list[str]:
+    """What the figures' table needs said under it: the scorer (when one), the unreviewed
+    rows and the command that reviews them, the mark of a figure below chance."""
+    lines = []
+    if scorer and len({r.get("scorer", scorer) for r in rows}) <= 1:
+        lines.append(f"scorer: {scorer}; located recall: the known defects an issue pointed "
+                     f"at (candidates); confirmed recall: those a judge or a person confirmed")
+    if any(not r.get("reviewed", True) for r in rows):
+        lines.append("unreviewed (N): N located candidates that no judge or person has "
+                     "looked at yet (props review next; or props rescore --scorer JUDGE@N)")
+    if any(below_chance(r) for r in rows):
+        lines.append(f"{BELOW}: located recall below its chance level (what the same issues "
+                     f"would get anywhere in their files): nothing found beyond chance")
+    return lines
+
+
 def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
                 wide: bool = False) -> None:
     console = Console()
-    print_table(console, [*critic_columns(records), *_COLUMNS[2:]], records, wide=wide)
+    print_table(console, figure_columns(records, wide), records, wide=wide)
+    scorers = {r["scorer"] for r in records}
+    for line in figure_notes(records, scorers.pop() if len(scorers) == 1 else None):
+        console.print(Text(line))
     if split := sorted({r["definition"].partition(" (")[0] for r in records if r.get("digest")}):
         console.print(Text(f"{', '.join(split)}: runs of several digests under one name "
                            f"(another image, runtime or config), each digest a row of its "
@@ -83,9 +141,12 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
         "this report again)" if notes["as_of"] else
         "the projections stand at different points of the log: run `props projections "
         "run` (or rebuild) before quoting these figures"))
+    if notes.get("behind_events"):
+        console.print(Text(f"the projections are {notes['behind_events']} event(s) behind the "
+                           f"log: these figures do not show them yet (props projections run)"))
     console.print(Text(evidence_line(notes)))
-    if line := scorers_line(notes):
-        console.print(Text(line))
+    if said := scorers_line(notes):
+        console.print(Text(said))
     if notes["adjudicated_issues"]:
         console.print(Text(f"adjudicated: {notes['adjudicated_issues']} grade(s) replaced by "
                            f"a person's verdict (props review)"))
@@ -105,7 +166,9 @@ def print_report(records: list[dict[str, Any]], notes: dict[str, Any],
 _STATES = [
     ("scored", "scored", ""), ("excluded", "excluded", "run.excluded"),
     ("unfinished", "missing evidence", "no finish event"),
-    ("not_completed", "not completed", "finished, not completed"),
+    ("not_completed", "not completed", "failed, timed out, over budget or cancelled: "
+                                       "left out of every figure; its partial output is "
+                                       "on its run page"),
     ("no_issues", "no issues", "completed, reported nothing: in the figures, found nothing"),
     ("ungraded", "ungraded", "issues the scorer has not graded"),
     ("unscorable", "unscorable", "graded against ground truth that is not recorded"),
@@ -145,9 +208,9 @@ def confirmation_lines(records: Sequence[Mapping[str, Any]],
                        notes: Mapping[str, Any]) -> list[str]:
     """Recall above is *located* (an issue pointed at the defect's lines): per row, how many
     of those finds a judge or a person confirmed, and the recall of the confirmed only."""
-    lines = ["located and confirmed: recall counts the defects an issue pointed at "
-             "(located); a find is confirmed once a judge or a person said the issue "
-             "describes the defect"]
+    lines = ["located and confirmed: located recall counts the defects an issue pointed "
+             "at (candidates); a find is confirmed once a judge or a person said the issue "
+             "describes the defect, and only confirmed finds are recall"]
     for r in records:
         if r.get("located") is None:  # a judge's or a person's own row: claims already read
             continue
@@ -156,11 +219,16 @@ def confirmation_lines(records: Sequence[Mapping[str, Any]],
         lines.append(f"  {critic}, {r['scorer']}: located {r['located']} = confirmed "
                      f"{r['confirmed']} + rejected {r['rejected']} + unconfirmed "
                      f"{r['unconfirmed']}; confirmed recall "
-                     f"{with_interval(r, 'confirmed_recall')}")
+                     + ("unreviewed" if not r.get("reviewed", True) else
+                        bounds(r, "confirmed_recall")))
     judges = notes.get("confirmed_by") or []
+    looked = notes.get("reviewed_by") or judges
     lines.append("  confirmed by: " + ", ".join(judges) if judges else
+                 "  no judge or person has confirmed any find" if looked else
                  "  no judge or person has looked at any find: every located find is "
-                 "unconfirmed (props review; props rescore --scorer JUDGE@N)")
+                 "unconfirmed (props review next; props rescore --scorer JUDGE@N)")
+    if [j for j in looked if j not in judges]:
+        lines.append("  reviewed (confirmed or rejected) by: " + ", ".join(looked))
     lines += [f"  {j}: unverified judge: its answers are kept, not counted as confirmed or "
               f"rejected (props scorers verify {j})" for j in notes.get("unverified_judges", [])]
     return lines if records else []
@@ -183,12 +251,12 @@ def chance_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
             lines.append(f"  {where}: no chance level for {r['chance_missing']} run(s) (a "
                          f"file's content is not stored, or graded before chance levels: "
                          f"props rescore), so no chance and no graded recall")
-        elif r.get("chance_graded") is not None and r.get("recall_graded") is not None:
-            graded.append(f"  {where}: graded recall {percent(r['recall_graded'])}, by "
+        elif r.get("chance_graded") is not None and r.get("located_graded") is not None:
+            graded.append(f"  {where}: graded located {percent(r['located_graded'])}, by "
                           f"chance {percent(r['chance_graded'])}, above chance "
-                          f"{percent(r['recall_graded'] - r['chance_graded'])}")
+                          f"{percent(r['located_graded'] - r['chance_graded'])}")
     if graded:
-        lines += ["graded recall counts partial credit too (tiered: within 5 lines 0.6, "
+        lines += ["graded located counts partial credit too (tiered: within 5 lines 0.6, "
                   "anywhere in the same file 0.3), which chance earns as well: each beside "
                   "its chance level:", *graded]
     return lines
@@ -196,9 +264,7 @@ def chance_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _delta(g: Mapping[str, Any], measure: str) -> str:
     mark = "*" if g.get(f"{measure}_significant") else ""
-    low, high = g.get(f"{measure}_delta_low"), g.get(f"{measure}_delta_high")
-    shown = f" [{percent(low)}, {percent(high)}]" if low is not None else ""
-    return f"{percent(g[f'{measure}_delta'])}{mark}{shown}"
+    return with_interval(g, f"{measure}_delta") + mark
 
 
 CHANGED_SHOWN = 20  # runs graded differently that the table lists
@@ -235,18 +301,18 @@ def print_comparison(c: comparison.Comparison, wide: bool = False) -> None:
     console = Console()
     print_table(console, [
         *critic_columns(c.groups),
-        Column("recall_a", f"recall {c.a}", shows=lambda g: with_interval(g, "recall_a"),
-               short="recall A", prose=True),
-        Column("recall_b", f"recall {c.b}", shows=lambda g: with_interval(g, "recall_b"),
-               short="recall B", prose=True),
-        Column("recall_delta", "recall B - A", shows=lambda g: _delta(g, "recall"), short="ΔR",
-               prose=True),
+        Column("recall_a", f"located {c.a}", shows=lambda g: with_interval(g, "recall_a"),
+               short="located A"),
+        Column("recall_b", f"located {c.b}", shows=lambda g: with_interval(g, "recall_b"),
+               short="located B"),
+        Column("recall_delta", "located B - A", shows=lambda g: _delta(g, "recall"),
+               short="ΔL"),
         Column("precision_a", f"precision {c.a}", percent,
                short="prec. A"),
         Column("precision_b", f"precision {c.b}", percent,
                short="prec. B"),
         Column("precision_delta", "precision B - A", shows=lambda g: _delta(g, "precision"),
-               short="ΔP", prose=True),
+               short="ΔP"),
         ], c.groups, wide=wide)
     console.print(f"intervals: {intervals.METHOD}; deltas B - A paired over the same "
                   f"examples, * where the interval excludes 0")

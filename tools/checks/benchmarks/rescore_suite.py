@@ -11,8 +11,8 @@ nothing written) is timed first: the share of the Python side alone.
 Then `props report --scorer overlap@2` over those runs (10,000 runs and 1,000,000 grading
 edges of that scorer in the full suite): every run put in its state, the figures, the cluster
 bootstrap and the paired differences, against `RAW_AGGREGATE`, the one statement an analyst
-would write for the same pooled recall and precision from the same tables (no states, no
-exclusions, no intervals).
+would write for the same pooled recall and precision from the same tables (completed runs
+only, as every figure; no states, no exclusions, no intervals).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ SELECT r.model, r.definition, count(*) AS runs,
        sum(p.finds)::float8 / nullif(sum(p.graded), 0) AS precision
   FROM per_run p
   LEFT JOIN found f ON f.run_id = p.run_id
-  JOIN projections.agent_runs r ON r.run_id = p.run_id
+  JOIN projections.agent_runs r ON r.run_id = p.run_id AND r.status = 'completed'
   JOIN projections.snapshots sv ON sv.slug = r.snapshot
    AND sv.ground_truth_hash = p.ground_truth_hash
   JOIN expected x ON x.slug = r.snapshot AND x.version = sv.version
@@ -99,7 +99,7 @@ async def _time_report(store: EventStore) -> tuple[float, float, int, int]:
     # Both said the same: the comparison is of one result computed two ways.
     theirs = {(r["model"], r["definition"]): (r["runs"], r["recall"], r["precision"])
               for r in rows}
-    mine = {(r["model"], r["definition"]): (r["runs"], r["recall"], r["precision"])
+    mine = {(r["model"], r["definition"]): (r["runs"], r["located_recall"], r["precision"])
             for r in records}
     if theirs.keys() != mine.keys() or any(
             mine[k][0] != theirs[k][0] or abs((mine[k][1] or 0) - (theirs[k][1] or 0)) > 1e-9

@@ -11,24 +11,33 @@ from typing import Any
 from props.tools.command_line import arguments
 
 DEFINITIONS = """\
-recall: the TP occurrences in scope that an issue found (a match at full credit: overlapping
-lines for the location scorers) over every TP occurrence in scope, pooled over the runs.
+confirmed recall (the first figure): the TP occurrences in scope that an issue found and a
+judge or a person confirmed (said the issue describes that defect), over every TP occurrence
+in scope; "unreviewed (N)" while nobody has looked at the row's N candidates, never 0%.
 
-graded recall: the same with partial credit counted (for each occurrence the best grade any
-issue got: tiered gives near 0.6, same file 0.3).
+located recall: the TP occurrences in scope that an issue found (a match at full credit:
+overlapping lines for the location scorers) over every TP occurrence in scope, pooled over
+the runs: candidates, never called recall. Marked with a down arrow where it is below its
+chance level (what the same issues would get anywhere in their files). graded located: the
+same with partial credit counted (tiered gives near 0.6, same file 0.3).
 
 precision: issues that found a TP over issues graded. partial: issues matched to a TP with
 partial credit only (not finds). known FP: issues matched to a known decoy.
 
+only completed runs count: a run that failed (the event cap included), timed out, ran over
+its budget or was cancelled is in no figure, and is counted apart.
+
 intervals: a cluster bootstrap over examples (snapshot and file set), so repeated runs of one
-example do not narrow them; none with fewer than two examples."""
+example do not narrow them; none with fewer than two examples. A cell reads 17.6% +-20.0
+(half the interval's width); --wide, json and csv give the exact bounds."""
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "report", help="recall and precision per model, definition and scorer",
-        description="Recall (TP occurrences found over those in scope) and precision (issues "
-        "matching a TP over graded issues) per model, critic definition and scorer, with "
+        "report", help="confirmed and located recall, precision per model, definition, scorer",
+        description="Confirmed and located recall (TP occurrences found over those in scope) "
+        "and precision (issues matching a TP over graded issues) per model, critic "
+        "definition and scorer, with "
         "95% intervals, from the projections (run `props projections run` or "
         "`rebuild` first). Runs without a finish event and finished runs nobody graded are "
         "counted and reported, never silently left out, and so are runs that came in from "
@@ -40,7 +49,7 @@ def add_parser(sub: Any) -> None:
     scope = p.add_argument_group(
         "scope", "only some runs (each figure, count and interval over those alone)")
     scope.add_argument("--eval", dest="evaluation", metavar="NAME", type=arguments.name,
-                       help="the runs this evaluation requested (every version and retry)")
+                       help="the runs `props eval show NAME` counts: each case's latest attempt")
     scope.add_argument("--model", type=arguments.name, help="the runs of this model")
     scope.add_argument("--definition", type=arguments.name,
                        help="the runs of this critic definition")

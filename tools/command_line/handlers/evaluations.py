@@ -24,9 +24,12 @@ from props.reactors.service import container_runtimes
 from props.tools.command_line import render, run_warnings
 from props.tools.command_line.commands.evaluations import EXIT_INCOMPLETE
 from props.tools.command_line.figure_tables import (
+    bounds,
     chance_lines,
     confirmation_lines,
     critic_columns,
+    figure_columns,
+    figure_notes,
     percent,
     with_interval,
 )
@@ -55,20 +58,14 @@ async def _report(standing: evaluation_standing.Standing, fmt: str, wide: bool =
             f"activation is history here and never this database's active scorer, which is "
             f"{standing.active or 'none'})"))
     if scores:
-        print_table(console, [
-            *critic_columns(scores), Column("cases", "cases", justify="right"),
-            Column("scored", "scored", justify="right"),
-            Column("recall", "recall [interval]",
-                   shows=partial(with_interval, measure="recall")),
-            Column("chance", "chance", percent),
-            Column("above_chance", "above chance [interval]",
-                   shows=partial(with_interval, measure="above_chance")),
-            Column("precision", "precision [interval]",
-                   shows=partial(with_interval, measure="precision"))],
-            scores, wide=wide)
+        print_table(console, figure_columns(scores, wide, optional_model=False), scores,
+                    wide=wide)
+        for line in figure_notes(scores, scorer):
+            console.print(Text(line))
         console.print(f"intervals: {intervals.METHOD}")
         for line in [*confirmation_lines([{**r, "scorer": scorer} for r in scores],
-                                         {"confirmed_by": standing.as_json()["confirmed_by"]}),
+                                         {k: standing.as_json()[k]
+                                          for k in ("confirmed_by", "reviewed_by")}),
                      *chance_lines([{**r, "scorer": scorer} for r in scores])]:
             console.print(Text(line))
     listed = states if len(states) <= CASES_LISTED else open_cases
@@ -176,6 +173,8 @@ async def list_cmd(args: argparse.Namespace, store: EventStore) -> int:
     return 0
 
 
+# The measures two critics are compared on, as their headers name them.
+_SHOWN = {"located_recall": "located", "precision": "precision"}
 PER_EXAMPLE_SHOWN = 30  # examples a pair's table lists (--format json has every one)
 
 
@@ -186,9 +185,9 @@ def _per_example(r: dict[str, Any], wide: bool) -> None:
     print_table(console, [
         Column("snapshot", "example", shows=lambda e: e["snapshot"] + (
             f" ({e['files_hash'][:8]})" if e["files_hash"] else "")),
-        *(Column(f"{m}_{side}", f"{m} {side.upper()}", percent, justify="right",
+        *(Column(f"{m}_{side}", f"{_SHOWN[m]} {side.upper()}", percent, justify="right",
                  short=f"{m[0].upper()} {side.upper()}")
-          for m in ("recall", "precision") for side in ("a", "b"))], shown, wide=wide,
+          for m in _SHOWN for side in ("a", "b"))], shown, wide=wide,
         title=f"per example, {r['a']['evaluation']}:{r['a']['definition']} (A) and "
               f"{r['b']['evaluation']}:{r['b']['definition']} (B)"
               + (f"; {more} more: --format json" if more else ""))
@@ -202,7 +201,7 @@ def _chance_lines(r: dict[str, Any]) -> list[str]:
             "no chance level (a run's is not recorded: props rescore)"
             if r[f"chance_{side}"] is None else
             f"chance {percent(r[f'chance_{side}'])}, above chance "
-            f"{with_interval(r, f'above_chance_{side}')}") for side in ("a", "b")]
+            f"{bounds(r, f'above_chance_{side}')}") for side in ("a", "b")]
 
 
 # -- comparing two critics ------------------------------------------------------------------
@@ -257,20 +256,24 @@ async def compare_cmd(args: argparse.Namespace, store: EventStore) -> int:
     console.print(f"under {scorer or 'no active scorer'}, over the examples both scored:")
     print_table(console, [
         Column("a", "A", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("a_model", "model A", shows=lambda r: r["a"]["model"]),
+        *([Column("a_model", "model A", shows=lambda r: r["a"]["model"])]
+          if any(r["a"]["model"] != r["a"]["definition"] for r in rows) else []),
         Column("b", "B", lambda c: f"{c['evaluation']}:{c['definition']}"),
-        Column("b_model", "model B", shows=lambda r: r["b"]["model"]),
+        *([Column("b_model", "model B", shows=lambda r: r["b"]["model"])]
+          if any(r["b"]["model"] != r["b"]["definition"] for r in rows) else []),
         Column("examples", "examples", optional=True),
-        *(column for m in ("recall", "precision") for column in (
-            Column(f"{m}_a", f"{m} A", shows=partial(with_interval, measure=f"{m}_a"),
-                   short=f"{m[0].upper()} A", prose=True),
-            Column(f"{m}_b", f"{m} B", shows=partial(with_interval, measure=f"{m}_b"),
-                   short=f"{m[0].upper()} B", prose=True),
-            Column(f"{m}_delta", f"{m} B - A", short=f"Δ{m[0].upper()}", prose=True)))], [
+        *(column for m, named in _SHOWN.items() for column in (
+            # (precision where there is room: the located figures first, at any width)
+            Column(f"{m}_a", f"{named} A", shows=partial(with_interval, measure=f"{m}_a"),
+                   short=f"{m[0].upper()} A", optional=m == "precision"),
+            Column(f"{m}_b", f"{named} B", shows=partial(with_interval, measure=f"{m}_b"),
+                   short=f"{m[0].upper()} B", optional=m == "precision"),
+            Column(f"{m}_delta", f"{named} B - A", short=f"Δ{m[0].upper()}",
+                   optional=m == "precision")))], [
         {**r, "examples": f"{r['examples']}" + (f" (+{r['only_a']} A, +{r['only_b']} B)"
                                                  if r["only_a"] or r["only_b"] else ""),
          **{f"{m}_delta": with_interval(r, f"{m}_delta")
-            + ("*" if r[f"{m}_significant"] else "") for m in ("recall", "precision")}}
+            + ("*" if r[f"{m}_significant"] else "") for m in _SHOWN}}
         for r in rows], wide=args.wide)
     for r in rows:
         for line in _chance_lines(r):

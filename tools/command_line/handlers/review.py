@@ -14,6 +14,7 @@ from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.core.scoring import reviews
+from props.projections import status as projection_status
 from props.tools.command_line import arguments
 from props.tools.command_line.render import Console
 
@@ -53,6 +54,15 @@ def where(locations: list[Any]) -> str:
                                                   for r in loc["ranges"]) for loc in locations)
 
 
+async def _folded(store: EventStore) -> None:
+    """A verdict reaches every figure at once: the projections fold it now (a runner here, or
+    the service's), and say so when they could not catch up."""
+    if behind := await projection_status.folded(store):
+        console.print(Text(f"the projections are {behind} event(s) behind the log: the "
+                           f"figures show this verdict once they catch up (props projections "
+                           f"run)"))
+
+
 async def confirm_cmd(args: argparse.Namespace, store: EventStore) -> int:
     args.run_id = await arguments.resolve_run(store, args.run_id)
     name, version = await reviews.scorer_or_active(store, args.scorer)
@@ -60,6 +70,7 @@ async def confirm_cmd(args: argparse.Namespace, store: EventStore) -> int:
                           args.reviewer, args.note)
     console.print(Text(f"confirmed {name}@{version}'s grade of {args.issue_id} "
                        f"(as {args.reviewer})"))
+    await _folded(store)
     return 0
 
 
@@ -70,6 +81,7 @@ async def correct_cmd(args: argparse.Namespace, store: EventStore) -> int:
                           args.note)
     console.print(Text(f"recorded: {args.issue_id} of run {args.run_id} is {match} "
                        f"(as {args.reviewer})"))
+    await _folded(store)
     return 0
 
 
@@ -80,4 +92,5 @@ async def exclude_cmd(args: argparse.Namespace, store: EventStore) -> int:
     await store.append(streams.run(args.run_id), [catalog.RunExcluded(
         run_id=args.run_id, reason=args.reason, excluded_by=args.by)])
     console.print(Text(f"run {args.run_id} excluded from every score: {args.reason}"))
+    await _folded(store)
     return 0

@@ -201,7 +201,7 @@ RUN_COLUMNS = [
     # Never left out (a run that reported nothing looks like one that found nothing
     # without it); its short header is what lets a demo's rows fit 80 columns with it.
     Column("issues", "issues", justify="right", short="#"),
-    Column("recall", "recall", percent, justify="right"),
+    Column("located_recall", "located", percent, justify="right"),
     Column("precision", "precision", percent, short="prec.", justify="right"),
     Column("requested_at", "requested", optional=True),
     Column("scorer", "scored by", optional=True)]
@@ -219,7 +219,7 @@ async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
     issues = await run_pages.issue_counts(store, run_ids) if run_ids else {}
     rows = [{"run_id": r["run_id"], "status": r["status"], "definition": r["definition"],
              "model": r["model"], "snapshot": r["snapshot"], "issues": issues.get(r["run_id"], 0),
-             "recall": scores.get(r["run_id"], {}).get("recall"),
+             "located_recall": scores.get(r["run_id"], {}).get("recall"),
              "precision": scores.get(r["run_id"], {}).get("precision"),
              "scorer": active if r["run_id"] in scores else None,
              "requested_at": r["requested_at"]}
@@ -230,7 +230,7 @@ async def list_runs_cmd(args: argparse.Namespace, store: EventStore) -> int:
                 empty="no runs" + "".join(f" {'in' if k == 'status' else 'of'} {k} {v}"
                                           for k, v in filters.items() if v))
     if args.format == "table" and found.rows:
-        Console().print(f"recall and precision under {active}, the active "
+        Console().print(f"located recall and precision under {active}, the active "
                         f"scorer (- where it has not scored the run)" if scorer else
                         "no scorer is active: no recall or precision (props scorers activate)")
     if behind.lag_events:
@@ -259,7 +259,8 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.format == "json":
         print(orjson.dumps({
             "run": {k: render.plain(v) for k, v in (run.row or {}).items()}, "status":
-            run.status, **shown.figures, "issues": issues,
+            run.status, "partial": shown.header["partial"], **shown.figures,
+            "issues": issues,
             "not_found": [t.label for t in found.missed] if found else [],
             "events": [{k: render.plain(v) for k, v in e.items()} for e in timeline]}).decode())
         return 0
@@ -269,10 +270,14 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
                        f"(model {head.get('model', '?')}) on {head.get('snapshot', '?')}"))
     if _failed_with_output(run.events):
         console.print(Text(f"its container's output: props runs logs {str(run.run_id)[:8]}"))
+    if shown.header["partial"]:
+        console.print(Text(f"partial: the run ended {run.status}; its issues below are what "
+                           f"it reported before it stopped, and no figure counts them"))
     if found is not None:
         scores = shown.figures
         console.print(Text(
-            f"under {found.scorer}: recall {percent(scores['recall'])} (by chance "
+            f"under {found.scorer}: located recall {percent(scores['located_recall'])} "
+            f"(by chance "
             f"{percent(scores['chance'])}), precision "
             f"{percent(scores['precision'])}; " + ", ".join(
                 f"{n} {k}" for k, n in sorted(found.kinds.items()))

@@ -22,7 +22,7 @@ OPEN_SHOWN = 200  # the cases not done, listed on the page (the rest counted)
 def _progress(standing: evaluation_standing.Standing) -> dict[str, Any]:
     n = standing.counts
     return {"cases": len(standing.states), "counts": n, "cost_usd": standing.cost_usd,
-            "done": n.get("scored", 0) + n.get("excluded", 0) + n.get("failed", 0),
+            "done": standing.done,
             "complete": standing.complete, "outcome": standing.outcome,
             "ended": standing.ended is not None}
 
@@ -43,7 +43,7 @@ async def evaluation_page(request: Request, store: Store, viewer: Reader,
     standing = await evaluation_standing.named(store, name)  # NotFound: 404
     critics = standing.critics
     for row in critics:
-        for measure in ("recall", "precision"):
+        for measure in ("located_recall", "precision"):
             row[f"{measure}_plot"] = plots.interval(measure, row[measure],
                                                     row[f"{measure}_low"],
                                                     row[f"{measure}_high"])

@@ -8,9 +8,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse
 
-from props.core.domain import evaluations
 from props.core.scoring import comparison, intervals, rescoring
-from props.projections import figures, filter_choices
+from props.projections import evaluation_standing, figures, filter_choices
 from props.tools.http.dependencies import Store
 from props.tools.http.viewer import plots
 from props.tools.http.viewer.session import Viewer, needs
@@ -22,8 +21,9 @@ Text = Annotated[str | None, Query(max_length=200)]
 
 
 def _plotted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**row, "recall_plot": plots.interval("recall", row["recall"], row["recall_low"],
-                                                  row["recall_high"]),
+    return [{**row, "located_plot": plots.interval("located recall", row["located_recall"],
+                                                   row["located_recall_low"],
+                                                   row["located_recall_high"]),
              "above_chance_plot": plots.interval("above chance", row["above_chance"],
                                                  row["above_chance_low"],
                                                  row["above_chance_high"]),
@@ -43,7 +43,7 @@ async def scores_page(request: Request, store: Store, viewer: Reader,
                     notes={}, per_snapshot=[], recall_series=[], precision_series=[],
                     evaluation=of, days=[])
     rows, notes = await figures.load(store, *chosen, scope=figures.Scope(evaluation=of))
-    runs = await evaluations.runs_of(store, of) if of else None
+    runs = await evaluation_standing.counted_runs(store, of) if of else None
     split = await figures.breakdown(store, chosen, runs)
     per_snapshot, by_day = split.per_snapshot, split.by_day
     return page(request, "scores.html", options=options, chosen=filter_choices.ref(chosen),

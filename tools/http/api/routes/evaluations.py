@@ -50,10 +50,15 @@ class Standing(pydantic.BaseModel):
         "the origin of an imported evaluation had active (history here, never activated)")
     interval: str
     counts: dict[str, int] = pydantic.Field(description="cases by state: waiting, running, "
-                                            "scored, failed, excluded")
+                                            "scored, failed, excluded, missing")
+    done: int = pydantic.Field(description="cases scored or excluded (a failed case is not "
+                               "done: running the plan again retries it)")
     cost_usd: float
     critics: list[dict[str, Any]]
-    confirmed_by: list[str]
+    confirmed_by: list[str] = pydantic.Field(description="the judges and people that "
+                                             "confirmed a find of its runs")
+    reviewed_by: list[str] = pydantic.Field(description="the judges and people that "
+                                            "graded any issue of its runs")
     cases: list[dict[str, Any]]
 
 

@@ -66,8 +66,13 @@ class Run(pydantic.BaseModel):
     details: dict[str, Any] = pydantic.Field(description="the run's row in agent_runs")
     scorer: str | None = pydantic.Field(description="the scorer the figures are under: the "
                                         "active one, else the first that graded the run")
-    recall: float | None = pydantic.Field(description="of the defects in scope, the share "
-                                          "found (null: not scored)")
+    located_recall: float | None = pydantic.Field(
+        description="of the defects in scope, the share an issue pointed at (located by the "
+        "location rule: candidates, not confirmed finds; null: not scored, or the run did "
+        "not complete)")
+    partial: bool = pydantic.Field(default=False, description="the run ended not completed: "
+                                   "its issues are what it reported before it stopped, and "
+                                   "no figure counts them")
     chance: float | None = pydantic.Field(description="the recall the same issues would "
                                           "have by chance (null: not recorded)")
     precision: float | None = pydantic.Field(description="of the graded issues, the share "
@@ -147,7 +152,8 @@ async def get_run(store: Store, run_id: RunNamed,
     events = [TimelineEntry(version=r.stream_version, type=r.type_name, at=r.recorded_at,
                             data=details(r.event)) for r in run.events] if timeline else None
     return Run(run_id=run_id, status=run.status, projected=run.row is not None,
-               details=run.row or {}, timeline=events, **shown.figures)
+               details=run.row or {}, timeline=events, partial=shown.header["partial"],
+               **shown.figures)
 
 
 @router.get("/api/runs", response_model=RunPage, dependencies=Read,
