@@ -22,7 +22,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, rescoring, scorers, verdicts
 from props.projections import engine, figures
 from tests.fake_openai import chat_server, completion, judge_question
-from tests.reactor_helpers import eventually, finished, request_reference
+from tests.reactor_helpers import eventually, finished, register_endpoint, request_reference
 from tests.test_strict_recall import graded_run
 
 
@@ -364,3 +364,43 @@ async def test_a_run_without_issues_is_not_judged() -> None:
     gt = catalog.GroundTruth(true_positives=[], false_positives=[], file_sets=[], scopes=[])
     said = await verdicts.of(judge).verdicts(None, uuid.uuid4(), {}, {}, gt)
     assert (said.matches, said.unscorable, said.calls) == ({}, {}, [])
+
+
+async def test_a_judge_asks_the_endpoint_the_operator_registered(
+        served: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        model: tuple[str, list[dict[str, Any]]]) -> None:
+    """A judge names a registered endpoint (`endpoint = "NAME"`), as a critic does: its URL,
+    key and prices are the registration's (the key from this process's environment, never
+    the scorers file's); a judge naming one not registered here cannot grade (the control)."""
+    url, seen = model
+    store = served
+    await register_endpoint(store, "judge-ep", url, key_env="JUDGE_EP_KEY",
+                            price_in_per_mtok=2.0, price_out_per_mtok=8.0)
+    monkeypatch.setenv("JUDGE_EP_KEY", "sk-judge-ep-KEEP-OUT")
+    path = tmp_path / "scorers.toml"
+    path.write_text('["judge@5"]\nkind = "llm-judge"\nendpoint = "judge-ep"\nmodel = "m"\n\n'
+                    '["judge@6"]\nkind = "llm-judge"\nendpoint = "nowhere"\nmodel = "m"\n')
+    monkeypatch.setenv("PROPS_SCORERS_FILE", str(path))
+    await definitions.push(store, definitions.reference_local())
+    run_ids = await request_reference(store, count=1)
+    assert {f.status for f in (await finished(store, run_ids)).values()} == {"completed"}
+
+    async def graded() -> bool:  # (the run as the projections have it, graded)
+        return bool(await store.pool.fetchval("SELECT to_regclass('projections.grading_edges')")
+                    and await store.pool.fetchval(
+                        "SELECT count(*) FROM projections.grading_edges"))
+
+    await eventually(graded, 60)
+    selection = rescoring.Selection(everything=True)
+    judge = scorers.scorer("judge@5")
+    assert isinstance(judge, llm_judge.LlmJudge) and judge.settings["endpoint"] == "judge-ep"
+    report = await rescoring.rescore(store, judge, selection)
+    assert report.graded_runs == 1 and seen
+    assert {s["auth"] for s in seen} == {"Bearer sk-judge-ep-KEEP-OUT"}
+    answered = [r.event for r in await store.read_stream(f"judge-{run_ids[0]}-judge@5")
+                if isinstance(r.event, catalog.LlmResponded)]
+    assert answered and {a.cost_usd for a in answered} == {(1000 * 2.0 + 50 * 8.0) / 1e6}
+    with pytest.raises(errors.ConfigurationError, match="props endpoints add nowhere"):
+        await rescoring.rescore(store, scorers.scorer("judge@6"), selection)
+    with pytest.raises(errors.ConfigurationError, match="not both"):
+        llm_judge.LlmJudge(version=1, model="m", base_url=url, endpoint_name="judge-ep")

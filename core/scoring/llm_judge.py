@@ -51,7 +51,7 @@ from typing import Any, cast
 import anyio
 import orjson
 
-from props.core.domain import catalog, chat, streams
+from props.core.domain import catalog, chat, endpoints, streams
 from props.core.log import embedded, errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
@@ -225,7 +225,7 @@ class _AsksAModel:
 class LlmJudge(_AsksAModel):
     version: int
     model: str
-    base_url: str
+    base_url: str = ""  # or, better, `endpoint_name`: one the operator registered
     api_key_env: str | None = None
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
@@ -236,6 +236,10 @@ class LlmJudge(_AsksAModel):
     draws: int = 1
     name: str = "llm-judge"
     deterministic: bool = False
+    # A model endpoint the operator registered (`props endpoints add`; `endpoint = "NAME"`
+    # in the scorers file): its URL, key and prices are the registration's, read from this
+    # database as the model gateway reads them, never from the scorers file.
+    endpoint_name: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.draws <= 25 or not 0 <= self.temperature <= 2 or (
@@ -243,11 +247,17 @@ class LlmJudge(_AsksAModel):
             raise errors.ConfigurationError(
                 f"scorer {self.name}@{self.version}: draws is 1 to 25, temperature 0 to 2, "
                 "max_tokens at least 1")
+        if bool(self.base_url) == bool(self.endpoint_name) or (self.endpoint_name and (
+                self.api_key_env or self.price_in_per_mtok or self.price_out_per_mtok)):
+            raise errors.ConfigurationError(
+                f"scorer {self.name}@{self.version}: give endpoint (a registered endpoint's "
+                f"name, which brings its URL, key and prices) or base_url, not both")
 
     @property
     def settings(self) -> dict[str, Any]:
         """Everything that can change an answer (the request timeout cannot)."""
-        return {"model": self.model, "base_url": self.base_url,
+        named = {"endpoint": self.endpoint_name} if self.endpoint_name else {}
+        return {"model": self.model, "base_url": self.base_url, **named,
                 "api_key_env": self.api_key_env, "price_in_per_mtok": self.price_in_per_mtok,
                 "price_out_per_mtok": self.price_out_per_mtok,
                 "temperature": self.temperature, "seed": self.seed,
@@ -256,14 +266,39 @@ class LlmJudge(_AsksAModel):
     def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         return self.endpoint().body(messages)  # (the one place a request is built)
 
-    def endpoint(self) -> chat.Endpoint:
-        key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+    def endpoint(self, registered: catalog.EndpointRegistered | None = None) -> chat.Endpoint:
+        """How the model is asked: at `base_url`, or at the endpoint `registered` (its URL,
+        its key from this process's environment, its prices and limits)."""
+        url, key_env = self.base_url, self.api_key_env
+        prices = (self.price_in_per_mtok, self.price_out_per_mtok)
+        timeout, most = self.request_timeout, self.max_tokens
+        if registered is not None:
+            url, key_env = registered.base_url, registered.key_env
+            prices = (registered.price_in_per_mtok, registered.price_out_per_mtok)
+            timeout = min(timeout, registered.timeout_seconds)
+            if registered.max_tokens is not None:
+                most = min(most or registered.max_tokens, registered.max_tokens)
         return chat.Endpoint(
-            base_url=self.base_url, model=self.model, key=key, timeout=self.request_timeout,
-            price_in_per_mtok=self.price_in_per_mtok,
-            price_out_per_mtok=self.price_out_per_mtok, temperature=self.temperature,
-            seed=self.seed, max_tokens=self.max_tokens,
-            mode=_FORMS_TAKEN.get(self.base_url, chat.MODES[0]))
+            base_url=url, model=self.model, key=os.environ.get(key_env, "") if key_env else "",
+            timeout=timeout, price_in_per_mtok=prices[0], price_out_per_mtok=prices[1],
+            temperature=self.temperature, seed=self.seed, max_tokens=most,
+            mode=_FORMS_TAKEN.get(url, chat.MODES[0]))
+
+    async def bound(self, store: EventStore | None) -> chat.Endpoint:
+        """The endpoint asked, its registration read from `store` (or from what
+        `know_endpoints` read before, for a measurement with no store)."""
+        if self.endpoint_name is None:
+            return self.endpoint()
+        found = _REGISTERED.get(self.endpoint_name)
+        if store is not None:
+            found = await endpoints.resolve(store, self.endpoint_name)
+        if found is None:
+            raise errors.ConfigurationError(
+                f"scorer {self.name}@{self.version}: endpoint {self.endpoint_name} is not "
+                f"registered in this database (props endpoints add {self.endpoint_name} "
+                f"--base-url URL --key-env VARIABLE)")
+        _REGISTERED[found.name] = found
+        return self.endpoint(found)
 
     async def judge_run(self, store: EventStore | None, run_id: uuid.UUID,
                         issues: dict[str, list[catalog.Location]], rationales: dict[str, str],
@@ -286,7 +321,7 @@ class LlmJudge(_AsksAModel):
             questions.append(([system, user], shas, {issue_id: issues[issue_id]}, question))
         draws: list[dict[str, Verdict]] = []
         calls: list[Event] = []
-        endpoint = self.endpoint()
+        endpoint = await self.bound(store)
         for d in range(1, self.draws + 1):
             said: dict[str, Verdict] = {}
             for q, (messages, shas, one, question) in enumerate(questions, start=1):
@@ -315,7 +350,7 @@ class LlmJudge(_AsksAModel):
                 raise JudgeError(f"the judge's endpoint failed ({exc})") from None
             answer, outcome = exc.answer, exc.outcome
             said = dict.fromkeys(issues, _UNREAD.get(outcome, NOT_JSON))
-        _FORMS_TAKEN[self.base_url] = endpoint.mode
+        _FORMS_TAKEN[endpoint.base_url] = endpoint.mode
         if store is None:
             return said, []
         requested = catalog.LlmRequested(run_id=judge, request_id=request_id,
@@ -362,6 +397,21 @@ def credited(issues: dict[str, Any], asked: list[tuple[str, str, int]],
 
 # The structured-output form each endpoint took (chat.MODES), so later runs start there.
 _FORMS_TAKEN: dict[str, str] = {}
+# Registered endpoints read from a database in this process, by name (`know_endpoints`).
+_REGISTERED: dict[str, catalog.EndpointRegistered] = {}
+
+
+def names_an_endpoint(s: object) -> bool:
+    """Whether a judge, or a judge of a panel, asks a registered endpoint."""
+    if isinstance(s, LlmPanel):
+        return any(names_an_endpoint(j) for j in s.judges)
+    return isinstance(s, LlmJudge) and s.endpoint_name is not None
+
+
+async def know_endpoints(store: EventStore) -> None:
+    """Read every registered endpoint once, for judges asked with no store to record in
+    (`props scorers eval`)."""
+    _REGISTERED.update((e.name, e) for e in await endpoints.registered(store))
 _UNREAD = {"truncated": "the judge's answer was cut at max_tokens",
            "refused": "the judge refused to answer"}
 
@@ -468,11 +518,12 @@ def from_settings(ref: str, settings: dict[str, Any]) -> LlmJudge:
     name, _, version = ref.partition("@")
     allowed = {f.name for f in dataclasses.fields(LlmJudge)} - {"name", "version",
                                                                 "deterministic"}
+    settings = {("endpoint_name" if k == "endpoint" else k): v for k, v in settings.items()}
     unknown = sorted(set(settings) - allowed - {"kind"})
     if unknown or not _is_ref(ref) or "model" not in settings \
-            or "base_url" not in settings:
+            or not ("base_url" in settings or "endpoint_name" in settings):
         raise errors.ConfigurationError(
-            f"scorer {ref!r}: needs NAME@VERSION, model and base_url"
+            f"scorer {ref!r}: needs NAME@VERSION, model and endpoint (or base_url)"
             + (f"; unknown settings: {', '.join(unknown)}" if unknown else ""))
     return LlmJudge(version=int(version), name=name,
                     **{k: v for k, v in settings.items() if k in allowed})

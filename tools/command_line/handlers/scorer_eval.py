@@ -10,7 +10,14 @@ from rich.text import Text
 
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.core.scoring import evaluation, located, registration, rescoring, scorers
+from props.core.scoring import (
+    evaluation,
+    llm_judge,
+    located,
+    registration,
+    rescoring,
+    scorers,
+)
 from props.tools.bundled import samples
 from props.tools.command_line import arguments
 from props.tools.command_line.render import Column, Console, print_table
@@ -29,8 +36,13 @@ async def eval_cmd(args: argparse.Namespace) -> int:
         raise errors.ConfigurationError("--min-accuracy takes a number from 0 to 1")
     cases = evaluation.load(args.cases or samples.cases_dir())
     refs = args.scorer or list(scorers.SCORERS)
-    results = [await evaluation.evaluate(scorers.scorer(ref), cases, args.draws)
-               for ref in refs]
+    chosen = [scorers.scorer(ref) for ref in refs]
+    if any(llm_judge.names_an_endpoint(s) for s in chosen):
+        from props.core.domain.store import open_store  # a judge's endpoint is registered
+
+        async with open_store() as store:
+            await llm_judge.know_endpoints(store)
+    results = [await evaluation.evaluate(s, cases, args.draws) for s in chosen]
     below = [r.scorer for r in results
              if args.min_accuracy is not None and r.accuracy < args.min_accuracy]
     if args.format == "table":
