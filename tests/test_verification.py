@@ -125,7 +125,10 @@ async def test_verify_gates_activation_on_the_exact_bytes_and_the_cohort(
     assert len(done.issues) == e.candidates and not e.diverged
     assert e.labels is not None and e.labels.issues > 0 and e.labels.low is not None
     asked = len(model[1]) - calls
-    assert asked == done.asked + len(labels.cases)  # each run once, each case once
+    # The judge asks one question per candidate (issue 59): the runs' questions are the
+    # answers recorded in the verification's stream, the cases' their candidates; none twice.
+    assert done.asked > 0
+    assert asked == await _answers_recorded(store) + _questions(labels)
     assert e.cost_usd > 0 and e.tokens_in > 0
     assert await registration.active_scorer(store) == scorers.DEFAULT_SCORER  # unchanged
     changed, standing = await gate.activate(store, judge, rules=LENIENT)
@@ -300,21 +303,33 @@ async def test_verify_resumes_after_kill_9_without_asking_again(
             proc.wait()
         kept = await replayed()
         assert 1 <= kept < len(runs)
-        asked_before = len(seen)
+        asked_before, answered_before = len(seen), await _answers_recorded(store)
         refused = await _cli("scorers", "activate", "judge@1", env=env)
         assert refused.returncode == 77 and b"props scorers verify judge@1" in refused.stderr
         done = await _cli(*args, "--json", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         out = json.loads(done.stdout)
-        cases = len(v.Labels.load(labels).cases)
-        with_issues = int(await store.pool.fetchval(
-            "SELECT count(DISTINCT stream_id) FROM props.events WHERE type = 'issue.reported' "
-            "AND stream_id = ANY ($1)", [f"run-{r}" for r in runs]))
-        # The second process asked about the runs it had no answer for, and the cases.
-        assert len(seen) - asked_before == with_issues - kept + cases
+        # The second process asked about the runs it had no answer for (their questions
+        # recorded since), and the cases; the runs answered before were not asked again.
+        assert len(seen) - asked_before == await _answers_recorded(store) - answered_before \
+            + _questions(v.Labels.load(labels))
         assert out["status"] == "completed" and len(out["issues"]) == out["candidates"]
     activated = await _cli("scorers", "activate", "judge@1", env=env)
     assert activated.returncode == 0 and b"verified on evaluation demo" in activated.stdout
+
+
+async def _answers_recorded(store: EventStore) -> int:
+    """The model's answers every verification recorded (one a question)."""
+    rows = await store.pool.fetch(
+        "SELECT jsonb_array_length(data->'answers') FROM props.events "
+        "WHERE type = 'verification.replayed'")
+    return sum(int(r[0]) for r in rows)
+
+
+def _questions(labels: v.Labels) -> int:
+    """The questions the judge asks of labelled cases: one a candidate."""
+    return sum(len(found) for case in labels.cases
+               for found in llm_judge.candidates(case.issues, case.ground_truth).values())
 
 
 async def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
