@@ -46,7 +46,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from props.core.domain import catalog, chat, endpoints, streams
-from props.core.log import errors
+from props.core.log import errors, stopping
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.reactors import http_hosting
@@ -172,7 +172,7 @@ class Gateway:
                                      task_status=task_status)
         finally:
             sock.close()
-            with anyio.CancelScope(shield=True):
+            with stopping.shield("the model gateway's client: its close", at_most=5):
                 await self._client.aclose()
 
     def app(self) -> Starlette:

@@ -31,6 +31,7 @@ import anyio
 
 from props.core.domain import catalog, streams
 from props.core.domain.specimens import specimen_sync
+from props.core.log import stopping
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
 from props.core.scoring import (
@@ -409,7 +410,7 @@ async def verify(store: EventStore, candidate: scorers.Scorer, against: scorers.
                 progress(1)
         measured = await _labels(store, replay, labels, labelled)
     except anyio.get_cancelled_exc_class():  # stopped: what it reached is said, then it stops
-        with anyio.CancelScope(shield=True):
+        with stopping.shield("recording the verification's stop", at_most=30):
             await _record(store, replay, cohort, seen, [o for r in seen for o in _outcomes(r)],
                           None, against, against_ident, rules, cancelled=True)
         raise
