@@ -218,6 +218,7 @@ class DockerRuntime:
         return str(container.id)
 
     @_engine_call
+    @_engine_call
     async def has_image(self, image: str) -> bool:
         """Whether this engine holds `image`, or may pull it (recorded by registry and
         digest): a Podman engine beside Docker holds none of Docker's imported images."""

@@ -36,6 +36,7 @@ from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.reactors.containers import (
     ContainerRuntime,
+    EngineUnreachable,
     HoldsImages,
     holds,
 )
@@ -317,8 +318,11 @@ class Launcher:
         if rt is None:
             return "runtime_unavailable"
         image = definition.image or definition.digest
-        if isinstance(rt, HoldsImages) and not await rt.has_image(image):
-            return "image_missing"
+        try:
+            if isinstance(rt, HoldsImages) and not await rt.has_image(image):
+                return "image_missing"
+        except EngineUnreachable:  # not a "no": the attempt waits for the engine, as for any
+            return None
         return None
 
     async def _launchable(self, state: RunState,
