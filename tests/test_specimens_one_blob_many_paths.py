@@ -31,7 +31,10 @@ from props.core.log.store import EventStore
 SLUG = "probe/2026-12-06-00"
 PATHS = 1200
 FOLDERS = 12  # of 100 paths each
-MAX_RSS = 200 * 1024 * 1024  # the whole `props` process, interpreter and imports included
+# The whole `props` process, interpreter, imports and the git it waits for included: 50 MiB
+# alone, 355 MiB once in the whole suite on a loaded machine (wait4 counts its children's
+# peaks too); the code before this fix peaked at 1,193 MiB, which this still catches.
+MAX_RSS = 512 * 1024 * 1024
 LINE = "x = 'abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz'\n"
 BLOB = LINE * (1_000_000 // len(LINE))  # ~1 MB of text, within the 1 MiB file limit
 
