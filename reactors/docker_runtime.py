@@ -225,7 +225,7 @@ class DockerRuntime:
         if "@sha256:" in image:
             return True
         try:
-            await self.docker.images.inspect(image)
+            await self._answer(self.docker.images.inspect(image))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return False
