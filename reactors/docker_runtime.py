@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -114,27 +115,33 @@ PULL_DEADLINE = 600.0  # ... and a pull of an image, which downloads it
 _GONE: tuple[type[BaseException], ...] = (aiohttp.ClientError, OSError, TimeoutError, EOFError)
 
 
-def _engine_call(fn: F) -> F:
-    """Every error of the engine is said once, here, in the retry rule's words
+def engine_calls(engine: str, deadline: float | None = None) -> Callable[[F], F]:
+    """A decorator saying every error of `engine` once, in the retry rule's words
     (props.core.log.faults): one that does not answer (no socket, a connection cut, a body
     cut mid-answer, past its deadline, a 5xx of its own) as EngineUnreachable, a refusal (a
-    4xx) as EngineRefused. Nothing above this module sees aiodocker's or aiohttp's
-    exceptions."""
-    @functools.wraps(fn)
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return await fn(*args, **kwargs)
-        except _GONE as exc:
-            raise EngineUnreachable(f"the container engine does not answer "
-                                    f"({type(exc).__name__})") from exc
-        except aiodocker.DockerError as exc:
-            if exc.status >= 500:
-                raise EngineUnreachable(f"the container engine failed on its side "
-                                        f"({exc.status})") from exc
-            raise EngineRefused(f"the container engine refused the request "
-                                f"({exc.status})") from exc
+    4xx) as EngineRefused; each call under `deadline` seconds when given. Nothing above the
+    runtimes sees aiodocker's or aiohttp's exceptions (the Swarm runtime speaks through it
+    too)."""
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                with anyio.fail_after(deadline if deadline is not None else math.inf):
+                    return await fn(*args, **kwargs)
+            except _GONE as exc:
+                raise EngineUnreachable(f"{engine} does not answer "
+                                        f"({type(exc).__name__})") from exc
+            except aiodocker.DockerError as exc:
+                if exc.status >= 500:
+                    raise EngineUnreachable(f"{engine} failed on its side "
+                                            f"({exc.status})") from exc
+                raise EngineRefused(f"{engine} refused the request ({exc.status})") from exc
 
-    return cast(F, call)
+        return cast(F, call)
+    return decorate
+
+
+_engine_call = engine_calls("the container engine")
 
 
 class DockerRuntime:

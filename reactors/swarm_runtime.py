@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import hashlib
 import os
 import stat
@@ -47,7 +46,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 import aiodocker
 import aiohttp
@@ -55,11 +54,11 @@ import anyio
 import anyio.to_thread
 
 from props.core.log import errors
+from props.reactors import docker_runtime
 from props.reactors.containers import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,
-    EngineUnreachable,
     Mount,
     Outcome,
     Reach,
@@ -109,24 +108,8 @@ sys.exit(rc if rc >= 0 else 128 - rc)
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
 
 
-def _engine_call(fn: F) -> F:
-    """Each call under CALL_DEADLINE; an engine that does not answer in time, cuts the
-    connection (a payload cut short included) or fails on its side is EngineUnreachable."""
-    @functools.wraps(fn)
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            with anyio.fail_after(CALL_DEADLINE):
-                return await fn(*args, **kwargs)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise EngineUnreachable(f"the swarm manager does not answer "
-                                    f"({type(exc).__name__})") from exc
-        except aiodocker.DockerError as exc:
-            if exc.status >= 500:
-                raise EngineUnreachable(f"the swarm manager failed on its side "
-                                        f"({exc.status}: {str(exc)[:200]})") from exc
-            raise errors.PropsError(f"the swarm manager refused: {str(exc)[:200]}") from exc
-
-    return cast(F, call)
+# Each call under CALL_DEADLINE, its errors in the retry rule's words (the Docker runtime's).
+_engine_call = docker_runtime.engine_calls("the swarm manager", CALL_DEADLINE)
 
 
 def ended_output(data: bytes) -> tuple[int, bytes] | None:
