@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from props.core.domain.archive import export_lines, signing
+from props.core.domain.archive import export_lines, exports, imports, signing
+from props.core.log.store import EventStore
 from tests.test_archive import _rechained, _write
 
 
@@ -128,3 +129,11 @@ def write(out: Path, template: Path, events: list[dict[str, Any]],
         rebuilt[-1] = orjson.dumps({**last, "signature": signing.sign(last, sign_with)}) + b"\n"
     _write(out, rebuilt)
     return out
+
+
+async def bring(store: EventStore, tmp_path: Path, events: list[dict[str, Any]]) -> None:
+    """`events` imported from a file of another database's (unsigned)."""
+    template = tmp_path / f"template-{uuid.uuid4().hex[:6]}.jsonl.zst"
+    await exports.export(store, exports.Selection(categories=("definition",)), template)
+    path = write(tmp_path / f"brought-{uuid.uuid4().hex[:6]}.jsonl.zst", template, events)
+    assert (await imports.import_archive(store, path)).imported == len(events)

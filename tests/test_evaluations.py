@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 import zstandard
 
 from props.core.domain import baselines, catalog, definitions, evaluation_starts, evaluations
-from props.core.domain.archive import exports, imports
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -357,15 +357,6 @@ async def test_detach_then_serve_and_watch(store: EventStore, dsn: str, tmp_path
     assert len(await _requests(store)) == 2  # watching requested nothing more
 
 
-async def _brought(store: EventStore, tmp_path: Path, events: list[dict[str, Any]]) -> None:
-    """`events` imported from a file of another database's (unsigned)."""
-    template = tmp_path / f"template-{uuid.uuid4().hex[:6]}.jsonl.zst"
-    await exports.export(store, exports.Selection(categories=("definition",)), template)
-    path = hostile_imports.write(tmp_path / f"brought-{uuid.uuid4().hex[:6]}.jsonl.zst",
-                                 template, events)
-    assert (await imports.import_archive(store, path)).imported == len(events)
-
-
 @pytest.mark.parametrize("nonce", ["chosen", "legacy"])
 async def test_an_evaluation_an_import_brought_is_never_resumed_here(
         store: EventStore, tmp_path: Path, nonce: str) -> None:
@@ -387,7 +378,7 @@ async def test_an_evaluation_an_import_brought_is_never_resumed_here(
     else:
         data.pop("nonce")
         run = uuid.uuid5(evaluations.NAMESPACE, f"trap:1:{cases[0].key}:0")
-    await _brought(store, tmp_path, [
+    await hostile_imports.bring(store, tmp_path, [
         hostile_imports._event("evaluation-trap", 1, "evaluation.started", data, 1),
         hostile_imports._event(f"run-{run}", 1, "run.finished",
                                {"run_id": str(run), "status": "completed"}, 2)])
@@ -416,8 +407,43 @@ async def test_a_run_an_import_brought_is_never_a_local_evaluation_s_result(
                                             "critic": [REFERENCES[0]]})
     ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
     run = ev.run_id(ev.cases[0])
-    await _brought(store, tmp_path, [hostile_imports._event(
+    await hostile_imports.bring(store, tmp_path, [hostile_imports._event(
         f"run-{run}", 1, "run.finished", {"run_id": str(run), "status": "completed"}, 1)])
     states = await evaluations.states_of(store, ev, ev.cases, None)
     assert states[0].state == "failed" and states[0].failure == evaluations.IMPORTED_RUN
     assert len(states) > 1 and all(s.state == "waiting" for s in states[1:])
+
+
+async def test_an_imported_run_that_claims_a_local_evaluation_never_joins_it(
+        store: EventStore, tmp_path: Path) -> None:
+    """A file brings a finished run whose request's metadata says `evaluation: local`: the
+    requester's word, not a fact of this database. It never joins the local evaluation: not
+    its runs (the verification cohort, `export --eval`, the viewer's filter read them), so
+    not its figures. Negative control: on the code before, `runs_of` listed it. Control: a
+    request recorded here under that evaluation is listed."""
+    from props.core.log.events import NewEvent
+
+    await _ready(store)
+    plan = evaluations.Plan.model_validate({"name": "local", "examples": ["csvtool/*"],
+                                            "critic": [REFERENCES[0]]})
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
+    case = ev.cases[0]
+
+    def requested(run: uuid.UUID) -> catalog.RunRequested:
+        return catalog.RunRequested(
+            run_id=run, agent_type="critic", definition=case.definition,
+            example=catalog.Example(snapshot=case.snapshot, files_hash=case.files_hash),
+            model=case.model, timeout_seconds=60, budget_usd=0)
+
+    squatter = uuid.uuid4()
+    claimed = orjson.loads(requested(squatter).model_dump_json())
+    brought = hostile_imports._event(f"run-{squatter}", 1, "run.requested", claimed, 1)
+    brought["metadata"] = {"evaluation": "local", "case": case.key}
+    await hostile_imports.bring(store, tmp_path, [brought, hostile_imports._event(
+        f"run-{squatter}", 2, "run.finished", {"run_id": str(squatter),
+                                               "status": "completed"}, 2)])
+    assert squatter not in await evaluations.runs_of(store, "local")
+    own = uuid.uuid4()
+    await store.append(f"run-{own}", [NewEvent(requested(own),
+                                               metadata={"evaluation": "local"})])
+    assert await evaluations.runs_of(store, "local") == [own]

@@ -4,6 +4,7 @@ and budget, one driver at a time. The real API app on the real database; real lo
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from props.core.log.store import EventStore, StoreTransaction
 from props.reactors.evaluations import EvaluationDriver
 from props.reactors.local_runtime import LocalRuntime
 from props.tools.http import app as http_app
+from tests import hostile_imports
 from tests.reactor_helpers import QUICK_AGENT, eventually, push_code, serving, sync_samples
 from tests.test_launchers import most_at_once
 
@@ -259,6 +261,27 @@ async def test_every_unfinished_run_of_the_token_counts_in_flight(store: EventSt
         # Control: within the quota, one more passes; b's share is its own.
         assert (await c["a"].post("/api/runs/critic", json=RUN)).status_code == 202
         assert (await c["b"].post("/api/runs/critic", json={**RUN, "count": 3})
+                ).status_code == 202
+
+
+async def test_unfinished_runs_an_import_brought_hold_no_requester_s_share(
+        store: EventStore, tmp_path: Path) -> None:
+    """A file brings unfinished runs requested by `a` (a name anyone can write): no launcher
+    here carries them out, so they would hold a's share of runs in flight for ever. Not
+    counted. Negative control: on the code before, a held 2 runs in flight and its next
+    request past the quota was refused."""
+    await _ready(store)
+    brought = []
+    for n in range(2):
+        run = uuid.uuid4()
+        brought.append(hostile_imports._event(f"run-{run}", 1, "run.requested", {
+            "run_id": str(run), "agent_type": "critic", "definition": "quick",
+            "example": {"snapshot": RUN["snapshot"]}, "model": "m", "timeout_seconds": 60,
+            "budget_usd": 0, "requested_by": "a"}, n))
+    await hostile_imports.bring(store, tmp_path, brought)
+    assert (await quotas.held(store.sql, "a")).runs_in_flight == 0
+    async with api(store, quotas.Quotas(runs_in_flight=2)) as c:
+        assert (await c["a"].post("/api/runs/critic", json={**RUN, "count": 2})
                 ).status_code == 202
 
 

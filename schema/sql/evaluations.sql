@@ -18,9 +18,15 @@ SELECT run_id, confirmed, rejected FROM projections.run_confirmations
 SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' ORDER BY 1
 
 -- runs --
--- Every run an evaluation requested ($1 its name), each version and attempt.
-SELECT (data->>'run_id')::uuid FROM props.events
- WHERE category = 'run' AND type = 'run.requested' AND metadata->>'evaluation' = $1
+-- Every run an evaluation requested ($1 its name), each version and attempt: requests of
+-- the same provenance as the evaluation's start (both recorded here, or both brought by an
+-- import of one signer). A request's metadata is the requester's word: an imported run that
+-- claims `evaluation: demo` never joins this database's demo (its cohort, export, pages).
+SELECT (r.data->>'run_id')::uuid FROM props.events r
+ WHERE r.category = 'run' AND r.type = 'run.requested' AND r.metadata->>'evaluation' = $1
+   AND r.metadata->'origin'->>'signer' IS NOT DISTINCT FROM (
+       SELECT s.metadata->'origin'->>'signer' FROM props.events s
+        WHERE s.stream_id = 'evaluation-' || $1 AND s.stream_version = 1)
 
 -- snapshots --
 -- The snapshots its runs ($1) were requested on.

@@ -2,11 +2,13 @@
 
 -- unfinished_runs --
 -- Every run of the requester not finished: those it asked for directly (evaluation NULL)
--- and those of each of its evaluations, whatever version, ended or not, by version.
+-- and those of each of its evaluations, whatever version, ended or not, by version. A run
+-- an import brought is never this database's requester's: it is never carried out here,
+-- so, counted, a file naming the requester would hold its share for ever.
 SELECT r.metadata ->> 'evaluation' AS evaluation,
        (r.metadata ->> 'evaluation_version')::int AS version, count(*) AS runs
   FROM props.events r
- WHERE r.category = 'run' AND r.type = 'run.requested'
+ WHERE r.category = 'run' AND r.type = 'run.requested' AND NOT r.metadata ? 'origin'
    AND (r.data ->> 'requested_by' = $1 OR r.metadata ->> 'requester' = $1)
    AND NOT EXISTS (SELECT 1 FROM props.events f
                     WHERE f.stream_id = r.stream_id AND f.type = 'run.finished')
