@@ -658,6 +658,7 @@ AS $function$
 DECLARE
     v_origin jsonb := p_origin || jsonb_build_object('recorded_here', now());
     v_stream text := 'inert-' || (p_origin->>'archive');
+    v_untrusted boolean := coalesce(p_origin->>'trust' = 'untrusted', false);
 BEGIN
     appended := 0;
     inert := 0;
@@ -669,8 +670,14 @@ BEGIN
       INTO refused_line, refused_type, refused_stream, refused_reason, refused_run
       FROM pg_temp.import_refused f WHERE f.reason NOT IN ('consumers', 'history')
      ORDER BY f.line LIMIT 1;
-    IF refused_line IS NOT NULL AND NOT p_inert THEN
+    IF refused_line IS NOT NULL AND NOT p_inert AND NOT v_untrusted THEN
         RETURN;
+    END IF;
+    IF v_untrusted THEN  -- every new event is kept inert: the file takes no id here
+        INSERT INTO pg_temp.import_refused
+        SELECT s.line, s.stream_id, s.type, 'untrusted', NULL FROM pg_temp.import_events s
+         WHERE NOT EXISTS (SELECT 1 FROM props.event_ids e WHERE e.event_id = s.event_id)
+        ON CONFLICT (line) DO UPDATE SET reason = 'untrusted';
     END IF;
     INSERT INTO props.importing (tx_id) VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
     INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data,

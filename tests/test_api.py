@@ -3,6 +3,7 @@ PostgreSQL behind it, real HTTP in front (httpx)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -706,6 +707,43 @@ async def test_the_registry_proxy_keeps_its_own_house(store: EventStore, dsn: st
                                    f"{'0' * 64}", content=b"y" * 600_000)
         assert over.status_code == 429 and "quota" in over.text, over.text
         await second.blob("critic/house", b"z" * 600_000)  # another token's own quota
+        await push.http.aclose()
+        await second.http.aclose()
+
+
+async def test_blobs_no_manifest_names_are_bounded_per_token(store: EventStore, dsn: str,
+                                                            tmp_path: Path) -> None:
+    """Within its day's quota, a push token stored blobs no manifest named, without bound
+    (the probe: ~200 MB each). Past its share of unnamed bytes its uploads are refused (429)
+    until a manifest names them. Negative control: on the code before, the third upload
+    started (202). Controls: a manifest naming the blobs frees the share; another token's
+    share is its own."""
+    import json
+
+    _, pusher = await tokens.create(store, "unnamed-pusher", ("push", "read"))
+    _, other = await tokens.create(store, "unnamed-other", ("push", "read"))
+    async with upstream_registry(tmp_path) as upstream, props_serve(
+            dsn, tmp_path, "--registry", "127.0.0.1:0", "--registry-upstream", upstream,
+            "--registry-unreferenced-mb", "1") as served:
+        assert served.registry is not None
+        push, second = _RawRegistry(served.registry, pusher), _RawRegistry(served.registry, other)
+        layers = [await push.blob("critic/unnamed", bytes([n]) * 600_000) for n in (1, 2)]
+        refused = await push.http.post("/v2/critic/unnamed/blobs/uploads/")
+        assert refused.status_code == 429 and "none of its manifests names" in refused.text
+        await second.blob("critic/unnamed", b"z" * 600_000)  # another token's own share
+        named = json.dumps({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json",
+                       "size": 600_000, "digest": layers[0]},
+            "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                        "size": 600_000, "digest": layers[1]}]}).encode()
+        stored = await push.http.put(
+            "/v2/critic/unnamed/manifests/sha256:" + hashlib.sha256(named).hexdigest(),
+            content=named,
+            headers={"content-type": "application/vnd.docker.distribution.manifest.v2+json"})
+        assert stored.status_code == 201, stored.text
+        await push.blob("critic/unnamed", b"w" * 600_000)  # the share is free again
         await push.http.aclose()
         await second.http.aclose()
 

@@ -494,3 +494,63 @@ async def test_a_snapshot_event_outside_its_slug_s_stream_is_refused_naming_the_
         enumerate(zip(["snapshot.synced", "snapshot.retired"], own, strict=False), start=1)])
     assert (await imports.import_archive(target, honest)).imported == len(own)
     parse_new_events(target, {"stream": f"snapshot-{slug}", "type": kind, "data": own[-1]})
+
+
+async def test_a_deployment_that_trusts_a_signer_lets_no_untrusted_file_take_an_id(
+        target: EventStore, template: Path, tmp_path: Path) -> None:
+    """The squat (issue 54): an unsigned file first takes the id of a run that a trusted
+    signer's export holds; that export is then refused whole and the run reads as the
+    squatter's. Once the deployment trusts the signer (`props keys trust`), the unsigned file
+    is refused (nothing written), or with `--untrusted` kept whole as inert history: no
+    stream of its own; the signed file then brings the run. Negative control, the order the
+    deployment trusted no one in: the squatter takes the id and the signed file is refused
+    (`other_origin`), as docs/reference/imports.md says of what came before trust. An
+    imported `signer.trusted` trusts no one here."""
+    from props.core.domain.archive import signing, trust
+
+    ours = signing.create(tmp_path / "keys", "ours")
+    key = signing.load_private("ours", tmp_path / "keys")
+
+    def finished(name: str, run: str, by: str, sign: bool) -> Path:
+        return hostile_imports.write(tmp_path / f"{name}.jsonl.zst", template, [
+            hostile_imports._event(f"run-{run}", 1, "run.cancel_requested",
+                                   {"run_id": run, "requested_by": by}, 1)],
+                                     sign_with=key if sign else None)
+
+    # What an import brings of trust is history: it trusts no one here.
+    theirs = signing.create(tmp_path / "keys", "theirs")
+    forged = hostile_imports.write(tmp_path / "trust.jsonl.zst", template, [
+        hostile_imports._event("signers-trusted", 1, "signer.trusted",
+                               {"fingerprint": theirs.fingerprint, "name": "theirs"}, 1)],
+                                   sign_with=key)
+    assert (await imports.import_archive(target, forged)).imported == 1
+    assert await trust.trusted(target) == []
+
+    # The negative control: a deployment that trusts no one.
+    run = str(uuid.uuid4())
+    assert (await imports.import_archive(target, finished("s1", run, "squatter", False))
+            ).trust == "open"
+    with pytest.raises(exports.ArchiveError, match="continues a stream an import of another"):
+        await imports.import_archive(target, finished("t1", run, "trusted", True))
+
+    assert await trust.trust(target, ours, actor="test")
+    assert not await trust.trust(target, ours, actor="test")  # once is enough
+    run = str(uuid.uuid4())
+    before = await count(target)
+    with pytest.raises(signing.SignatureError, match=r"not signed, and this deployment trusts "
+                       rf"only files signed by ours \({ours.fingerprint}\)"):
+        await imports.import_archive(target, finished("s2", run, "squatter", False))
+    assert await count(target) == before
+    kept = await imports.import_archive(target, finished("s3", run, "squatter", False),
+                                        untrusted=True)
+    assert (kept.trust, kept.imported, kept.inert) == ("untrusted", 0, 1)
+    assert not await target.read_stream(f"run-{run}")
+    taken = await imports.import_archive(target, finished("t2", run, "trusted", True))
+    assert (taken.trust, taken.imported) == ("trusted", 1)
+    [rec] = await target.read_stream(f"run-{run}")
+    assert isinstance(rec.event, catalog.RunCancelRequested)
+    assert rec.event.requested_by == "trusted"
+    assert [s.fingerprint for s in await trust.trusted(target)] == [ours.fingerprint]
+
+    assert await trust.distrust(target, ours.fingerprint, actor="test")
+    assert await trust.trusted(target) == []

@@ -118,6 +118,11 @@ def imported(archive_id: str) -> str:
     return f"import-{archive_id}"
 
 
+def trusted_signers() -> str:
+    """The operator's decisions on whose signed export files this deployment trusts."""
+    return "signers-trusted"
+
+
 def ref(name: str, version: int) -> str:
     """A scorer's NAME@VERSION."""
     return f"{name}@{version}"

@@ -60,6 +60,8 @@ class ServiceConfig(pydantic.BaseModel):
     registry_pull_from: str | None = None  # where engines pull images (default: upstream)
     # What one token may upload to the registry in 24 h (blobs and manifests).
     registry_upload_quota_mb: int = pydantic.Field(8192, ge=1, le=10**9)
+    # Of that, blobs no manifest of the token names yet (a push's layers before its manifest).
+    registry_unreferenced_mb: int = pydantic.Field(2048, ge=1, le=10**9)
     auto_migrate: bool = False  # apply pending migrations at start
     auto_sync_specimens: Path | None = None  # sync this specimens directory at start
     log_format: Literal["text", "json"] = "text"

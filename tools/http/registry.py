@@ -70,7 +70,12 @@ MAX_LABEL_BYTES = 64 * 1024  # one props.* label (a definition's config is small
 # What one token may upload in a day (blobs and manifests): a push token stored ~200 MB blobs
 # that no manifest named, with no bound (the probe: 805 -> 1,208 MB in one run).
 DEFAULT_UPLOAD_QUOTA_BYTES = 8 * 1024**3
+# Of which, blobs that none of the token's manifests names yet: a push uploads its layers,
+# then the manifest that names them; bytes left unnamed are storage nobody can pull by a
+# definition. Past this, the token's uploads wait for a manifest (or the day to pass).
+DEFAULT_UNREFERENCED_BYTES = 2 * 1024**3
 QUOTA_WINDOW_SECONDS = 86_400.0
+_UPLOAD = re.compile(r"/blobs/uploads/(?P<session>[A-Za-z0-9._=-]*)$")
 
 
 class _OverQuota(Exception):
@@ -78,12 +83,16 @@ class _OverQuota(Exception):
 
 
 class UploadQuota:
-    """Bytes each token uploaded in the last day, counted as they stream (this process's
-    count: one proxy per deployment)."""
+    """Bytes each token uploaded in the last day, counted as they stream, and of those the
+    blobs that none of its manifests has named yet (this process's count: one proxy per
+    deployment)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, unreferenced: int = DEFAULT_UNREFERENCED_BYTES) -> None:
         self.limit = limit
+        self.unreferenced_limit = unreferenced
         self._sent: dict[str, deque[tuple[float, int]]] = {}
+        self._sessions: dict[tuple[str, str], int] = {}  # bytes of each open upload
+        self._unnamed: dict[str, dict[str, tuple[float, int]]] = {}  # digest: (when, bytes)
 
     def used(self, token: str) -> int:
         sent = self._sent.setdefault(token, deque())
@@ -96,12 +105,39 @@ class UploadQuota:
             raise _OverQuota
         self._sent[token].append((time.monotonic(), size))
 
-    async def counted(self, token: str, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """`body` as it streams, each chunk charged to `token`; cut once over its quota (the
-        upstream is left a partial upload, which it never stores)."""
+    async def counted(self, token: str, body: AsyncIterator[bytes],
+                      session: str = "") -> AsyncIterator[bytes]:
+        """`body` as it streams, each chunk charged to `token` (and to its upload `session`,
+        if one); cut once over its quota (the upstream is left a partial upload, which it
+        never stores)."""
         async for chunk in body:
             self.take(token, len(chunk))
+            if session:
+                key = (token, session)
+                self._sessions[key] = self._sessions.get(key, 0) + len(chunk)
             yield chunk
+
+    def unnamed(self, token: str) -> int:
+        """Bytes of blobs `token` uploaded in the last day that none of its manifests names."""
+        held = self._unnamed.setdefault(token, {})
+        for digest in [d for d, (at, _) in held.items()
+                       if at < time.monotonic() - QUOTA_WINDOW_SECONDS]:
+            del held[digest]
+        return sum(n for _, n in held.values())
+
+    def completed(self, token: str, session: str, digest: str) -> None:
+        """The upload `session` stored the blob `digest`: unnamed until a manifest names it."""
+        size = self._sessions.pop((token, session), 0)
+        self._unnamed.setdefault(token, {})[digest] = (time.monotonic(), size)
+
+    def named(self, token: str, manifest: dict[str, Any]) -> None:
+        """`token` stored `manifest`: the blobs it names are referenced."""
+        held = self._unnamed.get(token, {})
+        for part in [_key(manifest, "config"), *(_key(manifest, "layers") or []),
+                     *(_key(manifest, "manifests") or [])]:
+            digest = _key(part, "digest") if isinstance(part, dict) else None
+            if isinstance(digest, str):
+                held.pop(digest, None)
 
 
 def _error(status: int, code: str, message: str,
@@ -207,9 +243,10 @@ def definition_from_labels(agent_type: catalog.AgentType, name: str, tag: str, i
 
 class RegistryProxy:
     def __init__(self, store: EventStore, upstream: str, pull_from: str | None = None,
-                 upload_quota: int = DEFAULT_UPLOAD_QUOTA_BYTES) -> None:
+                 upload_quota: int = DEFAULT_UPLOAD_QUOTA_BYTES,
+                 unreferenced: int = DEFAULT_UNREFERENCED_BYTES) -> None:
         self.store = store
-        self.quota = UploadQuota(upload_quota)
+        self.quota = UploadQuota(upload_quota, unreferenced)
         self.upstream = upstream.rstrip("/")
         # The registry address Docker engines pull recorded images from: the upstream itself
         # by default (the proxy gates who may push; pulls of recorded digests need no token).
@@ -245,12 +282,9 @@ class RegistryProxy:
             return bad
         manifest = _MANIFEST.match(path) if request.method == "PUT" else None
         if manifest is None:
-            stream = request.stream() if scope == "read" else \
-                self.quota.counted(token.name, request.stream())
-            try:
-                return await self._forward(request, path, stream)
-            except _OverQuota:
-                return self._over_quota(token)
+            if scope == "read":
+                return await self._forward(request, path, request.stream())
+            return await self._upload(request, path, token)
         body = await read_bounded(request, MAX_MANIFEST_BYTES)
         if body is None:
             return _error(413, "SIZE_INVALID", f"a manifest is at most "
@@ -263,7 +297,7 @@ class RegistryProxy:
         try:
             doc = parse_document(body, "manifest")
             if agent is None or manifest["ref"].startswith("sha256:"):
-                return await self._forward(request, path, body)
+                return self._named(token, doc, await self._forward(request, path, body))
             repo, tag = manifest["repo"], manifest["ref"]
             definition = definition_from_labels(
                 agent[0], agent[1], tag, f"{self.pull_from}/{repo}",
@@ -276,7 +310,39 @@ class RegistryProxy:
         # recorded (two digests for one tag). The key is held on a connection of its own.
         async with leadership.exclusive(self.store.dsn,
                                         leadership.definition_tag(*agent, tag)):
-            return await self._decide(request, path, body, token, definition, digest)
+            return self._named(token, doc, await self._decide(request, path, body, token,
+                                                              definition, digest))
+
+    async def _upload(self, request: Request, path: str, token: tokens.Token) -> Response:
+        """A blob upload (or any other push-scope request but a manifest), charged to the
+        token as it streams; refused while the token holds more unnamed blobs than its
+        share. A completed upload's blob is unnamed until a manifest of the token names it."""
+        upload = _UPLOAD.search(path)
+        if upload is not None and \
+                self.quota.unnamed(token.name) >= self.quota.unreferenced_limit:
+            log.warning("token %s holds blobs no manifest names", token.name,
+                        extra={"token": token.name})
+            return _error(429, "TOOMANYREQUESTS", f"this token uploaded "
+                          f"{self.quota.unreferenced_limit // 1024**2} MiB of blobs that none "
+                          f"of its manifests names: push a manifest that names them, or wait "
+                          f"for the day to pass (registry_unreferenced_mb in the service's "
+                          f"settings)")
+        session = upload["session"] if upload is not None else ""
+        try:
+            response = await self._forward(
+                request, path, self.quota.counted(token.name, request.stream(), session))
+        except _OverQuota:
+            return self._over_quota(token)
+        digest = request.query_params.get("digest")
+        if upload is not None and response.status_code == 201 and digest:
+            self.quota.completed(token.name, session, digest)
+        return response
+
+    def _named(self, token: tokens.Token, manifest: dict[str, Any],
+               response: Response) -> Response:
+        if response.status_code == 201:
+            self.quota.named(token.name, manifest)
+        return response
 
     async def _decide(self, request: Request, path: str, body: bytes, token: tokens.Token,
                       definition: catalog.DefinitionPushed, digest: str) -> Response:

@@ -22,7 +22,7 @@ import anyio.to_thread
 import orjson
 
 from props.core.domain import catalog, streams
-from props.core.domain.archive import signing
+from props.core.domain.archive import signing, trust
 from props.core.domain.archive.exports import (
     ArchiveError,
     Verified,
@@ -50,6 +50,9 @@ class ImportReport:
     blobs: int = 0
     restored: str | None = None  # the archived partition this file put back
     signer: str | None = None  # the fingerprint of the key that signed it (None: unsigned)
+    # `open` (this deployment trusts no signer), `trusted`, or `untrusted` (kept whole as
+    # inert history: props.core.domain.archive.trust)
+    trust: trust.Trust = "open"
     inert: int = 0  # events kept as inert history (`inert`), none of them acting here
     # The origin's records of its own consumers, by type: appended in place as history
     # (`scorer.activated`, `run.excluded` of a run it brings) or kept as `import.inert`
@@ -79,7 +82,8 @@ async def import_archive(store: EventStore, path: Path,
                          progress: Callable[[int], None] | None = None, *,
                          trusted: list[signing.PublicKey] | None = None,
                          allow_unknown: bool = False, inert: bool = False,
-                         adopt_snapshots: bool = False) -> ImportReport:
+                         adopt_snapshots: bool = False, untrusted: bool = False,
+                         ) -> ImportReport:
     """Verify `path` while staging it in temporary tables, then, only if every check passed,
     append in one transaction what the database does not have yet.
 
@@ -94,7 +98,9 @@ async def import_archive(store: EventStore, path: Path,
     refuses the file, naming its line (`inert`: kept as `import.inert` history instead).
     The origin's records of its own consumers are history here, whatever `inert` says
     (`ImportReport.history`, `kept_inert`; docs/reference/imports.md). `adopt_snapshots`:
-    its snapshot versions may grade this database's own runs (specimen_sync).
+    its snapshot versions may grade this database's own runs (specimen_sync). A file none of
+    the deployment's trusted signers signed is refused, or with `untrusted` kept whole as
+    inert history (trust.decide).
     """
     report = ImportReport()
     state = _Verifier(path, store.registry, allow_unknown)
@@ -122,6 +128,8 @@ async def import_archive(store: EventStore, path: Path,
                 report.restored = archived["name"]
                 return report
             report.signer = signing.signer(verified.manifest, trusted)
+            report.trust = "trusted" if trusted is not None else trust.decide(
+                report.signer, await trust.trusted(store), untrusted=untrusted)
             backdated = await conn.fetchrow(_Q["backdated_snapshots"])
             if backdated is not None:
                 raise ArchiveError(
@@ -142,8 +150,9 @@ async def import_archive(store: EventStore, path: Path,
             await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
             try:
                 with errors.refused():
-                    inserted = await _insert_staged(store, conn, verified, report,
-                                                    Admit(path, inert, adopt_snapshots))
+                    inserted = await _insert_staged(
+                        store, conn, verified, report,
+                        Admit(path, inert, adopt_snapshots, report.trust == "untrusted"))
             except errors.StreamGap as exc:
                 raise errors.PropsError(
                     f"{path}: its streams continue events this database does not have "
@@ -163,6 +172,7 @@ class Admit:
     path: Path
     inert: bool = False  # keep them as inert history instead of refusing the file
     adopt_snapshots: bool = False  # its snapshot versions may grade this database's runs
+    untrusted: bool = False  # keep every event as inert history (trust.decide)
 
 
 REFUSED_BECAUSE = {
@@ -184,6 +194,8 @@ async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
                                   "signer": report.signer or "unsigned"}
         if admit.adopt_snapshots:
             origin["ground_truth"] = "adopted"
+        if admit.untrusted:
+            origin["trust"] = "untrusted"
         try:
             with errors.refused():
                 done = await conn.fetchrow(_Q["import_staged"], orjson.dumps(origin).decode(),
@@ -192,7 +204,7 @@ async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
             raise errors.ConfigurationError(
                 "an import is the owner's: run `props import` with the owner's DSN "
                 "(PROPS_DSN); nothing was written") from exc
-        if done["refused_line"] is not None and not admit.inert:
+        if done["refused_line"] is not None and not (admit.inert or admit.untrusted):
             why = REFUSED_BECAUSE[done["refused_reason"]].format(run=done["refused_run"])
             raise ArchiveError(
                 f"{admit.path}:{done['refused_line']}: {done['refused_type']} in "

@@ -77,7 +77,7 @@ def create(directory: Path, name: str) -> PublicKey:
     return PublicKey(name, fingerprint(public), public)
 
 
-def _load_public(path: Path) -> PublicKey:
+def load_public(path: Path) -> PublicKey:
     try:
         key = serialization.load_pem_public_key(path.read_bytes())
     except (ValueError, OSError) as exc:
@@ -91,7 +91,7 @@ def public_keys(directory: Path) -> list[PublicKey]:
     """Every `*.pub` in `directory`, by name."""
     if not directory.is_dir():
         raise errors.ConfigurationError(f"{directory} is not a folder of public keys")
-    return [_load_public(p) for p in sorted(directory.glob("*.pub"))]
+    return [load_public(p) for p in sorted(directory.glob("*.pub"))]
 
 
 def load_private(spec: str, directory: Path) -> Ed25519PrivateKey:

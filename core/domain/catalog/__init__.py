@@ -43,6 +43,8 @@ from props.core.domain.catalog.operations import (
     ParkedRetried,
     RetentionHeld,
     RetentionReleased,
+    SignerDistrusted,
+    SignerTrusted,
 )
 from props.core.domain.catalog.parts import (
     REGISTRY,
@@ -188,6 +190,8 @@ __all__ = [
     "ScorerVerified",
     "Severity",
     "Sha256",
+    "SignerDistrusted",
+    "SignerTrusted",
     "SnapshotRetired",
     "SnapshotSlug",
     "SnapshotSynced",

@@ -1,7 +1,7 @@
 """The service's own records: events a reactor parked (reactor-<name>), launchers as they
 start (launcher-<name>), retention holds
-(retention-<run>), imports (import-<archive id>) and what an import kept inert
-(inert-<archive id>)."""
+(retention-<run>), imports (import-<archive id>), what an import kept inert
+(inert-<archive id>) and the signers whose files this deployment trusts (signers-trusted)."""
 
 from __future__ import annotations
 
@@ -121,8 +121,32 @@ class ImportInert(Event):
 
     type_name = "import.inert"
     line: int = pydantic.Field(ge=1, le=2**31 - 1)
-    reason: Literal["consumers", "own_stream", "own_run", "other_origin"]
+    reason: Literal["consumers", "own_stream", "own_run", "other_origin", "untrusted"]
     event: dict[str, Any]
+
+
+# -- the signers this deployment trusts (stream signers-trusted) ---------------------------------
+
+Fingerprint = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+
+
+@REGISTRY.register
+class SignerTrusted(Event):
+    """The operator trusts the key `fingerprint` (`props keys trust NAME.pub`): from now on
+    an export file that none of this deployment's trusted keys signed takes no id here
+    (props.core.domain.archive.trust)."""
+
+    type_name = "signer.trusted"
+    fingerprint: Fingerprint
+    name: Name
+
+
+@REGISTRY.register
+class SignerDistrusted(Event):
+    """The operator no longer trusts the key `fingerprint` (`props keys distrust`)."""
+
+    type_name = "signer.distrusted"
+    fingerprint: Fingerprint
 
 
 # -- evaluations (stream evaluation-<name>) ------------------------------------------------------

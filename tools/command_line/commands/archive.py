@@ -66,6 +66,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--adopt-snapshots", action="store_true",
                    help="let the snapshot versions the file brings grade this database's "
                         "own runs too (by default they grade only the runs it brings)")
+    p.add_argument("--untrusted", action="store_true",
+                   help="where this deployment trusts signers (props keys trusted), take a "
+                        "file none of them signed whole as inert history that nothing reads "
+                        "(by default it is refused, exit 65): it takes no run id, evaluation "
+                        "or name that a trusted file may bring")
     p.set_defaults(handler="archive:import_cmd", connections=3, owner=True, migrate_new=True)
     p = sub.add_parser("verify", help="check an export file without a database",
                        description="Check an export file's manifest, hash chain and blobs; "

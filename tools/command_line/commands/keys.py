@@ -1,6 +1,7 @@
-"""`props keys create|list`: the Ed25519 keys that sign export files.
+"""`props keys create|list|trust|distrust|trusted`: the Ed25519 keys that sign export
+files, and the signers whose files this deployment trusts.
 
-The keys themselves: props.core.domain.archive.signing.
+The keys themselves: props.core.domain.archive.signing; trust: ...archive.trust.
 """
 
 from __future__ import annotations
@@ -31,3 +32,23 @@ def add_parser(sub: Any) -> None:
     lst.add_argument("--dir", type=Path, help="the keys folder (default $PROPS_HOME/keys)")
     arguments.add_format(lst)
     lst.set_defaults(handler="keys:list_cmd")
+    t = cmds.add_parser(
+        "trust", help="trust the files a public key signs (this deployment)",
+        description="Record that this deployment trusts export files signed by the key in "
+        "FILE (a NAME.pub). Once any signer is trusted, `props import` refuses a file none "
+        "of the trusted signers signed, or with --untrusted keeps it whole as inert history: "
+        "it takes no run id, evaluation or name that a trusted file may bring later. "
+        "Recorded as an event (signer.trusted); the owner's decision.")
+    t.add_argument("file", type=Path, nargs="+", help="a public key file (NAME.pub)")
+    t.set_defaults(handler="keys:trust_cmd", connections=2, owner=True)
+    d = cmds.add_parser("distrust", help="stop trusting a signer (by fingerprint)",
+                        description="Record that this deployment no longer trusts files "
+                        "signed by the key FINGERPRINT (`props keys trusted` lists them). "
+                        "What its files brought stays.")
+    d.add_argument("fingerprint", help="16 hex characters")
+    d.set_defaults(handler="keys:distrust_cmd", connections=2, owner=True)
+    tr = cmds.add_parser("trusted", help="the signers this deployment trusts",
+                         description="The signers this deployment trusts (props keys trust): "
+                         "name and fingerprint. None: every verified file is taken.")
+    arguments.add_format(tr)
+    tr.set_defaults(handler="keys:trusted_cmd", connections=2)

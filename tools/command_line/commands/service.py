@@ -60,6 +60,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--registry-upload-quota-mb", type=int, metavar="MB",
                    help="what one token may upload to the registry in 24 h (default 8192); "
                    "past it a push is refused (HTTP 429), nothing stored")
+    p.add_argument("--registry-unreferenced-mb", type=int, metavar="MB",
+                   help="of that, the blobs one token may hold that none of its manifests "
+                   "names (default 2048); past it its uploads are refused (HTTP 429) until "
+                   "a manifest names them or the day passes")
     p.add_argument("--auto-migrate", action="store_true", default=None,
                    help="apply pending schema migrations at start")
     p.add_argument("--sync-specimens", type=Path, metavar="DIR",

@@ -59,7 +59,8 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
         report = await imports.import_archive(
             store, args.file, progress=advance,
             trusted=_trusted(args.trusted_keys), allow_unknown=args.allow_unknown,
-            inert=args.inert, adopt_snapshots=args.adopt_snapshots)
+            inert=args.inert, adopt_snapshots=args.adopt_snapshots,
+            untrusted=args.untrusted)
     if report.restored:
         console.print(f"verified {report.events:,} event(s); restored the archived partition "
                       f"{report.restored}: {report.imported:,} event(s) back at their "
@@ -76,7 +77,11 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
             f"database's active scorer, retries or holds (props scorers activate chooses "
             f"yours)"))
     owned = report.inert - sum(report.kept_inert.values())
-    if owned > 0:
+    if report.trust == "untrusted":
+        console.print(f"kept {report.inert:,} event(s) as inert history: no signer this "
+                      f"deployment trusts signed the file (props keys trusted); it took no "
+                      f"stream, run id or name here")
+    elif owned > 0:
         console.print(f"kept {owned:,} event(s) as inert history (they would have acted on "
                       f"this database; nothing acts on them)")
     console.print(f"signed by: {report.signer or 'nobody (unsigned)'}")

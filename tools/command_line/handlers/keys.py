@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from props.core.domain.archive import signing
-from props.core.log import embedded
+from props.core.domain.archive import signing, trust
+from props.core.log import embedded, errors
+from props.core.log.store import EventStore
 from props.tools.command_line import render
 from props.tools.command_line.render import Console
 
@@ -30,4 +31,35 @@ async def list_cmd(args: argparse.Namespace) -> int:
             for k in signing.public_keys(keys_dir(args.dir))]
     render.emit(args, rows, [("name", "name"), ("fingerprint", "fingerprint")],
                 empty=f"no public keys in {keys_dir(args.dir)} (`props keys create NAME`)")
+    return 0
+
+
+async def trust_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    for path in args.file:
+        key = signing.load_public(path)
+        changed = await trust.trust(store, key, actor="cli")
+        console.print(f"{'trusts' if changed else 'already trusted'}: {key.name} "
+                      f"({key.fingerprint}); files no trusted signer signed are refused by "
+                      f"`props import` (or, with --untrusted, kept as inert history)",
+                      markup=False)
+    return 0
+
+
+async def distrust_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    if not await trust.distrust(store, args.fingerprint, actor="cli"):
+        raise errors.NotFound(f"no trusted signer {args.fingerprint[:40]!r} (props keys "
+                              f"trusted)")
+    left = await trust.trusted(store)
+    console.print(f"no longer trusts {args.fingerprint}; "
+                  f"{len(left)} signer(s) trusted" if left else
+                  f"no longer trusts {args.fingerprint}; no signer is trusted: every "
+                  f"verified file is taken as it comes", markup=False)
+    return 0
+
+
+async def trusted_cmd(args: argparse.Namespace, store: EventStore) -> int:
+    rows = [{"name": s.name, "fingerprint": s.fingerprint} for s in await trust.trusted(store)]
+    render.emit(args, rows, [("name", "name"), ("fingerprint", "fingerprint")],
+                empty="no signer is trusted: every verified file is taken as it comes "
+                      "(props keys trust NAME.pub)")
     return 0

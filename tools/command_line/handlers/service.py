@@ -150,7 +150,8 @@ async def _start_http(tg: anyio.abc.TaskGroup, store: EventStore,
         assert config.registry_upstream is not None
         proxy = registry.RegistryProxy(store, config.registry_upstream,
                                        config.registry_pull_from,
-                                       config.registry_upload_quota_mb * 1024**2)
+                                       config.registry_upload_quota_mb * 1024**2,
+                                       config.registry_unreferenced_mb * 1024**2)
         sock = http_server.bind(config.registry, "registry proxy")
 
         async def serve_registry(*, task_status: anyio.abc.TaskStatus[None]) -> None:
