@@ -415,3 +415,44 @@ async def test_an_interrupted_verification_says_cancelled(
 def orjson_loads(row: Any) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(row[0])
     return loaded
+
+
+async def test_the_divergence_report_is_read_from_the_log_on_its_page(
+        served: EventStore, judge_file: Path, model: tuple[str, list[dict[str, Any]]]) -> None:
+    """The viewer's page of a verification (issue 53, item 5): its buckets, adding up to the
+    cohort's issues, the runs behind each, and the judge's recorded answers, read from what
+    the verification recorded (`verification.bucketed`), with no model asked. Negative
+    control: the list names no verification before one is recorded; an unknown id is a 404
+    page."""
+    from props.core.domain import tokens
+    from props.core.scoring import divergence
+    from tests.test_viewer import browser
+
+    store = served
+    _, secret = await tokens.create(store, "verification-reader", ("read",))
+    async with browser(store, secret) as client:
+        assert "No verification yet" in (await client.get("/verifications")).text
+        await _evaluation(store, "demo", EXAMPLES[:2])
+        done = await v.verify(store, scorers.scorer("judge@1"), scorers.scorer("tiered@2"),
+                              await cohorts.of_evaluation(store, "demo"), None)
+        asked = len(model[1])
+        listed = await client.get("/verifications")
+        assert listed.status_code == 200 and f"/verifications/{done.event.verification_id}" \
+            in listed.text and "judge@1" in listed.text
+        page = await client.get(f"/verifications/{done.event.verification_id}")
+        assert page.status_code == 200, page.text
+        report = await divergence.report(store, done.event.verification_id)
+        shown = {name: len(rows) for name, rows in report.buckets().items()}
+        assert sum(shown.values()) == done.event.candidates == len(done.issues) > 0
+        assert shown["unchanged"] == done.event.unchanged
+        assert shown["newly credited"] == done.event.newly_credited
+        assert {(o.run_id, o.issue_id, o.bucket) for o in done.issues} == {
+            (run, i.issue_id, i.bucket) for name, rows in report.buckets().items()
+            for run, i in rows}
+        answers = [a for r in report.runs for a in r.answers]
+        assert answers and "the judge's recorded answer" in page.text
+        assert "&#34;role&#34;:&#34;assistant&#34;" in page.text  # the answer as text
+        assert len(model[1]) == asked  # read from the log: no model asked
+        missing = await client.get(f"/verifications/{uuid.uuid4()}")
+        assert missing.status_code == 404 and "no verification" in missing.text
+        assert (await client.get("/verifications/not-a-uuid")).status_code == 404

@@ -235,7 +235,7 @@ async def test_props_view_serves_the_viewer_with_a_token_it_revokes_at_exit(
     assert await tokens.verify(store, secret) is None  # revoked as it stopped
 
 
-@pytest.mark.parametrize("path", ["/runs", "/scores", "/compare", "/review"])
+@pytest.mark.parametrize("path", ["/runs", "/scores", "/compare", "/verifications", "/review"])
 async def test_every_page_wants_a_session(store: EventStore, path: str) -> None:
     async with browser(store) as client:
         response = await client.get(path)

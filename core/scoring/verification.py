@@ -25,7 +25,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -57,8 +57,7 @@ from props.core.scoring.rescoring import (
 from props.core.scoring.scorable import parsed_only
 
 _NAMESPACE = uuid.UUID("9d0c3a52-61b4-4f1e-b7a8-53c2e4f0d917")
-Bucket = Literal["unchanged", "newly credited", "newly uncredited", "credited elsewhere",
-                 "diverged"]
+Bucket = catalog.Bucket
 BUCKETS: tuple[Bucket, ...] = ("unchanged", "newly credited", "newly uncredited",
                                "credited elsewhere", "diverged")
 Said = scorers.Match | str  # a verdict, or why there is none
@@ -435,6 +434,9 @@ async def _record(store: EventStore, replay: _Replay, cohort: cohorts.Cohort,
                   seen: list[_Run], outcomes: list[IssueOutcome], measured: Any,
                   against: scorers.Scorer, against_ident: str, rules: gate.Policy, *,
                   cancelled: bool = False) -> catalog.ScorerVerified:
+    bucketed = _bucketed(replay.vid, outcomes)
+    if bucketed:
+        await store.append(streams.verification(replay.vid), bucketed)
     counts = Counter(o.bucket for o in outcomes)
     diverged = Counter(o.reason for o in outcomes if o.reason is not None)
     spent = [replay.replayed[r.run.run_id] for r in seen if r.run.run_id in replay.replayed]
@@ -464,6 +466,22 @@ async def _record(store: EventStore, replay: _Replay, cohort: cohorts.Cohort,
     event_id = uuid.uuid5(replay.vid, "verified:" + hashlib.sha256(body).hexdigest())
     await store.append(streams.scorer(s.name), [NewEvent(event, event_id)])
     return event
+
+
+def _bucketed(vid: uuid.UUID, outcomes: list[IssueOutcome]) -> list[NewEvent]:
+    """Each run's issues with their buckets, an event a run (`verification.bucketed`): the
+    same outcome recorded again is the same event (its id is its content's)."""
+    by_run: dict[uuid.UUID, list[catalog.IssueBucketed]] = {}
+    for o in outcomes:
+        by_run.setdefault(o.run_id, []).append(catalog.IssueBucketed(
+            issue_id=o.issue_id, bucket=o.bucket, before=o.before[:200], after=o.after[:200],
+            reason=o.reason, detail=o.detail[:500]))
+    out = []
+    for run_id, issues in by_run.items():
+        event = catalog.VerificationBucketed(verification_id=vid, run_id=run_id, issues=issues)
+        body = event.model_dump_json().encode()
+        out.append(NewEvent(event, uuid.uuid5(vid, "bucketed:" + hashlib.sha256(body).hexdigest())))
+    return out
 
 
 def outcomes_json(v: Verification) -> dict[str, Any]:

@@ -25,3 +25,8 @@ SELECT e.data->>'name' FROM props.events e
  WHERE e.category = 'evaluation' AND e.type = 'evaluation.started'
    AND NOT (e.metadata ? 'origin')
  ORDER BY e.global_position DESC LIMIT 1
+
+-- verified_streams --
+-- The scorers' streams that hold a verification's outcome (props.core.scoring.divergence).
+SELECT DISTINCT stream_id FROM props.events
+ WHERE category = 'scorer' AND type = 'scorer.verified' ORDER BY 1

@@ -66,6 +66,36 @@ class VerificationReplayed(Event):
     model_ms: Milliseconds = 0.0
 
 
+Bucket = Literal["unchanged", "newly credited", "newly uncredited", "credited elsewhere",
+                 "diverged"]
+Word = Annotated[str, pydantic.StringConstraints(max_length=200)]
+
+
+class IssueBucketed(_Part):
+    """One reported issue of the cohort: its bucket, each scorer's word on it as a person
+    reads it, and, if it diverged, why."""
+
+    issue_id: Name
+    bucket: Bucket
+    before: Word  # the scorer replaced
+    after: Word  # the candidate
+    reason: DivergenceReason | None = None
+    detail: Annotated[str, pydantic.StringConstraints(max_length=500)] = ""
+
+
+@REGISTRY.register
+class VerificationBucketed(Event):
+    """Where one run's issues landed in a verification (stream verification-<id>), recorded
+    with its outcome so that the divergence report (`props scorers show-verification`, the
+    viewer's page) is read from the log, never recomputed. A run bucketed again with another
+    outcome is a new event: the last one counts."""
+
+    type_name = "verification.bucketed"
+    verification_id: uuid.UUID
+    run_id: uuid.UUID
+    issues: list[IssueBucketed] = pydantic.Field(max_length=MAX_RUN_EVENTS)
+
+
 class CaseScore(_Part):
     case_id: Name
     issues: Count

@@ -16,12 +16,20 @@ from fastapi.staticfiles import StaticFiles
 from props.core.domain import tokens
 from props.core.log import errors
 from props.tools.http.dependencies import Store
-from props.tools.http.viewer import evaluations, forms, review, runs, scores, session
+from props.tools.http.viewer import (
+    evaluations,
+    forms,
+    review,
+    runs,
+    scores,
+    session,
+    verifications,
+)
 from props.tools.http.viewer.templating import page
 
 STATIC = Path(__file__).parent / "static"
-PAGES = ("/runs", "/evaluations", "/scores", "/compare", "/review", "/login", "/logout",
-         "/static")
+PAGES = ("/runs", "/evaluations", "/scores", "/compare", "/verifications", "/review", "/login",
+         "/logout", "/static")
 router = APIRouter()
 
 
@@ -83,7 +91,8 @@ def _error(request: Request, status: int, message: str) -> Response:
 def install(app: FastAPI) -> None:
     """Add the viewer's pages and assets to the app."""
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for area in (router, runs.router, evaluations.router, scores.router, review.router):
+    for area in (router, runs.router, evaluations.router, scores.router, verifications.router,
+                 review.router):
         app.include_router(area)
 
 
