@@ -19,9 +19,9 @@ from props.core.domain import catalog, definitions
 from props.core.log import database, retries
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
 from props.reactors import host as reactor_host
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,

@@ -26,10 +26,10 @@ import httpx
 from props.core.log import database, embedded, errors, retries
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
-from props.reactors.containers import LABEL
-from props.reactors.docker_runtime import DockerRuntime
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import LABEL
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.tools.checks.chaos.engine_endpoint import EngineEndpoint
 from props.tools.checks.chaos.own_engine import OwnEngine, terminate
 from props.tools.command_line.render import Console

@@ -16,11 +16,11 @@ from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.projections import engine
 from props.projections import status as projection_status
-from props.reactors import docker_runtime
-from props.reactors.containers import LABEL
-from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.launcher import run_specs
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import LABEL
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.tools.checks import hostile_critic
 from props.tools.checks.chaos.harness import DOOMED, NOT_INJECTED, SPARE, Chaos, log_prefix, retry
 from props.tools.command_line.render import Console, Table
