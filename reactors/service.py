@@ -25,7 +25,7 @@ from props.core.log import embedded, errors
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors.evaluations import EvaluationDriver
+from props.reactors.evaluation_reactor import EvaluationDriver
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import launchers, run_attempts

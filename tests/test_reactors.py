@@ -448,7 +448,7 @@ def test_the_reactor_names_are_the_reactors_own() -> None:
     """`props serve --only`, `props reactors status` and the hosts' locks use the names in
     `host.REACTORS`: they must be the names the reactors give themselves."""
     from props.core.domain.vocabulary import REACTORS, SERVICES
-    from props.reactors.evaluations import EvaluationDriver
+    from props.reactors.evaluation_reactor import EvaluationDriver
     from props.reactors.grader import Grader
     from props.reactors.launcher import launchers
     from props.reactors.supervisor import Supervisor

@@ -24,7 +24,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import registration
 from props.projections import run_pages, run_view
 from props.projections import status as projection_status
-from props.projections.runs import RUNS
+from props.projections.run_tables import RUNS
 from props.tools.command_line import arguments, render
 from props.tools.command_line.figure_tables import critic_columns, percent
 from props.tools.command_line.render import Column, Console, print_table
