@@ -40,7 +40,7 @@ from props.projections.folding import (
 from props.projections.grading import GRADING
 from props.projections.ground_truth import GROUND_TRUTH
 from props.projections.names import LIVE, NAMES, SHADOW
-from props.projections.runs import EXCLUSIONS, IMPORTS, ISSUES, RUNS, USAGE
+from props.projections.run_tables import EXCLUSIONS, IMPORTS, ISSUES, RUNS, USAGE
 from props.projections.tables import create
 from props.schema import queries
 

@@ -139,7 +139,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     counted = None if scope.evaluation is None else \
         await evaluation_standing.counted_runs(store, scope.evaluation)
     async with store.sql.acquire() as conn:
-        if await conn.fetchval("SELECT to_regclass('projections.model_scores')") is None:
+        if await conn.fetchval(_Q["projections_built"]) is None:
             raise errors.SchemaError("the projections are not built yet: run "
                                      "`props projections rebuild --all` (or `run`)")
         if as_of is None:
@@ -199,8 +199,7 @@ async def _load(conn: database.Connection, schema: str, name: str | None,
                 f"{', '.join(f'{n}@{v}' for n, v in known) or 'none yet'}")
     settings = {**REPORT_SETTINGS, "props.exclude_imported": "on" if exclude_imported else "off",
                 "props.adjudicated": "on" if adjudicated else "off"}
-    await conn.execute("SELECT set_config(name, value, true) FROM unnest($1::text[], $2::text[]) "
-                       "AS s(name, value)", list(settings), list(settings.values()))
+    await conn.execute(_Q["set_settings"], list(settings), list(settings.values()))
     found, labels = split_digests(
         shaped(_SCORES, await conn.fetch(q(_SCORES.text), name, version, *scoped)))
     rows = [r for r in found if r.whole]

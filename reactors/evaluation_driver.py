@@ -16,7 +16,6 @@ from props.core.log.store import EventStore
 from props.core.log.subscription import Wakeups
 from props.core.scoring import registration
 from props.projections import status as projection_status
-from props.reactors.containers import ContainerRuntime
 from props.reactors.evaluation_steps import (
     Ceiling,
     Driven,
@@ -33,6 +32,7 @@ from props.reactors.evaluation_steps import (
     retry_line,
 )
 from props.reactors.launcher.launcher import Launcher
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 
 __all__ = [
     "DONE",

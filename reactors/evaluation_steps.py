@@ -1,7 +1,7 @@
 """One look at an evaluation: the ceiling in force, where each case stands, and requesting
 what has no result within the ceiling and the budget. Every driver takes this step: `props
 eval run` (props.reactors.evaluation_driver) and the service's, for detached evaluations
-(props.reactors.evaluations)."""
+(props.reactors.evaluation_reactor)."""
 
 from __future__ import annotations
 
@@ -211,7 +211,7 @@ async def request_detached(store: EventStore, ev: Evaluation, most: int | None =
     """Request the first cases for the service to serve (`--detach`, the API), within the
     plan's ceiling and budget, and at most `most` (what the token's quota leaves): the
     service's evaluation driver requests the rest as runs finish
-    (props.reactors.evaluations). How many were requested."""
+    (props.reactors.evaluation_reactor). How many were requested."""
     return (await first_look(store, ev, most, stops)).requested
 
 

@@ -2,9 +2,10 @@
 
 The container runtimes are local processes, and Docker when an engine answers (DOCKER_HOST or
 the local socket), with any other registered runtime this machine has, unless the caller
-chooses one by name (props.reactors.runtimes). Several `props serve` processes can share a
-database: each reactor and the projection runner is active in one of them at a time (advisory
-locks), the others stand by and take over when the active one stops or dies.
+chooses one by name (props.reactors.runtimes.runtime_registry). Several `props serve`
+processes can share a database: each reactor and the projection runner is active in one of
+them at a time (advisory locks), the others stand by and take over when the active one
+stops or dies.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from props.core.log import embedded, errors
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors import runtimes
-from props.reactors.containers import ContainerRuntime
-from props.reactors.evaluations import EvaluationDriver
+from props.reactors.evaluation_reactor import EvaluationDriver
 from props.reactors.grader import Grader
 from props.reactors.host import Reactor, ReactorHost
 from props.reactors.launcher import launchers, run_attempts
 from props.reactors.launcher.launcher import Launcher
 from props.reactors.launcher.run_specs import AgentDatabase
+from props.reactors.runtimes import runtime_registry
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 from props.reactors.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -45,17 +46,18 @@ def work_dir() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def container_runtimes(choice: RuntimeChoice = runtimes.AUTO, engine: str | None = None,
+async def container_runtimes(choice: RuntimeChoice = runtime_registry.AUTO,
+                             engine: str | None = None,
                              *, trust_local_commands: bool = False,
                              ) -> AsyncIterator[list[ContainerRuntime]]:
-    """The runtimes runs may use (runtimes.chosen): local processes (for local definitions)
+    """The runtimes runs may use (runtime_registry.chosen): local processes (for local definitions)
     always, the one `choice` names (it must answer now), or with `auto` every registered one
     this machine has. The local runtime runs only props' own agents unless
     `trust_local_commands` (an operator who wrote the local definitions' commands)."""
-    options = runtimes.Options(work_dir(), engine, trust_local_commands)
+    options = runtime_registry.Options(work_dir(), engine, trust_local_commands)
     async with contextlib.AsyncExitStack() as stack:
         opened = [await stack.enter_async_context(registration.open(options, required))
-                  for registration, required in runtimes.chosen(choice)]
+                  for registration, required in runtime_registry.chosen(choice)]
         yield [rt for rt in opened if rt is not None]
 
 

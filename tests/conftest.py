@@ -25,7 +25,7 @@ from props.core.domain.store import open_store
 from props.core.log import database, embedded, migrate
 from props.core.log.store import EventStore
 from props.projections import engine
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.runtimes.docker_runtime import DockerRuntime
 
 SESSION = uuid.uuid4().hex[:8]
 
@@ -196,7 +196,7 @@ async def docker_or_skip() -> AsyncIterator[DockerRuntime]:
     """A DockerRuntime on the engine at DOCKER_HOST (or the local socket), with the reference
     image imported (a rootfs made here, `docker import`ed, never pulled)."""
     from props.core.domain import definitions
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
 
     if not await docker_runtime.reachable():
         message = "no Docker engine reachable (start dockerd or set DOCKER_HOST)"
@@ -223,7 +223,7 @@ async def podman_or_skip() -> AsyncIterator[DockerRuntime]:
     at PROPS_PODMAN_URL, with the reference image imported; in CI (PROPS_REQUIRE_PODMAN=1)
     a missing service fails the test, elsewhere it is skipped, visibly."""
     from props.core.domain import definitions
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
 
     if not await docker_runtime.reachable(PODMAN_URL):
         message = f"no Podman API service at {PODMAN_URL} (podman system service)"
@@ -240,7 +240,7 @@ async def served(store: EventStore, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EventStore]:
     """The samples synced; the launcher, the grader and the projection runner serving on
     local processes, with a PROPS_HOME of this test's own."""
-    from props.reactors.local_runtime import LocalRuntime
+    from props.reactors.runtimes.local_runtime import LocalRuntime
     from tests.reactor_helpers import serving, sync_samples
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))

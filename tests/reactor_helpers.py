@@ -12,7 +12,7 @@ import anyio
 from props.core.domain import catalog, definitions, endpoints
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log.store import EventStore
-from props.reactors.containers import ContainerRuntime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from props.reactors.swarm_runtime import SwarmRuntime
+from props.reactors.runtimes.swarm_runtime import SwarmRuntime
 from props.tools.checks.swarm import rig
 
 SWARM_DIR = Path("/tmp/props-swarm-pxsw")

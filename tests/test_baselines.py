@@ -16,10 +16,10 @@ import pytest
 from props.core.domain import baselines, catalog, definitions, streams
 from props.core.log.store import EventStore
 from props.projections import figures
-from props.reactors import docker_runtime
 from props.reactors.agents import baseline_critic
 from props.reactors.agents.baseline_confinement import Confinement
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.docker_runtime import DockerRuntime
 from tests.reactor_helpers import eventually, finished, serving, sync_samples
 
 SAMPLES = ("csvtool/2025-09-03-00", "logparse/2025-11-02-00", "notes-api/2025-10-14-00")

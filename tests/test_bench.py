@@ -105,7 +105,7 @@ def test_quick_export_bench_reports_its_three_checks(server_dsn: str) -> None:
 def test_quick_reactors_bench_reports_its_two_checks(server_dsn: str) -> None:
     import anyio
 
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
     from tests.conftest import docker_required
 
     if not anyio.run(docker_runtime.reachable) and not docker_required():
@@ -144,7 +144,7 @@ def test_quick_viewer_bench_reports_its_three_checks(server_dsn: str) -> None:
 def test_quick_eval_bench_runs_both_sides(server_dsn: str) -> None:
     import anyio
 
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
     from tests.conftest import docker_required
 
     if not anyio.run(docker_runtime.reachable) and not docker_required():

@@ -16,7 +16,7 @@ from props.core.log import database
 from props.core.log.store import EventStore
 from props.projections import engine
 from props.reactors import host
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.reactor_helpers import SNAPSHOT, eventually, serving, sync_samples
 from tests.test_cli import CLI, props
 

@@ -23,10 +23,10 @@ import pytest
 from props.core.domain import catalog, definitions, endpoints
 from props.core.log import errors
 from props.core.log.store import EventStore
-from props.reactors import local_runtime
 from props.reactors.agents import baseline_critic
 from props.reactors.agents.baseline_confinement import Confinement
-from props.reactors.containers import ContainerSpec
+from props.reactors.runtimes import local_runtime
+from props.reactors.runtimes.container_runtime import ContainerSpec
 from props.tools.command_line import service_config
 from tests.reactor_helpers import QUICK_AGENT, push_code
 

@@ -192,7 +192,7 @@ def test_an_engine_error_is_what_the_runtime_says_it_is() -> None:
     not guessed transient)."""
     import aiodocker
 
-    from props.reactors.containers import EngineRefused, EngineUnreachable
+    from props.reactors.runtimes.container_runtime import EngineRefused, EngineUnreachable
 
     assert faults.kind(EngineUnreachable("gone")) == "transient"
     assert faults.of_error(EngineUnreachable("gone")).why == \

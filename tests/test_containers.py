@@ -1,4 +1,4 @@
-"""The container runtime contract (props.reactors.runtime_contract), run on every bundled
+"""The container runtime contract (props.reactors.runtimes.runtime_contract), run on every bundled
 runtime: local processes, Docker, and Podman through its Docker-compatible API; and what only
 one of them promises.
 
@@ -18,13 +18,13 @@ import pytest
 
 from props.core.domain import catalog, streams
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime, local_runtime
-from props.reactors.containers import ContainerRuntime, EngineUnreachable, Mount
-from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.launcher import run_cleanup, run_specs
 from props.reactors.launcher.run_specs import container_name
-from props.reactors.local_runtime import LocalRuntime
-from props.reactors.runtime_contract import FakeReach, Made, RuntimeContract
+from props.reactors.runtimes import docker_runtime, local_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime, EngineUnreachable, Mount
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
+from props.reactors.runtimes.runtime_contract import FakeReach, Made, RuntimeContract
 from tests.conftest import REFERENCE_IMAGE, docker_or_skip, podman_or_skip
 from tests.reactor_helpers import request
 

@@ -28,12 +28,12 @@ import pytest
 from props.core.domain import catalog, definitions
 from props.core.log import faults
 from props.core.log.store import EventStore
-from props.reactors.containers import EngineRefused, EngineUnreachable, Outcome
-from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import run_attempts
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.container_runtime import EngineRefused, EngineUnreachable, Outcome
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request, sync_samples
 
 NAME = "props-test-engine-faults"

@@ -13,10 +13,10 @@ import pytest
 
 from props.core.domain import catalog, definitions
 from props.core.log.store import EventStore
-from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.host import ReactorHost
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request, sync_samples
 
 

@@ -15,11 +15,11 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.log.store import EventStore
-from props.reactors.containers import ContainerSpec, EngineUnreachable
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import fair_queue
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.container_runtime import ContainerSpec, EngineUnreachable
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.reactor_helpers import SNAPSHOT, eventually, finished, push_code, sync_samples
 from tests.test_launchers import WAIT, most_at_once, runs_by_launcher, served_until_finished
 

@@ -25,8 +25,8 @@ from props.core.domain import catalog, definitions, evaluations, vocabulary
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.reactors.agents import reference_critic
-from props.reactors.docker_runtime import DockerRuntime
-from props.reactors.local_runtime import LocalRuntime, ships
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime, ships
 from props.tools.bundled import samples
 from tests.reactor_helpers import finished, request, serving, sync_samples
 from tests.test_cli import CLI, props

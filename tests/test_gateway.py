@@ -28,8 +28,8 @@ import zstandard
 from props.core.domain import catalog, chat, definitions, endpoints
 from props.core.domain.archive import exports
 from props.core.log.store import EventStore
-from props.reactors.containers import ContainerRuntime
 from props.reactors.gateway import Gateway
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 from props.tools.http import registry
 from tests.conftest import REFERENCE_IMAGE, docker_or_skip, once_per_ci, podman_or_skip
 from tests.fake_openai import chat_server as _chat_server
@@ -354,7 +354,7 @@ async def canary_run(store: EventStore, runtimes: list[ContainerRuntime], canary
 async def test_a_canary_key_reaches_the_endpoint_and_nothing_else_local(
         store: EventStore, tmp_path: Path, canary: str, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    from props.reactors.local_runtime import LocalRuntime
+    from props.reactors.runtimes.local_runtime import LocalRuntime
 
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await canary_run(store, [LocalRuntime(tmp_path / "runs", trust_commands=True)], canary,

@@ -18,9 +18,9 @@ from props.core.domain import baselines, catalog, definitions, endpoints
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import server_checks
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
-from props.reactors.containers import ContainerRuntime
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.tools.checks import hostile_critic
 from tests.conftest import docker_or_skip, podman_or_skip
 from tests.reactor_helpers import (

@@ -19,7 +19,7 @@ import pytest
 
 from props.core.log.store import EventStore
 from props.reactors.agents import sdk
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.runtimes.docker_runtime import DockerRuntime
 from tests import python_base
 from tests.reactor_helpers import sync_samples
 

@@ -297,7 +297,7 @@ async def test_an_imported_unfinished_run_is_never_carried_out_here(
     history. No launcher here queues it, claims it or starts its container. Control: the
     same request appended here is queued and claimed."""
     from props.reactors.launcher.launcher import Launcher
-    from props.reactors.local_runtime import LocalRuntime
+    from props.reactors.runtimes.local_runtime import LocalRuntime
     from props.schema import queries
 
     requested = await one(target, "SELECT data::text AS data FROM props.events "

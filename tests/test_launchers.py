@@ -21,11 +21,11 @@ import pytest
 from props.core.domain import catalog
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors.containers import ContainerRuntime
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import launchers
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.conftest import once_per_ci
 from tests.reactor_helpers import eventually, finished, push_code, request, sync_samples
 
@@ -191,7 +191,7 @@ async def test_docker_and_podman_launchers_share_100_runs(
     """A launcher on Docker and one on Podman (its Docker-compatible API), each with its own
     capacity: every run one claim and one container, both engines used, capacities held."""
     from props.core.domain import definitions
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
     from tests.conftest import docker_or_skip, podman_or_skip
 
     await sync_samples(store)
@@ -243,9 +243,9 @@ async def test_agents_reach_the_database_over_tcp_as_their_run_role(
     import psycopg
 
     from props.core.domain import definitions
-    from props.reactors import docker_runtime
     from props.reactors.launcher import agent_roles
     from props.reactors.launcher.run_specs import AgentDatabase
+    from props.reactors.runtimes import docker_runtime
     from tests.conftest import docker_or_skip
 
     host, port = tcp_address(store.dsn)
@@ -285,7 +285,7 @@ async def test_a_podman_launcher_never_claims_a_run_it_cannot_launch(
     launcher alive beside it (it never claims one), and alone it fails them naming why
     (`image_missing`; the control: the same run and launcher, nobody else alive)."""
     from props.core.domain import definitions
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
     from tests.conftest import docker_or_skip, podman_or_skip
 
     await sync_samples(store)

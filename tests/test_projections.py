@@ -23,7 +23,7 @@ from props.core.log.events import EventRegistry, RecordedEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
 from props.projections import engine
-from props.projections import runs as runs_projection
+from props.projections import run_tables as runs_projection
 from props.projections import status as projection_status
 from props.tools.checks.workload import Workload
 from tests.conftest import as_role

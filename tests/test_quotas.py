@@ -18,8 +18,8 @@ from props.core.domain import catalog, evaluation_starts, evaluations, quotas, s
 from props.core.domain.specimens import specimen_sync
 from props.core.log import leadership
 from props.core.log.store import EventStore, StoreTransaction
-from props.reactors.evaluations import EvaluationDriver
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.evaluation_reactor import EvaluationDriver
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.tools.http import app as http_app
 from tests import hostile_imports
 from tests.reactor_helpers import QUICK_AGENT, eventually, push_code, serving, sync_samples

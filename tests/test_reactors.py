@@ -19,9 +19,9 @@ from props.core.domain import catalog, definitions
 from props.core.log import database, retries
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
 from props.reactors import host as reactor_host
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import (
     QUICK_AGENT,
@@ -448,7 +448,7 @@ def test_the_reactor_names_are_the_reactors_own() -> None:
     """`props serve --only`, `props reactors status` and the hosts' locks use the names in
     `host.REACTORS`: they must be the names the reactors give themselves."""
     from props.core.domain.vocabulary import REACTORS, SERVICES
-    from props.reactors.evaluations import EvaluationDriver
+    from props.reactors.evaluation_reactor import EvaluationDriver
     from props.reactors.grader import Grader
     from props.reactors.launcher import launchers
     from props.reactors.supervisor import Supervisor

@@ -26,7 +26,7 @@ from props.core.domain import catalog
 from props.core.log.store import EventStore
 from props.core.scoring import comparison, rescoring
 from props.projections import engine
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
 from props.tools.command_line import local_model

@@ -167,7 +167,7 @@ def test_retry_failed_asks_the_rule_and_says_why_not() -> None:
 
 
 def test_an_error_s_category_is_its_own_or_its_class_name() -> None:
-    from props.reactors.containers import EngineUnreachable
+    from props.reactors.runtimes.container_runtime import EngineUnreachable
 
     assert faults.category_of(EngineUnreachable()) == "engine_unreachable"
     assert faults.category_of(errors.StoreUnavailable()) == "store_unavailable"

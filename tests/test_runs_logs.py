@@ -16,9 +16,9 @@ import pytest
 
 from props.core.domain import catalog, definitions
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
-from props.reactors.containers import ContainerRuntime
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.conftest import docker_or_skip
 from tests.reactor_helpers import finished, push_code, request, serving, sync_samples
 from tests.test_cli import props

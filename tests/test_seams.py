@@ -28,8 +28,15 @@ from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers, server_grading
 from props.core.scoring.matches import Match
 from props.core.scoring.released import overlap
-from props.reactors import runtime_contract, runtimes, service
-from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount, Outcome, Reach
+from props.reactors import service
+from props.reactors.runtimes import runtime_contract, runtime_registry
+from props.reactors.runtimes.container_runtime import (
+    ContainerRuntime,
+    ContainerSpec,
+    Mount,
+    Outcome,
+    Reach,
+)
 from tests.conftest import rebuilt
 from tests.reactor_helpers import QUICK_AGENT, finished, request, serving, sync_samples
 
@@ -104,21 +111,21 @@ class InProcessRuntime:
 
 
 @asynccontextmanager
-async def open_inproc(options: runtimes.Options,
+async def open_inproc(options: runtime_registry.Options,
                       required: bool) -> AsyncIterator[ContainerRuntime | None]:
     async with anyio.create_task_group() as tg:
         yield InProcessRuntime(tg)
         tg.cancel_scope.cancel()
 
 
-INPROC = runtimes.Registration("inproc", open_inproc)  # what an entry point would name
+INPROC = runtime_registry.Registration("inproc", open_inproc)  # what an entry point would name
 
 
 @pytest.fixture
 def inproc() -> Any:
-    runtimes.register(INPROC.name, INPROC.open)
+    runtime_registry.register(INPROC.name, INPROC.open)
     yield INPROC
-    runtimes.unregister(INPROC.name)
+    runtime_registry.unregister(INPROC.name)
 
 
 class TestInProcessRuntime(runtime_contract.RuntimeContract):
@@ -129,7 +136,7 @@ class TestInProcessRuntime(runtime_contract.RuntimeContract):
 
     @asynccontextmanager
     async def _open(self, tmp_path: Path) -> AsyncIterator[ContainerRuntime]:
-        async with open_inproc(runtimes.Options(tmp_path), True) as rt:
+        async with open_inproc(runtime_registry.Options(tmp_path), True) as rt:
             assert rt is not None
             yield rt
 
@@ -141,7 +148,7 @@ class TestInProcessRuntime(runtime_contract.RuntimeContract):
 
 
 async def test_a_run_on_a_runtime_added_by_registration(
-        store: EventStore, inproc: runtimes.Registration, tmp_path: Path,
+        store: EventStore, inproc: runtime_registry.Registration, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
     await sync_samples(store)
@@ -166,12 +173,12 @@ async def test_a_run_on_a_runtime_added_by_registration(
 
 def test_a_name_the_log_cannot_carry_is_refused() -> None:
     for bad in ("Kube", "k8s/pods", "x" * 33, "", "-dash"):
-        with pytest.raises(runtimes.InvalidRuntime):
-            runtimes.register(bad, open_inproc)
-    with pytest.raises(runtimes.UnknownRuntime):
-        runtimes.get("nowhere")
-    with pytest.raises(runtimes.InvalidRuntime):
-        runtimes.register("local", open_inproc)  # taken by a bundled one
+        with pytest.raises(runtime_registry.InvalidRuntime):
+            runtime_registry.register(bad, open_inproc)
+    with pytest.raises(runtime_registry.UnknownRuntime):
+        runtime_registry.get("nowhere")
+    with pytest.raises(runtime_registry.InvalidRuntime):
+        runtime_registry.register("local", open_inproc)  # taken by a bundled one
 
 
 def test_a_runtime_is_found_through_its_entry_point(tmp_path: Path,
@@ -181,14 +188,14 @@ def test_a_runtime_is_found_through_its_entry_point(tmp_path: Path,
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: props-inproc\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(
-        f"[{runtimes.GROUP}]\ninproc = tests.test_seams:INPROC\n")
+        f"[{runtime_registry.GROUP}]\ninproc = tests.test_seams:INPROC\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(runtimes, "_entry_points_loaded", False)
+    monkeypatch.setattr(runtime_registry, "_entry_points_loaded", False)
     try:
-        assert "inproc" in runtimes.names()
-        assert runtimes.get("inproc") == INPROC
+        assert "inproc" in runtime_registry.names()
+        assert runtime_registry.get("inproc") == INPROC
     finally:
-        runtimes.unregister("inproc")
+        runtime_registry.unregister("inproc")
 
 
 def test_old_events_with_the_literal_kinds_still_read() -> None:

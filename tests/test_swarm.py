@@ -25,11 +25,17 @@ from props.core.log import errors
 from props.core.log.store import EventStore
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
-from props.reactors import runtimes, swarm_runtime
-from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount, RunLost
-from props.reactors.local_runtime import LocalRuntime
-from props.reactors.runtime_contract import RuntimeContract
-from props.reactors.swarm_runtime import SwarmRuntime
+from props.reactors.runtimes import runtime_registry, swarm_runtime
+from props.reactors.runtimes.container_runtime import (
+    LABEL,
+    ContainerRuntime,
+    ContainerSpec,
+    Mount,
+    RunLost,
+)
+from props.reactors.runtimes.local_runtime import LocalRuntime
+from props.reactors.runtimes.runtime_contract import RuntimeContract
+from props.reactors.runtimes.swarm_runtime import SwarmRuntime
 from props.tools.checks.swarm import rig
 from tests.reactor_helpers import eventually, sync_samples
 from tests.swarm_helpers import opened_swarm, swarm  # noqa: F401 (the session's fixture)
@@ -55,14 +61,14 @@ class TestSwarmRuntime(RuntimeContract):
 async def test_props_serve_opens_it_by_name_and_only_by_name(
         swarm: rig.Rig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.delenv("PROPS_SWARM_HOST", raising=False)
-    registration = runtimes.get("swarm")
-    options = runtimes.Options(work_dir=tmp_path, engine=swarm.manager)
+    registration = runtime_registry.get("swarm")
+    options = runtime_registry.Options(work_dir=tmp_path, engine=swarm.manager)
     async with registration.open(options, True) as rt:
         assert rt is not None and rt.kind == "swarm" and rt.capacity() >= 2
-    async with registration.open(runtimes.Options(work_dir=tmp_path), False) as absent:
+    async with registration.open(runtime_registry.Options(work_dir=tmp_path), False) as absent:
         assert absent is None  # auto, and no PROPS_SWARM_HOST: not this machine's
     with pytest.raises(errors.ConfigurationError, match="PROPS_SWARM_HOST"):
-        async with registration.open(runtimes.Options(work_dir=tmp_path), True):
+        async with registration.open(runtime_registry.Options(work_dir=tmp_path), True):
             pass
 
 

@@ -79,6 +79,7 @@ class PreparedRuns:
 
 
 _AGENTS = queries.load("agents")
+_EVENTS = queries.load("events")  # the log's streams
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +154,7 @@ async def resolve(store: EventStore, ref: str) -> uuid.UUID:
         pass
     ref = ref.lower()
     rows = await store.sql.fetch(  # (the ref's characters: hex and '-' only)
-        "SELECT stream_id, count(*) OVER () FROM props.streams WHERE stream_id LIKE $1 "
-        "ORDER BY stream_id LIMIT 10", f"{streams.run(ref)}%")
+        _EVENTS["streams_by_prefix"], f"{streams.run(ref)}%")
     found = [str(streams.run_id_of(r[0])) for r in rows]
     if not found:
         raise errors.NotFound(f"no run id starts with {ref}")

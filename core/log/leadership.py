@@ -20,8 +20,10 @@ import anyio
 import asyncpg
 
 from props.core.log import database
+from props.schema import queries
 
 log = logging.getLogger(__name__)
+_Q = queries.load("leadership")
 
 # Any 64-bit constants unique to props ("props" and three letters of the purpose).
 MIGRATION = 0x70726F70_73_6D6967  # one migrator at a time
@@ -82,7 +84,7 @@ async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
     StoreUnavailable raised, once the session holding the key is lost. `standing` is told
     whether this instance leads or waits."""
     async with database.session(dsn) as conn:
-        while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+        while not await conn.fetchval(_Q["try_lock"], key):
             if standing is not None:
                 standing.answer(False)
             log.info("%s: another instance is active; waiting to take over", what)
@@ -100,11 +102,11 @@ async def lead(dsn: str, key: int, what: str, retry_every: float = 2.0,
 async def exclusive(dsn: str, key: int) -> AsyncIterator[None]:
     """Hold `key` for the block, waiting for it as long as another holder keeps it."""
     async with database.session(dsn) as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", key)
+        await conn.execute(_Q["lock"], key)
         try:
             yield
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", key)
+            await conn.execute(_Q["unlock"], key)
 
 
 class _Pooled(Protocol):
@@ -117,9 +119,9 @@ async def if_free(store: _Pooled, key: int) -> AsyncIterator[bool]:
     it), in a transaction that writes nothing (no xid: no reader's fence is held) on a
     pooled connection: no new connection for a short hold."""
     async with store.pool.acquire() as conn, conn.transaction():
-        yield bool(await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", key))
+        yield bool(await conn.fetchval(_Q["try_xact_lock"], key))
 
 
 async def for_transaction(conn: database.Connection, key: int) -> None:
     """Hold `key` until `conn`'s transaction ends (waiting for it)."""
-    await conn.execute("SELECT pg_advisory_xact_lock($1)", key)
+    await conn.execute(_Q["xact_lock"], key)

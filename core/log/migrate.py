@@ -23,23 +23,14 @@ from props.core.log import database, errors, leadership
 from props.schema import queries
 
 _HARDENING = queries.load("hardening")
+_Q = queries.load("migrations")
+_LOCKS = queries.load("leadership")
 # What `props db status` checks, and `props db harden` takes from PUBLIC (with the rest of
 # their families: every lo_* and advisory-lock function).
 GUARDED_FUNCTIONS = ("lo_create(oid)", "pg_advisory_lock(bigint)", "pg_notify(text,text)",
                      "pg_current_xact_id()", "txid_current()")
 
 _FILE_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-
-_BOOTSTRAP = """
-CREATE SCHEMA IF NOT EXISTS props_meta;
-CREATE TABLE IF NOT EXISTS props_meta.migrations (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    sha256     text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
-"""
-
 
 @dataclasses.dataclass(frozen=True)
 class Migration:
@@ -90,10 +81,10 @@ def gaps(states: list[MigrationState]) -> list[int]:
 
 
 async def _applied(conn: database.Connection) -> dict[int, asyncpg.Record]:
-    exists = await conn.fetchval("SELECT to_regclass('props_meta.migrations') IS NOT NULL")
+    exists = await conn.fetchval(_Q["recorded"])
     if not exists:
         return {}
-    rows = await conn.fetch("SELECT version, name, sha256, applied_at FROM props_meta.migrations")
+    rows = await conn.fetch(_Q["applied"])
     return {row["version"]: row for row in rows}
 
 
@@ -142,9 +133,9 @@ def _refuse_drift(states: list[MigrationState]) -> None:
 
 async def migrate(conn: database.Connection) -> list[Migration]:
     """Apply every pending migration; return those applied. Safe to run concurrently."""
-    await conn.execute("SELECT pg_advisory_lock($1)", leadership.MIGRATION)
+    await conn.execute(_LOCKS["lock"], leadership.MIGRATION)
     try:
-        await conn.execute(_BOOTSTRAP)
+        await conn.execute(_Q["bootstrap"])
         states = await status(conn)
         _refuse_drift(states)
         pending = {s.version for s in states if s.state == "pending"}
@@ -154,10 +145,7 @@ async def migrate(conn: database.Connection) -> list[Migration]:
                 continue
             async with conn.transaction():
                 await conn.execute(mig.sql)
-                await conn.execute(
-                    "INSERT INTO props_meta.migrations (version, name, sha256) VALUES ($1, $2, $3)",
-                    mig.version, mig.name, mig.sha256,
-                )
+                await conn.execute(_Q["record"], mig.version, mig.name, mig.sha256)
             done.append(mig)
         if await conn.fetchval(_HARDENING["is_superuser"]):
             # Every run, not only one that applied something: a server first migrated by
@@ -165,7 +153,7 @@ async def migrate(conn: database.Connection) -> list[Migration]:
             await conn.execute(_HARDENING["harden"])
         return done
     finally:
-        await conn.execute("SELECT pg_advisory_unlock($1)", leadership.MIGRATION)
+        await conn.execute(_LOCKS["unlock"], leadership.MIGRATION)
 
 
 async def harden(conn: database.Connection) -> list[str]:

@@ -19,7 +19,7 @@ _Q = queries.load("events")
 async def ensure(pool: asyncpg.Pool, room: int = 0) -> int:
     """Make the log's partitions reach past the next position (and `room` more); the
     append paths call it when an insert finds no partition, then retry."""
-    made: int = await pool.fetchval("SELECT props.ensure_partitions($1)", room)
+    made: int = await pool.fetchval(_Q["ensure_partitions"], room)
     return made
 
 

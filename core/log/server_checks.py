@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncpg
 
 from props.core.log import database, migrate
+from props.schema import queries
+
+_Q = queries.load("hardening")
 
 
 async def trust_rules(conn: database.Connection) -> list[str] | None:
     """The pg_hba.conf rules that let a connection in without a password (None: this role
     may not read the rules)."""
     try:
-        rows = await conn.fetch(
-            "SELECT line_number, type, database, user_name, address FROM pg_hba_file_rules "
-            "WHERE auth_method = 'trust' AND error IS NULL ORDER BY line_number")
+        rows = await conn.fetch(_Q["trust_rules"])
     except asyncpg.InsufficientPrivilegeError:
         return None
     return [f"pg_hba.conf line {r['line_number']}: {r['type']} "
@@ -42,12 +43,10 @@ async def warnings(conn: database.Connection) -> list[str]:
         out += [f"{rule}: an agent could log in there as any role, the owner included"
                 for rule in rules]
     for fn in migrate.GUARDED_FUNCTIONS:
-        if await conn.fetchval("SELECT has_function_privilege('public', $1, 'EXECUTE')", fn):
+        if await conn.fetchval(_Q["public_may_execute"], fn):
             out.append(f"everyone may still call {fn}: run `props db harden` as a "
                        f"superuser once to revoke it from agents and analysts")
-    if await conn.fetchval(
-            "SELECT has_database_privilege('public', current_database(), 'TEMPORARY') OR "
-            "has_database_privilege('props_analyst', current_database(), 'TEMPORARY')"):
+    if await conn.fetchval(_Q["temp_granted"]):
         out.append("this database grants TEMP to everyone or to the analyst (revoked at the "
                    "first launch, or by `props db harden`)")
     return out
@@ -55,9 +54,7 @@ async def warnings(conn: database.Connection) -> list[str]:
 
 async def service_warnings(conn: database.Connection) -> list[str]:
     """What is wrong with the role the service runs as (the connection's)."""
-    row = await conn.fetchrow(
-        "SELECT r.rolsuper, r.rolname = n.nspowner::regrole::text AS owner, r.rolname "
-        "FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = 'props'")
+    row = await conn.fetchrow(_Q["service_role"])
     if row is None:
         return []
     if row["rolsuper"]:

@@ -34,12 +34,6 @@ from props.core.log import faults
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
-from props.reactors.containers import (
-    ContainerRuntime,
-    EngineUnreachable,
-    HoldsImages,
-    holds,
-)
 from props.reactors.gateway import Gateway
 from props.reactors.launcher import (
     agent_roles,
@@ -53,6 +47,12 @@ from props.reactors.launcher import (
 )
 from props.reactors.launcher.run_specs import AgentDatabase, RunSpecs, container_name
 from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id, verdict
+from props.reactors.runtimes.container_runtime import (
+    ContainerRuntime,
+    EngineUnreachable,
+    HoldsImages,
+    holds,
+)
 from props.schema import queries
 
 log = logging.getLogger(__name__)

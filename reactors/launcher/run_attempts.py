@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from props.core.log import errors, faults, retries
-from props.reactors.containers import EngineUnreachable
+from props.reactors.runtimes.container_runtime import EngineUnreachable
 
 log = logging.getLogger("props.reactors.launcher")
 

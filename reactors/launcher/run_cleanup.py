@@ -15,10 +15,14 @@ import anyio.to_thread
 
 from props.core.domain import streams
 from props.core.log.store import EventStore
-from props.reactors.containers import DEPLOYMENT_LABEL, ContainerRuntime, EngineUnreachable
 from props.reactors.launcher import agent_roles
 from props.reactors.launcher.run_specs import container_name, run_of_container
 from props.reactors.launcher.run_state import fold_run
+from props.reactors.runtimes.container_runtime import (
+    DEPLOYMENT_LABEL,
+    ContainerRuntime,
+    EngineUnreachable,
+)
 
 log = logging.getLogger("props.reactors.launcher")
 

@@ -22,16 +22,16 @@ from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.reactors import gateway
-from props.reactors.containers import (
+from props.reactors.gateway import Gateway
+from props.reactors.launcher import agent_roles, grader_runs
+from props.reactors.launcher.run_state import RunState
+from props.reactors.runtimes.container_runtime import (
     DEPLOYMENT_LABEL,
     LABEL,
     ContainerRuntime,
     ContainerSpec,
     Mount,
 )
-from props.reactors.gateway import Gateway
-from props.reactors.launcher import agent_roles, grader_runs
-from props.reactors.launcher.run_state import RunState
 from props.schema import queries
 
 _Q = queries.load("agents")

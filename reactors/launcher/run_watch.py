@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from props.core.log.store import EventStore
-from props.reactors.containers import ContainerRuntime, Outcome
 from props.reactors.launcher import agent_roles
 from props.reactors.launcher.run_specs import container_name
 from props.reactors.launcher.run_state import RunState
+from props.reactors.runtimes.container_runtime import ContainerRuntime, Outcome
 
 log = logging.getLogger("props.reactors.launcher")
 

@@ -55,3 +55,14 @@ SELECT name, from_position, to_position, state, archive_file, events, archived_a
          WHERE e.global_position >= p.from_position AND e.global_position < p.to_position
            AND p.state = 'hot') AS hot_events
   FROM props.log_partitions p ORDER BY from_position
+
+-- detach_partition --
+-- {partition}: a partition's name as props.log_partitions records it (never a user's string),
+-- put in by the caller with str.format: DDL takes no parameters.
+ALTER TABLE props.events DETACH PARTITION props.{partition}
+
+-- count_detached --
+SELECT count(*) FROM props.{partition}
+
+-- drop_detached --
+DROP TABLE props.{partition}

@@ -140,6 +140,13 @@ INSERT INTO props.blobs (sha256, size, compression, content)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (sha256) DO NOTHING
 
+-- insert_staged_blobs --
+-- An import's blobs, from its staging table (exports.sql's stage_tables): the blob store
+-- is written here only.
+INSERT INTO props.blobs (sha256, size, compression, content)
+SELECT DISTINCT ON (sha256) sha256, size, compression, content FROM import_blobs
+ON CONFLICT (sha256) DO NOTHING
+
 -- get_blob --
 SELECT size, compression, content FROM props.blobs WHERE sha256 = $1
 
@@ -184,3 +191,12 @@ SELECT format('%I.%I', s.schemaname, s.relname)
  WHERE s.schemaname = 'props' AND p.state = 'hot'
    AND s.n_mod_since_analyze > greatest(1000, 0.2 * s.n_live_tup)
  ORDER BY p.from_position
+
+-- ensure_partitions --
+-- Make the log's partitions reach past the next position (and $1 more).
+SELECT props.ensure_partitions($1)
+
+-- streams_by_prefix --
+-- The streams whose id starts with $1 (a LIKE pattern), and how many there are: the first 10.
+SELECT stream_id, count(*) OVER () FROM props.streams WHERE stream_id LIKE $1
+ORDER BY stream_id LIMIT 10

@@ -42,11 +42,6 @@ SELECT x.position, x.tx_id, x.event_id, x.stream_id, x.stream_version, x.type, x
 -- drop_stage_tables --
 DROP TABLE IF EXISTS import_events, import_blobs
 
--- insert_staged_blobs --
-INSERT INTO props.blobs (sha256, size, compression, content)
-SELECT DISTINCT ON (sha256) sha256, size, compression, content FROM import_blobs
-ON CONFLICT (sha256) DO NOTHING
-
 -- staged_new_runs --
 -- The critic runs whose request this import brings: a new stream `run-<id>` whose request
 -- names that run (one naming another run is not this import's to count).

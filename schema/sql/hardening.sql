@@ -35,3 +35,20 @@ $$
 SELECT f FROM unnest($1::text[]) AS f
  WHERE has_function_privilege('public', f, 'EXECUTE')
     OR has_function_privilege('props_analyst', f, 'EXECUTE')
+
+-- trust_rules --
+-- The pg_hba.conf rules that let a connection in without a password (server_checks).
+SELECT line_number, type, database, user_name, address FROM pg_hba_file_rules
+WHERE auth_method = 'trust' AND error IS NULL ORDER BY line_number
+
+-- public_may_execute --
+SELECT has_function_privilege('public', $1, 'EXECUTE')
+
+-- temp_granted --
+SELECT has_database_privilege('public', current_database(), 'TEMPORARY') OR
+       has_database_privilege('props_analyst', current_database(), 'TEMPORARY')
+
+-- service_role --
+-- Whether the connection's role is a superuser, or the owner of the schema props.
+SELECT r.rolsuper, r.rolname = n.nspowner::regrole::text AS owner, r.rolname
+FROM pg_roles r, pg_namespace n WHERE r.rolname = current_user AND n.nspname = 'props'

@@ -211,3 +211,11 @@ SELECT e.scorer_name || '@' || e.scorer_version AS scorer,
     ON k.name = e.scorer_name AND k.version = e.scorer_version AND NOT k.deterministic
  WHERE ($1::uuid[] IS NULL OR e.critique_run_id = ANY ($1))
  GROUP BY 1 ORDER BY 1
+
+-- projections_built --
+-- NULL until the projections were first built (a database only migrated has none).
+SELECT to_regclass('projections.model_scores')
+
+-- set_settings --
+-- The report's settings ($1 names, $2 values) for this transaction only.
+SELECT set_config(name, value, true) FROM unnest($1::text[], $2::text[]) AS s(name, value)

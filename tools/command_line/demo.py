@@ -30,10 +30,10 @@ from props.core.log.store import EventStore
 from props.core.scoring import cohorts, comparison, identity, rescoring, scorers, verification
 from props.projections import figures
 from props.projections import status as projection_status
-from props.reactors import docker_runtime
 from props.reactors import evaluation_driver as driver
-from props.reactors.containers import ContainerRuntime
-from props.reactors.docker_runtime import (
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
+from props.reactors.runtimes.docker_runtime import (
     DockerRuntime,
     build_baseline_image,
     build_reference_image,

@@ -34,7 +34,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import comparison, llm_judge, rescoring, scorers
 from props.projections import figures
 from props.reactors import evaluation_driver as driver
-from props.reactors.containers import ContainerRuntime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 from props.reactors.service import Service, container_runtimes
 from props.tools.bundled import samples
 from props.tools.command_line import demo, figure_tables, local_model

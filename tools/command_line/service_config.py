@@ -25,7 +25,8 @@ class ServiceConfig(pydantic.BaseModel):
 
     dsn: str | None = None  # the database; PROPS_DSN overrides it like any key
     only: list[ServiceName] | None = None  # every service when unset
-    # "auto", or a registered runtime's name (props.reactors.runtimes checks it is one)
+    # "auto", or a registered runtime's name (props.reactors.runtimes.runtime_registry checks
+    # it is one)
     runtime: str = pydantic.Field("auto", pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     max_concurrent: int = pydantic.Field(8, ge=1, le=1000)  # the launcher's capacity
     # Several launchers share the queue, each with its name, engine and capacity.

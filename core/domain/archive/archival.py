@@ -153,11 +153,11 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
         await conn.execute("SET LOCAL lock_timeout = '10s'")
         try:
             with errors.refused():
-                await conn.execute(f"ALTER TABLE props.events DETACH PARTITION props.{name}")
+                await conn.execute(_Q["detach_partition"].format(partition=name))
         except errors.Busy as exc:
             raise errors.StoreUnavailable(f"{name} is busy (lock wait over 10 s): nothing "
                                           f"was archived from it; try again") from exc
-        rows = await conn.fetchval(f"SELECT count(*) FROM props.{name}")
+        rows = await conn.fetchval(_Q["count_detached"].format(partition=name))
         if rows != exported.events:
             raise errors.PropsError(
                 f"{name} holds {rows} events but {exported.events} were exported (a write "
@@ -166,7 +166,7 @@ async def _archive_one(store: EventStore, name: str, first: int, end: int,
                                      verified.manifest["sha256"], rows)
         if marked is None:
             raise errors.PropsError(f"{name} was archived by someone else meanwhile")
-        await conn.execute(f"DROP TABLE props.{name}")
+        await conn.execute(_Q["drop_detached"].format(partition=name))
     return Done(name, first, end, exported.events, path)
 
 

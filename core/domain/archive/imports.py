@@ -37,6 +37,7 @@ from props.schema import queries
 
 _Q = queries.load("exports")
 _ARCHIVAL = queries.load("archival")
+_EVENTS = queries.load("events")  # the log's: its partitions, its blobs
 _IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
 T = TypeVar("T")
 U = TypeVar("U")
@@ -147,7 +148,7 @@ async def import_archive(store: EventStore, path: Path,
                 raise ArchiveError(
                     f"{path}: {future['stream_id']} version {future['stream_version']} is "
                     f"recorded in the future ({future['recorded_at']}); nothing was written")
-            await conn.fetchval("SELECT props.ensure_partitions($1)", report.events)
+            await conn.fetchval(_EVENTS["ensure_partitions"], report.events)
             try:
                 with errors.refused():
                     inserted = await _insert_staged(
@@ -214,7 +215,7 @@ async def _insert_staged(store: EventStore, conn: Any, verified: Verified,
         for row in await conn.fetch(_Q["import_history"]):
             kept = report.history if row["reason"] == "history" else report.kept_inert
             kept[row["type"]] = row["events"]
-        await conn.execute(_Q["insert_staged_blobs"])
+        await conn.execute(_EVENTS["insert_staged_blobs"])
         inserted, report.inert = int(done["appended"]), int(done["inert"])
         if inserted or report.inert:
             await _record_import(StoreTransaction(store, conn), origin["archive"],
@@ -263,7 +264,7 @@ async def _restore(conn: Any, name: str) -> int:
     """Put an archived partition back: its rows at their original positions and
     transactions (the log reads as before it was archived), in one transaction."""
     async with conn.transaction():
-        await conn.execute(_Q["insert_staged_blobs"])
+        await conn.execute(_EVENTS["insert_staged_blobs"])
         try:
             with errors.refused():
                 restored: int = await conn.fetchval(_ARCHIVAL["restore_partition"], name)

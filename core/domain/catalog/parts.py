@@ -18,8 +18,9 @@ Md5 = Annotated[str, pydantic.StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 Name = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=200)]
 # A launcher's name (`props serve --launcher-name`): part of its stream's name and its lock's.
 LauncherName = Annotated[str, pydantic.StringConstraints(pattern=r"^[a-z0-9][a-z0-9_.-]{0,62}$")]
-# A container runtime's name, as the runtime registry (props.reactors.runtimes) validates it:
-# any registered runtime's, so a third party's engine is recorded without a catalog change.
+# A container runtime's name, as the runtime registry
+# (props.reactors.runtimes.runtime_registry) validates it: any registered runtime's, so a third
+# party's engine is recorded without a catalog change.
 RUNTIME_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
 RuntimeName = Annotated[str, pydantic.StringConstraints(pattern=RUNTIME_NAME_PATTERN)]
 SnapshotSlug = Annotated[

@@ -21,10 +21,10 @@ import anyio
 from props.core.domain import definitions, evaluation_starts, evaluations
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
-from props.reactors import docker_runtime
 from props.reactors import evaluation_driver as driver
-from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime, ContainerSpec, Mount
+from props.reactors.runtimes.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
 from props.tools.checks.benchmarks.report import Check, Report
 from props.tools.command_line.render import Console

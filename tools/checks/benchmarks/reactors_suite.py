@@ -33,12 +33,13 @@ from props.core.domain.specimens import specimens
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
-from props.reactors import docker_runtime, grader, host
-from props.reactors.containers import ContainerRuntime, ContainerSpec, Mount
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors import grader, host
 from props.reactors.host import ReactorHost
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import ContainerRuntime, ContainerSpec, Mount
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.reactors.service import Service
 from props.tools.bundled import samples
 from props.tools.checks.benchmarks import swarm_suite

@@ -28,10 +28,10 @@ from props.core.domain import catalog, definitions, evaluation_starts, evaluatio
 from props.core.domain.specimens import specimens
 from props.core.log.store import EventStore
 from props.reactors import evaluation_driver as driver
-from props.reactors.containers import ContainerRuntime, ContainerSpec
-from props.reactors.docker_runtime import DockerRuntime
-from props.reactors.local_runtime import LocalRuntime
-from props.reactors.swarm_runtime import SwarmRuntime
+from props.reactors.runtimes.container_runtime import ContainerRuntime, ContainerSpec
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
+from props.reactors.runtimes.swarm_runtime import SwarmRuntime
 from props.tools.bundled import samples
 from props.tools.checks.benchmarks.report import Check, Report
 from props.tools.checks.swarm import rig

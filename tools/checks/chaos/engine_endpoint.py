@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from props.reactors import docker_runtime
+from props.reactors.runtimes import docker_runtime
 
 
 async def _pipe(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream,

@@ -26,10 +26,11 @@ import httpx
 from props.core.log import database, embedded, errors, retries
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
-from props.reactors import docker_runtime
-from props.reactors.containers import LABEL
-from props.reactors.docker_runtime import DockerRuntime
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import LABEL
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
+from props.schema import queries
 from props.tools.checks.chaos.engine_endpoint import EngineEndpoint
 from props.tools.checks.chaos.own_engine import OwnEngine, terminate
 from props.tools.command_line.render import Console
@@ -37,6 +38,7 @@ from props.tools.command_line.render import Console
 console = Console(highlight=False, stderr=True)
 
 T = TypeVar("T")
+_Q = queries.load("chaos")
 # The load's critic: a local command that reports what an LLM critic reports (a prompt, a
 # model call with tokens and cost, issues at lines drawn from the run id, a phase), without
 # a model: fast, deterministic, and it exercises every projection, the additive ones too.
@@ -294,16 +296,13 @@ class Chaos:
 
     async def mark_prefix(self) -> None:
         """Count and hash of the log up to its current head, to check again at the end."""
-        head = await retry(lambda: self.store.sql.fetchval(
-            "SELECT coalesce(max(global_position), 0) FROM props.events"))
+        head = await retry(lambda: self.store.sql.fetchval(_Q["log_head"]))
         count, digest = await log_prefix(self.store, head)
         self.prefixes.append((head, count, digest))
 
 
 async def log_prefix(store: EventStore, head: int) -> tuple[int, str]:
-    rows = await retry(lambda: store.sql.fetch(
-        "SELECT event_id, type, data::text FROM props.events WHERE global_position <= $1 "
-        "ORDER BY global_position", head))
+    rows = await retry(lambda: store.sql.fetch(_Q["log_prefix"], head))
     h = hashlib.sha256()
     for r in rows:
         h.update(f"{r[0]}|{r[1]}|{r[2]}\n".encode())

@@ -16,14 +16,17 @@ from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.projections import engine
 from props.projections import status as projection_status
-from props.reactors import docker_runtime
-from props.reactors.containers import LABEL
-from props.reactors.docker_runtime import DockerRuntime
 from props.reactors.launcher import run_specs
-from props.reactors.local_runtime import LocalRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import LABEL
+from props.reactors.runtimes.docker_runtime import DockerRuntime
+from props.reactors.runtimes.local_runtime import LocalRuntime
+from props.schema import queries
 from props.tools.checks import hostile_critic
 from props.tools.checks.chaos.harness import DOOMED, NOT_INJECTED, SPARE, Chaos, log_prefix, retry
 from props.tools.command_line.render import Console, Table
+
+_Q = queries.load("chaos")
 
 console = Console(highlight=False, stderr=True)
 
@@ -44,12 +47,8 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
     with anyio.move_on_after(seconds):
         while True:
             finished = await retry(lambda: store.sql.fetchval(
-                "SELECT count(DISTINCT stream_id) FROM props.events "
-                "WHERE type = 'run.finished' AND stream_id = ANY($1::text[])",
-                [streams.run(r) for r in chaos.requested]))
-            pending = await retry(lambda: store.sql.fetchval(
-                "SELECT CASE WHEN to_regclass('projections.grading_pending') IS NULL THEN -1 "
-                "ELSE (SELECT count(*) FROM projections.grading_pending) END"))
+                _Q["finished_runs"], [streams.run(r) for r in chaos.requested]))
+            pending = await retry(lambda: store.sql.fetchval(_Q["grading_pending"]))
             status = await retry(lambda: projection_status.of(store))
             if finished == len(chaos.requested) and pending == 0 \
                     and not any(s.lag_events for s in status) \
@@ -61,7 +60,7 @@ async def drain(chaos: Chaos, seconds: float) -> bool:
 
 
 async def caught_up_watch(chaos: Chaos) -> None:
-    total = await retry(lambda: chaos.store.sql.fetchval("SELECT count(*) FROM props.events"))
+    total = await retry(lambda: chaos.store.sql.fetchval(_Q["event_count"]))
     with anyio.move_on_after(30):
         while True:
             if len(chaos.seen) >= total:
@@ -96,15 +95,8 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     doubled = [r for r, n in containers.items() if n > 1]
     out.append(Invariant("no run with two containers", not doubled,
                          f"{len(doubled)} run(s) started more than one container"))
-    ungraded = await store.sql.fetchval(
-        "SELECT count(*) FROM projections.reported_issues i "
-        "JOIN projections.agent_runs r USING (run_id) "
-        "JOIN projections.active_scorer s ON true "
-        "WHERE r.status IS NOT NULL AND r.finished_at IS NOT NULL AND NOT EXISTS ("
-        "  SELECT 1 FROM projections.grading_edges e WHERE e.critique_run_id = i.run_id "
-        "  AND e.critique_issue_id = i.issue_id AND e.scorer_name = s.name "
-        "  AND e.scorer_version = s.version)")
-    issues = await store.sql.fetchval("SELECT count(*) FROM projections.reported_issues")
+    ungraded = await store.sql.fetchval(_Q["ungraded_issues"])
+    issues = await store.sql.fetchval(_Q["reported_issues"])
     out.append(Invariant("every finished run fully graded by the active scorer",
                          ungraded == 0 and issues > 0,
                          f"{issues} issues, {ungraded} without a grade"))
@@ -115,7 +107,7 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("projections equal a clean rebuild", not differ,
                          f"{sum(len(v) for v in after.values())} rows; differing: "
                          f"{', '.join(differ) or 'none'}"))
-    total = await store.sql.fetchval("SELECT count(*) FROM props.events")
+    total = await store.sql.fetchval(_Q["event_count"])
     once = len(chaos.seen) == len(set(chaos.seen)) == total
     out.append(Invariant("the subscriber saw every event once", once,
                          f"{len(chaos.seen)} delivered, {len(set(chaos.seen))} distinct, "
@@ -200,9 +192,7 @@ async def _hostile(chaos: Chaos) -> Invariant:
     """Each hostile run ended failed (never completed), and what it reported of its tries
     (when it got that far: a fault may have killed it first) shows no breach."""
     runs = await chaos.store.sql.fetch(
-        "SELECT r.stream_id FROM props.events r WHERE r.type = 'run.requested' "
-        "AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])",
-        [streams.run(r) for r in chaos.requested])
+        _Q["hostile_runs"], [streams.run(r) for r in chaos.requested])
     statuses: list[str] = []
     breaches: list[str] = []
     reported = 0
@@ -234,8 +224,7 @@ async def _left_behind(chaos: Chaos) -> tuple[list[tuple[str, str]], int]:
             left += [(docker.kind, n) for n, v in (await docker.names(LABEL)).items()
                      if v in ours]
     roles = await retry(lambda: chaos.store.sql.fetchval(
-        "SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname"
-        " WHERE b.run_id = ANY($1::uuid[])", list(chaos.requested)))
+        _Q["roles_left"], list(chaos.requested)))
     return left, int(roles)
 
 

@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 
 from props.core.log import errors, retries, stopping
-from props.reactors import docker_runtime
+from props.reactors.runtimes import docker_runtime
 
 STOP_WAIT = 60.0  # seconds a stopped dockerd has to exit (it stops its containers first)
 

@@ -21,8 +21,8 @@ from props.core.domain import catalog, definitions, streams, tokens
 from props.core.domain.specimens import specimen_sync, specimens
 from props.core.domain.store import open_store
 from props.core.log import stopping
-from props.reactors import docker_runtime
-from props.reactors.docker_runtime import DockerRuntime
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
 from props.tools.checks import hostile_critic, scratch
 from props.tools.checks.chaos import own_engine

@@ -24,7 +24,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import registration
 from props.projections import run_pages, run_view
 from props.projections import status as projection_status
-from props.projections.runs import RUNS
+from props.projections.run_tables import RUNS
 from props.tools.command_line import arguments, render
 from props.tools.command_line.figure_tables import critic_columns, percent
 from props.tools.command_line.render import Column, Console, print_table
@@ -52,7 +52,7 @@ def _config(path: Path | None) -> dict[str, Any]:
 async def image_digest(image: str) -> str:
     import aiodocker  # only commands that talk to Docker pay for its import (0.2 s)
 
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
 
     async with docker_runtime.DockerRuntime.connect() as rt:
         try:
@@ -92,7 +92,7 @@ async def reference_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if args.grader:
         definition = definitions.reference_local("grader", config)
     elif args.docker:
-        from props.reactors import docker_runtime
+        from props.reactors.runtimes import docker_runtime
 
         definitions.check_reference_config(config)
         async with docker_runtime.DockerRuntime.connect() as rt:
@@ -111,7 +111,7 @@ async def baseline_cmd(args: argparse.Namespace, store: EventStore) -> int:
     """The container baseline whenever an engine answers: whatever the tool imports runs
     in a container, far from props' files; a local command only when asked (`--local`) or
     when no engine answers, and then it says so."""
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
 
     if not args.local and (args.docker or await docker_runtime.reachable()):
         async with docker_runtime.DockerRuntime.connect() as rt:
@@ -132,7 +132,7 @@ def _check_local(command: list[str], config: dict[str, Any], name: str) -> None:
     modules by another interpreter than props' (every run would fail as
     untrusted_local_command). Warn of any other command: it runs only under `props serve
     --trust-local-commands`."""
-    from props.reactors import local_runtime
+    from props.reactors.runtimes import local_runtime
 
     if local_runtime.ships(command):
         if command[-1] == definitions.REFERENCE_MODULE:

@@ -54,8 +54,8 @@ import anyio
 import anyio.to_thread
 
 from props.core.log import errors
-from props.reactors import docker_runtime
-from props.reactors.containers import (
+from props.reactors.runtimes import docker_runtime
+from props.reactors.runtimes.container_runtime import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 
 from props.core.log import errors
-from props.reactors.containers import (
+from props.reactors.runtimes.container_runtime import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,
@@ -131,7 +131,7 @@ class LocalRuntime:
             # A new session: the shim outlives this process, and a restart adopts it.
             pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-m", "props.reactors.local_shim", str(state), "--",
+                [sys.executable, "-m", "props.reactors.runtimes.local_shim", str(state), "--",
                  *spec.command],
                 env, setsid=True,
                 file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

@@ -1,4 +1,4 @@
-"""`python -m props.reactors.local_shim STATE_DIR -- COMMAND...`: one local "container".
+"""`python -m props.reactors.runtimes.local_shim STATE_DIR -- COMMAND...`: one local "container".
 
 The local runtime starts this shim in a session of its own, so it outlives the launcher that
 started it (a restarted launcher adopts it, as it adopts a Docker container). The shim runs

@@ -27,7 +27,7 @@ import anyio
 import pytest
 
 from props.core.domain import catalog, definitions
-from props.reactors.containers import LABEL, ContainerRuntime, ContainerSpec, Mount
+from props.reactors.runtimes.container_runtime import LABEL, ContainerRuntime, ContainerSpec, Mount
 
 
 class Made:

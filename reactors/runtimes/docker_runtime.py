@@ -26,7 +26,7 @@ import orjson
 
 from props.core.domain import baselines, catalog, definitions
 from props.core.log import errors
-from props.reactors.containers import (
+from props.reactors.runtimes.container_runtime import (
     LABEL,
     MAX_LOG_BYTES,
     ContainerSpec,

@@ -5,7 +5,7 @@ and any that a package registers, by calling `register` or through the entry-poi
 A runtime's name is what the log records (`container.started`, `launcher.started`, a
 definition's `runtime`): it is checked here against the catalog's pattern, so what a
 registration accepts an event can always carry. Adding a runtime is two files: the runtime
-(a `ContainerRuntime` that passes props.reactors.runtime_contract) and its registration (a
+(a `ContainerRuntime` that passes props.reactors.runtimes.runtime_contract) and its registration (a
 `Registration` named in the package's entry points). docs/howto/add-a-runtime.md.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from props.core.domain import catalog
 from props.core.log import errors
-from props.reactors.containers import ContainerRuntime
+from props.reactors.runtimes.container_runtime import ContainerRuntime
 
 GROUP = "props.runtimes"  # the entry-point group third-party runtimes register in
 AUTO = "auto"  # every registered runtime that this machine has; not a runtime's name
@@ -125,7 +125,7 @@ def chosen(choice: str) -> list[tuple[Registration, bool]]:
 
 @asynccontextmanager
 async def _open_local(options: Options, required: bool) -> AsyncIterator[ContainerRuntime]:
-    from props.reactors.local_runtime import LocalRuntime
+    from props.reactors.runtimes.local_runtime import LocalRuntime
 
     yield LocalRuntime(options.work_dir / "local-containers",
                        trust_commands=options.trust_local_commands)
@@ -138,7 +138,7 @@ async def _open_docker(options: Options,
     local socket). Chosen by name it must answer now; with `auto` it is opened when this
     machine has one configured or an engine is given: an engine restarting at this moment
     is waited for by the runs that need it, not given up on."""
-    from props.reactors import docker_runtime
+    from props.reactors.runtimes import docker_runtime
 
     if required:
         async with docker_runtime.DockerRuntime.connect(options.engine) as docker:
@@ -154,9 +154,9 @@ async def _open_docker(options: Options,
 @asynccontextmanager
 async def _open_swarm(options: Options,
                       required: bool) -> AsyncIterator[ContainerRuntime | None]:
-    """A Docker Swarm's manager: runs as jobs across its nodes (props.reactors.swarm_runtime;
-    with `auto`, only where PROPS_SWARM_HOST names one)."""
-    from props.reactors import swarm_runtime
+    """A Docker Swarm's manager: runs as jobs across its nodes (swarm_runtime; with
+    `auto`, only where PROPS_SWARM_HOST names one)."""
+    from props.reactors.runtimes import swarm_runtime
 
     async with swarm_runtime.opened(options.engine, required) as swarm:
         yield swarm

@@ -8,7 +8,8 @@ printed; `remove` forgets it. `names` lists the containers carrying a label, so 
 by a crash are found and reaped at start-up. `prepare` gives a run's container its way to
 the database, which only the runtime knows (a local process reaches it as the launcher does; a
 container needs a socket mounted or a network). Every runtime passes the same contract tests
-(props.reactors.runtime_contract), and is found by its name (props.reactors.runtimes).
+(props.reactors.runtimes.runtime_contract), and is found by its name
+(props.reactors.runtimes.runtime_registry).
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ class Reach(Protocol):
 
 
 class ContainerRuntime(Protocol):
-    kind: str  # its registered name (props.reactors.runtimes), recorded in container.started
+    # its registered name (props.reactors.runtimes.runtime_registry), recorded in
+    # container.started
+    kind: str
 
     async def prepare(self, spec: ContainerSpec, run_dir: Path, reach: Reach) -> ContainerSpec:
         """`spec` completed with the agent's way to the database (PROPS_AGENT_DSN and what
