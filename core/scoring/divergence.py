@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 
 from props.core.domain import catalog, streams
-from props.core.log import blobs, errors
+from props.core.log import errors
 from props.core.log.store import EventStore
 from props.schema import queries
 
@@ -81,6 +81,6 @@ async def report(store: EventStore, verification_id: uuid.UUID) -> Report:
 
 async def _answer(store: EventStore, sha256: str) -> str:
     try:
-        return (await blobs.get(store.pool, sha256)).decode("utf-8", "replace")[:ANSWER_CHARS]
+        return (await store.get_blob(sha256)).decode("utf-8", "replace")[:ANSWER_CHARS]
     except errors.BlobNotFound:
         return f"(answer {sha256[:12]} is not in this database)"

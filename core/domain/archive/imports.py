@@ -131,23 +131,7 @@ async def import_archive(store: EventStore, path: Path,
             report.signer = signing.signer(verified.manifest, trusted)
             report.trust = "trusted" if trusted is not None else trust.decide(
                 report.signer, await trust.trusted(store), untrusted=untrusted)
-            backdated = await conn.fetchrow(_Q["backdated_snapshots"])
-            if backdated is not None:
-                raise ArchiveError(
-                    f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
-                    f"is recorded before the version it follows: a backdated ground truth; "
-                    f"nothing was written")
-            misfiled = await conn.fetchrow(_Q["misfiled_snapshots"])
-            if misfiled is not None:
-                raise ArchiveError(
-                    f"{path}:{misfiled['line']}: {misfiled['type']} in "
-                    f"{misfiled['stream_id'][:80]} is not in its slug's stream (snapshot-SLUG "
-                    f"of its data.slug): it would act on that snapshot; nothing was written")
-            future = await conn.fetchrow(_Q["future_events"])
-            if future is not None:
-                raise ArchiveError(
-                    f"{path}: {future['stream_id']} version {future['stream_version']} is "
-                    f"recorded in the future ({future['recorded_at']}); nothing was written")
+            await _refuse_what_rewrites_history(conn, path)
             await conn.fetchval(_EVENTS["ensure_partitions"], report.events)
             try:
                 with errors.refused():
@@ -164,6 +148,28 @@ async def import_archive(store: EventStore, path: Path,
         finally:
             await conn.execute(_Q["drop_stage_tables"])
     return report
+
+
+async def _refuse_what_rewrites_history(conn: Any, path: Path) -> None:
+    """Refuse a staged file whose snapshot versions are backdated or out of their slug's
+    stream, or whose events are recorded in the future (before anything is written)."""
+    backdated = await conn.fetchrow(_Q["backdated_snapshots"])
+    if backdated is not None:
+        raise ArchiveError(
+            f"{path}: {backdated['stream_id']} version {backdated['stream_version']} "
+            f"is recorded before the version it follows: a backdated ground truth; "
+            f"nothing was written")
+    misfiled = await conn.fetchrow(_Q["misfiled_snapshots"])
+    if misfiled is not None:
+        raise ArchiveError(
+            f"{path}:{misfiled['line']}: {misfiled['type']} in "
+            f"{misfiled['stream_id'][:80]} is not in its slug's stream (snapshot-SLUG "
+            f"of its data.slug): it would act on that snapshot; nothing was written")
+    future = await conn.fetchrow(_Q["future_events"])
+    if future is not None:
+        raise ArchiveError(
+            f"{path}: {future['stream_id']} version {future['stream_version']} is "
+            f"recorded in the future ({future['recorded_at']}); nothing was written")
 
 
 @dataclasses.dataclass(frozen=True)

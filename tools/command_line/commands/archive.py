@@ -38,6 +38,36 @@ def add_parsers(sub: Any) -> None:
                    help="sign the file with this key (a name in $PROPS_HOME/keys, or the path "
                         "of a .key file; see `props keys create`)")
     p.set_defaults(handler="archive:export_cmd", connections=3)
+    _add_import(sub)
+    p = sub.add_parser("verify", help="check an export file without a database",
+                       description="Check an export file's manifest, hash chain and blobs; "
+                       "exit 65 naming what failed and where.\n\n" + FORMAT_HELP)
+    p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
+    p.add_argument("--trusted-keys", type=Path, metavar="DIR",
+                   help="also require a signature by one of the public keys in DIR")
+    p.add_argument("--allow-unknown", action="store_true",
+                   help="events of types this props does not know are not a failure")
+    p.set_defaults(handler="archive:verify_cmd")
+    p = sub.add_parser(
+        "archive", help="move old partitions of the log to verified files",
+        description="Archive the hot partitions of the log that end at or before POS: each "
+        "is exported to DIR/<partition>.jsonl.zst (the export format), read back and "
+        "verified, and only then detached and dropped; a failure at any step leaves it in "
+        "the table. Projections are not touched. A partition stays (and the output says "
+        "why) when it holds events other than critic runs, grades and judge calls, or "
+        "events of a run under a retention hold (props runs hold); archival stops at events "
+        "a consumer has not read yet. `props import FILE` puts a partition back, at its "
+        "original positions.\n\n" + FORMAT_HELP)
+    p.add_argument("--before", type=int, metavar="POS",
+                   help="archive partitions that end at or before this position")
+    p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")
+    p.add_argument("--status", action="store_true",
+                   help="list the partitions: positions, hot or archived, events, file")
+    arguments.add_format(p)
+    p.set_defaults(handler="archive:archive_cmd", connections=3, owner=True)
+
+
+def _add_import(sub: Any) -> None:
     p = sub.add_parser("import", help="verify an export file, then append what is missing",
                        description="Verify the whole file (manifest, hash chain, blob "
                        "hashes) and write nothing unless it is intact; then append its "
@@ -72,29 +102,3 @@ def add_parsers(sub: Any) -> None:
                         "(by default it is refused, exit 65): it takes no run id, evaluation "
                         "or name that a trusted file may bring")
     p.set_defaults(handler="archive:import_cmd", connections=3, owner=True, migrate_new=True)
-    p = sub.add_parser("verify", help="check an export file without a database",
-                       description="Check an export file's manifest, hash chain and blobs; "
-                       "exit 65 naming what failed and where.\n\n" + FORMAT_HELP)
-    p.add_argument("file", type=Path, help="an export file (.jsonl.zst)")
-    p.add_argument("--trusted-keys", type=Path, metavar="DIR",
-                   help="also require a signature by one of the public keys in DIR")
-    p.add_argument("--allow-unknown", action="store_true",
-                   help="events of types this props does not know are not a failure")
-    p.set_defaults(handler="archive:verify_cmd")
-    p = sub.add_parser(
-        "archive", help="move old partitions of the log to verified files",
-        description="Archive the hot partitions of the log that end at or before POS: each "
-        "is exported to DIR/<partition>.jsonl.zst (the export format), read back and "
-        "verified, and only then detached and dropped; a failure at any step leaves it in "
-        "the table. Projections are not touched. A partition stays (and the output says "
-        "why) when it holds events other than critic runs, grades and judge calls, or "
-        "events of a run under a retention hold (props runs hold); archival stops at events "
-        "a consumer has not read yet. `props import FILE` puts a partition back, at its "
-        "original positions.\n\n" + FORMAT_HELP)
-    p.add_argument("--before", type=int, metavar="POS",
-                   help="archive partitions that end at or before this position")
-    p.add_argument("-o", "--output", type=Path, metavar="DIR", help="where the files go")
-    p.add_argument("--status", action="store_true",
-                   help="list the partitions: positions, hot or archived, events, file")
-    arguments.add_format(p)
-    p.set_defaults(handler="archive:archive_cmd", connections=3, owner=True)

@@ -50,20 +50,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--http", metavar="HOST:PORT",
                    help="also serve the JSON API here (port 0: any free port); the first "
                    "start prints an admin token")
-    p.add_argument("--registry", metavar="HOST:PORT",
-                   help="also serve the image registry proxy here (needs --registry-upstream)")
-    p.add_argument("--registry-upstream", metavar="URL",
-                   help="the registry the proxy forwards to, e.g. http://127.0.0.1:5000")
-    p.add_argument("--registry-pull-from", metavar="HOST[:PORT]",
-                   help="the registry address recorded images are pulled from (default: "
-                   "the upstream's)")
-    p.add_argument("--registry-upload-quota-mb", type=int, metavar="MB",
-                   help="what one token may upload to the registry in 24 h (default 8192); "
-                   "past it a push is refused (HTTP 429), nothing stored")
-    p.add_argument("--registry-unreferenced-mb", type=int, metavar="MB",
-                   help="of that, the blobs one token may hold that none of its manifests "
-                   "names (default 2048); past it its uploads are refused (HTTP 429) until "
-                   "a manifest names them or the day passes")
+    _add_registry_flags(p)
     p.add_argument("--auto-migrate", action="store_true", default=None,
                    help="apply pending schema migrations at start")
     p.add_argument("--sync-specimens", type=Path, metavar="DIR",
@@ -114,3 +101,21 @@ def _agent_flags(p: Any) -> None:
                    help="run local definitions whose command is not one of props' own "
                    "agents (they run as this service's user, on this host: only for commands "
                    "you wrote); default: such runs fail as untrusted_local_command")
+
+
+def _add_registry_flags(p: Any) -> None:
+    """The registry proxy's settings (docs/howto/service.md)."""
+    p.add_argument("--registry", metavar="HOST:PORT",
+                   help="also serve the image registry proxy here (needs --registry-upstream)")
+    p.add_argument("--registry-upstream", metavar="URL",
+                   help="the registry the proxy forwards to, e.g. http://127.0.0.1:5000")
+    p.add_argument("--registry-pull-from", metavar="HOST[:PORT]",
+                   help="the registry address recorded images are pulled from (default: "
+                   "the upstream's)")
+    p.add_argument("--registry-upload-quota-mb", type=int, metavar="MB",
+                   help="what one token may upload to the registry in 24 h (default 8192); "
+                   "past it a push is refused (HTTP 429), nothing stored")
+    p.add_argument("--registry-unreferenced-mb", type=int, metavar="MB",
+                   help="of that, the blobs one token may hold that none of its manifests "
+                   "names (default 2048); past it its uploads are refused (HTTP 429) until "
+                   "a manifest names them or the day passes")
