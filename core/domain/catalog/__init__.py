@@ -45,10 +45,15 @@ from props.core.domain.catalog.operations import (
     RetentionReleased,
 )
 from props.core.domain.catalog.parts import (
+    MAX_RUN_BYTES,
+    MAX_RUN_EVENTS,
     REGISTRY,
     RUNTIME_NAME_PATTERN,
+    ByteCap,
+    CapReached,
     Count,
     Digest,
+    EventCap,
     Example,
     Failure,
     FalsePositive,
@@ -110,6 +115,8 @@ from props.core.domain.catalog.verification import (
 from props.core.domain.vocabulary import AgentType, RunStatus, Severity, TerminalStatus
 
 __all__ = [
+    "MAX_RUN_BYTES",
+    "MAX_RUN_EVENTS",
     "REGISTRY",
     "RUNTIME_NAME_PATTERN",
     "ActiveScorerSet",
@@ -117,7 +124,9 @@ __all__ = [
     "AgentType",
     "Agreement",
     "ArchiveImported",
+    "ByteCap",
     "CallOutcome",
+    "CapReached",
     "CaseScore",
     "Cohort",
     "CohortKind",
@@ -136,6 +145,7 @@ __all__ = [
     "EvaluationName",
     "EvaluationOutcome",
     "EvaluationStarted",
+    "EventCap",
     "EventParked",
     "Example",
     "Failure",
