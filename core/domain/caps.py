@@ -23,12 +23,12 @@ from __future__ import annotations
 import dataclasses
 
 from props.core.domain import catalog
-from props.core.domain.vocabulary import (
-    DEFAULT_CEILING_BYTES,
-    DEFAULT_CEILING_EVENTS,
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_EVENTS,
-)
+
+# (declared in vocabulary, which the command line reads without loading the catalog)
+from props.core.domain.vocabulary import DEFAULT_CEILING_BYTES as DEFAULT_CEILING_BYTES
+from props.core.domain.vocabulary import DEFAULT_CEILING_EVENTS as DEFAULT_CEILING_EVENTS
+from props.core.domain.vocabulary import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
+from props.core.domain.vocabulary import DEFAULT_MAX_EVENTS as DEFAULT_MAX_EVENTS
 from props.core.log import errors
 
 
