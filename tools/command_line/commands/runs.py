@@ -121,18 +121,16 @@ def _grant_parser(cmds: Any) -> None:
     p.add_argument("--endpoint", action="append", metavar="NAME",
                    help="a registered endpoint its runs may call through the gateway "
                    "(repeat for more)")
-    p.add_argument("--max-events", type=int, metavar="N",
-                   help=f"cap on the events one run may report (default "
-                   f"{vocabulary.DEFAULT_MAX_EVENTS:,})")
-    p.add_argument("--max-bytes", type=int, metavar="N",
-                   help=f"cap on the bytes of events and blobs one run may report (default "
-                   f"{vocabulary.DEFAULT_MAX_BYTES:,})")
-    p.add_argument("--ceiling-events", type=int, metavar="N",
-                   help=f"the most events a plan may raise a run's cap to (default "
-                   f"{vocabulary.DEFAULT_CEILING_EVENTS:,}, or --max-events if higher)")
-    p.add_argument("--ceiling-bytes", type=int, metavar="N",
-                   help=f"the most bytes a plan may raise a run's cap to (default "
-                   f"{vocabulary.DEFAULT_CEILING_BYTES:,}, or --max-bytes if higher)")
+    for unit, what, cap, ceiling in (
+            ("events", "events", vocabulary.DEFAULT_MAX_EVENTS,
+             vocabulary.DEFAULT_CEILING_EVENTS),
+            ("bytes", "bytes of events and blobs", vocabulary.DEFAULT_MAX_BYTES,
+             vocabulary.DEFAULT_CEILING_BYTES)):
+        p.add_argument(f"--max-{unit}", type=int, metavar="N",
+                       help=f"cap on the {what} one run may report (default {cap:,})")
+        p.add_argument(f"--ceiling-{unit}", type=int, metavar="N",
+                       help=f"the most {unit} a plan may raise a run's cap to (default "
+                       f"{ceiling:,}, or --max-{unit} if higher)")
     p.add_argument("--reason", help="why, recorded with the grant")
     p.set_defaults(handler="endpoints:grant_cmd", connections=2)
 
