@@ -175,3 +175,31 @@ def test_a_plan_without_caps_is_the_plan_it_was() -> None:
     raised = plan.model_copy(update={"critic": [evaluations.Critic(definition="d",
                                                                    max_events=5)]})
     assert evaluations.canonical(raised, [case]) != before
+
+
+async def test_an_image_label_asks_for_a_cap_and_only_the_operator_gives_it(
+        store: EventStore) -> None:
+    """`props.max-events` on an image pushed through the registry proxy is asked (kept in the
+    push's metadata) and never in force: its runs get the defaults. The control: the
+    operator's own push of the same description grants it."""
+    from props.tools.http import registry
+
+    pushed = registry.definition_from_labels(
+        "critic", "outsider", "v1", "reg/critic/outsider",
+        {"props.command": '["python3", "-m", "x"]', "props.max-events": "500000"})
+    assert pushed.limits.max_events == 500_000  # described
+    outsider = pushed.model_copy(update={"digest": "sha256:" + "1" * 64})
+    await definitions.push(store, outsider, actor="token:pusher", outsider=True)
+    [record] = await store.read_stream(streams.definition("critic"))
+    assert record.metadata["asked_grants"] == ["max-events 500000"]
+    grant = await endpoints.grant_of(store, "critic", outsider.digest)
+    assert grant is None and caps.granted(grant).max_events == caps.DEFAULT_MAX_EVENTS
+
+    own = pushed.model_copy(update={"name": "own", "digest": "sha256:" + "2" * 64})
+    await definitions.push(store, own, actor="cli")
+    grant = await endpoints.grant_of(store, "critic", own.digest)
+    assert grant is not None and caps.granted(grant).max_events == 500_000
+    # a grant of nothing puts the caps back to the defaults (the last grant wins)
+    assert await endpoints.grant(store, catalog.DefinitionGranted(
+        agent_type="critic", name="own", digest=own.digest))
+    assert caps.granted(await endpoints.grant_of(store, "critic", own.digest)) == caps.Caps()
