@@ -25,9 +25,11 @@ CREATE TABLE props.agent_bindings (
     over_cap boolean NOT NULL DEFAULT false,
     closed boolean NOT NULL DEFAULT false,
     created_at timestamp with time zone NOT NULL DEFAULT now(),
-    password text
+    password text,
+    cap_reached text
 );
 ALTER TABLE props.agent_bindings ADD CONSTRAINT agent_bindings_agent_type_check CHECK ((agent_type = ANY (ARRAY['critic'::text, 'grader'::text])));
+ALTER TABLE props.agent_bindings ADD CONSTRAINT agent_bindings_cap_reached_check CHECK ((cap_reached = ANY (ARRAY['max_events'::text, 'max_bytes'::text])));
 ALTER TABLE props.agent_bindings ADD CONSTRAINT agent_bindings_max_bytes_check CHECK ((max_bytes >= 0));
 ALTER TABLE props.agent_bindings ADD CONSTRAINT agent_bindings_max_events_check CHECK ((max_events >= 0));
 ALTER TABLE props.agent_bindings ADD CONSTRAINT agent_bindings_pkey PRIMARY KEY (role_name);
@@ -376,7 +378,13 @@ BEGIN
             USING ERRCODE = '42501';
     END IF;
     IF b.over_cap OR b.events + p_events > b.max_events OR b.bytes + p_bytes > b.max_bytes THEN
-        UPDATE props.agent_bindings SET over_cap = true WHERE role_name = b.role_name;
+        -- The first refusal names the cap; the run ends on it, so later ones change nothing.
+        UPDATE props.agent_bindings
+           SET over_cap = true,
+               cap_reached = COALESCE(cap_reached,
+                                      CASE WHEN b.events + p_events > b.max_events
+                                           THEN 'max_events' ELSE 'max_bytes' END)
+         WHERE role_name = b.role_name;
         RETURN NULL;
     END IF;
     UPDATE props.agent_bindings SET events = events + p_events, bytes = bytes + p_bytes

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio.to_thread
 import pytest
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.log.store import EventStore
 from props.reactors.agents import sdk
 from props.reactors.launcher import agent_roles, run_specs
@@ -85,7 +85,7 @@ async def agent(store: EventStore, tmp_path: Path) -> AsyncIterator[sdk.Agent]:
     """An SDK Agent connected as a real run's role (made as the launcher makes it), told its
     task in the JSON the launcher writes."""
     run_id = uuid.uuid4()
-    creds = await agent_roles.create(store, run_id, catalog.AgentLimits(
+    creds = await agent_roles.create(store, run_id, caps.Caps(
         max_events=50, max_bytes=100_000))
     task = run_specs.Task(run_id=run_id, agent_type="critic", model="m",
                           example=catalog.Example(snapshot="csvtool/2025-09-03-00"),

@@ -14,7 +14,7 @@ import asyncpg
 import orjson
 import pytest
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.log.store import EventStore
 from props.reactors.launcher import agent_roles
 
@@ -47,7 +47,7 @@ def issue(run_id: uuid.UUID, n: int = 1) -> str:
 @pytest.fixture
 async def agent(store: EventStore) -> AsyncIterator[tuple[uuid.UUID, asyncpg.Connection]]:
     run_id = uuid.uuid4()
-    limits = catalog.AgentLimits(max_events=5, max_bytes=100_000)
+    limits = caps.Caps(max_events=5, max_bytes=100_000)
     creds = await agent_roles.create(store, run_id, limits)
     conn = await asyncpg.connect(agent_roles.agent_dsn(store.dsn, creds.role, creds.password))
     try:
@@ -119,7 +119,7 @@ async def test_a_closed_binding_refuses_everything(
 
 async def test_dropped_role_cannot_connect(store: EventStore) -> None:
     run_id = uuid.uuid4()
-    creds = await agent_roles.create(store, run_id, catalog.AgentLimits())
+    creds = await agent_roles.create(store, run_id, caps.Caps())
     dsn = agent_roles.agent_dsn(store.dsn, creds.role, creds.password)
     await (await asyncpg.connect(dsn)).close()
     await agent_roles.drop(store, run_id)
@@ -138,7 +138,7 @@ async def test_only_graders_report_grades(agent: tuple[uuid.UUID, asyncpg.Connec
         await conn.fetchval("SELECT agent.report($1, 'grade.emitted', $2::jsonb)",
                             uuid.uuid4(), grade)
     grader_run = uuid.uuid4()
-    creds = await agent_roles.create(store, grader_run, catalog.AgentLimits(), "grader")
+    creds = await agent_roles.create(store, grader_run, caps.Caps(), "grader")
     grader = await asyncpg.connect(agent_roles.agent_dsn(store.dsn, creds.role,
                                                          creds.password))
     try:
@@ -158,7 +158,7 @@ async def test_roles_of_ended_runs_are_reaped_even_with_an_open_binding(
     binding: the reaper (at start and on every sweep) drops it once the log says the run
     ended, and leaves the roles of running runs alone."""
     ended, running = uuid.uuid4(), uuid.uuid4()
-    names = [(await agent_roles.create(store, run_id, catalog.AgentLimits())).role
+    names = [(await agent_roles.create(store, run_id, caps.Caps())).role
              for run_id in (ended, running)]
     await store.append(f"run-{ended}", [catalog.RunFinished(run_id=ended, status="completed")])
     roles = "SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])"

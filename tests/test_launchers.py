@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors.host import ReactorHost
@@ -265,7 +265,7 @@ async def test_agents_reach_the_database_over_tcp_as_their_run_role(
     assert outcomes["remote"].status == "completed" and issues["remote"] > 0
     assert outcomes["cut-off"].status == "failed" and issues["cut-off"] == 0
     [run_id] = await request(store, "reference")
-    credentials = await agent_roles.create(store, run_id, catalog.AgentLimits())
+    credentials = await agent_roles.create(store, run_id, caps.Caps())
     dsn = agent_roles.agent_dsn(store.dsn, credentials.role, credentials.password,
                                 tcp=(host, port, "prefer"))
     try:

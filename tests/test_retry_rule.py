@@ -88,7 +88,7 @@ def test_the_launcher_s_verdict_on_a_model_call_asks_the_rule() -> None:
             run_id=req.run_id, request_id="r1", response_sha256="0" * 64, tokens_in=0,
             tokens_out=0, cost_usd=0.0, latency_ms=1.0, outcome="http_error",
             http_status=status)
-        return run_state.verdict(state, exited, req, False)[1]
+        return run_state.verdict(state, exited, req, None)[1]
 
     busy, refused = ended(503), ended(401)
     assert busy is not None and (busy.category, busy.retryable) == ("llm_http_error", True)

@@ -18,7 +18,7 @@ import anyio
 import asyncpg
 import pytest
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.domain.store import open_store
 from props.core.log import database
 from props.core.log.events import NewEvent
@@ -42,7 +42,7 @@ AGENT_FORBIDDEN = [
 async def connect_agent(store: EventStore, run_id: uuid.UUID,
                         agent_type: catalog.AgentType = "critic"
                         ) -> tuple[agent_roles.Credentials, asyncpg.Connection]:
-    creds = await agent_roles.create(store, run_id, catalog.AgentLimits(), agent_type)
+    creds = await agent_roles.create(store, run_id, caps.Caps(), agent_type)
     conn = await asyncpg.connect(agent_roles.agent_dsn(store.dsn, creds.role, creds.password))
     return creds, conn
 
@@ -88,7 +88,7 @@ async def test_agent_role_names_say_nothing_of_the_run(store: EventStore) -> Non
     try:
         assert creds.role.startswith(agent_roles.ROLE_PREFIX)
         assert run_id.hex not in creds.role and str(run_id) not in creds.role
-        again = await agent_roles.create(store, run_id, catalog.AgentLimits())
+        again = await agent_roles.create(store, run_id, caps.Caps())
         assert again == creds and again.password == creds.password  # adopted, not re-keyed
         assert await agent_roles.role_of(store, run_id) == creds.role
     finally:
@@ -171,7 +171,7 @@ async def test_two_runs_may_report_the_same_id_and_never_the_launchers(
 async def test_a_role_that_cannot_be_dropped_is_reported_and_retried(
         store: EventStore) -> None:
     run_id = uuid.uuid4()
-    creds = await agent_roles.create(store, run_id, catalog.AgentLimits())
+    creds = await agent_roles.create(store, run_id, caps.Caps())
     # What a large object did before agents lost lo_create: the role owns something.
     oid = await store.pool.fetchval("SELECT lo_create(0)")
     await store.pool.execute(f"ALTER LARGE OBJECT {oid} OWNER TO {creds.role}")
@@ -218,7 +218,7 @@ async def test_the_service_role_runs_the_log(service: EventStore, store: EventSt
                                                                status="completed")])
     assert [r.type_name for r in await service.read_stream(f"run-{run_id}")] == \
         ["phase.completed", "run.finished"]
-    creds = await agent_roles.create(service, uuid.uuid4(), catalog.AgentLimits())
+    creds = await agent_roles.create(service, uuid.uuid4(), caps.Caps())
     assert creds.role.startswith(agent_roles.ROLE_PREFIX)
     assert await agent_roles.reap(service) == 0
     await service.pool.execute("CREATE TABLE projections.scratch (x int)")

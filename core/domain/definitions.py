@@ -68,7 +68,7 @@ async def push(store: EventStore, definition: catalog.DefinitionPushed, *,
         metadata["actor"] = actor
     if override:
         metadata["tag_override"] = True
-    if outsider and (asked := endpoints.asks(definition)):
+    if outsider and (asked := endpoints.asks(definition) + endpoints.asked_caps(definition)):
         metadata["asked_grants"] = asked  # described, not granted
     result = await store.append(streams.definition(definition.agent_type),
                                 [NewEvent(definition, event_id, metadata)])

@@ -8,7 +8,8 @@ charges each call to the run's budget. A definition names an endpoint by name
 where it enters (`check_config`).
 
 What a definition's author describes (its command, its config) grants nothing: network, the
-host's binaries and endpoints are granted per definition digest by `definition.granted`,
+host's binaries, endpoints and the caps on what its runs report (core/domain/caps.py) are
+granted per definition digest by `definition.granted`,
 which only the operator records (`props definitions grant`, or a push through the operator's
 own CLI, which grants what it asks). A push through the registry proxy, whoever holds the
 token, is recorded without grants and says what its labels asked for. Grants and endpoints
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from props.core.domain import catalog, streams
+from props.core.domain import catalog, streams, vocabulary
 from props.core.log import errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -134,12 +135,19 @@ async def registered(store: EventStore) -> list[catalog.EndpointRegistered]:
 
 
 def asked(definition: catalog.DefinitionPushed) -> catalog.DefinitionGranted:
-    """The grant a definition asks for: what the operator's own push grants."""
+    """The grant a definition asks for: what the operator's own push grants (its caps too,
+    with ceilings no lower: props.core.domain.caps)."""
     named = endpoint_named(definition.config)
+    limits = definition.limits
     return catalog.DefinitionGranted(
         agent_type=definition.agent_type, name=definition.name, digest=definition.digest,
-        network=definition.limits.network, host_python=definition.host_python,
-        endpoints=[named] if named else [])
+        network=limits.network, host_python=definition.host_python,
+        endpoints=[named] if named else [], max_events=limits.max_events,
+        max_bytes=limits.max_bytes,
+        ceiling_events=None if limits.max_events is None
+        else max(limits.max_events, vocabulary.DEFAULT_CEILING_EVENTS),
+        ceiling_bytes=None if limits.max_bytes is None
+        else max(limits.max_bytes, vocabulary.DEFAULT_CEILING_BYTES))
 
 
 async def grant(store: EventStore, granted: catalog.DefinitionGranted, *,
@@ -148,8 +156,7 @@ async def grant(store: EventStore, granted: catalog.DefinitionGranted, *,
     revoke after a grant after a revoke is three events: each decision takes effect); whether
     it was recorded."""
     def same(a: catalog.DefinitionGranted | None) -> bool:
-        return a is not None and (a.network, a.host_python, sorted(a.endpoints)) == (
-            granted.network, granted.host_python, sorted(granted.endpoints))
+        return a is not None and _decided(a) == _decided(granted)
 
     in_force = await grant_of(store, granted.agent_type, granted.digest)
     if same(in_force) or (in_force is None and not asks_anything(granted)):
@@ -160,8 +167,15 @@ async def grant(store: EventStore, granted: catalog.DefinitionGranted, *,
     return True
 
 
+def _decided(g: catalog.DefinitionGranted) -> tuple[object, ...]:
+    """What a grant decides (its reason aside)."""
+    return (g.network, g.host_python, sorted(g.endpoints), g.max_events, g.max_bytes,
+            g.ceiling_events, g.ceiling_bytes)
+
+
 def asks_anything(granted: catalog.DefinitionGranted) -> bool:
-    return granted.network or granted.host_python or bool(granted.endpoints)
+    return _decided(granted) != _decided(catalog.DefinitionGranted(
+        agent_type=granted.agent_type, name=granted.name, digest=granted.digest))
 
 
 async def grant_of(store: EventStore, agent_type: str,
@@ -193,6 +207,13 @@ def asks(definition: catalog.DefinitionPushed) -> list[str]:
     return (["network"] if wanted.network else []) \
         + (["host-python"] if wanted.host_python else []) \
         + [f"endpoint {e}" for e in wanted.endpoints]
+
+
+def asked_caps(definition: catalog.DefinitionPushed) -> list[str]:
+    """The caps a definition asks for (only a grant gives them; without one its runs get
+    the operator's defaults, and a run that reaches one fails `event_cap`)."""
+    return [f"{key.replace('_', '-')} {value}" for key in ("max_events", "max_bytes")
+            if (value := getattr(definition.limits, key)) is not None]
 
 
 def ungranted(definition: catalog.DefinitionPushed,

@@ -24,12 +24,12 @@ import tomllib
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 import pydantic
 
-from props.core.domain import catalog, definitions, streams
+from props.core.domain import caps, catalog, definitions, endpoints, streams
 from props.core.domain.specimens import specimen_sync
 from props.core.log import errors
 from props.core.log.events import NewEvent, RecordedEvent, validation_problems
@@ -88,6 +88,19 @@ class Critic(pydantic.BaseModel):
     definition: Name
     model: Name | None = None  # default: the definition's name (a baseline's tool is one)
     ref: Name = "latest"
+    # This critic's runs' caps, up to the operator's ceiling (props.core.domain.caps).
+    max_events: catalog.EventCap | None = None
+    max_bytes: catalog.ByteCap | None = None
+
+    @pydantic.model_serializer(mode="wrap")
+    def _without_unset_caps(self, handler: pydantic.SerializerFunctionWrapHandler,
+                            ) -> dict[str, Any]:
+        """A critic without caps is written as before caps existed: a plan recorded then
+        is the same plan now (its hash, `evaluation_starts.prepare`)."""
+        return {k: v for k, v in handler(self).items() if k not in _CAPS or v is not None}
+
+
+_CAPS = ("max_events", "max_bytes")
 
 
 class Plan(pydantic.BaseModel):
@@ -133,6 +146,8 @@ class Case:
     files_hash: str | None
     file_set: str | None
     epoch: int
+    max_events: int | None = None  # the plan's caps for its critic (not part of its key)
+    max_bytes: int | None = None
 
     @property
     def key(self) -> str:
@@ -159,6 +174,11 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
         if found is None:
             raise PlanNamesNothing(str(definitions.missing_definition(
                 "critic", critic.definition, critic.ref)))
+        try:
+            caps.check_plan(await endpoints.grant_of(store, "critic", found.digest),
+                            critic.definition, critic.max_events, critic.max_bytes)
+        except caps.CapRefused as exc:
+            raise PlanError(f"{plan.name}: {exc}") from None
         for snapshot_history, file_set in examples:
             snap = snapshot_history.latest
             files_hash = None
@@ -170,7 +190,8 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
             for epoch in range(1, plan.epochs + 1):
                 cases.append(Case(critic.definition, found.digest,
                                   critic.model or critic.definition, snap.slug, snap.version,
-                                  files_hash, file_set, epoch))
+                                  files_hash, file_set, epoch, critic.max_events,
+                                  critic.max_bytes))
                 if len(cases) > MAX_CASES:
                     raise PlanError(f"{plan.name}: more than {MAX_CASES:,} cases (critics x "
                                     f"examples x epochs): split it into several evaluations")
@@ -180,7 +201,8 @@ async def resolve(store: EventStore, plan: Plan) -> list[Case]:
 def canonical(plan: Plan, cases: list[Case]) -> bytes:
     """The plan and its resolved cases as recorded (their sha256 is the plan's)."""
     return orjson.dumps({"plan": plan.model_dump(mode="json"),
-                         "cases": [dataclasses.asdict(c) for c in cases]},
+                         "cases": [{k: v for k, v in dataclasses.asdict(c).items()
+                                    if k not in _CAPS or v is not None} for c in cases]},
                         option=orjson.OPT_SORT_KEYS)
 
 
@@ -355,7 +377,8 @@ async def request(store: EventStore, ev: Evaluation, case: Case, attempt: int,
         definition_ref=case.digest,
         example=catalog.Example(snapshot=case.snapshot, files_hash=case.files_hash),
         model=case.model, timeout_seconds=ev.plan.timeout_seconds,
-        budget_usd=budget, requested_by=f"eval:{ev.name}@{ev.version}")
+        budget_usd=budget, requested_by=f"eval:{ev.name}@{ev.version}",
+        max_events=case.max_events, max_bytes=case.max_bytes)
     meta: dict[str, object] = {"evaluation": ev.name, "evaluation_version": ev.version,
                                "case": case.key, "attempt": attempt}
     if ev.requester:

@@ -29,6 +29,16 @@ MAX_SPECIMEN_FILE_BYTES = 1024 * 1024
 # `from-dataset` and `from-diff` write nothing, and `validate`/`sync` refuse the folder.
 MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
 
+# What one run's agent may report: the catalog's bounds (a run's sums fit by construction),
+# and the caps a run gets unless the operator's grant says otherwise (props.core.domain.caps,
+# where the defaults' measurement is), with the ceilings a plan may raise them to.
+MAX_RUN_EVENTS = 1_000_000
+MAX_RUN_BYTES = 2**40
+DEFAULT_MAX_EVENTS = 100_000
+DEFAULT_MAX_BYTES = 64 * 2**20
+DEFAULT_CEILING_EVENTS = MAX_RUN_EVENTS
+DEFAULT_CEILING_BYTES = 2**30
+
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
 SCOPES: tuple[Scope, ...] = get_args(Scope)

@@ -86,7 +86,8 @@ CATEGORIES: dict[str, Verdict] = {
     "budget": _v("refusal", "over its budget: another attempt spends as much"),
     "budget_exceeded": _v("refusal", "over its budget: another attempt spends as much"),
     "out_of_memory": _v("refusal", "over its memory limit: the same limit ends it the same way"),
-    "event_cap": _v("defect", "the agent reported past its caps: the critic's defect"),
+    "event_cap": _v("refusal", "the run reached a cap on what its agent reports (events or "
+                    "bytes): the same cap ends it the same way; raise it for the critic"),
     "malformed_event": _v("defect", "the agent reported something malformed: the critic's "
                           "defect"),
     "exit_nonzero": _v("defect", "the critic exited with an error of its own"),

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from props.core.domain import catalog, streams
+from props.core.domain import caps, catalog, streams
 from props.core.log import database, errors
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
@@ -97,11 +97,11 @@ def agent_dsn(dsn: str, role: str, password: str,
         (f"?{'&'.join(params)}" if params else "")
 
 
-async def create(store: EventStore, run_id: uuid.UUID, limits: catalog.AgentLimits,
+async def create(store: EventStore, run_id: uuid.UUID, limits: caps.Caps,
                  agent_type: catalog.AgentType = "critic") -> Credentials:
-    """Open the run's role and binding: made on the first launch; a relaunch (a restarted
-    launcher adopting the container) gets the same role and password, which the running
-    agent still logs in with."""
+    """Open the run's role and binding with its caps (`limits`): made on the first launch; a
+    relaunch (a restarted launcher adopting the container) gets the same role and password,
+    which the running agent still logs in with, and the binding's caps as they were."""
     credentials = await store.sql.row(
         _OPEN_ROLE, run_id, ROLE_PREFIX + secrets.token_hex(12), secrets.token_hex(16),
         agent_type, limits.max_events, limits.max_bytes, STATEMENT_LIMIT_SECONDS,
@@ -172,6 +172,9 @@ class Binding:
     events: int
     bytes: int
     over_cap: bool
+    max_events: int
+    max_bytes: int
+    cap_reached: str | None  # the cap a refused charge would have passed (migration 0015)
 
 
 _BINDING = queries.typed("agents", "binding", Binding)

@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from props.core.domain import catalog, definitions, endpoints, streams
+from props.core.domain import caps, catalog, definitions, endpoints, streams
 from props.core.log import faults
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
@@ -261,8 +261,11 @@ class Launcher:
         if claimed.totals.malformed:  # the reason quotes the agent: the log, not an event
             log.warning("run %s reported something malformed: %s", run_id,
                         claimed.totals.malformed)
-        status, failure = verdict(claimed, exited, claimed.requested,
-                                  binding is not None and binding.over_cap)
+        # (the caps the binding was opened with: a grant changed since does not move them)
+        capped = None if binding is None or not binding.over_cap else caps.reached(
+            binding.cap_reached, binding.events, dataclasses.replace(
+                claimed.caps, max_events=binding.max_events, max_bytes=binding.max_bytes))
+        status, failure = verdict(claimed, exited, claimed.requested, capped)
         # A stop arriving now waits for these few steps (to its deadline): a finished run
         # keeps nothing.
         with self.stop.shielded(f"finishing run {run_id}", at_most=60):
@@ -339,6 +342,7 @@ class Launcher:
             await self._clean_up(state.requested.run_id)
             return None
         definition = endpoints.as_granted(definition, granted)  # what its runs get
+        state.caps = caps.in_force(granted, state.requested)
         rt = self.runtimes.get(definition.runtime)
         if rt is None:  # e.g. an image definition, and this launcher has no Docker engine
             await self._finish(state, "failed",
@@ -411,7 +415,7 @@ class Launcher:
         """Start the run's container, or adopt the one an earlier attempt started (by
         name: starting it again is a no-op)."""
         run_id = state.requested.run_id
-        credentials = await agent_roles.create(self.store, run_id, definition.limits,
+        credentials = await agent_roles.create(self.store, run_id, state.caps,
                                                state.requested.agent_type)
         spec = await self.specs.spec(state, definition, credentials, rt, self.deployment)
         container_id = await rt.start(spec)

@@ -6,7 +6,7 @@ import dataclasses
 import uuid
 from datetime import datetime
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.log.events import RecordedEvent
 from props.reactors.launcher import agent_roles, grader_runs
 
@@ -36,6 +36,7 @@ class RunState:
     stored: set[uuid.UUID] = dataclasses.field(default_factory=set)
     totals: agent_roles.Drained = dataclasses.field(default_factory=agent_roles.Drained)
     grading: grader_runs.GradingTask | None = None  # a grader run's task
+    caps: caps.Caps = dataclasses.field(default_factory=caps.Caps)  # as launched (the grant's)
 
 
 def fold_run(records: list[RecordedEvent]) -> RunState | None:
@@ -68,9 +69,11 @@ def fold_run(records: list[RecordedEvent]) -> RunState | None:
 
 
 def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRequested,
-            capped: bool) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
+            capped: catalog.CapReached | None,
+            ) -> tuple[catalog.TerminalStatus, catalog.Failure | None]:
     """The run's status from closed facts only (never from the agent's words); whether a
-    failure is retryable is the retry rule's (`Failure.of`)."""
+    failure is retryable is the retry rule's (`Failure.of`). `capped`: the cap the agent
+    reached, if it reached one."""
     code = exited.exit_code
     if exited.killed_for == "cancel":
         return "cancelled", None
@@ -80,8 +83,8 @@ def verdict(state: RunState, exited: catalog.ContainerExited, req: catalog.RunRe
         return "timed_out", catalog.Failure.of("run", "timeout", code)
     if exited.killed_for == "budget" or state.totals.cost_usd > req.budget_usd:
         return "budget_exceeded", catalog.Failure.of("run", "budget", code)
-    if capped:
-        return "failed", catalog.Failure.of("report", "event_cap", code)
+    if capped is not None:
+        return "failed", catalog.Failure.of("report", "event_cap", code, cap=capped)
     if state.totals.malformed:
         return "failed", catalog.Failure.of("report", "malformed_event", code)
     if exited.oom_killed:

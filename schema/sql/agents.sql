@@ -28,7 +28,8 @@ SELECT props.end_agent_overruns($1, $2) + props.end_analyst_fence_holds($3)
 SELECT directories, port FROM props.server_socket()
 
 -- binding --
-SELECT events, bytes, over_cap FROM props.agent_bindings WHERE run_id = $1
+SELECT events, bytes, over_cap, max_events, max_bytes, cap_reached
+  FROM props.agent_bindings WHERE run_id = $1
 
 -- outbox --
 SELECT seq, event_id, type, data::text AS data, reported_at

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from props.core.domain import catalog
+from props.core.domain import caps, catalog
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
@@ -80,8 +80,10 @@ class Narrator:
         if isinstance(event, catalog.RunFinished):
             self.counts[event.status] += 1
             why = f" ({event.failure.phase}: {event.failure.category})" if event.failure else ""
+            cap = caps.said(event.failure) if event.failure else ""
             return (f"run {_short(event.run_id)} {event.status.replace('_', ' ')}{why}: "
-                    f"{self.issues.get(event.run_id, 0)} issue(s) reported")
+                    f"{self.issues.get(event.run_id, 0)} issue(s) reported"
+                    + (f"; {cap}" if cap else ""))
         return None
 
     def summary(self) -> str | None:

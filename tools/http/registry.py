@@ -9,9 +9,10 @@ own. The image may carry its definition in labels (`props.command` a JSON list, 
 a JSON object, `props.host-python`, `props.network`, `props.memory-mb`, `props.cpus`,
 `props.max-events`); labels that do not parse refuse the push before the upstream stores the
 manifest. Labels describe a critic and grant nothing: a push token's definition is recorded
-without network, the host's binaries or an endpoint (what its labels asked for is kept in the
-event's metadata), and its config may not carry a URL or a key; the operator grants with
-`props definitions grant` (core/domain/endpoints.py).
+without network, the host's binaries, an endpoint or a cap of its own (what its labels asked
+for is kept in the event's metadata: `props.max-events` is asked, never in force), and its
+config may not carry a URL or a key; the operator grants with `props definitions grant`
+(core/domain/endpoints.py).
 
 The proxy is a gate, not a pipe. A manifest's size is checked from its header and again while
 it streams (nothing is kept past the limit). DELETE is refused: a recorded definition's image
@@ -233,7 +234,7 @@ def definition_from_labels(agent_type: catalog.AgentType, name: str, tag: str, i
             limits=catalog.AgentLimits(
                 network=parsed("props.network", False), cpus=parsed("props.cpus", 1.0),
                 memory_mb=parsed("props.memory-mb", 512),
-                max_events=parsed("props.max-events", 2000)))
+                max_events=parsed("props.max-events", None)))
     except endpoints.EndpointRefused as exc:
         raise ManifestInvalid(str(exc)) from None
     except pydantic.ValidationError as exc:

@@ -47,10 +47,15 @@ from props.core.domain.catalog.operations import (
     SignerTrusted,
 )
 from props.core.domain.catalog.parts import (
+    MAX_RUN_BYTES,
+    MAX_RUN_EVENTS,
     REGISTRY,
     RUNTIME_NAME_PATTERN,
+    ByteCap,
+    CapReached,
     Count,
     Digest,
+    EventCap,
     Example,
     Failure,
     FalsePositive,
@@ -115,6 +120,8 @@ from props.core.domain.catalog.verification import (
 from props.core.domain.vocabulary import AgentType, RunStatus, Severity, TerminalStatus
 
 __all__ = [
+    "MAX_RUN_BYTES",
+    "MAX_RUN_EVENTS",
     "REGISTRY",
     "RUNTIME_NAME_PATTERN",
     "ActiveScorerSet",
@@ -123,7 +130,9 @@ __all__ = [
     "Agreement",
     "ArchiveImported",
     "Bucket",
+    "ByteCap",
     "CallOutcome",
+    "CapReached",
     "CaseScore",
     "Cohort",
     "CohortKind",
@@ -142,6 +151,7 @@ __all__ = [
     "EvaluationName",
     "EvaluationOutcome",
     "EvaluationStarted",
+    "EventCap",
     "EventParked",
     "Example",
     "Failure",

@@ -5,7 +5,8 @@ base URL, the name of the variable of the gateway's own environment that holds i
 the key), its prices and limits. A definition names an endpoint by name only.
 
 `definition.granted` (stream `definition-<critic|grader>`, beside the pushes): what the
-operator lets runs of one definition digest have: network, the host's binaries, endpoints.
+operator lets runs of one definition digest have: network, the host's binaries, endpoints,
+the caps on what its agent reports and how far a plan may raise them.
 An image's labels describe a critic; only this event grants it anything.
 
 `gateway.called` (stream `gateway-<run id>`): one model call the gateway forwarded or refused
@@ -16,13 +17,15 @@ never a header.
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
 from props.core.domain.catalog.parts import (
     REGISTRY,
+    ByteCap,
     Digest,
+    EventCap,
     Name,
     Tokens,
     Usd,
@@ -63,6 +66,7 @@ class DefinitionGranted(Event):
     of a digest wins (a grant of nothing revokes)."""
 
     type_name = "definition.granted"
+    schema_version = 2
     agent_type: AgentType
     name: Name
     digest: Digest
@@ -70,6 +74,25 @@ class DefinitionGranted(Event):
     host_python: bool = False
     endpoints: list[EndpointName] = pydantic.Field(default_factory=list, max_length=64)
     reason: Annotated[str, pydantic.StringConstraints(max_length=2000)] | None = None
+    # Its runs' caps (None: props' defaults, props.core.domain.caps) and the ceilings a
+    # plan may raise them to for one critic.
+    max_events: EventCap | None = None
+    max_bytes: ByteCap | None = None
+    ceiling_events: EventCap | None = None
+    ceiling_bytes: ByteCap | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _caps_under_ceilings(self) -> DefinitionGranted:
+        for cap, ceiling in (("max_events", "ceiling_events"), ("max_bytes", "ceiling_bytes")):
+            if None not in (low := getattr(self, cap), high := getattr(self, ceiling)) \
+                    and low > high:
+                raise ValueError(f"{cap} ({low:,}) is over {ceiling} ({high:,})")
+        return self
+
+
+@REGISTRY.upcaster("definition.granted", 1)
+def _granted_v1(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only added the caps and their ceilings, with defaults
 
 
 @REGISTRY.register

@@ -3,10 +3,11 @@ constraints, and the parts (line ranges, locations, ground truth, ...) events ar
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import pydantic
 
+from props.core.domain import vocabulary
 from props.core.domain.vocabulary import Severity
 from props.core.log import faults
 from props.core.log.events import EventRegistry
@@ -38,7 +39,8 @@ Digest = Annotated[str, pydantic.StringConstraints(pattern=r"^sha256:[0-9a-f]{64
 # cost <= 1e6 x 1e6 = 1e12 (UsdTotal). Sums across runs are numeric (PostgreSQL's sum of
 # bigint is). Floats are finite.
 INT32 = 2**31 - 1
-MAX_RUN_EVENTS = 1_000_000
+MAX_RUN_EVENTS = vocabulary.MAX_RUN_EVENTS
+MAX_RUN_BYTES = vocabulary.MAX_RUN_BYTES  # events and blobs
 MAX_CALL_TOKENS = 10**9
 MAX_CALL_USD = 1e6
 MAX_LIST = 10_000  # items of a list an event carries, unless a field says otherwise
@@ -54,6 +56,9 @@ UsdTotal = Annotated[float, pydantic.Field(ge=0, le=MAX_RUN_EVENTS * MAX_CALL_US
 Seconds = Annotated[float, pydantic.Field(ge=0, le=10**7, allow_inf_nan=False)]  # 115 days
 Milliseconds = Annotated[float, pydantic.Field(ge=0, le=10**10, allow_inf_nan=False)]
 FilePath = Annotated[str, pydantic.StringConstraints(min_length=1, max_length=1000)]
+# A run's caps (props.core.domain.caps): events and bytes its agent may report.
+EventCap = Annotated[int, pydantic.Field(ge=1, le=MAX_RUN_EVENTS)]
+ByteCap = Annotated[int, pydantic.Field(ge=1, le=MAX_RUN_BYTES)]
 # (kept for the names callers import: a non-negative finite float, a count)
 NonNegative = Annotated[float, pydantic.Field(ge=0, le=1e15, allow_inf_nan=False)]
 
@@ -94,6 +99,15 @@ class FileEntry(_Part):
     size: Count
 
 
+class CapReached(_Part):
+    """Which cap of a run its agent reached (an `event_cap` failure), the cap in force and
+    the ceiling the operator set for the definition: what a plan may raise it to."""
+
+    cap: Literal["max_events", "max_bytes"]
+    limit: Annotated[int, pydantic.Field(ge=0, le=MAX_RUN_BYTES)]
+    ceiling: Annotated[int, pydantic.Field(ge=0, le=MAX_RUN_BYTES)]
+
+
 class Failure(_Part):
     """Closed facts about a failure: never free text that could carry a secret. `retryable`
     is what the retry rule (props.core.log.faults) said of it when it was recorded: made by
@@ -103,15 +117,16 @@ class Failure(_Part):
     category: Name
     retryable: bool
     exit_code: ExitCode | None = None
+    cap: CapReached | None = None  # an event_cap's: which cap, and where it stood
 
     @classmethod
     def of(cls, phase: str, category: str, exit_code: int | None = None, *,
-           http_status: int | None = None) -> Failure:
+           http_status: int | None = None, cap: CapReached | None = None) -> Failure:
         """The failure's facts, retryable as the rule decides (`http_status`: a model
         server's answer, which decides llm_http_error and is not kept)."""
         verdict = faults.decide(category, phase, http_status=http_status)
         return cls(phase=phase, category=category, retryable=verdict.retryable,
-                   exit_code=exit_code)
+                   exit_code=exit_code, cap=cap)
 
     def verdict(self) -> faults.Verdict:
         """The rule's answer for this failure now (an llm_http_error, whose status is not

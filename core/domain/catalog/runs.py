@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 
 from props.core.domain.catalog.parts import (
     REGISTRY,
+    ByteCap,
     Count,
     Digest,
+    EventCap,
     Example,
     ExitCode,
     Failure,
@@ -35,6 +37,7 @@ from props.core.log.events import Event
 @REGISTRY.register
 class RunRequested(Event):
     type_name = "run.requested"
+    schema_version = 2
     run_id: uuid.UUID
     agent_type: AgentType
     definition: Name
@@ -44,6 +47,16 @@ class RunRequested(Event):
     timeout_seconds: float = pydantic.Field(gt=0, le=7 * 86_400, allow_inf_nan=False)
     budget_usd: UsdTotal
     requested_by: Name | None = None
+    # The requester's caps for this run (a plan's [[critic]] `max_events`, `max_bytes`):
+    # within the ceiling the operator granted the definition (props.core.domain.caps);
+    # None: the operator's cap.
+    max_events: EventCap | None = None
+    max_bytes: ByteCap | None = None
+
+
+@REGISTRY.upcaster("run.requested", 1)
+def _requested_v1(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only added the requester's caps, with defaults
 
 
 @REGISTRY.register
@@ -181,6 +194,7 @@ class RunCancelRequested(Event):
 @REGISTRY.register
 class RunFinished(Event):
     type_name = "run.finished"
+    schema_version = 2
     run_id: uuid.UUID
     status: TerminalStatus
     failure: Failure | None = None
@@ -195,3 +209,8 @@ class RunFinished(Event):
         if self.status == "failed" and self.failure is None:
             raise ValueError("a failed run must say how it failed (failure)")
         return self
+
+
+@REGISTRY.upcaster("run.finished", 1)
+def _finished_v1(data: dict[str, Any]) -> dict[str, Any]:
+    return data  # v2 only added the cap an event_cap failure reached, with a default

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 import pydantic
 
 from props.core.domain.catalog.parts import (
-    MAX_RUN_EVENTS,
     REGISTRY,
+    ByteCap,
     Digest,
+    EventCap,
     FileEntry,
     GroundTruth,
     Name,
@@ -57,9 +58,12 @@ class AgentLimits(_Part):
     network: bool = False  # no network unless the definition asks
     cpus: float = pydantic.Field(default=1.0, gt=0, le=1024, allow_inf_nan=False)
     memory_mb: int = pydantic.Field(default=512, ge=16, le=1024 * 1024)
-    # reported by the agent; the bound is the catalog's proof that a run's sums fit
-    max_events: int = pydantic.Field(default=2000, ge=1, le=MAX_RUN_EVENTS)
-    max_bytes: int = pydantic.Field(default=64 * 1024 * 1024, ge=1, le=2**40)  # events+blobs
+    # What the agent may report (events; bytes of events and blobs), as the definition asks:
+    # the operator's grant decides what its runs get (props.core.domain.caps). None: asks
+    # nothing (a push recorded before caps were grants says 2000 and 64 MiB: asked, never
+    # in force). The bound is the catalog's proof that a run's sums fit.
+    max_events: EventCap | None = None
+    max_bytes: ByteCap | None = None
 
 
 @REGISTRY.register

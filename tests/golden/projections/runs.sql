@@ -72,7 +72,7 @@ INSERT INTO projections.agent_runs AS t (run_id, agent_type, definition, definit
     CASE type WHEN 'run.finished' THEN (COALESCE(data->>'tokens_out', '0'))::bigint END AS tokens_out,
     CASE type WHEN 'run.finished' THEN (COALESCE(data->>'cost_usd', '0.0'))::float8 END AS cost_usd
   FROM (SELECT tx_id, global_position, type, data, recorded_at FROM props.events
-  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint) AND (tx_id, global_position) <= ($3::xid8, $4::bigint) AND global_position <> ALL ($5::bigint[]) AND ((type = 'run.requested' AND schema_version = 1) OR (type = 'run.started' AND schema_version = 1) OR (type = 'container.exited' AND schema_version = 1) OR (type = 'run.finished' AND schema_version = 1))) e) s
+  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint) AND (tx_id, global_position) <= ($3::xid8, $4::bigint) AND global_position <> ALL ($5::bigint[]) AND ((type = 'run.requested' AND schema_version = 2) OR (type = 'run.started' AND schema_version = 1) OR (type = 'container.exited' AND schema_version = 1) OR (type = 'run.finished' AND schema_version = 2))) e) s
   WINDOW w AS (PARTITION BY run_id
   ORDER BY tx_id, global_position, nth ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) each
   WHERE one_per_key = 1) folded

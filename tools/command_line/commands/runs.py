@@ -41,8 +41,9 @@ def _definitions_parser(sub: Any) -> None:
     p.add_argument("--network", action="store_true", help="give runs network access")
     p.add_argument("--memory-mb", type=int, default=512, help="memory limit (default 512)")
     p.add_argument("--cpus", type=float, default=1.0, help="CPU limit (default 1)")
-    p.add_argument("--max-events", type=int, default=2000,
-                   help="cap on the events a run may report (default 2000)")
+    p.add_argument("--max-events", type=int, metavar="N",
+                   help=f"cap on the events a run may report, granted with the push "
+                   f"(default: the operator's grant, else {vocabulary.DEFAULT_MAX_EVENTS:,})")
     p.add_argument("command", nargs="*", help="the command to run (after --)")
     p.set_defaults(handler="runs:push_cmd", connections=2)
     p = cmds.add_parser("reference", help="push the bundled reference critic (or grader)",
@@ -93,13 +94,22 @@ def _definitions_parser(sub: Any) -> None:
 
 def _grant_parser(cmds: Any) -> None:
     p = cmds.add_parser(
-        "grant", help="let runs of a definition have network, the host's Python, endpoints",
+        "grant", help="let runs of a definition have network, the host's Python, endpoints, "
+        "caps",
         description="What an image's labels or a pushed config ask for is never granted by "
         "the push itself when it comes through the registry proxy: the operator grants it "
         "here, to one digest. A grant replaces the digest's earlier grant (a grant of "
-        "nothing revokes). Your own `props definitions push` grants what it asks.",
+        "nothing revokes, and its caps go back to the defaults). Your own `props "
+        "definitions push` grants what it asks. The caps bound what one run's agent "
+        f"reports (default {vocabulary.DEFAULT_MAX_EVENTS:,} events, "
+        f"{vocabulary.DEFAULT_MAX_BYTES // 2**20:,} MiB of events and blobs); a run that reaches "
+        "one fails `event_cap`. A plan may set another cap for one critic ([[critic]] "
+        "max_events, max_bytes) up to the ceilings (default "
+        f"{vocabulary.DEFAULT_CEILING_EVENTS:,} events, "
+        f"{vocabulary.DEFAULT_CEILING_BYTES // 2**20:,} MiB).",
         epilog="For example:\n"
         "  props definitions grant my-llm-critic@v2 --endpoint openai\n"
+        "  props definitions grant baseline-ruff --max-events 300000 --ceiling-events 500000\n"
         "  props definitions grant untrusted@latest      (revokes everything)")
     p.add_argument("definition", metavar="NAME[@REF]",
                    help="the definition, at `latest` (the default), a tag or a digest")
@@ -111,6 +121,16 @@ def _grant_parser(cmds: Any) -> None:
     p.add_argument("--endpoint", action="append", metavar="NAME",
                    help="a registered endpoint its runs may call through the gateway "
                    "(repeat for more)")
+    for unit, what, cap, ceiling in (
+            ("events", "events", vocabulary.DEFAULT_MAX_EVENTS,
+             vocabulary.DEFAULT_CEILING_EVENTS),
+            ("bytes", "bytes of events and blobs", vocabulary.DEFAULT_MAX_BYTES,
+             vocabulary.DEFAULT_CEILING_BYTES)):
+        p.add_argument(f"--max-{unit}", type=int, metavar="N",
+                       help=f"cap on the {what} one run may report (default {cap:,})")
+        p.add_argument(f"--ceiling-{unit}", type=int, metavar="N",
+                       help=f"the most {unit} a plan may raise a run's cap to (default "
+                       f"{ceiling:,}, or --max-{unit} if higher)")
     p.add_argument("--reason", help="why, recorded with the grant")
     p.set_defaults(handler="endpoints:grant_cmd", connections=2)
 

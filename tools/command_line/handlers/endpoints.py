@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from props.core.domain import catalog, definitions, endpoints
+from props.core.domain import caps, catalog, definitions, endpoints
 from props.core.log import errors
 from props.core.log.events import describe_validation_error
 from props.core.log.store import EventStore
@@ -69,11 +69,17 @@ async def grant_cmd(args: argparse.Namespace, store: EventStore) -> int:
     granted = _event(
         catalog.DefinitionGranted, "definition.granted", agent_type=args.agent_type,
         name=found.name, digest=found.digest, network=args.network,
-        host_python=args.host_python, endpoints=args.endpoint or [], reason=args.reason)
+        host_python=args.host_python, endpoints=args.endpoint or [], reason=args.reason,
+        max_events=args.max_events, max_bytes=args.max_bytes,
+        ceiling_events=args.ceiling_events, ceiling_bytes=args.ceiling_bytes)
     await endpoints.grant(store, granted, actor="cli")
     what = [w for w, on in (("network", granted.network), ("the host's Python",
                                                           granted.host_python)) if on]
     what += [f"endpoint {e}" for e in granted.endpoints]
+    in_force = caps.granted(granted)
     out.print(f"{granted.agent_type} {found.name} {found.digest[:19]}: granted "
-              f"{', '.join(what) or 'nothing (every earlier grant revoked)'}", markup=False)
+              f"{', '.join(what) or 'no network, host Python or endpoint'}; its runs' caps "
+              f"{in_force.max_events:,} events, {in_force.max_bytes:,} bytes (a plan may "
+              f"raise them to {in_force.ceiling_events:,} and {in_force.ceiling_bytes:,})",
+              markup=False)
     return 0

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from rich.text import Text
 
-from props.core.domain import evaluation_starts, evaluations
+from props.core.domain import caps, evaluation_starts, evaluations
 from props.core.domain.evaluations import CaseState
 from props.core.log import errors
 from props.core.log.store import EventStore
@@ -94,7 +94,8 @@ CASES_LISTED = 50  # up to this many cases, the report lists them all (else the 
 def _why(s: CaseState) -> str:
     if s.failure is not None:
         code = f", exit {s.failure.exit_code}" if s.failure.exit_code is not None else ""
-        return f"{s.failure.phase}: {s.failure.category}{code}"
+        cap = caps.said(s.failure, s.case.definition, short=True)
+        return f"{s.failure.phase}: {s.failure.category}{code}" + (f"; {cap}" if cap else "")
     return {"missing": "no result: broken, never dropped", "waiting": "not requested yet",
             "running": "in flight"}.get(s.state, s.reason or "")
 

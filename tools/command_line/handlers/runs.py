@@ -17,7 +17,7 @@ import orjson
 import pydantic
 from rich.text import Text
 
-from props.core.domain import baselines, catalog, definitions, run_requests, streams
+from props.core.domain import baselines, caps, catalog, definitions, run_requests, streams
 from props.core.log import errors
 from props.core.log.events import describe_validation_error, details
 from props.core.log.store import EventStore
@@ -273,6 +273,8 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     if shown.header["partial"]:
         console.print(Text(f"partial: the run ended {run.status}; its issues below are what "
                            f"it reported before it stopped, and no figure counts them"))
+    if cap := _cap_reached(run.events, head.get("definition")):
+        console.print(Text(cap))
     if found is not None:
         scores = shown.figures
         console.print(Text(
@@ -290,6 +292,12 @@ async def show_cmd(args: argparse.Namespace, store: EventStore) -> int:
     print_table(console, TIMELINE_COLUMNS, _compact(timeline) if issues else timeline,
                 wide=args.wide, title="timeline")
     return 0
+
+
+def _cap_reached(events: list[Any], definition: str | None) -> str:
+    """What the run's event_cap failure says of its cap, if it ended so."""
+    return next((caps.said(r.event.failure, definition) for r in events
+                 if isinstance(r.event, catalog.RunFinished) and r.event.failure), "")
 
 
 def _failed_with_output(events: list[Any]) -> bool:
