@@ -107,7 +107,10 @@ async def run(dsn: str, quick: bool, console: Console, *, upto: int | None = Non
                 row[f"{name}_us_per_event"] / base[f"{name}_us_per_event"], 3)
         row["size"] = size
         rows.append(row)
-        console.print(f"  10^{len(str(size)) - 1} done in {time.perf_counter() - t0:.0f} s")
+        console.print(f"  10^{len(str(size)) - 1} done in {time.perf_counter() - t0:.0f} s; per "
+                      "event against 10^4: " + ", ".join(
+                          f"{name} x{row[f'{name}_growth']:.2f}" for name in (*PHASES,
+                                                                              "raw_read")))
     report.figures["sizes"] = rows
     print_table(console, [
         Column("size", "events", lambda v: f"{v:,}", justify="right"),
