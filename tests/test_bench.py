@@ -218,9 +218,10 @@ def test_scale_mode_at_its_smallest_size_measures_every_phase(server_dsn: str) -
                for c in got.values())
     (size,) = summary["figures"]["sizes"]
     assert size["size"] == 10_000 and size["events"] >= 10_000
-    numbers = ["raw_read_us_per_event", "runner_peak_mib", "grades", "report_runs"]
+    numbers = ["raw_read_us_per_event", "raw_read_growth_step", "runner_peak_mib", "grades",
+               "report_runs"]
     for p in SCALE_PHASES:
-        numbers += [f"{p}_us_per_event", f"{p}_growth", f"{p}_process_peak_mib",
+        numbers += [f"{p}_us_per_event", f"{p}_growth", f"{p}_growth_step", f"{p}_process_peak_mib",
                     f"{p}_server_private_peak_mib"]
     for key in numbers:  # the embedded server is this machine's: its memory is read too
         assert isinstance(size[key], int | float) and size[key] > 0, key

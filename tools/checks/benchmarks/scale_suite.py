@@ -9,8 +9,10 @@ projected every grade, and `props report --scorer overlap@2` (best of three, che
 the raw aggregate as in the rescore suite). Each cost is divided by the log's events; its
 growth is that per-event cost over 10^4's (linear work: 1.0; the goal at the largest size is
 <= 1.5). A small log carries the fixed costs (creating and analyzing tables, planning), so a
-growth below 1 is expected. Beside each: the growth of the raw read's per-event cost (so a
-busy machine shows as both growing), and the memory peaks of the phase (benchmarks/memory.py).
+growth below 1 is expected; `*_growth_step` (against the size 10x smaller) shows a cost that
+grows faster than the log once they are spread. Beside each: the growth of the raw read's
+per-event cost (so a busy machine shows as both growing), and the memory peaks of the phase
+(benchmarks/memory.py).
 """
 
 from __future__ import annotations
@@ -102,9 +104,14 @@ async def run(dsn: str, quick: bool, console: Console, *, upto: int | None = Non
         t0 = time.perf_counter()
         row = await _one_size(dsn, size, console)
         base = rows[0] if rows else row
+        before = rows[-1] if rows else row
         for name in (*PHASES, "raw_read"):
             row[f"{name}_growth"] = round(
                 row[f"{name}_us_per_event"] / base[f"{name}_us_per_event"], 3)
+            # Against the size before (10x smaller): once the fixed costs are spread, the
+            # step that shows a cost growing faster than the log.
+            row[f"{name}_growth_step"] = round(
+                row[f"{name}_us_per_event"] / before[f"{name}_us_per_event"], 3)
         row["size"] = size
         rows.append(row)
         console.print(f"  10^{len(str(size)) - 1} done in {time.perf_counter() - t0:.0f} s; per "
