@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from props.core.log.store import EventStore
+from props.tools.checks.benchmarks import log_suite, peers
 from props.tools.checks.benchmarks.report import Check, Report
 from tests.conftest import once_per_ci
 
@@ -26,19 +29,21 @@ CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (
 QUICK_NORUN = {"swarm_vs_docker_run", "swarm_two_nodes_vs_one"}
 
 
-def run_bench(suite: str, server_dsn: str) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """Run `props bench SUITE --quick --json`; return (checks by name, summary, exit code)."""
+def run_bench(suite: str, server_dsn: str, *mode: str, norun: frozenset[str] = frozenset(),
+              ) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """Run `props bench SUITE --quick --json [MODE...]`; return (checks by name, summary, exit
+    code). Every check but those in QUICK_NORUN and `norun` must have run."""
     env = {**os.environ, "PROPS_DSN": server_dsn}
     out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", suite, "--quick",
-                          "--json"], capture_output=True, text=True, env=env, timeout=600,
-                         check=False)
+                          "--json", *mode], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
     assert out.returncode in (0, 1), out.stderr  # 1: a check failed, which it may on noise
     assert out.stdout.strip(), f"no summary line; stderr:\n{out.stderr}"
     summary = orjson.loads(out.stdout.strip().splitlines()[-1])
     assert summary["suite"] == suite and summary["quick"] is True
     checks = {c["name"]: c for c in summary["checks"]}
     assert all(isinstance(c["value"], float) and c["value"] > 0 for c in checks.values()
-               if c["name"] not in QUICK_NORUN)
+               if c["name"] not in QUICK_NORUN | norun)
     verdicts_pass = all(c["verdict"] == "PASS" for c in checks.values())
     assert out.returncode == (0 if verdicts_pass else 1)
     return checks, summary, out.returncode
@@ -154,3 +159,82 @@ def test_quick_eval_bench_runs_both_sides(server_dsn: str) -> None:
     figures = summary["figures"]
     assert figures["cases"] == 60 and figures["concurrency"] == 8  # every case scored
     assert figures["docker_run_loop_s"] > 0 and figures["eval_s"] > 0  # both sides ran
+
+
+PEER_CHECKS = {f"{w}_vs_{p}" for w in log_suite.PEER_WORKLOADS for p in log_suite.PEERS}
+
+
+@pytest.mark.bench
+@once_per_ci
+def test_quick_log_bench_with_peers_puts_each_peer_beside_props(server_dsn: str) -> None:
+    """`--peers` runs both peers (installed by the dev extra) in the same run: a ratio of
+    props to each, for every workload, and the peer's own rate beside it."""
+    got, summary, _code = run_bench("log", server_dsn, "--peers")
+    assert set(got) == set(CHECKS) | PEER_CHECKS
+    assert all(got[name]["verdict"] in ("PASS", "FAIL") for name in PEER_CHECKS)  # all ran
+    figures = summary["figures"]["peers"]
+    for peer in log_suite.PEERS:
+        assert isinstance(figures[peer]["version"], str)
+        for workload in log_suite.PEER_WORKLOADS:
+            rate, ratio = figures[peer][f"{workload}_per_s"], figures[peer][f"props_vs_{workload}"]
+            assert isinstance(rate, int) and rate > 0 and isinstance(ratio, float) and ratio > 0
+            assert figures["props"][f"{workload}_per_s"] > 0
+
+
+async def test_a_peer_that_cannot_be_installed_says_norun_with_its_reason(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither peer can be installed (eventsourcing not importable, Message DB's SQL absent):
+    every peer check says NORUN with the peer's reason, and the report does not pass. On a
+    suite that let an unavailable peer out of the checks (or gave it a value), the report
+    would pass on props' own checks alone."""
+    monkeypatch.setitem(sys.modules, "eventsourcing.postgres", None)  # import fails
+    monkeypatch.setattr(peers, "MESSAGE_DB", tmp_path)
+    report = Report("log", quick=True)
+    await log_suite._side_by_side(store, log_suite.Rows(), {"single": 10, "batches": 1,
+                                                            "reads": 1}, report)
+    assert {c.name for c in report.checks} == PEER_CHECKS
+    assert {c.verdict for c in report.checks} == {"NORUN"} and not report.passed
+    reasons = {c.name: c.reason or "" for c in report.checks}
+    assert "pip install 'props[bench]'" in reasons["append_single_vs_eventsourcing"]
+    assert "Message DB's SQL is missing" in reasons["read_all_vs_message_db"]
+    line = orjson.loads(report.json_line())
+    assert all(c["value"] is None and c["reason"] for c in line["checks"])
+    assert set(report.figures["peers"]) == {"eventsourcing", "message_db"}
+
+
+SCALE_PHASES = ("rebuild", "rescore", "report")
+
+
+@pytest.mark.bench
+@once_per_ci
+def test_scale_mode_at_its_smallest_size_measures_every_phase(server_dsn: str) -> None:
+    """`--scale` at 10^4 alone: every phase's cost per event, growth and memory peaks are
+    numbers, and the growth checks say NORUN (one size compares with nothing), never PASS."""
+    checks = frozenset(f"{p}_cost_growth" for p in SCALE_PHASES)
+    got, summary, code = run_bench("projections", server_dsn, "--scale", "--scale-upto",
+                                   "10000", norun=checks)
+    assert set(got) == checks and code == 1
+    assert all(c["verdict"] == "NORUN" and "nothing to compare" in c["reason"]
+               for c in got.values())
+    (size,) = summary["figures"]["sizes"]
+    assert size["size"] == 10_000 and size["events"] >= 10_000
+    numbers = ["raw_read_us_per_event", "raw_read_growth_step", "runner_peak_mib", "grades",
+               "report_runs"]
+    for p in SCALE_PHASES:
+        numbers += [f"{p}_us_per_event", f"{p}_growth", f"{p}_growth_step", f"{p}_process_peak_mib",
+                    f"{p}_server_private_peak_mib"]
+    for key in numbers:  # the embedded server is this machine's: its memory is read too
+        assert isinstance(size[key], int | float) and size[key] > 0, key
+
+
+def test_bench_modes_belong_to_their_suite(server_dsn: str) -> None:
+    """--peers and --scale are refused (exit 2, one line) on a suite without that mode,
+    before any database is made."""
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    for args in (["rescore", "--peers"], ["log", "--scale"], ["projections", "--scale-upto",
+                                                               "10000"]):
+        out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", *args],
+                             capture_output=True, text=True, env=env, timeout=120,
+                             check=False)
+        assert out.returncode == 2 and out.stdout == "", (args, out)
+        assert len(out.stderr.strip().splitlines()) == 1 and "props bench" in out.stderr

@@ -9,6 +9,7 @@ Raw and props blocks alternate, so drift of a noisy machine hits both sides alik
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import statistics
 import time
@@ -27,6 +28,7 @@ from props.core.log.bulk import gc_paused
 from props.core.log.checkpoints import START
 from props.core.log.events import NewEvent
 from props.core.log.store import EventStore
+from props.tools.checks.benchmarks import peers as peer_stores
 from props.tools.checks.benchmarks.raw import raw_events_table
 from props.tools.checks.benchmarks.report import Check, Report
 from props.tools.command_line.render import Console
@@ -121,15 +123,24 @@ async def _alternate(rounds: int, raw: Block, ours: Block) -> tuple[float, float
 
     Each block times itself (rows, seconds), so preparing its input is not counted.
     """
-    spent = {"raw": 0.0, "ours": 0.0}
-    done = {"raw": 0, "ours": 0}
+    rates = await alternate_sides(rounds, {"raw": raw, "ours": ours})
+    return rates["raw"], rates["ours"]
+
+
+async def alternate_sides(rounds: int, sides: Mapping[str, Block]) -> dict[str, float]:
+    """Run one block of each side per round, the order rotated every round (so a drift of
+    the machine falls on every side alike, and each side takes each place in turn); return
+    each side's rows/s over all rounds."""
+    spent = dict.fromkeys(sides, 0.0)
+    done = dict.fromkeys(sides, 0)
+    names = list(sides)
     for i in range(rounds):
-        order = [("raw", raw), ("ours", ours)] if i % 2 == 0 else [("ours", ours), ("raw", raw)]
-        for side, fn in order:
-            rows, seconds = await fn()
+        shift = i % len(names)
+        for side in names[shift:] + names[:shift]:
+            rows, seconds = await sides[side]()
             done[side] += rows
             spent[side] += seconds
-    return done["raw"] / spent["raw"], done["ours"] / spent["ours"]
+    return {side: done[side] / spent[side] for side in names}
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -137,7 +148,9 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def run(dsn: str, quick: bool, console: Console) -> Report:
+async def run(dsn: str, quick: bool, console: Console, *, peers: bool = False) -> Report:
+    """The log suite; with `peers`, also the same appends and reads through the peers
+    (benchmarks/peers.py) in the same run, as ratios of props to each."""
     sizes = (dict(single=600, batches=60, reads=3, wakes=500) if quick
              else dict(single=2000, batches=150, reads=5, wakes=2000))
     report = Report("log", quick)
@@ -274,7 +287,105 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         console.print("wake-up latency ...")
         report.figures["wake"], ratio = await _wake_latency(store, rows, sizes["wakes"])
         report.checks.append(Check("wake_p99_vs_notify", ratio, "<=", 2.0))
+
+        # -- 5. the peers, side by side ------------------------------------------------------
+        if peers:
+            console.print("the peers side by side: eventsourcing, Message DB ...")
+            await _side_by_side(store, rows, sizes, report)
     return report
+
+
+PEERS: dict[str, Callable[[str], contextlib.AbstractAsyncContextManager[peer_stores.Peer]]] = {
+    "eventsourcing": peer_stores.eventsourcing_peer, "message_db": peer_stores.message_db_peer}
+# What each peer is compared on: props' rate over the peer's, in one alternation (>= 1: ahead).
+PEER_WORKLOADS = ("append_single", "append_batch100", "read_all")
+
+
+async def _side_by_side(store: EventStore, rows: Rows, sizes: Mapping[str, int],
+                        report: Report) -> None:
+    """Props and every peer that installs, alternating block by block on the same workload:
+    one event per transaction, 100 per transaction (a new stream each), then a read of
+    everything each holds. props' read is its typed read (events validated into their
+    models); a peer's read decodes its JSON with orjson and builds nothing, so the read ratio
+    leans towards the peers. A peer that cannot run gives NORUN checks, with its reason."""
+    async with contextlib.AsyncExitStack() as stack:
+        opened: dict[str, peer_stores.Peer] = {}
+        reasons: dict[str, str] = {}
+        for name, opener in PEERS.items():
+            try:
+                opened[name] = await stack.enter_async_context(opener(store.dsn))
+            except peer_stores.Unavailable as e:
+                reasons[name] = str(e)
+        block = max(10, sizes["single"] // 10)
+        per_round = max(1, sizes["batches"] // 10)
+
+        def fresh(count: int) -> tuple[str, list[NewEvent]]:
+            run = uuid.uuid4()
+            return streams.run(run), [rows.new(run) for _ in range(count)]
+
+        def as_peer(stream: str, events: list[NewEvent]) -> list[peer_stores.Event]:
+            return [(e.event_id, stream, e.event.type_name, e.event.model_dump_json(),
+                     orjson.dumps(e.metadata).decode()) for e in events]
+
+        def single(peer: peer_stores.Peer | None) -> Block:
+            async def go() -> tuple[int, float]:
+                stream, events = fresh(block)
+                if peer is None:
+                    t0 = time.perf_counter()
+                    for new in events:
+                        await store.append(stream, [new])
+                else:  # JSON made inside the clock, as props makes it inside append
+                    t0 = time.perf_counter()
+                    await peer.append_each(as_peer(stream, events))
+                return block, time.perf_counter() - t0
+            return go
+
+        def batched(peer: peer_stores.Peer | None) -> Block:
+            async def go() -> tuple[int, float]:
+                todo = [fresh(100) for _ in range(per_round)]
+                t0 = time.perf_counter()
+                for stream, events in todo:
+                    if peer is None:
+                        await store.append(stream, events, expected_version=0)
+                    else:
+                        await peer.append_batch(as_peer(stream, events))
+                return per_round * 100, time.perf_counter() - t0
+            return go
+
+        def read(peer: peer_stores.Peer | None) -> Block:
+            async def go() -> tuple[int, float]:
+                t0 = time.perf_counter()
+                if peer is None:
+                    n = 0
+                    async for b in store.iter_all(START, batch_size=1000):
+                        n += len(b)
+                else:
+                    n = await peer.read_all()
+                return n, time.perf_counter() - t0
+            return go
+
+        figures: dict[str, Any] = {}
+        sides = {"props": None, **opened}
+        for workload, make, rounds in (("append_single", single, 10),
+                                       ("append_batch100", batched, 10),
+                                       ("read_all", read, sizes["reads"] * 2)):
+            if not opened:
+                break
+            rates = await alternate_sides(rounds, {k: make(p) for k, p in sides.items()})
+            figures.setdefault("props", {})[f"{workload}_per_s"] = round(rates["props"])
+            for name in opened:
+                figures.setdefault(name, {})[f"{workload}_per_s"] = round(rates[name])
+                figures[name][f"props_vs_{workload}"] = round(rates["props"] / rates[name], 3)
+        for name, peer in opened.items():
+            figures[name]["version"] = peer.version
+        for name, reason in reasons.items():
+            figures[name] = {"norun": reason}
+        report.figures["peers"] = figures
+        for name in PEERS:
+            for workload in PEER_WORKLOADS:
+                value = figures[name].get(f"props_vs_{workload}")
+                report.checks.append(Check(f"{workload}_vs_{name}", value, ">=", 1.0,
+                                           reason=reasons.get(name)))
 
 
 async def _wake_latency(store: EventStore, rows: Rows, samples: int) -> tuple[dict[str, Any],

@@ -15,6 +15,7 @@ class Check:
     op: Literal[">=", "<="]
     target: float
     unit: str = "ratio"
+    reason: str | None = None  # why it did not run (a NORUN says why)
 
     @property
     def verdict(self) -> str:
@@ -37,7 +38,8 @@ class Report:
             "quick": self.quick,
             "checks": [
                 {"name": c.name, "value": None if c.value is None else round(c.value, 3),
-                 "op": c.op, "target": c.target, "unit": c.unit, "verdict": c.verdict}
+                 "op": c.op, "target": c.target, "unit": c.unit, "verdict": c.verdict,
+                 **({"reason": c.reason} if c.reason else {})}
                 for c in self.checks
             ],
             "figures": self.figures,

@@ -17,6 +17,7 @@ only, as every figure; no states, no exclusions, no intervals).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -32,6 +33,7 @@ from props.core.log.store import EventStore
 from props.core.scoring import rescoring, scorers
 from props.projections import engine, figures, names
 from props.projections import status as projection_status
+from props.tools.checks.benchmarks import memory
 from props.tools.checks.benchmarks.report import Check, Report
 from props.tools.checks.workload import Workload
 from props.tools.command_line.render import Console
@@ -80,7 +82,7 @@ SELECT r.model, r.definition, count(*) AS runs,
 REPORT_ROUNDS = 3  # each side's best of three: a report is read by people, not in a loop
 
 
-async def _time_report(store: EventStore) -> tuple[float, float, int, int]:
+async def time_report(store: EventStore) -> tuple[float, float, int, int]:
     """Best-of-rounds seconds of props' report and of the raw aggregate (alternating, so a
     busy moment of the machine falls on both), and the runs and edges they covered."""
     # The runner has just written a million rows the planner has not seen and the
@@ -125,6 +127,41 @@ async def _raw_issue_read(store: EventStore) -> tuple[int, float]:
         last = page[-1][0]
 
 
+@dataclasses.dataclass(frozen=True)
+class Projected:
+    result: rescoring.RescoreReport
+    appended_s: float  # from the start until the last grade was appended
+    seconds: float  # until the runner had projected every grade
+    runner_peak_kib: int | None  # the runner process's peak RSS (VmHWM), where it can be read
+
+
+async def rescore_until_projected(store: EventStore, dsn: str) -> Projected:
+    """Re-score every run with overlap@2 while the projection runner runs as its own service
+    (`props projections run`, as deployed); timed from the start of the rescore until the
+    runner has projected every grade."""
+    runner = await anyio.open_process(
+        [sys.executable, "-m", "props.tools.cli", "projections", "run"],
+        env={**os.environ, "PROPS_DSN": dsn}, stdout=subprocess.DEVNULL)
+    try:
+        assert runner.stderr is not None
+        ready = b""
+        while b"\n" not in ready:  # it prints a line once it is up
+            ready += await runner.stderr.receive()
+        t0 = time.perf_counter()
+        result = await rescoring.rescore(store, scorers.scorer("overlap@2"),
+                                         rescoring.Selection(everything=True))
+        appended_s = time.perf_counter() - t0
+        with anyio.fail_after(1800):
+            while any(s.lag_events for s in await projection_status.of(store)):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        seconds = time.perf_counter() - t0
+        peak = memory.peak_kib(runner.pid)
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        await runner.wait()
+    return Projected(result, appended_s, seconds, peak)
+
+
 async def run(dsn: str, quick: bool, console: Console) -> Report:
     runs = 500 if quick else 10_000
     report = Report("rescore", quick)
@@ -150,26 +187,8 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                                       rescoring.Selection(everything=True), dry_run=True)
         dry_rate = dry.grades / (time.perf_counter() - t0)
         console.print(f"re-scoring {issues:,} issues with overlap@2 ...")
-        # The projection runner is its own service, as deployed (`props projections run`).
-        runner = await anyio.open_process(
-            [sys.executable, "-m", "props.tools.cli", "projections", "run"],
-            env={**os.environ, "PROPS_DSN": dsn}, stdout=subprocess.DEVNULL)
-        try:
-            assert runner.stderr is not None
-            ready = b""
-            while b"\n" not in ready:  # it prints a line once it is up
-                ready += await runner.stderr.receive()
-            t0 = time.perf_counter()
-            result = await rescoring.rescore(store, scorers.scorer("overlap@2"),
-                                             rescoring.Selection(everything=True))
-            graded_at = time.perf_counter() - t0
-            with anyio.fail_after(600):
-                while any(s.lag_events for s in await projection_status.of(store)):  # noqa: ASYNC110
-                    await anyio.sleep(0.05)
-            seconds = time.perf_counter() - t0
-        finally:
-            runner.send_signal(signal.SIGTERM)
-            await runner.wait()
+        projected = await rescore_until_projected(store, dsn)
+        result, graded_at, seconds = projected.result, projected.appended_s, projected.seconds
         raw2_n, raw2_s = await _raw_issue_read(store)
         raw_rate = (raw_n + raw2_n) / (raw_s + raw2_s)
         rate = result.grades / seconds
@@ -190,7 +209,7 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
                                    result.chance.seconds / graded_at, "<=", 0.2))
         report.checks.append(Check("rescore_vs_raw_read", rate / raw_rate, ">=", 0.3))
         console.print("reporting the scores ...")
-        ours_s, raw_agg_s, report_runs, edges = await _time_report(store)
+        ours_s, raw_agg_s, report_runs, edges = await time_report(store)
         report.figures.update({"report_runs": report_runs, "report_edges": edges,
                                "raw_aggregate_seconds": round(raw_agg_s, 3)})
         report.checks.append(Check("report_seconds", ours_s, "<=", 10.0, unit="s"))
