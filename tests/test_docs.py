@@ -244,7 +244,8 @@ def test_every_shell_block_runs(walk: str, dsn: str, tmp_path: Path) -> None:
 def test_a_documented_command_that_breaks_fails_the_walk(dsn: str, tmp_path: Path) -> None:
     """Negative controls of the walk itself, on temporary copies of a how-to: a flag the
     command does not have, and a bare `props` (not the venv's), each fail at their line;
-    the page as written passes its first block."""
+    the page as written passes its first block. (On main before this walk, the how-tos'
+    first failure was that bare `props`: docs/howto/ground-truth.md:16, exit 127.)"""
     page = "docs/howto/variant.md"
     text = (ROOT / page).read_text()
     first = next(b for b in blocks(text) if b.language in SHELLS)
