@@ -1,26 +1,40 @@
 """The documentation runs as written.
 
-Every shell block of README.md and docs/quickstart.md runs, in the page's order, in a shell
-of its own, against a database of the test's own (`PROPS_DSN`) and a temporary `PROPS_HOME`,
-from a folder that holds what a clone's root holds for them (`.venv`, `tools`). A block that
-cannot run here carries `<!-- not run: why -->` on the line before it, and the test counts
-those; `<!-- doc-test: appends nothing -->` checks that the block appended no event;
-`<!-- doc-test: after the install -->` runs what follows the install (`python3 -m venv .venv
-&& .venv/bin/pip install -e '.[...]' && `: the test's own environment stands for it). And
-every relative link of README.md and docs/ names a file (and a heading) that is there.
+Every shell block of README.md, docs/quickstart.md and every how-to (docs/howto/*.md) runs,
+in the pages' order, in a shell of its own, against a database of the test's own
+(`PROPS_DSN`) and a temporary `PROPS_HOME`, from a folder that holds what a clone's root holds
+for them (`.venv`, `tools`, `docs`). The how-tos run after the quickstart, in one database, as
+a new user goes on from it (the README's "where to go next" order), on the embedded server
+only: minutes of CLI work that does not depend on the server's kind. Blocks run as a newcomer
+types them: the venv is not on `PATH` (a bare `props` fails as it does for them), stdin is
+empty, and whatever a block leaves running in the background (`props serve &`) is killed
+with its process group. A block that cannot run here carries `<!-- not run: why -->` on the
+line before it, and the test counts those per page; `<!-- doc-test: appends nothing -->`
+checks that the block appended no event; `<!-- doc-test: after the install -->` runs what
+follows the install (`python3 -m venv .venv && .venv/bin/pip install -e '.[...]' && `: the
+test's own environment stands for it); a page's `127.0.0.1:8080` is a free port of the test's,
+and its `"$PWD/.venv/` the test's environment (see VENV).
+And every relative link of README.md and docs/ names a file (and a heading) that is there.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.conftest import once_per_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(\S*)\s*$")
@@ -29,7 +43,38 @@ INSTALL = re.compile(r"^python3 -m venv \.venv && \.venv/bin/pip install -e '\.\
 SHELLS = {"sh", "bash", "shell"}
 # The blocks each run page may leave unrun, each with its reason on the page: a new one
 # must be counted here, so a page cannot drift into prose nobody runs.
-NOT_RUN = {"README.md": 3, "docs/quickstart.md": 1}
+NOT_RUN = {
+    "README.md": 3, "docs/quickstart.md": 1,
+    "docs/howto/llm-critic.md": 1, "docs/howto/variant.md": 1,
+    "docs/howto/ground-truth.md": 2, "docs/howto/write-a-critic.md": 3,
+    "docs/howto/scorer.md": 2, "docs/howto/results.md": 1, "docs/howto/export.md": 2,
+    "docs/howto/service.md": 0, "docs/howto/serve.md": 0, "docs/howto/several-hosts.md": 6,
+    "docs/howto/add-a-runtime.md": 0, "docs/howto/local-model.md": 2,
+}
+# Each walk is one database: the README alone, then the quickstart and every how-to after it
+# (what the quickstart recorded is what the how-tos work on).
+HOWTOS = ["docs/howto/llm-critic.md", "docs/howto/variant.md", "docs/howto/ground-truth.md",
+          "docs/howto/write-a-critic.md", "docs/howto/scorer.md", "docs/howto/results.md",
+          "docs/howto/export.md", "docs/howto/service.md", "docs/howto/serve.md",
+          "docs/howto/several-hosts.md", "docs/howto/add-a-runtime.md",
+          "docs/howto/local-model.md"]
+WALKS = {"README.md": ["README.md"], "docs/quickstart.md": ["docs/quickstart.md"],
+         "docs/howto": ["docs/quickstart.md", *HOWTOS]}
+# The how-tos add minutes of CLI work that does not depend on the server's kind: they walk on
+# the embedded server only, and there the quickstart is walked once, as their first page.
+WALK_MARKS = {
+    "README.md": (),
+    "docs/quickstart.md": (pytest.mark.skipif(
+        not os.environ.get("PROPS_TEST_DSN"),
+        reason="NORUN here: on the embedded server the how-to walk (docs/howto) walks the "
+               "quickstart first"),),
+    "docs/howto": (once_per_ci,),
+}
+PORT = "127.0.0.1:8080"  # the pages' address for a service: a free port of the test's
+# props runs its own modules locally only with its own interpreter, named by its exact path
+# (unresolved: a venv's python is a link out of the venv). The clone's `.venv` is a link to the
+# test's environment, so a page's `$PWD/.venv` is written as that environment's own path.
+VENV = '"$PWD/.venv/'
 
 
 @dataclass(frozen=True)
@@ -81,41 +126,141 @@ def event_count(dsn: str) -> int:
 
 def clone_root(tmp: Path) -> Path:
     """A working folder that holds what the pages name from a clone's root: `.venv` (the
-    environment running the tests) and `tools` (the bundled plans); what the blocks write
-    lands here, not in the repository."""
+    environment running the tests), `tools` (the bundled plans) and `docs` (the how-to's
+    critic); what the blocks write lands here, not in the repository."""
     work = tmp / "clone"
     work.mkdir()
     (work / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     (work / "tools").symlink_to(ROOT / "tools", target_is_directory=True)
+    shutil.copytree(ROOT / "docs", work / "docs")  # a block may write beside a page's files
     return work
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("page", sorted(NOT_RUN))
-def test_every_shell_block_runs(page: str, dsn: str, tmp_path: Path) -> None:
-    shell = [b for b in blocks((ROOT / page).read_text()) if b.language in SHELLS]
-    work = clone_root(tmp_path)
-    home = tmp_path / "home"
+def newcomer_env(dsn: str, home: Path) -> dict[str, str]:
+    """The environment of a new user's shell: the test's database and home, 80 columns, and
+    no venv on PATH (the pages say `.venv/bin/props`; a bare `props` is not found)."""
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != Path(venv_bin).resolve()]
     env = {**os.environ, "PROPS_DSN": dsn, "PROPS_HOME": str(home), "COLUMNS": "80",
-           "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("PROPS_TEST_DSN", None)
-    ran = 0
+           "PATH": os.pathsep.join(path)}
+    for name in ("PROPS_TEST_DSN", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def run_block(script: str, work: Path, env: dict[str, str], timeout: float = 600) -> Ran:
+    """One block in `bash -e -o pipefail`, its own process group, stdin empty; output to files
+    (a background child holding a pipe would keep a reader waiting), and whatever it left
+    running killed with its group once bash is done."""
+    began = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        shell = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work,
+                                 env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                 text=True, start_new_session=True)
+        try:
+            code = shell.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = -1
+        finally:
+            try:
+                os.killpg(shell.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            shell.wait()
+        out.seek(0)
+        err.seek(0)
+        return Ran(code, out.read(), err.read(), time.monotonic() - began)
+
+
+def walk_page(page: str, text: str, dsn: str, work: Path, env: dict[str, str]) -> int:
+    """Runs every shell block of one page in order; fails on the first that exits non-zero
+    (naming the page and line), or that appended events where it says it appends nothing.
+    Returns how many blocks it left unrun."""
+    shell = [b for b in blocks(text) if b.language in SHELLS]
+    port = str(free_port())
+    unrun = 0
     for block in shell:
         script = script_of(block)
         if script is None:
+            unrun += 1
             continue
+        script = script.replace(PORT, f"127.0.0.1:{port}").replace(VENV, f'"{sys.prefix}/')
         before = event_count(dsn) if block.marker == ("doc-test", "appends nothing") else None
-        out = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=work, env=env,
-                             capture_output=True, text=True, timeout=600, check=False)
+        out = run_block(script, work, env)
         assert out.returncode == 0, (
             f"{page}:{block.line} exited {out.returncode}\n{script}\n{out.stdout[-3000:]}\n"
             f"{out.stderr[-3000:]}")
         if before is not None:
             assert event_count(dsn) == before, f"{page}:{block.line} appended events"
-        ran += 1
-    assert len(shell) - ran == NOT_RUN[page], f"{page}: {len(shell) - ran} blocks not run"
+        print(f"{page}:{block.line} ran in {out.seconds:.1f} s")  # shown with -s or on failure
+    return unrun
+
+
+def test_every_howto_is_walked() -> None:
+    """A how-to added to docs/howto/ joins a walk and the counts, or this fails."""
+    howtos = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "howto").glob("*.md"))
+    assert sorted(HOWTOS) == howtos
+    assert sorted({page for pages in WALKS.values() for page in pages}) == sorted(NOT_RUN)
+    assert WALKS["docs/howto"] == [*WALKS["docs/quickstart.md"], *HOWTOS]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("walk", [pytest.param(w, marks=WALK_MARKS[w]) for w in sorted(WALKS)])
+def test_every_shell_block_runs(walk: str, dsn: str, tmp_path: Path) -> None:
+    from props.projections.engine import ANALYST_ROLE
+    from tests.conftest import TEST_ROLE_PASSWORD, as_role
+
+    work = clone_root(tmp_path)
+    # The test's server asks every role for a password, as a server of the user's own does
+    # (results.md says so): the analyst gets one, given as that page says, in PGPASSWORD.
+    as_role(dsn, ANALYST_ROLE)
+    env = {**newcomer_env(dsn, tmp_path / "home"), "PGPASSWORD": TEST_ROLE_PASSWORD}
+    ran = 0
+    for page in WALKS[walk]:
+        text = (ROOT / page).read_text()
+        unrun = walk_page(page, text, dsn, work, env)
+        shell = [b for b in blocks(text) if b.language in SHELLS]
+        assert unrun == NOT_RUN[page], f"{page}: {unrun} blocks not run"
+        ran += len(shell) - unrun
     assert ran >= 3
+
+
+def test_a_documented_command_that_breaks_fails_the_walk(dsn: str, tmp_path: Path) -> None:
+    """Negative controls of the walk itself, on temporary copies of a how-to: a flag the
+    command does not have, and a bare `props` (not the venv's), each fail at their line;
+    the page as written passes its first block. (On main before this walk, the how-tos'
+    first failure was that bare `props`: docs/howto/ground-truth.md:16, exit 127.)"""
+    page = "docs/howto/variant.md"
+    text = (ROOT / page).read_text()
+    first = next(b for b in blocks(text) if b.language in SHELLS)
+    assert "--config lite.toml" in first.text and ".venv/bin/props definitions" in first.text
+    work = clone_root(tmp_path)
+    env = newcomer_env(dsn, tmp_path / "home")
+    head = text[:text.index(first.text) + len(first.text)] + "```\n"  # the first block only
+    assert walk_page(page, head, dsn, work, env) == 0
+    for broken, says in ((head.replace("--config lite.toml", "--confg lite.toml"),
+                          "unrecognized arguments: --confg"),
+                         (head.replace(".venv/bin/props definitions", "props definitions"),
+                          "props: command not found")):
+        with pytest.raises(AssertionError, match=f"{page}:{first.line} exited") as failed:
+            walk_page(page, broken, dsn, work, env)
+        assert says in str(failed.value)
 
 
 def test_markers_are_read_as_written() -> None:
