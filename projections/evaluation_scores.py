@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from props.core.domain import streams
@@ -44,6 +45,11 @@ class Scored:
     # Per critic, its scored runs whose chance level is not recorded (then it has none).
     chance_missing: dict[Critic, int] = dataclasses.field(default_factory=dict)
     reviewed_by: list[str] = dataclasses.field(default_factory=list)  # who graded any issue
+    # Per critic and example, recall's chance level summed exactly (the runs' levels as
+    # PostgreSQL's numeric has them, as `props report` sums them in SQL): a float sum in
+    # another order differs in the last bits, and one evaluation has one figure.
+    chance_exact: dict[Critic, dict[Example, Decimal]] = dataclasses.field(
+        default_factory=dict)
 
 
 async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
@@ -71,21 +77,25 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
             judges, looked = await confirmation.reviewers(conn, "projections", runs)
     confirmed: dict[Critic, dict[Example, list[int]]] = {c: {} for c in cases}
     missing: dict[Critic, int] = {c: 0 for c in cases}
+    exact: dict[Critic, dict[Example, Decimal]] = {c: {} for c in cases}
     for s in states:
         if s.run_id is None or (r := by_run.get(s.run_id)) is None or s.state != "scored":
             continue
+        key = (s.case.snapshot, s.case.files_hash)
         example = sums[(s.case.definition, s.case.model)].setdefault(
-            (s.case.snapshot, s.case.files_hash), [0.0, 0.0, 0.0, 0.0, 0.0])
+            key, [0.0, 0.0, 0.0, 0.0, 0.0])
         for i, column in enumerate(("recalled", "expected", "finds", "graded")):
             example[i] += r[column]
-        example[4] += r["chance_recalled"] or 0.0
+        chances = exact[(s.case.definition, s.case.model)]
+        chances[key] = chances.get(key, Decimal(0)) + (r["chance_recalled"] or Decimal(0))
+        example[4] = float(chances[key])
         missing[(s.case.definition, s.case.model)] += r["chance_recalled"] is None
         verdicts = confirmed[(s.case.definition, s.case.model)].setdefault(
             (s.case.snapshot, s.case.files_hash), [0, 0])
         if (c := said.get(s.run_id)) is not None:
             verdicts[0] += c["confirmed"]
             verdicts[1] += c["rejected"]
-    return Scored(sums, cases, counted, confirmed, judges, missing, looked)
+    return Scored(sums, cases, counted, confirmed, judges, missing, looked, exact)
 
 
 def critic_rows(found: Scored) -> list[dict[str, Any]]:
@@ -100,7 +110,8 @@ def critic_rows(found: Scored) -> list[dict[str, Any]]:
             total_n = sum(c[1] for c in clusters)
             row[measure] = sum(c[0] for c in clusters) / total_n if total_n else None
             row[f"{measure}_low"], row[f"{measure}_high"] = intervals.ratio_interval(clusters)
-        row.update(chance_fields(examples, found.chance_missing.get((definition, model), 0)))
+        row.update(chance_fields(examples, found.chance_missing.get((definition, model), 0),
+                                 found.chance_exact.get((definition, model))))
         said = found.confirmed.get((definition, model), {})
         row.update(confirmation.fields(
             sum(e[0] for e in examples.values()), sum(c[1] for c in said.values()),
@@ -109,14 +120,18 @@ def critic_rows(found: Scored) -> list[dict[str, Any]]:
     return out
 
 
-def chance_fields(examples: dict[Example, list[float]], missing: int) -> dict[str, Any]:
+def chance_fields(examples: dict[Example, list[float]], missing: int,
+                  exact: dict[Example, Decimal] | None = None) -> dict[str, Any]:
     """Recall's chance level and recall above chance with its interval (as the report's,
-    props.projections.figures.chance_fields): none where a run's chance is not recorded."""
+    props.projections.figures.chance_fields): none where a run's chance is not recorded.
+    `exact`: the examples' chance sums as numeric, summed exactly as the report's SQL does
+    (without it, the examples' floats in their order)."""
     expected = sum(e[1] for e in examples.values())
     if missing or not expected:
         return {"chance": None, "above_chance": None, "above_chance_low": None,
                 "above_chance_high": None, "chance_missing": missing}
-    chance = sum(e[4] for e in examples.values()) / expected
+    chance = (float(sum(exact.values(), Decimal(0))) if exact is not None
+              else sum(e[4] for e in examples.values())) / expected
     low, high = intervals.ratio_interval([(e[0] - e[4], e[1]) for e in examples.values()])
     return {"chance": chance,
             "above_chance": sum(e[0] for e in examples.values()) / expected - chance,

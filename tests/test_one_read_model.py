@@ -116,3 +116,49 @@ async def test_every_reader_gives_one_set_of_figures(store: EventStore) -> None:
     done = re.search(r"<dt>Done</dt><dd>(\d+) of (\d+)</dd>", page)
     assert done and done.groups() == ("3", "4")
     assert "unreviewed (1)" in page
+
+
+# One issue per run, each giving a chance level of nine digits (0.081081081, 0.093333333,
+# 0.121621623): their float sum, in any order, is not their exact sum rounded once.
+SPANS = [[(STATS, 2, 2)], [(CLI, 23, 26)], [(STATS, 44, 45)]]
+
+
+async def test_chance_is_one_value_in_every_reader(store: EventStore) -> None:
+    """Three completed runs of one example whose chance levels no float sum adds exactly:
+    `props report --eval` sums them as numeric in SQL, and `eval show` (the API, the viewer)
+    summed the same floats in Python, in case order. On real data (cookiecutter's BugsInPy
+    bugs, pylint) the two printed 0.137864065 and 0.13786406499999998 for one figure; the
+    pooled analysts' view (model_scores) summed float8 in whatever order the rows came.
+    Negative control: on the code before, `eval show` said chance 0.016446446500000003 here
+    and the report 0.0164464465. The view's float8 sum depends on the order rows come in; it
+    sums numeric now, as the report does, and the last assertion holds it to the report's."""
+    await sync_samples(store)
+    await definitions.push(store, definitions.reference_local())
+    plan = evaluations.Plan(name="chance-bits", examples=["csvtool/*"], epochs=len(SPANS),
+                            critic=[evaluations.Critic(definition="reference", ref="local")])
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
+    for case, spans in zip(ev.cases, SPANS, strict=True):
+        run = await evaluations.request(store, ev, case, 0)
+        await store.append(streams.run(run), [
+            *[catalog.IssueReported(run_id=run, issue_id=f"i{n}", rationale="a defect here",
+                                    locations=[catalog.Location(file=f, ranges=[
+                                        catalog.LineRange(start=a, end=b)])])
+              for n, (f, a, b) in enumerate(spans)],
+            catalog.RunFinished(run_id=run, status="completed")])
+    await rebuilt(store)
+    await rescoring.rescore(store, scorers.scorer("tiered@2"),
+                            rescoring.Selection(everything=True))
+    await registration.activate(store, "tiered", 2)
+    await rebuilt(store)
+    [report], _ = await figures.load(store, "tiered", 2,
+                                     scope=figures.Scope(evaluation=ev.name))
+    [shown] = (await evaluation_standing.named(store, ev.name)).critics
+    levels = [r["chance"] for r in await store.pool.fetch(
+        "SELECT chance FROM projections.run_scores WHERE scorer_name = 'tiered'")]
+    assert len(set(levels)) == len(SPANS)
+    assert (report["runs"], shown["scored"]) == (len(SPANS), len(SPANS))
+    for k in ("chance", "above_chance", "above_chance_low", "above_chance_high"):
+        assert report[k] == shown[k], (k, report[k], shown[k])
+    assert await store.pool.fetchval(
+        "SELECT chance FROM projections.model_scores WHERE scorer_name = 'tiered' "
+        "AND scorer_version = 2") == report["chance"]

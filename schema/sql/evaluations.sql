@@ -2,8 +2,10 @@
 
 -- case_scores --
 -- The scored runs $1 under the scorer $2@$3: what recall, precision and recall's chance
--- level sum (chance_recalled null: the run's chance level is not recorded).
-SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded, chance_recalled
+-- level sum (chance_recalled null: the run's chance level is not recorded), as numeric: the
+-- report sums it so in SQL, and Python sums the same numbers exactly (one figure, one value).
+SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded,
+       chance_recalled::numeric AS chance_recalled
   FROM projections.run_scores
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 

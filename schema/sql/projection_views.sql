@@ -164,15 +164,19 @@ CREATE VIEW {schema}.model_scores AS
 SELECT model, definition, scorer_name, scorer_version, count(*) AS runs,
        sum(recalled) AS recalled, sum(expected) AS expected,
        sum(recalled)::float8 / nullif(sum(expected), 0) AS recall,
-       sum(recalled_graded) / nullif(sum(expected), 0) AS recall_graded,
+       -- fractional sums as numeric, as the report sums them: a float8 sum depends on the
+       -- order the rows come in, and an analyst's figure must be the report's to the bit
+       (sum(recalled_graded::numeric) / nullif(sum(expected), 0))::float8 AS recall_graded,
        sum(finds)::float8 / nullif(sum(graded), 0) AS precision,
        sum(partial) AS partial, sum(known_fp) AS known_fp, sum(unmatched) AS unmatched,
        avg(recall) AS mean_run_recall, stddev_samp(recall) AS stddev_run_recall,
        -- chance levels only where every run's is recorded (else null: never a partial sum)
        CASE WHEN bool_and(chance_recalled IS NOT NULL)
-            THEN sum(chance_recalled) / nullif(sum(expected), 0) END AS chance,
+            THEN sum(chance_recalled::numeric)::float8 / nullif(sum(expected), 0)
+       END AS chance,
        CASE WHEN bool_and(chance_graded IS NOT NULL)
-            THEN sum(chance_graded) / nullif(sum(expected), 0) END AS chance_graded
+            THEN sum(chance_graded::numeric)::float8 / nullif(sum(expected), 0)
+       END AS chance_graded
   FROM {schema}.run_scores s
  -- `SET props.exclude_imported = on` leaves out the runs that came in from export files.
  WHERE current_setting('props.exclude_imported', true) IS DISTINCT FROM 'on'
