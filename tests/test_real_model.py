@@ -306,4 +306,5 @@ async def test_the_local_judge_is_verified_and_the_default_policy_refuses_it(
     assert refused.returncode == 77, refused.stdout + refused.stderr
     assert f"labelled cases: {e.labels.agreed}/10 right" in refused.stderr
     assert "the policy asks 75%" in refused.stderr
+    assert "verify a better scorer" in refused.stderr  # not the same verification again
     assert await registration.active_scorer(store) == "tiered@2"

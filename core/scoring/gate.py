@@ -126,20 +126,25 @@ async def standing(store: EventStore, s: scorers.Scorer, rules: Policy) -> Stand
                f"(identity {identity.short(ident)} now)" if others
                else f"{ref} (identity {identity.short(ident)}) was never verified here")
         return Standing(ident, None, f"{why}; run {run}")
-    problems = []
+    problems = []  # (why, what to do), the newest verification's first
     for position, v in reversed(mine):
         if v.status != "completed":
-            problems.append(f"the verification on {v.cohort.kind} {v.cohort.name} is "
-                            f"{v.status}: run it again to finish it")
+            problems.append((f"the verification on {v.cohort.kind} {v.cohort.name} is "
+                             f"{v.status}: run it again to finish it", f"run {run}"))
         elif (old := await cohorts.stale(store, v.cohort, position)) is not None:
-            problems.append(f"the verification on {v.cohort.kind} {v.cohort.name} is no "
-                            f"longer current: {old}")
+            problems.append((f"the verification on {v.cohort.kind} {v.cohort.name} is no "
+                             f"longer current: {old}", f"run {run}"))
         elif failed := rules.failures(v):
-            problems.append(f"the verification on {v.cohort.kind} {v.cohort.name} falls "
-                            f"short of the policy ({policy_file()}): {'; '.join(failed)}")
+            # Verifying the same bytes again would measure the same: what changes the
+            # answer is another scorer, or the operator's policy.
+            problems.append((f"the verification on {v.cohort.kind} {v.cohort.name} falls "
+                             f"short of the policy ({policy_file()}): {'; '.join(failed)}",
+                             "verify a better scorer (a new version), or change the policy "
+                             "if it asks too much"))
         else:
             return Standing(ident, v, None)
-    return Standing(ident, None, f"{ref}: {problems[0]}; run {run}")
+    why, todo = problems[0]
+    return Standing(ident, None, f"{ref}: {why}; {todo}")
 
 
 async def activate(store: EventStore, s: scorers.Scorer, *, force_reason: str | None = None,
