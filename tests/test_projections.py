@@ -81,7 +81,14 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
             ground_truth_hash="1" * 64, verdicts=[catalog.IssueVerdict(issue_id="i1")]),
         catalog.VerificationLabelled(
             verification_id=verification, identity_hash="6" * 64, cases_sha256="7" * 64,
-            scores=[catalog.CaseScore(case_id="c", issues=2, right=1)])])
+            scores=[catalog.CaseScore(case_id="c", issues=2, right=1)]),
+        catalog.VerificationBucketed(
+            verification_id=verification, run_id=uuid.UUID(graded), issues=[
+                catalog.IssueBucketed(issue_id="i1", bucket="unchanged", before="none",
+                                      after="none")])])
+    await store.append("signers-trusted", [
+        catalog.SignerTrusted(fingerprint="8" * 16, name="lab"),
+        catalog.SignerDistrusted(fingerprint="8" * 16)])
     await store.append("scorer-judge", [
         catalog.ScorerVerified(
             verification_id=verification, name="judge", version=1, identity_hash="6" * 64,

@@ -109,7 +109,8 @@ def _grant_parser(cmds: Any) -> None:
         f"{vocabulary.DEFAULT_CEILING_BYTES // 2**20:,} MiB).",
         epilog="For example:\n"
         "  props definitions grant my-llm-critic@v2 --endpoint openai\n"
-        "  props definitions grant baseline-ruff --max-events 300000 --ceiling-events 500000\n"
+        "  props definitions grant baseline-ruff --max-events 300000 \\\n"
+        "      --ceiling-events 500000\n"
         "  props definitions grant untrusted@latest      (revokes everything)")
     p.add_argument("definition", metavar="NAME[@REF]",
                    help="the definition, at `latest` (the default), a tag or a digest")
