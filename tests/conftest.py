@@ -176,10 +176,14 @@ def new_event() -> object:
 
 # The slowest checks that do not depend on the server's kind run once per CI: on the
 # embedded server (the README's command), not again on a PostgreSQL named by PROPS_TEST_DSN.
+# What they check is an engine's or a browser's behaviour, a model server's faults, widths
+# at a terminal, the API's contract or a benchmark's ratios: the SQL they run is the same
+# SQL the rest of the suite runs on both servers.
 once_per_ci = pytest.mark.skipif(
     bool(os.environ.get("PROPS_TEST_DSN")),
-    reason="NORUN here: runs on the embedded server only (the engines and the benchmark's "
-           "checks do not depend on the server's kind); unset PROPS_TEST_DSN to run it")
+    reason="NORUN here: runs on the embedded server only (what it checks does not depend "
+           "on the server's kind: tests/conftest.py, once_per_ci); unset PROPS_TEST_DSN to "
+           "run it")
 
 
 def docker_required() -> bool:

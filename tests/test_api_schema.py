@@ -15,8 +15,11 @@ import pytest
 
 from props.core.log.store import EventStore
 from props.tools.http import app as http_app
+from tests.conftest import once_per_ci
 from tests.reactor_helpers import sync_samples
 from tests.test_api import _ready, props_serve
+
+pytestmark = once_per_ci  # what it checks does not depend on the server's kind
 
 SCHEMATHESIS = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
 

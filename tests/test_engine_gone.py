@@ -17,7 +17,10 @@ from props.reactors.host import ReactorHost
 from props.reactors.launcher.launcher import Launcher
 from props.reactors.runtimes.docker_runtime import DockerRuntime
 from props.reactors.runtimes.local_runtime import LocalRuntime
+from tests.conftest import once_per_ci
 from tests.reactor_helpers import QUICK_AGENT, finished, push_code, request, sync_samples
+
+pytestmark = once_per_ci  # what it checks does not depend on the server's kind
 
 
 @pytest.mark.timeout(900)

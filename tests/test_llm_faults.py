@@ -16,9 +16,12 @@ import pytest
 from props.core.domain import catalog, chat
 from props.core.log import retries
 from props.core.log.store import EventStore
+from tests.conftest import once_per_ci
 from tests.fake_openai import Reply, chat_server, completion
 from tests.reactor_helpers import eventually, finished, request
 from tests.test_llm_critic import push_llm
+
+pytestmark = once_per_ci  # what it checks does not depend on the server's kind
 
 PER_FILE = {"mode": "per-file", "structured": "json_schema"}
 NO_ISSUES = completion('{"issues": []}')

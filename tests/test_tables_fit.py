@@ -32,9 +32,12 @@ from props.projections import engine
 from props.tools import cli
 from props.tools.bundled import samples
 from props.tools.http.app import create_app
+from tests.conftest import once_per_ci
 from tests.test_cli import props
 from tests.test_evaluations import LITE
 from tests.test_viewer import sign_in
+
+pytestmark = once_per_ci  # what it checks does not depend on the server's kind
 
 MODEL = "[/x]gpt-4o-2024-08-06-extended-context-xl"  # 40 characters, markup included
 LITE_MODEL = "[/x]reference-lite-with-its-own-long-name"

@@ -20,10 +20,11 @@ from props.core.log.store import EventStore
 from props.projections import engine
 from props.tools.http import server
 from props.tools.http.app import create_app
+from tests.conftest import once_per_ci
 from tests.reactor_helpers import eventually, sync_samples
 from tests.viewer_helpers import LONG_TEXT, real_code, viewed_run
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, once_per_ci]  # (tests/conftest.py)
 CHROMIUM = os.environ.get("PROPS_CHROMIUM", "/usr/bin/chromium")
 # As root in a container, without a sandbox or a GPU; and nothing of Google's reached for
 # (the machine's network is closed: each attempt would be refused, and slow the start).
