@@ -92,7 +92,10 @@ class UploadQuota:
         self.limit = limit
         self.unreferenced_limit = unreferenced
         self._sent: dict[str, deque[tuple[float, int]]] = {}
-        self._sessions: dict[tuple[str, str], int] = {}  # bytes of each open upload
+        # Bytes of each upload not completed yet, since when: unnamed too (the upstream holds
+        # the partial upload), and expired with the day, so that sessions a token opens and
+        # never completes neither escape its share nor pile up in this process.
+        self._sessions: dict[tuple[str, str], tuple[float, int]] = {}
         self._unnamed: dict[str, dict[str, tuple[float, int]]] = {}  # digest: (when, bytes)
 
     def used(self, token: str) -> int:
@@ -114,28 +117,32 @@ class UploadQuota:
         async for chunk in body:
             self.take(token, len(chunk))
             if session:
-                key = (token, session)
-                self._sessions[key] = self._sessions.get(key, 0) + len(chunk)
+                at, sent = self._sessions.get((token, session), (time.monotonic(), 0))
+                self._sessions[(token, session)] = (at, sent + len(chunk))
             yield chunk
 
     def unnamed(self, token: str) -> int:
         """Bytes of blobs `token` uploaded in the last day that none of its manifests names."""
+        since = time.monotonic() - QUOTA_WINDOW_SECONDS
         held = self._unnamed.setdefault(token, {})
-        for digest in [d for d, (at, _) in held.items()
-                       if at < time.monotonic() - QUOTA_WINDOW_SECONDS]:
+        for digest in [d for d, (at, _) in held.items() if at < since]:
             del held[digest]
-        return sum(n for _, n in held.values())
+        for key in [k for k, (at, _) in self._sessions.items() if at < since]:
+            del self._sessions[key]
+        open_uploads = sum(n for (t, _), (_, n) in self._sessions.items() if t == token)
+        return sum(n for _, n in held.values()) + open_uploads
 
     def completed(self, token: str, session: str, digest: str) -> None:
         """The upload `session` stored the blob `digest`: unnamed until a manifest names it."""
-        size = self._sessions.pop((token, session), 0)
+        _, size = self._sessions.pop((token, session), (0.0, 0))
         self._unnamed.setdefault(token, {})[digest] = (time.monotonic(), size)
 
     def named(self, token: str, manifest: dict[str, Any]) -> None:
         """`token` stored `manifest`: the blobs it names are referenced."""
         held = self._unnamed.get(token, {})
-        for part in [_key(manifest, "config"), *(_key(manifest, "layers") or []),
-                     *(_key(manifest, "manifests") or [])]:
+        listed = [_key(manifest, "layers"), _key(manifest, "manifests")]
+        for part in [_key(manifest, "config"),
+                     *(p for parts in listed if isinstance(parts, list) for p in parts)]:
             digest = _key(part, "digest") if isinstance(part, dict) else None
             if isinstance(digest, str):
                 held.pop(digest, None)
