@@ -14,6 +14,7 @@ from datetime import datetime
 from props.core.domain import catalog, streams
 from props.core.log import errors
 from props.core.log.store import EventStore
+from props.core.scoring import verification
 from props.schema import queries
 
 _Q = queries.load("verification")
@@ -42,8 +43,7 @@ class Report:
     def buckets(self) -> dict[str, list[tuple[uuid.UUID, catalog.IssueBucketed]]]:
         """Every issue by bucket (the verification's order of buckets), with its run."""
         out: dict[str, list[tuple[uuid.UUID, catalog.IssueBucketed]]] = {
-            b: [] for b in ("unchanged", "newly credited", "newly uncredited",
-                            "credited elsewhere", "diverged")}
+            b: [] for b in verification.BUCKETS}
         for run in self.runs:
             for issue in run.issues:
                 out[issue.bucket].append((run.run_id, issue))
@@ -72,15 +72,14 @@ async def report(store: EventStore, verification_id: uuid.UUID) -> Report:
             bucketed[rec.event.run_id] = rec.event.issues  # the last one counts
         elif isinstance(rec.event, catalog.VerificationReplayed):
             answered[rec.event.run_id] = rec.event.answers
-    runs = []
-    for run_id, issues in sorted(bucketed.items(), key=lambda kv: str(kv[0])):
-        runs.append(RunBuckets(run_id, issues,
-                               [await _answer(store, sha) for sha in answered.get(run_id, [])]))
+    # Every answer shown, in one round trip (a cohort is many runs).
+    texts = await store.get_blobs(sorted({sha for shas in answered.values() for sha in shas}))
+
+    def answer(sha256: str) -> str:
+        found = texts.get(sha256)
+        return f"(answer {sha256[:12]} is not in this database)" if found is None \
+            else found.decode("utf-8", "replace")[:ANSWER_CHARS]
+
+    runs = [RunBuckets(run_id, issues, [answer(sha) for sha in answered.get(run_id, [])])
+            for run_id, issues in sorted(bucketed.items(), key=lambda kv: str(kv[0]))]
     return Report(found[0].verified, found[0].recorded_at, runs)
-
-
-async def _answer(store: EventStore, sha256: str) -> str:
-    try:
-        return (await store.get_blob(sha256)).decode("utf-8", "replace")[:ANSWER_CHARS]
-    except errors.BlobNotFound:
-        return f"(answer {sha256[:12]} is not in this database)"
