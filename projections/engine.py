@@ -138,13 +138,19 @@ class Runner:
 
     async def commit(self, batch: Sequence[RecordedEvent], upto: Checkpoint) -> None:
         positions, skipped = self._positions, self._skipped
+        # The batch is the whole range (every projection's checkpoint is at or after its
+        # start): a table none of whose types it holds is not folded. Per batch of the
+        # quick rescore bench, seven statements that found nothing (about 15% of the
+        # runner's time on the server).
+        types = frozenset(rec.type_name for rec in batch)
 
         async def fold() -> None:
             async with self.store.sql.acquire() as conn, conn.transaction():
                 await leadership.for_transaction(conn, leadership.PROJECTION_LIVE_WRITE)
                 await fold_settings(conn)
                 await commit_range(conn, self.store, LIVE, self.projections, batch, positions,
-                                   upto, lambda q: q.checkpoint_name, skips=skipped)
+                                   upto, lambda q: q.checkpoint_name, skips=skipped,
+                                   types=types)
 
         self.stats.parked += await parking.fold_or_park(
             self.store, LIVE, self.projections, batch, positions, upto, skipped, fold)

@@ -16,9 +16,12 @@ from typing import Any
 
 from props.core.domain import streams
 from props.core.domain.evaluations import CaseState
+from props.core.log import database
 from props.core.log.store import EventStore
 from props.core.scoring import intervals
 from props.projections import confirmation
+from props.projections.names import LIVE
+from props.projections.tables import check_schema
 from props.schema import queries
 
 _Q = queries.load("evaluations")
@@ -52,8 +55,20 @@ class Scored:
         default_factory=dict)
 
 
-async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | None) -> Scored:
-    """The sums under `scorer` (none without one: nothing is scored then)."""
+async def counted_runs(conn: database.Connection, schema: str, name: str) -> list[uuid.UUID]:
+    """The runs that stand for the evaluation `name`'s cases, as the projections in `schema`
+    have them: each case's latest attempt of its latest version, of the evaluation's own
+    provenance (the view `evaluation_runs`: the one rule of every reader of its figures, the
+    analysts' SQL included). Of these, only completed runs not excluded are in a figure."""
+    return [r[0] for r in await conn.fetch(
+        _Q["counted_runs"].replace("{schema}", check_schema(schema)), name)]
+
+
+async def scored(store: EventStore, name: str, states: Sequence[CaseState],
+                 scorer: str | None) -> Scored:
+    """The evaluation `name`'s sums under `scorer` (none without one: nothing is scored
+    then), over its counted runs that run_scores scores (`states`: its cases, for their
+    critics and examples and how many each critic has)."""
     cases: dict[Critic, int] = {}
     counted: dict[Critic, int] = {}
     for s in states:
@@ -63,35 +78,34 @@ async def scored(store: EventStore, states: Sequence[CaseState], scorer: str | N
     sums: dict[Critic, dict[Example, list[float]]] = {c: {} for c in cases}
     if scorer is None:
         return Scored(sums, cases, counted)
-    name, version = streams.parse_ref(scorer)
-    runs: list[uuid.UUID] = [s.run_id for s in states if s.state == "scored" and s.run_id]
-    by_run = {r["run_id"]: r for r in await store.sql.fetch(_Q["case_scores"], runs, name,
-                                                             version)}
+    ref, version = streams.parse_ref(scorer)
     said: dict[uuid.UUID, Any] = {}
     judges: list[str] = []
     looked: list[str] = []
-    async with store.sql.acquire() as conn:
-        if await confirmation.judges(conn, "projections"):
+    async with store.sql.acquire() as conn, conn.transaction(isolation="repeatable_read",
+                                                             readonly=True):
+        runs = await counted_runs(conn, LIVE, name)
+        by_run = {r["run_id"]: r for r in await conn.fetch(_Q["case_scores"], runs, ref,
+                                                           version)}
+        if await confirmation.judges(conn, LIVE):
             said = {r["run_id"]: r for r in await conn.fetch(_Q["case_confirmations"], runs,
-                                                             name, version)}
-            judges, looked = await confirmation.reviewers(conn, "projections", runs)
+                                                             ref, version)}
+            judges, looked = await confirmation.reviewers(conn, LIVE, runs)
     confirmed: dict[Critic, dict[Example, list[int]]] = {c: {} for c in cases}
     missing: dict[Critic, int] = {c: 0 for c in cases}
     exact: dict[Critic, dict[Example, Decimal]] = {c: {} for c in cases}
     for s in states:
-        if s.run_id is None or (r := by_run.get(s.run_id)) is None or s.state != "scored":
-            continue
-        key = (s.case.snapshot, s.case.files_hash)
-        example = sums[(s.case.definition, s.case.model)].setdefault(
-            key, [0.0, 0.0, 0.0, 0.0, 0.0])
+        if s.run_id is None or (r := by_run.get(s.run_id)) is None:
+            continue  # not counted, or counted and not scored (failed, excluded, waiting)
+        critic, key = (s.case.definition, s.case.model), (s.case.snapshot, s.case.files_hash)
+        example = sums[critic].setdefault(key, [0.0, 0.0, 0.0, 0.0, 0.0])
         for i, column in enumerate(("recalled", "expected", "finds", "graded")):
             example[i] += r[column]
-        chances = exact[(s.case.definition, s.case.model)]
+        chances = exact[critic]
         chances[key] = chances.get(key, Decimal(0)) + (r["chance_recalled"] or Decimal(0))
         example[4] = float(chances[key])
-        missing[(s.case.definition, s.case.model)] += r["chance_recalled"] is None
-        verdicts = confirmed[(s.case.definition, s.case.model)].setdefault(
-            (s.case.snapshot, s.case.files_hash), [0, 0])
+        missing[critic] += r["chance_recalled"] is None
+        verdicts = confirmed[critic].setdefault(key, [0, 0])
         if (c := said.get(s.run_id)) is not None:
             verdicts[0] += c["confirmed"]
             verdicts[1] += c["rejected"]

@@ -19,6 +19,7 @@ from props.core.domain.evaluations import DONE, CaseState, Evaluation
 from props.core.log.store import EventStore
 from props.core.scoring import intervals, registration
 from props.projections import evaluation_scores
+from props.projections.names import LIVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,18 +100,16 @@ async def of(store: EventStore, ev: Evaluation, *, figures: bool = True) -> Stan
         scorer, scorer_from = theirs, "origin"
     ended = await ending(store, ev)
     states = await evaluations.states_of(store, ev, ev.cases, scorer, ended is not None)
-    found = await evaluation_scores.scored(store, states, scorer) if figures else None
+    found = await evaluation_scores.scored(store, ev.name, states, scorer) if figures else None
     return Standing(ev, scorer, states, ended, found, scorer_from, active)
 
 
 async def counted_runs(store: EventStore, name: str) -> list[uuid.UUID]:
-    """The runs that stand for the evaluation `name`'s cases: each case's latest attempt of
-    its latest version, none an import brought under its ids. Every reader of its figures
-    (`props report --eval`, `eval show`, the API, the viewer) narrows to these, so they count
-    the same runs; of them, only the completed ones are in any figure (run_scores)."""
-    standing = await named(store, name, figures=False)
-    return [s.run_id for s in standing.states
-            if s.run_id is not None and s.failure is not evaluations.IMPORTED_RUN]
+    """The runs that stand for the evaluation `name`'s cases, as the live projections have
+    them (evaluation_scores.counted_runs: the one rule); NotFound: no such evaluation."""
+    await evaluations.require(store, name)
+    async with store.sql.acquire() as conn:
+        return await evaluation_scores.counted_runs(conn, LIVE, name)
 
 
 async def named(store: EventStore, name: str, *, figures: bool = True) -> Standing:

@@ -12,14 +12,14 @@ import dataclasses
 import uuid
 from typing import Any
 
-from props.core.domain import streams
+from props.core.domain import evaluations, streams
 from props.core.log import database, errors
 from props.core.log.checkpoints import Checkpoint
 from props.core.log.sql import shaped
 from props.core.log.store import EventStore
 from props.core.scoring import gate, intervals, scorers
 from props.projections import as_of as as_of_point
-from props.projections import confirmation, engine, evaluation_standing, names, status
+from props.projections import confirmation, engine, evaluation_scores, names, status
 from props.schema import queries
 
 _Q = queries.load("report")
@@ -44,8 +44,11 @@ COLUMNS = ["model", "definition", "digest", "scorer", "runs",
 _COUNTS = {"partial", "known_fp", "unmatched"}  # numbers of issues: whole numbers
 # The report's set-based queries hash a million grades and issues: in memory, not on disk;
 # and they are not compiled (over 10,000 runs and a million grades, JIT compiled for 0.27 s
-# and gave back 0.1: the report took 1.63 s with it, 1.46 without).
-REPORT_SETTINGS = {"work_mem": "64MB", "jit": "off"}
+# and gave back 0.1: the report took 1.63 s with it, 1.46 without). Each is planned for its
+# own arguments (database.BULK): on one connection (a served API's pool) a generic plan,
+# which cannot drop the "($3 IS NULL OR model = $3)" branches, made the scores statement 8
+# times slower from the sixth report on (21 ms -> 170 ms, issue 56).
+REPORT_SETTINGS = {**database.BULK, "work_mem": "64MB"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,10 +137,8 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
     so a quoted figure can be reproduced. `scope` narrows every figure and count to some
     runs (`notes["scope"]` names it); an evaluation that is not recorded is NotFound."""
     point: Checkpoint | None = None
-    # An evaluation's runs are those its standing counts (one read model: `eval show` sums
-    # the same runs), read from the log before the report's snapshot of the projections.
-    counted = None if scope.evaluation is None else \
-        await evaluation_standing.counted_runs(store, scope.evaluation)
+    if scope.evaluation is not None:
+        await evaluations.require(store, scope.evaluation)
     async with store.sql.acquire() as conn:
         if await conn.fetchval(_Q["projections_built"]) is None:
             raise errors.SchemaError("the projections are not built yet: run "
@@ -153,7 +154,7 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
             # meanwhile cannot put two points of the log into one report.
             async with conn.transaction(isolation="repeatable_read", readonly=True):
                 records, notes = await _load(conn, schema, name, version, exclude_imported,
-                                             adjudicated, scope, counted)
+                                             adjudicated, scope)
                 if point is None:
                     found = await conn.fetch(_Q["live_points"],
                                              [p.checkpoint_name for p in engine.ALL])
@@ -177,13 +178,15 @@ async def load(store: EventStore, name: str | None = None, version: int | None =
 
 async def _load(conn: database.Connection, schema: str, name: str | None,
                 version: int | None, exclude_imported: bool, adjudicated: bool,
-                scope: Scope, runs: list[uuid.UUID] | None,
-                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The report's queries on the projections in `schema`, in the caller's transaction;
-    `runs`: the evaluation's counted runs when the scope names one."""
+                scope: Scope) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The report's queries on the projections in `schema`, in the caller's transaction.
+    A scope naming an evaluation narrows to its counted runs in the same snapshot (as of
+    the report's point, when it has one): the rule `eval show` applies too."""
     def q(sql: str) -> str:
         return sql.replace("{schema}", schema)
 
+    runs = None if scope.evaluation is None else \
+        await evaluation_scores.counted_runs(conn, schema, scope.evaluation)
     if scope.evaluation is not None and not runs:
         raise errors.NotFound(f"no evaluation named {scope.evaluation} has requested a "
                               f"run (props eval list)")

@@ -20,7 +20,13 @@ from props.core.log.events import DecodeFilter, EventRegistry, RecordedEvent, da
 from props.core.log.store import EventStore
 from props.projections.base import Derived, Fold, Projection
 from props.projections.names import LIVE
-from props.projections.rows import UPCAST_COLUMNS, UPCAST_DDL, UPCAST_TABLE, fold_sql
+from props.projections.rows import (
+    UPCAST_COLUMNS,
+    UPCAST_DDL,
+    UPCAST_TABLE,
+    RowMap,
+    fold_sql,
+)
 from props.projections.tables import Delta, check_schema, write
 from props.schema import queries
 
@@ -82,7 +88,7 @@ async def commit_range(
     projections: Sequence[Projection], events: Sequence[RecordedEvent],
     positions: dict[str, Checkpoint], new: Checkpoint,
     names: Callable[[Projection], str] | None, derive: bool = True,
-    skips: Skips = NO_SKIPS,
+    skips: Skips = NO_SKIPS, types: frozenset[str] | None = None,
 ) -> None:
     """Fold the range (position, new] of each projection and move its checkpoint (named by
     `names`; None: a scratch build, which keeps none), in the caller's transaction; with
@@ -90,7 +96,10 @@ async def commit_range(
     calls `derive_all` once its folds are done).
     `events`: the range's events that need Python (those of Python folds, and row-mapped ones
     stored under an older schema version), or all of them. `skips`: the positions each
-    projection parked, which it does not fold."""
+    projection parked, which it does not fold. `types`: the types of every event of the
+    range, when the caller holds them all (the live runner's batch): a table none of whose
+    row maps' types is among them is not folded (its statement would find nothing), nor
+    are the derived rows of such a table (None: every statement runs)."""
     for p in projections:
         if new <= positions[p.name]:
             continue
@@ -99,9 +108,10 @@ async def commit_range(
             delta = Delta(p.tables)
             fold([p], events, positions, {p.name: delta}, skips)
             await write(conn, schema, delta)
-        await _fold_rows(conn, store, schema, p, positions[p.name], new, events, skipped)
+        await _fold_rows(conn, store, schema, p, positions[p.name], new, events, skipped, types)
         for derived in p.derived if derive else ():
-            await _refresh(conn, schema, p, derived, positions[p.name], new)
+            if _holds(types, p.maps_of(derived.source)):
+                await _refresh(conn, schema, p, derived, positions[p.name], new)
         if names is None or (schema == LIVE and _BROKEN_FOR_TEST):
             continue  # (the chaos run's negative control: the checkpoint is never written)
         await store.save_checkpoint(names(p), positions[p.name], new, conn=conn)
@@ -109,7 +119,8 @@ async def commit_range(
 
 async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
                      p: Projection, after: Checkpoint, new: Checkpoint,
-                     events: Sequence[RecordedEvent], skipped: frozenset[int]) -> None:
+                     events: Sequence[RecordedEvent], skipped: frozenset[int],
+                     types: frozenset[str] | None) -> None:
     """Fold the events of `p`'s row maps in (after, new] on the server, in the caller's
     transaction; those stored under an older schema version (among `events`), upcast when
     they were decoded, are staged in their current shape first."""
@@ -122,13 +133,18 @@ async def _fold_rows(conn: database.Connection, store: EventStore, schema: str,
         await conn.execute(UPCAST_DDL)
         await conn.copy_records_to_table(UPCAST_TABLE, columns=list(UPCAST_COLUMNS), records=[
             (r.tx_id, r.global_position, r.type_name, orjson.dumps(data_of(r.event)).decode(),
-             r.recorded_at) for r in older])
+             orjson.dumps(r.metadata).decode(), r.stream_id, r.recorded_at) for r in older])
     for table in p.tables:
         maps = p.maps_of(table)
-        if maps:
+        if maps and _holds(types, maps):
             statement = fold_sql(schema, table, maps, tuple(versions.items()), bool(older))
             await conn.execute(statement, after.tx_id, after.position, new.tx_id, new.position,
                                sorted(skipped))
+
+
+def _holds(types: frozenset[str] | None, maps: Sequence[RowMap]) -> bool:
+    """Whether a range of events of `types` (None: unknown) may hold one of `maps`."""
+    return types is None or any(m.type_name in types for m in maps)
 
 
 async def _refresh(conn: database.Connection, schema: str, p: Projection, derived: Derived,

@@ -33,9 +33,12 @@ from props.projections.tables import MERGE_SQL, Table, check_schema
 
 UPCAST_TABLE = "props_upcast"
 UPCAST_DDL = (f"CREATE TEMP TABLE IF NOT EXISTS {UPCAST_TABLE} (tx_id xid8, "
-              "global_position bigint, type text, data jsonb, recorded_at timestamptz) "
-              "ON COMMIT DELETE ROWS")
-UPCAST_COLUMNS = ("tx_id", "global_position", "type", "data", "recorded_at")
+              "global_position bigint, type text, data jsonb, metadata jsonb, "
+              "stream_id text, recorded_at timestamptz) ON COMMIT DELETE ROWS")
+UPCAST_COLUMNS = ("tx_id", "global_position", "type", "data", "metadata", "stream_id",
+                  "recorded_at")
+# What a map's SQL may read besides `data` and `recorded_at`, read only where a map does.
+_EXTRA = ("metadata", "stream_id")
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
 _TYPE_NAME = re.compile(r"^[a-z][a-z0-9_.]*$")
 # ($5: the positions the projection parked, which it skips: see projections.parking)
@@ -66,7 +69,10 @@ def item(*path: str) -> Item:
     return Item(path)
 
 
-Source = Field | Item | str  # or an SQL expression over `data`, `recorded_at` and `item`
+# or an SQL expression over `data`, `metadata`, `stream_id`, `recorded_at` and `item`
+# (`metadata` is the writer's word, never validated as `data` is: a map reads it only where
+# the writer's context is the fact, e.g. which evaluation requested a run)
+Source = Field | Item | str
 
 
 @dataclasses.dataclass(frozen=True, eq=False)  # one of a projection's constants: by identity
@@ -79,6 +85,10 @@ class RowMap:
     table: Table
     columns: Mapping[str, Source]
     each: str | None = None
+    # The category of the streams such events are in (`evaluation`), where there is one:
+    # a table whose maps all name theirs reads only those streams' events of a range (by the
+    # log's category index), not the whole range, to find a rare type.
+    category: str | None = None
 
     @property
     def item_model(self) -> type[pydantic.BaseModel] | None:
@@ -95,6 +105,8 @@ class RowMap:
     def __post_init__(self) -> None:
         if not _TYPE_NAME.match(self.type_name):  # spliced into the statement
             raise ValueError(f"not an event type name: {self.type_name!r}")
+        if self.category is not None and not _NAME.match(self.category):
+            raise ValueError(f"not a stream category: {self.category!r}")
         if self.each is not None:
             _check_path(self.event, (self.each,))
             if self.item_model is None:
@@ -180,11 +192,18 @@ def fold_sql(schema: str, table: Table, maps: tuple[RowMap, ...],
                          if name in m.columns)
         values.append(f"CASE type {cases} END AS {name}" if cases else
                       f"{maps[0].expression(name)} AS {name}")  # NULL: no map gives it
-    events = (f"SELECT tx_id, global_position, type, data, recorded_at FROM props.events "
-              f"WHERE {_RANGE} AND ({current})")
+    # metadata and stream_id only where a map reads them: the others' statements stay as
+    # they were
+    meta = "".join(f"{extra}, " for extra in _EXTRA if any(
+        isinstance(v, str) and extra in v for m in maps for v in m.columns.values()))
+    categories = {m.category for m in maps}
+    within = "" if None in categories else \
+        f"category IN ({', '.join(sorted(repr(c) for c in categories))}) AND "
+    events = (f"SELECT tx_id, global_position, type, data, {meta}recorded_at "
+              f"FROM props.events WHERE {within}{_RANGE} AND ({current})")
     if upcast:
         listed = ", ".join(f"'{t}'" for t in by_type)
-        events += (f" UNION ALL SELECT tx_id, global_position, type, data, recorded_at "
+        events += (f" UNION ALL SELECT tx_id, global_position, type, data, {meta}recorded_at "
                    f"FROM pg_temp.{UPCAST_TABLE} WHERE {_RANGE} AND type IN ({listed})")
     # A map with `each` gives a row per element of that list, numbered in list order; the
     # others one row per event.
@@ -200,7 +219,7 @@ def fold_sql(schema: str, table: Table, maps: tuple[RowMap, ...],
         cut = " ".join(f"WHEN '{t}' THEN data - '{each}'" for t, each in fanned.items())
         fan_types = ", ".join(f"'{t}'" for t in fanned)
         rows = (f"SELECT tx_id, global_position, elements.nth, {', '.join(values)} FROM ("
-                f"SELECT tx_id, global_position, type, recorded_at, "
+                f"SELECT tx_id, global_position, type, {meta}recorded_at, "
                 f"CASE type {cut} ELSE data END AS data, CASE type {lists} END AS list "
                 f"FROM ({events}) stored OFFSET 0) e "
                 "LEFT JOIN LATERAL jsonb_array_elements(e.list) WITH ORDINALITY "

@@ -139,7 +139,7 @@ CREATE INDEX events_stream_idx ON ONLY props.events USING btree (stream_id, stre
 CREATE UNIQUE INDEX events_pkey ON ONLY props.events USING btree (global_position);
 CREATE TRIGGER events_after_append AFTER INSERT ON props.events REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION props.after_append();
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE OR TRUNCATE ON props.events FOR EACH STATEMENT EXECUTE FUNCTION props.refuse_log_change();
-CREATE TRIGGER events_before_append BEFORE INSERT ON props.events FOR EACH ROW EXECUTE FUNCTION props.before_append();
+CREATE TRIGGER events_before_append BEFORE INSERT ON props.events FOR EACH ROW WHEN ((NOT ((new.tx_id = pg_current_xact_id()) AND (new.global_position = currval('props.events_global_position_seq'::regclass)) AND (new.recorded_at <= now())))) EXECUTE FUNCTION props.before_append();
 GRANT INSERT, SELECT ON TABLE props.events TO props_service;
 
 CREATE TABLE props.importing (
@@ -333,33 +333,72 @@ CREATE OR REPLACE FUNCTION props.after_append()
  SET search_path TO 'pg_catalog', 'props'
 AS $function$
 DECLARE
-    s record;
+    v_tx xid8 := pg_current_xact_id();
+    v_low text;
+    v_high text;
+    v_first integer;
+    v_last integer;
+    v_rows integer;
+    v_backdated boolean;
+    v_foreign boolean;
+    v_notified text;
+    v_ids text[];
+    v_firsts integer[];
+    v_lasts integer[];
+    v_counts integer[];
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM props.restoring WHERE tx_id = pg_current_xact_id()) THEN
+    -- One plain aggregate: most statements append to one stream, and for them it is all
+    -- there is to know. The hint goes with it (one statement fewer; dropped if we refuse).
+    SELECT min(stream_id), max(stream_id), min(stream_version), max(stream_version),
+           count(*), bool_or(recorded_at <> now()), bool_or(tx_id <> v_tx),
+           pg_notify('props_events', '')::text
+      INTO v_low, v_high, v_first, v_last, v_rows, v_backdated, v_foreign, v_notified
+      FROM new_rows;
+    -- (nested IFs: an IF whose condition holds a subquery runs it through the executor even
+    -- when the other operand is false)
+    IF v_foreign THEN
+        IF EXISTS (SELECT 1 FROM props.restoring WHERE tx_id = v_tx) THEN
+            RETURN NULL;  -- a partition restored: its ids and streams are already kept
+        END IF;
+    END IF;
+    IF v_backdated THEN
+        IF NOT EXISTS (SELECT 1 FROM props.importing WHERE tx_id = v_tx) THEN
+            RAISE EXCEPTION 'the log sets tx_id, recorded_at and global_position itself: an '
+                            'insert may not give them' USING ERRCODE = 'PX001';
+        END IF;
+    END IF;
+    IF v_low = v_high THEN  -- one stream
+        IF v_last - v_first + 1 <> v_rows THEN
+            INSERT INTO props.event_ids (event_id, global_position)
+            SELECT event_id, global_position FROM new_rows;  -- a repeated id refused first
+            PERFORM props.refuse_out_of_order(v_low, v_first, v_last);
+        ELSIF v_first = 1 THEN
+            WITH ids AS (
+                INSERT INTO props.event_ids (event_id, global_position)
+                SELECT event_id, global_position FROM new_rows)
+            INSERT INTO props.streams (stream_id, version, tx_id)
+            VALUES (v_low, v_last, v_tx) ON CONFLICT (stream_id) DO NOTHING;
+        ELSE
+            WITH ids AS (
+                INSERT INTO props.event_ids (event_id, global_position)
+                SELECT event_id, global_position FROM new_rows)
+            UPDATE props.streams SET version = v_last, tx_id = v_tx
+             WHERE stream_id = v_low AND version = v_first - 1 AND tx_id <= v_tx;
+        END IF;
+        IF NOT FOUND THEN  -- (the head's row count: the WITH's insert is not counted)
+            PERFORM props.refuse_out_of_order(v_low, v_first, v_last);
+        END IF;
+    ELSIF v_low IS NOT NULL THEN
         INSERT INTO props.event_ids (event_id, global_position)
         SELECT event_id, global_position FROM new_rows;
-        FOR s IN SELECT stream_id, min(stream_version) AS first, max(stream_version) AS last,
-                        count(*) AS rows
-                   FROM new_rows GROUP BY stream_id ORDER BY stream_id
-        LOOP
-            IF s.last - s.first + 1 <> s.rows THEN
-                PERFORM props.refuse_out_of_order(s.stream_id, s.first, s.last);
-            END IF;
-            IF s.first = 1 THEN
-                INSERT INTO props.streams (stream_id, version, tx_id)
-                VALUES (s.stream_id, s.last, pg_current_xact_id())
-                ON CONFLICT (stream_id) DO NOTHING;
-            ELSE
-                UPDATE props.streams SET version = s.last, tx_id = pg_current_xact_id()
-                 WHERE stream_id = s.stream_id AND version = s.first - 1
-                   AND tx_id <= pg_current_xact_id();
-            END IF;
-            IF NOT FOUND THEN
-                PERFORM props.refuse_out_of_order(s.stream_id, s.first, s.last);
-            END IF;
-        END LOOP;
+        SELECT array_agg(stream_id ORDER BY stream_id), array_agg(first ORDER BY stream_id),
+               array_agg(last ORDER BY stream_id), array_agg(n ORDER BY stream_id)
+          INTO v_ids, v_firsts, v_lasts, v_counts
+          FROM (SELECT stream_id, min(stream_version) AS first,
+                       max(stream_version) AS last, count(*)::integer AS n
+                  FROM new_rows GROUP BY stream_id) s;
+        PERFORM props.append_streams(v_ids, v_firsts, v_lasts, v_counts);
     END IF;
-    PERFORM pg_notify('props_events', '');
     RETURN NULL;
 END
 $function$;
@@ -393,6 +432,81 @@ BEGIN
 END
 $function$;
 REVOKE ALL ON FUNCTION props.agent_charge(p_events integer, p_bytes bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION props.append_at_heads(p_event_ids uuid[], p_stream_ids text[], p_types text[], p_schema_versions smallint[], p_data jsonb[])
+ RETURNS SETOF uuid
+ LANGUAGE sql
+AS $function$
+    WITH stored AS (
+        -- looked up by index, a chunk's worth: a join would read the whole table
+        SELECT event_id FROM props.event_ids WHERE event_id = ANY (p_event_ids)
+    ), heads AS (
+        SELECT stream_id, version FROM props.streams WHERE stream_id = ANY (p_stream_ids)
+    )
+    INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, data)
+    SELECT g.event_id, g.stream_id, coalesce(h.version, 0) + 1, g.type, g.schema_version,
+           g.data
+      FROM unnest(p_event_ids, p_stream_ids, p_types, p_schema_versions, p_data)
+           AS g(event_id, stream_id, type, schema_version, data)
+      LEFT JOIN heads h ON h.stream_id = g.stream_id
+     WHERE g.event_id NOT IN (SELECT event_id FROM stored)
+    RETURNING event_id
+$function$;
+REVOKE ALL ON FUNCTION props.append_at_heads(p_event_ids uuid[], p_stream_ids text[], p_types text[], p_schema_versions smallint[], p_data jsonb[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION props.append_at_heads(p_event_ids uuid[], p_stream_ids text[], p_types text[], p_schema_versions smallint[], p_data jsonb[]) TO props_service;
+
+CREATE OR REPLACE FUNCTION props.append_streams(p_ids text[], p_firsts integer[], p_lasts integer[], p_counts integer[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'props'
+AS $function$
+DECLARE
+    v_tx xid8 := pg_current_xact_id();
+    v_done text[] := '{}';
+    v_bad record;
+BEGIN
+    -- Not dense within the statement, or a new stream that exists already: refused before
+    -- any stream is locked.
+    SELECT u.id, u.first, u.last INTO v_bad
+      FROM unnest(p_ids, p_firsts, p_lasts, p_counts) u(id, first, last, n)
+     WHERE u.last - u.first + 1 <> u.n
+        OR (u.first = 1 AND EXISTS (SELECT 1 FROM props.streams st WHERE st.stream_id = u.id))
+     ORDER BY u.id LIMIT 1;
+    IF FOUND THEN
+        PERFORM props.refuse_out_of_order(v_bad.id, v_bad.first, v_bad.last);
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_firsts) f WHERE f > 1) THEN
+        -- Locked in stream order, as the loop did: two appenders cannot deadlock.
+        PERFORM 1 FROM props.streams st
+          WHERE st.stream_id IN (SELECT u.id FROM unnest(p_ids, p_firsts) u(id, first)
+                                  WHERE u.first > 1)
+          ORDER BY st.stream_id FOR UPDATE;
+        WITH going AS (
+            UPDATE props.streams st SET version = u.last, tx_id = v_tx
+              FROM unnest(p_ids, p_firsts, p_lasts) u(id, first, last)
+             WHERE u.first > 1 AND st.stream_id = u.id AND st.version = u.first - 1
+               AND st.tx_id <= v_tx
+            RETURNING st.stream_id)
+        SELECT coalesce(array_agg(stream_id), '{}') INTO v_done FROM going;
+    END IF;
+    IF 1 = ANY (p_firsts) THEN
+        WITH fresh AS (
+            INSERT INTO props.streams (stream_id, version, tx_id)
+            SELECT u.id, u.last, v_tx FROM unnest(p_ids, p_firsts, p_lasts) u(id, first, last)
+             WHERE u.first = 1 ORDER BY u.id
+            ON CONFLICT (stream_id) DO NOTHING
+            RETURNING stream_id)
+        SELECT v_done || coalesce(array_agg(stream_id), '{}') INTO v_done FROM fresh;
+    END IF;
+    IF cardinality(v_done) <> cardinality(p_ids) THEN
+        SELECT u.id, u.first, u.last INTO v_bad
+          FROM unnest(p_ids, p_firsts, p_lasts) u(id, first, last)
+         WHERE u.id <> ALL (v_done) ORDER BY u.id LIMIT 1;
+        PERFORM props.refuse_out_of_order(v_bad.id, v_bad.first, v_bad.last);
+    END IF;
+END
+$function$;
+REVOKE ALL ON FUNCTION props.append_streams(p_ids text[], p_firsts integer[], p_lasts integer[], p_counts integer[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION props.before_append()
  RETURNS trigger
@@ -662,6 +776,7 @@ CREATE OR REPLACE FUNCTION props.import_staged(p_origin jsonb, p_inert boolean, 
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'props'
+ SET work_mem TO '64MB'
 AS $function$
 DECLARE
     v_origin jsonb := p_origin || jsonb_build_object('recorded_here', now());

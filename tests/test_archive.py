@@ -22,12 +22,14 @@ EVERYTHING = exports.Selection()
 
 
 async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
+    """The projected rows, but where each run was recorded (`provenance`: `here` at the
+    source, `import:...` wherever the file is imported; its own test below)."""
     out = {}
     for table, order in (("agent_runs", "run_id"),
                          ("grading_edges", "critique_run_id, critique_issue_id, scorer_name"),
                          ("model_scores", "model, definition, scorer_name, scorer_version")):
         rows = await store.pool.fetch(f"SELECT * FROM projections.{table} ORDER BY {order}")
-        out[table] = [tuple(r) for r in rows]
+        out[table] = [tuple(v for k, v in r.items() if k != "provenance") for r in rows]
     return out
 
 
@@ -62,6 +64,8 @@ async def test_round_trip_rebuilds_identical_projections(
         await fence_clear(target)
         await engine.rebuild(target)
         assert await projected(target) == source
+        assert {r[0] for r in await target.pool.fetch(  # every run says it was imported
+            "SELECT DISTINCT provenance FROM projections.agent_runs")} == {"import:unsigned"}
         origin = await target.pool.fetchval(
             "SELECT count(*) FROM props.events WHERE metadata ? 'origin_position'")
         assert origin == first.imported

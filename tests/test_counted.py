@@ -37,7 +37,9 @@ async def _run(store: EventStore, lines: list[int], finished: catalog.RunFinishe
     return run
 
 
-async def test_a_failed_run_contributes_no_issue_to_any_figure(store: EventStore) -> None:
+async def _completed_and_capped(store: EventStore) -> tuple[uuid.UUID, uuid.UUID]:
+    """A run that completed with one find (line 10), and one that failed at the event cap
+    after reporting the same find and another (lines 10, 30); projected."""
     await _snapshot(store)
     ok, capped = uuid.uuid4(), uuid.uuid4()
     await _run(store, [10], catalog.RunFinished(run_id=ok, status="completed"))
@@ -45,6 +47,11 @@ async def test_a_failed_run_contributes_no_issue_to_any_figure(store: EventStore
         run_id=capped, status="failed", failure=catalog.Failure(
             phase="report", category="event_cap", retryable=False)))
     await _projected(store)
+    return ok, capped
+
+
+async def test_a_failed_run_contributes_no_issue_to_any_figure(store: EventStore) -> None:
+    ok, capped = await _completed_and_capped(store)
     report = await rescoring.rescore(store, scorers.scorer("tiered@2"),
                                      rescoring.Selection(everything=True))
     assert report.accounted
@@ -72,6 +79,30 @@ async def test_a_failed_run_contributes_no_issue_to_any_figure(store: EventStore
     assert page.header["partial"] is True and page.scores is None
     assert page.found is not None and page.found.total == 2
     assert (await run_pages.shown(store, ok)).header["partial"] is False
+
+
+async def test_a_verdict_on_a_failed_run_names_no_reviewer(store: EventStore) -> None:
+    """A person confirms the find of a run that failed (found on a real evaluation: its
+    report, eval show and API said "confirmed by: human@1" beside 0 confirmed). The verdict
+    is kept, but the run is in no figure, so "confirmed by" and "reviewed by" name nobody.
+    The negative control: the same verdict on the completed run's find names the person."""
+    from props.core.scoring import reviews
+
+    ok, capped = await _completed_and_capped(store)
+    await rescoring.rescore(store, scorers.scorer("tiered@2"),
+                            rescoring.Selection(everything=True))
+    await _projected(store)
+    await reviews.confirm(store, capped, "i1", "tiered", 2, reviewer="ana")
+    await _projected(store)
+    [row], notes = await figures.load(store, "tiered", 2)
+    assert (row["located"], row["confirmed"], row["reviewed"]) == (1, 0, False)
+    assert (notes["confirmed_by"], notes["reviewed_by"]) == ([], [])
+
+    await reviews.confirm(store, ok, "i0", "tiered", 2, reviewer="ana")
+    await _projected(store)
+    [row], notes = await figures.load(store, "tiered", 2)
+    assert (row["confirmed"], notes["confirmed_by"], notes["reviewed_by"]) == \
+        (1, ["human@1"], ["human@1"])
 
 
 async def test_a_persons_verdict_reaches_the_figures_at_once(

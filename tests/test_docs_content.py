@@ -58,11 +58,13 @@ async def test_analyst_queries_run_as_the_analyst(dsn: str) -> None:
     (block,) = re.findall(r"```sql\n(.*?)```", (DOCS / "howto" / "results.md").read_text(),
                          flags=re.S)
     statements = [s.strip() for s in block.split(";") if s.strip()]
-    assert len(statements) == 3
+    assert len(statements) == 5
     conn = await asyncpg.connect(as_role(dsn, engine.ANALYST_ROLE))
     try:
         results = [await conn.fetch(statement) for statement in statements]
-        assert results[0] and results[2]  # the middle one may rightly find nothing
+        # The workload ran no evaluation (the two on `demo` find nothing, and run: the
+        # analyst may read their views), and every TP may have been found by some run.
+        assert results[0] and results[4]
     finally:
         await conn.close()
 

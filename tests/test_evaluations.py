@@ -26,7 +26,7 @@ from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.schema import queries
 from tests import hostile_imports
-from tests.conftest import SESSION, create_database, drop_database, fence_clear
+from tests.conftest import SESSION, create_database, drop_database, fence_clear, rebuilt
 from tests.fake_openai import chat_server
 from tests.reactor_helpers import eventually, register_endpoint, sync_samples
 
@@ -443,7 +443,14 @@ async def test_an_imported_run_that_claims_a_local_evaluation_never_joins_it(
         f"run-{squatter}", 2, "run.finished", {"run_id": str(squatter),
                                                "status": "completed"}, 2)])
     assert squatter not in await evaluations.runs_of(store, "local")
-    own = uuid.uuid4()
-    await store.append(f"run-{own}", [NewEvent(requested(own),
-                                               metadata={"evaluation": "local"})])
+    # Nor does a request made here that says so in its metadata only (not requested by the
+    # evaluation: the API's or the command line's requester is not `eval:local@1`).
+    claimer = uuid.uuid4()
+    await store.append(f"run-{claimer}", [NewEvent(requested(claimer), metadata={
+        "evaluation": "local", "evaluation_version": 1, "case": case.key, "attempt": 0})])
+    assert await evaluations.runs_of(store, "local") == []
+    own = await evaluations.request(store, ev, case, 0)
     assert await evaluations.runs_of(store, "local") == [own]
+    await rebuilt(store)  # the analysts' view of the evaluation's runs: the same rule
+    assert [r["run_id"] for r in await store.pool.fetch(
+        "SELECT run_id FROM projections.evaluation_runs WHERE evaluation = 'local'")] == [own]

@@ -191,3 +191,32 @@ def test_most_claims_counts_what_is_held() -> None:
     assert most_claims(rows, "s") == 3
     rows.insert(1, {"type": "run.released", "run": "a", "launcher": "s"})
     assert most_claims(rows, "s") == 2
+
+
+async def test_the_slots_follow_what_the_engine_holds_just_now() -> None:
+    """A cluster's capacity falls (a node down) and comes back: a grant never passes the
+    limit read at that moment, nor the launcher's own capacity. The control: the same slots
+    without a limit grant up to their capacity."""
+    limit = [1]
+    slots, t = fair_queue.FairSlots(3, lambda: limit[0]), fair_queue.Ticket("a")
+    granted: list[int] = []
+
+    async def take(n: int) -> None:
+        await slots.acquire(t)
+        granted.append(n)
+
+    async with anyio.create_task_group() as tg:
+        for n in range(4):
+            tg.start_soon(take, n)
+        await anyio.sleep(0.1)
+        assert granted == [0] and slots.used == 1  # the node gone: one at once
+        limit[0] = 10  # back, and more than the launcher's own capacity
+        slots.release(t)
+        await anyio.sleep(0.1)
+        assert granted == [0, 1, 2, 3] and slots.used == 3  # its own capacity caps it
+        for _ in range(3):
+            slots.release(t)
+    unlimited = fair_queue.FairSlots(3)
+    for _ in range(3):
+        await unlimited.acquire(t)
+    assert unlimited.used == 3

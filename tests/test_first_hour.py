@@ -292,13 +292,14 @@ def test_the_time_left_does_not_grow_while_nothing_finishes(
 
 # -- 5 and 7: tables at 80 columns keep their key columns ---------------------------------------
 
-def _printed(columns: list[Any], rows: list[dict[str, Any]], width: int = 80) -> str:
+def _printed(columns: list[Any], rows: list[dict[str, Any]], width: int = 80,
+             wide: bool = False) -> str:
     import io
 
     from props.tools.command_line import render
 
     out = io.StringIO()
-    render.print_table(render.Console(width=width, file=out), columns, rows)
+    render.print_table(render.Console(width=width, file=out), columns, rows, wide=wide)
     return out.getvalue()
 
 
@@ -336,6 +337,25 @@ def test_the_report_keeps_runs_beside_the_figures_at_80_columns() -> None:
     assert figure_tables.BELOW in _printed(figure_tables.figure_columns([low]), [low])
     assert figure_tables.BELOW not in _printed(figure_tables.figure_columns([rows[0]]),
                                                [rows[0]]).splitlines()[2]
+
+
+def test_a_wide_table_has_no_column_its_rows_do_not_carry() -> None:
+    """`props eval show --wide`'s critics carry no partial, known FP, unmatched or spread (the
+    report's do): found on a real evaluation, headers over empty cells. The negative control:
+    the report's rows keep those columns, with their figures."""
+    from props.tools.command_line import figure_tables
+
+    report = [_report_row("baseline-ruff", "tiered@2", 8)]
+    critic = {k: v for k, v in report[0].items() if k not in (
+        "partial", "known_fp", "unmatched", "mean_run_located", "stddev_run_located",
+        "examples", "runs")} | {"scored": 8, "cases": 8}
+    shown = _printed(figure_tables.figure_columns([critic], wide=True), [critic], wide=True)
+    assert "8 of 8" in shown and "chance" in shown
+    for header in ("partial", "known FP", "unmatched", "run located mean"):
+        assert header not in shown
+    kept = _printed(figure_tables.figure_columns(report, wide=True), report, wide=True)
+    assert all(h in kept for h in ("partial", "known FP", "unmatched", "run located mean"))
+    assert "40.0% ± 10.0%" in kept
 
 
 def test_the_reports_footer_is_short_when_the_counts_are_zero() -> None:

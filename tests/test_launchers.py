@@ -18,13 +18,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from props.core.domain import caps, catalog
+from props.core.domain import caps, catalog, streams
 from props.core.log.events import RecordedEvent
 from props.core.log.store import EventStore
 from props.reactors.host import ReactorHost
 from props.reactors.launcher import launchers
 from props.reactors.launcher.launcher import Launcher
-from props.reactors.runtimes.container_runtime import ContainerRuntime
+from props.reactors.launcher.run_state import fold_run
+from props.reactors.runtimes.container_runtime import ContainerRuntime, EngineUnreachable
 from props.reactors.runtimes.local_runtime import LocalRuntime
 from tests.conftest import once_per_ci
 from tests.reactor_helpers import eventually, finished, push_code, request, sync_samples
@@ -324,3 +325,44 @@ async def test_a_podman_launcher_never_claims_a_run_it_cannot_launch(
 
 async def _alive(store: EventStore, name: str) -> bool:
     return any(s.alive for s in await launchers.status(store) if s.name == name)
+
+
+async def test_a_run_given_back_and_claimed_meanwhile_is_not_failed_by_the_launcher_that_gave_it(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launcher `a` gave a run back (its engine away) and, its engine wait over, fails it as
+    engine_unreachable; launcher `b` claims it between a's read of the run and a's append
+    (chaos seed 10, 12-07: the run failed engine_unreachable while b, whose engine answers,
+    held it). a's failure is not recorded: the run stays b's. The control: nobody claims
+    the other run meanwhile, and a's failure of it is recorded."""
+    monkeypatch.setenv("PROPS_HOME", str(tmp_path / "home"))
+    await sync_samples(store)
+    await push_code(store, "quick", WAIT.format(seconds=0))
+    raced, control = await request(store, "quick", count=2)
+    a = Launcher(store, [LocalRuntime(tmp_path / "a", trust_commands=True)], tmp_path / "wa",
+                 name="a")
+    for run_id in (raced, control):
+        given = fold_run(await store.read_stream(streams.run(run_id)))
+        assert given is not None and await launchers.claim(store, given, "a", None)
+        assert await launchers.release(store, run_id, "a")
+
+    reading = store.read_stream
+    b_claimed: list[object] = []
+
+    async def read_then_b_claims(stream_id: str) -> list[RecordedEvent]:
+        records = await reading(stream_id)
+        if stream_id == streams.run(raced) and not b_claimed:
+            b_claimed.append(None)
+            state = fold_run(records)
+            assert state is not None
+            b_claimed[0] = await launchers.claim(store, state, "b", None)
+        return records
+
+    monkeypatch.setattr(store, "read_stream", read_then_b_claims)
+    for run_id in (raced, control):
+        await a._fail_run(run_id, EngineUnreachable("gone"), category="engine_unreachable")
+    monkeypatch.undo()
+    assert b_claimed[0] is not None
+    after = fold_run(await store.read_stream(streams.run(raced)))
+    assert after is not None and (after.claim, after.finished) == ("b", False)
+    failed = fold_run(await store.read_stream(streams.run(control)))
+    assert failed is not None and failed.finished

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 import uuid
+from pathlib import Path
 
 import httpx
 
 from props.core.domain import catalog, definitions, evaluation_starts, evaluations, streams, tokens
 from props.core.log.store import EventStore
-from props.core.scoring import registration, rescoring, scorers
+from props.core.scoring import registration, rescoring, reviews, scorers
 from props.projections import evaluation_standing, figures
 from props.tools.http.app import create_app
+from tests import hostile_imports
 from tests.conftest import rebuilt
 from tests.reactor_helpers import sync_samples
 from tests.test_viewer import sign_in
@@ -116,6 +118,9 @@ async def test_every_reader_gives_one_set_of_figures(store: EventStore) -> None:
     done = re.search(r"<dt>Done</dt><dd>(\d+) of (\d+)</dd>", page)
     assert done and done.groups() == ("3", "4")
     assert "unreviewed (1)" in page
+    # the counts behind it, as the report's: located = confirmed + rejected + unconfirmed
+    assert "located 1 = 0 confirmed + 0 rejected + 1 unconfirmed" in page
+    assert "Confirmed by" not in page  # nobody confirmed anything
 
 
 # One issue per run, each giving a chance level of nine digits (0.081081081, 0.093333333,
@@ -162,3 +167,116 @@ async def test_chance_is_one_value_in_every_reader(store: EventStore) -> None:
     assert await store.pool.fetchval(
         "SELECT chance FROM projections.model_scores WHERE scorer_name = 'tiered' "
         "AND scorer_version = 2") == report["chance"]
+
+
+async def test_the_analysts_sql_selects_one_evaluation_s_figures(store: EventStore) -> None:
+    """`projections.evaluation_scores` gives, per evaluation, the figures `props report --eval`
+    and `eval show` print, from the runs `projections.evaluation_runs` counts: each case's
+    latest attempt, never a failed, excluded or superseded one. Two evaluations of one critic
+    differ; the pooled `model_scores` (the negative control) mixes them, so an analyst who
+    read it for one evaluation would quote neither. A request that only *says* in its
+    metadata that it belongs to the evaluation (requested by someone else, at an attempt past
+    the real ones, of a case that has a result) joins nothing, and one whose metadata is not
+    even well formed stops no fold."""
+    from props.core.log.events import NewEvent
+
+    ev, failed = await _evaluation(store)
+    plan = evaluations.Plan(name="second", examples=["csvtool/*"], epochs=1,
+                            critic=[evaluations.Critic(definition="reference", ref="local")])
+    other, _ = await evaluation_starts.start(store, plan,
+                                             await evaluations.resolve(store, plan))
+    await _finish(store, await evaluations.request(store, other, other.cases[0], 0),
+                  [MEDIAN, RANK])
+    scored = ev.cases[0]
+    forged = [uuid.uuid4(), uuid.uuid4()]
+    for run, attempt in zip(forged, (7, "seven"), strict=True):
+        await store.append(streams.run(run), [NewEvent(catalog.RunRequested(
+            run_id=run, agent_type="critic", definition=scored.definition,
+            definition_ref=scored.digest, model=scored.model, timeout_seconds=60,
+            budget_usd=0, requested_by="api:mallory",
+            example=catalog.Example(snapshot=scored.snapshot, files_hash=scored.files_hash)),
+            metadata={"evaluation": ev.name, "evaluation_version": ev.version,
+                      "case": scored.key, "attempt": attempt})])
+        await _finish(store, run, [HEAD, MEDIAN, RANK])
+    await rebuilt(store)
+    await rescoring.rescore(store, scorers.scorer("tiered@2"),
+                            rescoring.Selection(everything=True))
+    await rebuilt(store)
+
+    # A person confirms the scored case's find: the human scorer's own row appears, and like
+    # the report's it has no confirmation figures (its finds are claims already read).
+    await reviews.confirm(store, ev.run_id(scored, 0), "i0", "tiered", 2, reviewer="ana")
+    await rebuilt(store)
+    for name in (ev.name, other.name):
+        [shown] = (await evaluation_standing.named(store, name)).critics
+        for scorer, version in (("tiered", 2), ("human", 1))[:2 if name == ev.name else 1]:
+            [report], _ = await figures.load(store, scorer, version,
+                                             scope=figures.Scope(evaluation=name))
+            row = await store.pool.fetchrow(
+                "SELECT * FROM projections.evaluation_scores WHERE evaluation = $1 "
+                "AND scorer_name = $2 AND scorer_version = $3", name, scorer, version)
+            assert row is not None, (name, scorer)
+            assert row["runs"] == report["runs"], (name, scorer)
+            for k in ("located_recall", "located", "confirmed", "confirmed_recall",
+                      "reviewed", "chance", "above_chance", "precision"):
+                assert row[k] == report[k], (name, scorer, k, row[k], report[k])
+                if scorer == "tiered":
+                    assert report[k] == shown[k] and row["runs"] == shown["scored"], (name, k)
+    assert await store.pool.fetchval("SELECT count(*) FROM projections.evaluation_scores "
+                                     "WHERE evaluation = $1 AND scorer_name = 'human'",
+                                     other.name) == 0
+    human = await store.pool.fetchrow(
+        "SELECT confirmed, reviewed FROM projections.evaluation_scores WHERE evaluation = $1 "
+        "AND scorer_name = 'human'", ev.name)
+    assert human is not None and tuple(human) == (None, None)
+    counted = {r["run_id"]: r["status"] for r in await store.pool.fetch(
+        "SELECT run_id, status FROM projections.evaluation_runs "
+        "WHERE evaluation = $1 AND counted", ev.name)}
+    assert set(counted) == set(await evaluation_standing.counted_runs(store, ev.name))
+    # The capped case's one attempt stands for it (failed: in no figure); the retried
+    # case's first attempt does not, nor does any forged request.
+    assert len(counted) == 4 and counted[failed[0]] == "failed"
+    assert not set(counted) & {failed[1], *forged}
+    pooled = await store.pool.fetchval(
+        "SELECT recall FROM projections.model_scores WHERE scorer_name = 'tiered' "
+        "AND scorer_version = 2")
+    assert pooled not in {r["located_recall"] for r in await store.pool.fetch(
+        "SELECT located_recall FROM projections.evaluation_scores WHERE scorer_name = "
+        "'tiered'")}
+
+
+async def test_an_imported_version_of_a_local_evaluation_takes_none_of_its_figures(
+        store: EventStore, tmp_path: Path) -> None:
+    """An unsigned file brings `evaluation.started` in a stream of its own whose data says
+    it is version 9 of the local evaluation, and four completed runs requested, it says, by
+    that version. The local evaluation's figures and counted runs stay its own: the view
+    reads an evaluation's versions from its own stream, as `eval show` does. Negative
+    control (an attacker's probe of this stop, before the fix): every counted run was the
+    file's, and the report said evil-model, 4 runs, located recall 0.5."""
+    ev, _ = await _evaluation(store)
+    before = await figures.load(store, "tiered", 2, scope=figures.Scope(evaluation=ev.name))
+    counted = set(await evaluation_standing.counted_runs(store, ev.name))
+    started = (await store.read_stream(streams.evaluation(ev.name)))[0].event
+    assert isinstance(started, catalog.EvaluationStarted)
+    claimed = {**started.model_dump(mode="json"), "version": 9, "nonce": str(uuid.uuid4())}
+    brought = [hostile_imports._event("evaluation-elsewhere", 1, "evaluation.started",
+                                      claimed, 0)]
+    for n, case in enumerate(ev.cases):
+        run = str(uuid.uuid4())
+        request = hostile_imports._event(f"run-{run}", 1, "run.requested", {
+            "run_id": run, "agent_type": "critic", "definition": case.definition,
+            "definition_ref": case.digest, "example": {"snapshot": case.snapshot},
+            "model": "evil-model", "timeout_seconds": 60, "budget_usd": 1.0,
+            "requested_by": f"eval:{ev.name}@9"}, 1 + 2 * n)
+        request["metadata"] = {"evaluation": ev.name, "evaluation_version": 9,
+                               "case": case.key, "attempt": 0}
+        brought += [request, hostile_imports._event(f"run-{run}", 2, "run.finished", {
+            "run_id": run, "status": "completed"}, 2 + 2 * n)]
+    await hostile_imports.bring(store, tmp_path, brought)
+    await rebuilt(store)
+    assert set(await evaluation_standing.counted_runs(store, ev.name)) == counted
+    after, _ = await figures.load(store, "tiered", 2, scope=figures.Scope(evaluation=ev.name))
+    assert [(r["model"], r["runs"], r["located_recall"]) for r in after] == \
+        [(r["model"], r["runs"], r["located_recall"]) for r in before[0]]
+    assert await store.pool.fetchval(
+        "SELECT count(*) FROM projections.evaluation_runs WHERE model = 'evil-model'") == 0

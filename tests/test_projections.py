@@ -19,7 +19,7 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.log import database
-from props.core.log.events import EventRegistry, RecordedEvent
+from props.core.log.events import EventRegistry, NewEvent, RecordedEvent
 from props.core.log.store import EventStore
 from props.core.scoring import scorers
 from props.projections import engine
@@ -114,6 +114,20 @@ async def every_kind_of_event(store: EventStore, runs: int, seed: int = 3) -> Wo
         name="e", version=1, plan={"name": "e"}, plan_sha256="3" * 64, cases_sha256="4" * 64,
         cases=2), catalog.EvaluationEnded(name="e", version=1, outcome="incomplete", scored=1,
                                           failed=0, excluded=0, missing=1, cost_usd=0.0)])
+    # Four more runs: requests an evaluation made (its requested_by says so), one that only
+    # claims it, one whose attempt is no number, one an import brought: each case and
+    # provenance projected.
+    for requested_by, meta in (
+            ("eval:e@1", {"evaluation": "e", "evaluation_version": 1, "case": "k", "attempt": 2}),
+            ("api:mallory", {"evaluation": "e", "evaluation_version": 1, "case": "k"}),
+            ("eval:e@1", {"evaluation": "e", "evaluation_version": 1, "attempt": "x"}),
+            ("eval:e@1", {"evaluation": "e", "evaluation_version": "1", "case": "k",
+                          "attempt": 3, "origin": {"archive": "a1", "signer": "lab"}})):
+        claimed = uuid.uuid4()
+        await store.append(f"run-{claimed}", [NewEvent(catalog.RunRequested(
+            run_id=claimed, agent_type="critic", definition="reviewer", model="m",
+            example=catalog.Example(snapshot=slug), timeout_seconds=60, budget_usd=0,
+            requested_by=requested_by), metadata=meta)])
     await store.append("launcher-b", [catalog.LauncherStarted(
         name="b", capacity=8, runtimes=["local"], engine=None, lease_seconds=30)])
     await store.append("inert-a1", [catalog.ImportInert(
@@ -145,7 +159,7 @@ async def test_incremental_equals_rebuild(store: EventStore) -> None:
     types = {r[0] for r in await store.pool.fetch("SELECT DISTINCT type FROM props.events")}
     assert total > 3000 and types == set(catalog.REGISTRY.names())  # every kind of event
     incremental = await dump(store)
-    assert len(incremental["agent_runs"]) == 220 and incremental["grading_edges"]
+    assert len(incremental["agent_runs"]) == 220 + 4 and incremental["grading_edges"]
     assert any(r[-1] is not None for r in incremental["snapshots"])  # the retirement landed
     await engine.rebuild(store)
     assert await dump(store) == incremental
@@ -188,6 +202,27 @@ async def test_the_grade_counts_count_every_grade_once_in_each_reading(
     assert counted["plain"] == counted["adjudicated"] == reviewed
 
 
+def _provenance(meta: dict[str, Any]) -> str:
+    origin = meta.get("origin")
+    if "origin" not in meta:
+        return "here"
+    signer = origin.get("signer") if isinstance(origin, dict) else None
+    return f"import:{signer if isinstance(signer, str) else 'unsigned'}"
+
+
+def _requested_for(e: catalog.RunRequested, meta: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation, version, case and attempt a request names, where the evaluation made
+    it (its requested_by says so) and the numbers are whole numbers."""
+    name, version = meta.get("evaluation"), str(meta.get("evaluation_version"))
+    attempt = str(meta.get("attempt", 0))
+    if e.requested_by != f"eval:{name}@{version}" or not (
+            version.isdigit() and attempt.isdigit()):
+        return {}
+    return {"evaluation": name, "evaluation_version": int(version),
+            "case_key": meta.get("case"), "attempt": int(attempt) if "attempt" in meta
+            else None}
+
+
 def expected_rows(events: list[RecordedEvent]) -> Dump:
     """What the row maps of runs, issues, usage and grading should make of `events`, computed
     from the decoded models, independently of the SQL (the merge rules, by hand)."""
@@ -202,7 +237,8 @@ def expected_rows(events: list[RecordedEvent]) -> Dump:
             row.update(agent_type=e.agent_type, definition=e.definition, model=e.model,
                        definition_ref=e.definition_ref, snapshot=e.example.snapshot,
                        files_hash=e.example.files_hash or "", status="requested",
-                       timeout_seconds=e.timeout_seconds, budget_usd=e.budget_usd)
+                       timeout_seconds=e.timeout_seconds, budget_usd=e.budget_usd,
+                       provenance=_provenance(rec.metadata), **_requested_for(e, rec.metadata))
             row.setdefault("requested_at", at)
         elif isinstance(e, catalog.RunStarted):
             row = runs.setdefault(e.run_id, {})
@@ -267,7 +303,7 @@ async def test_row_maps_project_what_the_events_say(store: EventStore) -> None:
     events = [rec async for batch in store.iter_all() for rec in batch]
     await engine.rebuild(store, chunk=97)  # many chunks: rows merge across them too
     expected = expected_rows(events)
-    assert len(expected["agent_runs"]) == 80 and all(expected.values())
+    assert len(expected["agent_runs"]) == 80 + 4 and all(expected.values())
     assert await projected_rows(store) == expected
 
     # Negative control: one changed value is seen.
@@ -364,7 +400,10 @@ async def test_analyst_reads_projections_and_nothing_else(store: EventStore) -> 
     analyst = as_role(store.dsn, engine.ANALYST_ROLE)
     conn = await asyncpg.connect(analyst)
     try:
-        assert await conn.fetchval("SELECT count(*) FROM projections.agent_runs") == 5
+        assert await conn.fetchval("SELECT count(*) FROM projections.agent_runs") == 5 + 4
+        # of the four requests that name evaluation e, the one it made and recorded here
+        assert await conn.fetchval("SELECT count(*) FROM projections.evaluation_runs "
+                                   "WHERE evaluation = 'e' AND counted") == 1
         assert await conn.fetchval("SELECT count(*) FROM projections.model_scores") > 0
         for table in ("props.events", "props.blobs", "props.checkpoints",
                       "props_meta.migrations"):

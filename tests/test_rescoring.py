@@ -193,7 +193,9 @@ async def a_snapshot_of_ties(store: EventStore) -> uuid.UUID:
               "i3": [_loc("h.py", (2, 2), (21, 21))], "i4": [_loc("h.py", (2, 2))],
               "i5": [_loc("f.py", (14, 14))], "i6": [_loc("g.py", (50, 50))],
               "i7": [_loc("f.py", (10, 10)), _loc("f.py", (12, 12))],
-              "I8": [_loc("h.py", (1, 1))], "é9": [_loc("g.py", (7, 8))]}
+              "I8": [_loc("h.py", (1, 1))], "é9": [_loc("g.py", (7, 8))],
+              # (the server writes a grade's JSON as text: an id JSON must escape)
+              'q"\\\t\x01': [_loc("f.py", (11, 11))]}
     await store.append(f"run-{run}", [
         catalog.RunRequested(run_id=run, agent_type="critic", definition="reviewer",
                              example=catalog.Example(snapshot=slug), model="m",
@@ -254,7 +256,8 @@ async def test_grades_on_the_server_equal_the_python_rule(store: EventStore) -> 
     ties = next(grades for stream, _, grades in on_server if str(tie_run) in stream)
     assert {g["critique_issue_id"]: g["tp_id"] or g["fp_id"] for g in ties} == {
         "i1": "a-defect", "i2": "a-defect", "i3": "z-decoy", "i4": "y-decoy",
-        "i5": "a-defect", "i6": None, "i7": "a-defect", "I8": "y-decoy", "é9": "a-defect"}
+        "i5": "a-defect", "i6": None, "i7": "a-defect", "I8": "y-decoy", "é9": "a-defect",
+        'q"\\\t\x01': "a-defect"}
 
     # Negative control: the comparison sees a rule that differs by one line of tolerance.
     assert await python_grades(store, scorers.OverlapScorer(version=2, tolerance=2)) != expected

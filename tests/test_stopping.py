@@ -140,7 +140,11 @@ async def test_a_stop_during_a_database_outage_is_on_time(
                 await admin.execute(f"ALTER ROLE {role} CONNECTION LIMIT -1")
         said = log.read_text()
         assert took < 6 and proc.returncode == 0, (took, said)
-        assert "stopped: " in said.splitlines()[-1], said
+        # props's last word is the stop (asyncio may still log, after it, a connect that
+        # asyncpg's pool began while the server was away and never collected: seen once on
+        # a loaded PostgreSQL 15, "Future exception was never retrieved")
+        ours = [line for line in said.splitlines() if " props." in line]
+        assert ours and "stopped: " in ours[-1], said
     finally:
         async with database.session(server_dsn) as admin:
             await admin.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")

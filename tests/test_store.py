@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import anyio
+import asyncpg
 import pydantic
 import pytest
 
@@ -230,6 +231,26 @@ async def test_database_refuses_a_gap_from_any_writer(store: EventStore, new_eve
     assert await store.stream_version("run-i") == 2
 
 
+@pytest.mark.parametrize("versions", [(2,), (3,), (1,), (2, 4)])  # next, gap, taken, not dense
+async def test_a_repeated_event_id_is_refused_before_the_stream_order(
+        store: EventStore, new_event: Make, versions: tuple[int, ...]) -> None:
+    """A statement that repeats a stored event id is a duplicate whatever its versions: the
+    id is checked first (migration 0019 writes a stream's ids and head in one statement and
+    keeps that order). The store reads the duplicate as a retry; an out-of-order refusal
+    instead would send it racing for versions."""
+    stored = NewEvent(new_event())
+    await store.append("run-k", [stored])
+    ids = [stored.event_id] + [uuid.uuid4() for _ in versions[1:]]
+    insert = ("INSERT INTO props.events (event_id, stream_id, stream_version, type, "
+              "schema_version, data) SELECT i, 'run-k', v, 'phase.completed', 1, '{}' "
+              "FROM unnest($1::uuid[], $2::integer[]) AS u(i, v)")
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await store.pool.execute(insert, ids, list(versions))
+    if versions == (2,):  # control: a new id at the next version is accepted
+        await store.pool.execute(insert, [uuid.uuid4()], [2])
+        assert await store.stream_version("run-k") == 2
+
+
 async def test_transaction_appends_commit_together(store: EventStore, new_event: Make) -> None:
     async with store.transaction() as tx:
         await tx.append("run-j", [new_event()])
@@ -367,3 +388,31 @@ async def test_a_refused_change_to_the_log_raises_append_only_violation(
     with pytest.raises(Exception) as other:
         await store.pool.execute("SELECT 1/0")
     assert errors.translate(other.value) is other.value
+
+
+_MANY = ("INSERT INTO props.events (event_id, stream_id, stream_version, type, schema_version, "
+         "data) SELECT gen_random_uuid(), s, v, 'phase.completed', 1, '{}' "
+         "FROM unnest($1::text[], $2::int[]) AS x(s, v)")
+
+
+@pytest.mark.parametrize(("streams", "versions", "named"), [
+    (["run-m1", "run-m2", "run-m3"], [2, 2, 2], "run-m3"),  # m3 is at 2 already
+    (["run-m1", "run-m2", "run-m9"], [2, 3, 1], "run-m2"),  # m2 skips version 2
+    (["run-m1", "run-m2", "run-m9"], [2, 1, 1], "run-m2"),  # a new m2: it exists
+    (["run-m1", "run-m1", "run-m9"], [2, 4, 1], "run-m1"),  # m1 not dense in itself
+])
+async def test_one_statement_over_many_streams_keeps_each_dense(
+        store: EventStore, streams: list[str], versions: list[int], named: str) -> None:
+    """The append trigger checks the streams of a statement together (set-based since
+    migration 0017): one stream out of order refuses the statement, named, nothing written."""
+    await store.pool.execute(_MANY, ["run-m1", "run-m2", "run-m3", "run-m3"], [1, 1, 1, 2])
+    before = await count(store)
+    with pytest.raises(Exception, match=f"stream {named} would not stay dense") as refused:
+        await store.pool.execute(_MANY, streams, versions)
+    assert errors.sqlstate(refused.value) == errors.STREAM_MOVED
+    assert await count(store) == before
+    # Negative control: the same streams each at their next version are taken together.
+    await store.pool.execute(_MANY, ["run-m1", "run-m2", "run-m3", "run-m9"], [2, 2, 3, 1])
+    assert await store.pool.fetchval(
+        "SELECT array_agg(version ORDER BY stream_id) FROM props.streams "
+        "WHERE stream_id LIKE 'run-m_'") == [2, 2, 3, 1]

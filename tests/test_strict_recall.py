@@ -22,6 +22,7 @@ import pytest
 
 from props.core.domain import catalog
 from props.core.domain.specimens import specimens
+from props.core.domain.store import open_store
 from props.core.log import errors
 from props.core.log.events import Event
 from props.core.log.store import EventStore
@@ -188,3 +189,25 @@ async def test_every_critic_run_is_counted_in_the_one_state_it_is_in(store: Even
     # Under a scorer that graded nothing, every run with issues is ungraded.
     _, other = await figures.load(store, "overlap", 1)
     assert other["ungraded"] == 4 and other["scored"] == 0 and other["no_issues"] == 1
+
+
+async def test_a_report_asked_again_and_again_is_planned_for_its_own_arguments(
+        store: EventStore, dsn: str) -> None:
+    """A served API asks for reports on pooled connections: after five runs of a prepared
+    statement PostgreSQL may keep a generic plan, which cannot drop the scope's "($3 IS NULL
+    OR model = $3)" branches (the scores statement went from 21 ms to 170 ms from the sixth
+    report on). Each report's statements are planned for their own arguments, every time.
+    Its negative control: without `plan_cache_mode` in figures.REPORT_SETTINGS this fails
+    here with generic plans from the sixth report on."""
+    await graded_run(store)
+    async with open_store(dsn, max_connections=1) as one:
+        for _ in range(8):
+            await figures.load(one, "tiered", 2)
+        async with one.sql.acquire() as conn:  # the one connection that ran them all
+            plans = await conn.fetch(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement NOT LIKE '%pg_prepared_statements%' "  # this one
+                "AND (statement LIKE '%run_scores evaluated once%' "
+                "OR statement LIKE '%Every critic run in the report''s scope%')")
+    assert len(plans) == 2
+    assert [(p["generic_plans"], p["custom_plans"] >= 8) for p in plans] == [(0, True)] * 2

@@ -9,7 +9,7 @@ Skipped, with the reason, where the swarm cannot run; required under PROPS_REQUI
 from __future__ import annotations
 
 import collections
-import hashlib
+import random
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
@@ -20,11 +20,13 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from props.core.domain import catalog, definitions, evaluation_starts, evaluations
+from props.core.domain import catalog, evaluation_starts, evaluations
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.projections import evaluation_standing
 from props.reactors import evaluation_driver as driver
+from props.reactors.host import ReactorHost
+from props.reactors.launcher.launcher import Launcher
 from props.reactors.runtimes import runtime_registry, swarm_runtime
 from props.reactors.runtimes.container_runtime import (
     LABEL,
@@ -32,10 +34,12 @@ from props.reactors.runtimes.container_runtime import (
     ContainerSpec,
     Mount,
     RunLost,
+    VaryingCapacity,
 )
 from props.reactors.runtimes.local_runtime import LocalRuntime
 from props.reactors.runtimes.runtime_contract import RuntimeContract
 from props.reactors.runtimes.swarm_runtime import SwarmRuntime
+from props.tools.checks.chaos import swarm_worker
 from props.tools.checks.swarm import rig
 from tests.reactor_helpers import eventually, sync_samples
 from tests.swarm_helpers import opened_swarm, swarm  # noqa: F401 (the session's fixture)
@@ -151,11 +155,20 @@ NODE_GRACE = 3.0  # seconds: the worker is Down ~4 s after its daemon dies (hear
 
 
 async def _push_swarm_critic(store: EventStore, image: str) -> None:
-    command = [PYTHON, "-c", CRITIC]
-    await definitions.push(store, catalog.DefinitionPushed(
-        agent_type="critic", name="swarm-critic", tag="swarm", runtime="swarm", image=image,
-        command=command,
-        digest="sha256:" + hashlib.sha256(f"{image}\0{command}".encode()).hexdigest()))
+    await swarm_worker.push_critic(store, image, name="swarm-critic", script=CRITIC)
+
+
+async def _swarm_evaluation(store: EventStore, image: str, name: str, *, epochs: int,
+                            at_once: int) -> evaluations.Evaluation:
+    """The samples synced, the swarm critic pushed, and an evaluation of it over two
+    examples started (`epochs` each, `at_once` runs at most in flight)."""
+    await sync_samples(store)
+    await _push_swarm_critic(store, image)
+    plan = evaluations.Plan(name=name, examples=["csvtool/*", "logparse/*"], epochs=epochs,
+                            max_concurrency=at_once, timeout_seconds=120,
+                            critic=[evaluations.Critic(definition="swarm-critic", ref="swarm")])
+    ev, _ = await evaluation_starts.start(store, plan, await evaluations.resolve(store, plan))
+    return ev
 
 
 async def _containers_by_run(made: rig.Rig) -> collections.Counter[str]:
@@ -186,14 +199,8 @@ async def _kill_worker_when_busy(store: EventStore, rt: SwarmRuntime, made: rig.
 @pytest.mark.slow
 async def test_an_evaluation_across_both_nodes_survives_the_worker_s_death(
         store: EventStore, swarm: rig.Rig, tmp_path: Path) -> None:  # noqa: F811
-    await sync_samples(store)
-    await _push_swarm_critic(store, swarm.image)
-    plan = evaluations.Plan(name="swarm-eval", examples=["csvtool/*", "logparse/*"],
-                            epochs=10, max_concurrency=6, timeout_seconds=120,
-                            critic=[evaluations.Critic(definition="swarm-critic", ref="swarm")])
-    cases = await evaluations.resolve(store, plan)
-    assert len(cases) == 20
-    ev, _ = await evaluation_starts.start(store, plan, cases)
+    ev = await _swarm_evaluation(store, swarm.image, "swarm-eval", epochs=10, at_once=6)
+    assert len(ev.cases) == 20
     killed: list[float] = []
     t0 = time.monotonic()
     try:
@@ -253,3 +260,131 @@ async def test_a_lost_run_is_never_started_again(swarm: rig.Rig) -> None:  # noq
         finally:
             await rt.remove(spec.name)
         assert spec.name not in await rt.names()
+
+
+# -- the chaos mode: the worker's daemon killed mid-evaluation, and back ------------------------
+
+@pytest.mark.slow
+async def test_chaos_kills_the_worker_mid_evaluation_and_every_invariant_holds(
+        store: EventStore, swarm: rig.Rig, tmp_path: Path) -> None:  # noqa: F811
+    """`props chaos --kill-swarm-worker`'s run on the session's swarm, with a seed: the kill
+    lands (two runs on the worker), the worker comes back mid-evaluation within the node
+    grace, so its runs are lost only by their output's missing end (the evaluation test
+    above covers a node Down past the grace), and every invariant is checked, none NORUN."""
+    lines: list[str] = []
+    began = time.monotonic()
+    kill, invariants = await swarm_worker.kill_worker_mid_evaluation(
+        store, swarm, tmp_path, random.Random(9), lines.append, way="returns")
+    print(f"\n{kill.detail()}; {time.monotonic() - began:.1f} s in all")
+    for i in invariants:
+        print(f"  {i.name}: {i.verdict} ({i.detail})")
+    assert kill.at is not None and kill.on_worker >= 2 and kill.back_at is not None
+    # The launcher's slots followed the nodes: the worker's share gone while it was away
+    # (its node Down ~4 s after the kill), from what both held before (the control).
+    assert kill.capacity is not None and kill.capacity[1] < kill.capacity[0], kill.capacity
+    assert isinstance(swarm_runtime.SwarmRuntime, type) and issubclass(
+        swarm_runtime.SwarmRuntime, VaryingCapacity)  # (so the launcher reads it)
+    assert {i.name for i in invariants} == {
+        "every case exactly once in the standing", "lost runs marked run_lost and run again",
+        "nothing reported complete from partial output", "no run executed twice",
+        "nothing left on the swarm"}
+    assert all(i.held is True for i in invariants), invariants
+
+
+async def test_the_chaos_invariants_catch_a_partial_output_and_a_second_execution(
+        store: EventStore) -> None:
+    """The negative controls of two invariants, without a swarm: a run recorded completed
+    whose output lacks its last line, and a case whose earlier attempt ended otherwise than
+    lost, are each BROKEN."""
+    run_id = uuid.uuid4()
+    sha = await store.put_blob(b"reviewing\n")  # the last line never came
+    partial = await swarm_worker._whole_outputs(store, {run_id: [
+        catalog.ContainerExited(run_id=run_id, exit_code=0, logs_sha256=sha,
+                                duration_seconds=1.0),
+        catalog.RunFinished(run_id=run_id, status="completed")]})
+    assert partial.held is False
+    whole_sha = await store.put_blob(f"reviewing\n{swarm_worker.LAST_LINE}\n".encode())
+    whole = await swarm_worker._whole_outputs(store, {run_id: [
+        catalog.ContainerExited(run_id=run_id, exit_code=0, logs_sha256=whole_sha,
+                                duration_seconds=1.0),
+        catalog.RunFinished(run_id=run_id, status="completed")]})
+    assert whole.held is True
+    first, second = uuid.uuid4(), uuid.uuid4()
+    kill = swarm_worker.Kill(after_finished=3, at=5.0, on_worker=2, back_at=12.0)
+    completed_twice = swarm_worker._lost_and_run_again(
+        {"case": [first, second]},
+        {first: [catalog.RunFinished(run_id=first, status="completed")], second: []}, kill)
+    assert completed_twice.held is False
+    lost = catalog.Failure(phase="report", category="run_lost", retryable=True)
+    marked = swarm_worker._lost_and_run_again(
+        {"case": [first, second]},
+        {first: [catalog.RunFinished(run_id=first, status="failed", failure=lost)],
+         second: []}, kill)
+    assert marked.held is True
+
+
+# -- capacity across nodes -----------------------------------------------------------------------
+
+def _node(host: str, state: str = "ready", availability: str = "active", cores: int = 2,
+          memory_gb: float = 24) -> dict[str, object]:
+    return {"ID": host, "Status": {"State": state}, "Spec": {"Availability": availability},
+            "Description": {"Hostname": host, "Resources": {
+                "NanoCPUs": cores * 10**9, "MemoryBytes": int(memory_gb * 2**30)}}}
+
+
+def test_each_node_s_capacity_comes_from_its_own_resources() -> None:
+    """A few runs per core, bounded by memory; a node down, drained or paused holds none."""
+    nodes = [_node("big", cores=4), _node("small-memory", memory_gb=1),
+             _node("down", state="down"), _node("drained", availability="drain")]
+    by_node = swarm_runtime.capacity_by_node(nodes)
+    assert by_node == {"big": 4 * swarm_runtime.RUNS_PER_CORE, "small-memory": 2,
+                       "down": 0, "drained": 0}
+    assert swarm_runtime._capacity_of(nodes) == sum(by_node.values())
+    assert swarm_runtime._capacity_of([_node("down", state="down")]) == 1  # never zero
+
+
+async def _running_per_node(rt: SwarmRuntime, seen: list[collections.Counter[str]]) -> None:
+    """Until cancelled: how many of props' job tasks run on each node, every 0.2 s."""
+    hosts = {n["ID"]: n["Description"]["Hostname"] for n in await rt.docker.nodes.list()}
+    while True:
+        ours = {s["ID"] for s in await rt.docker.services.list(filters={"label": [LABEL]})}
+        now = collections.Counter(
+            hosts.get(t.get("NodeID", ""), "?") for t in await rt.docker.tasks.list()
+            if t["ServiceID"] in ours and t["Status"]["State"] in ("starting", "running"))
+        seen.append(now)
+        await anyio.sleep(0.2)
+
+
+@pytest.mark.slow
+async def test_the_evaluation_s_ceiling_holds_across_the_cluster(
+        store: EventStore, swarm: rig.Rig, tmp_path: Path) -> None:  # noqa: F811
+    """Two launchers on the swarm (as on two hosts, each its own manager connection and
+    capacity far above the ceiling), an evaluation of 8 cases at max_concurrency 3: never
+    more than 3 of its tasks run at once across both nodes, each node within its own
+    capacity, and both nodes ran them. The control: the same sampler sees more than one
+    task at once (the ceiling is reached, not merely never approached)."""
+    ev = await _swarm_evaluation(store, swarm.image, "swarm-ceiling", epochs=4, at_once=3)
+    seen: list[collections.Counter[str]] = []
+    async with opened_swarm(swarm) as rt, opened_swarm(swarm) as other:
+        capacity = swarm_runtime.capacity_by_node(await rt.docker.nodes.list())
+        assert rt.capacity() == sum(capacity.values()) > ev.plan.max_concurrency
+        second = Launcher(store, [other], tmp_path / "second", name="second-host")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_running_per_node, rt, seen)
+            tg.start_soon(ReactorHost(store, second, poll_interval=0.1).run)
+            driven = await driver.serve_until_done(
+                store, ev, [LocalRuntime(tmp_path / "local", trust_commands=True), rt],
+                driver.Stops(wait=300), lambda line: None)
+            tg.cancel_scope.cancel()
+    standing = await evaluation_standing.of(store, ev, figures=False)
+    assert driven.outcome == "complete" and standing.counts == {"scored": 8}
+    most = max(sum(c.values()) for c in seen)
+    print(f"\nat most {most} task(s) at once over {len(seen)} looks; per node at most "
+          f"{ {h: max(c[h] for c in seen) for h in capacity} }; capacity {capacity}")
+    assert 1 < most <= ev.plan.max_concurrency
+    assert all(c[h] <= capacity[h] for c in seen for h in c)
+    assert {h for c in seen for h in c} == {swarm.manager_host, swarm.worker_host}
+    claimed = {r.event.launcher for c in ev.cases
+               for r in await store.read_stream(f"run-{ev.run_id(c, 0)}")
+               if isinstance(r.event, catalog.RunClaimed)}
+    print(f"claimed by: {sorted(claimed)}")

@@ -378,10 +378,6 @@ async def test_a_verification_an_import_brought_does_not_open_the_gate(
     assert (await gate.standing(store, s, gate.Policy())).refusal is None
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "seen 2 of 2 in whole-suite runs on 12-07 (embedded and PostgreSQL 15): the verify "
-    "process had not exited 60 s after SIGINT; alone, and with its module, it passes every "
-    "time; the cause is not found yet (the closing note of 12-07)"))
 async def test_an_interrupted_verification_says_cancelled(
         served: EventStore, dsn: str, tmp_path: Path) -> None:
     """Ctrl-C in the middle: `scorer.verified` with status `cancelled`, covering the runs it

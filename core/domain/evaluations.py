@@ -256,6 +256,13 @@ def _archive(origin: object) -> str | None:
     return archive if isinstance(archive, str) else None
 
 
+async def require(store: EventStore, name: str) -> None:
+    """NotFound unless an evaluation `name` is recorded (its stream exists: one index
+    lookup, none of its versions read)."""
+    if not await store.existing_streams([streams.evaluation(name)]):
+        raise errors.NotFound(f"no evaluation named {name} (props eval list)")
+
+
 async def runs_of(store: EventStore, name: str) -> list[uuid.UUID]:
     """Every run the evaluation requested (each version and attempt)."""
     return [r[0] for r in await store.sql.fetch(_Q["runs"], name)]
@@ -266,8 +273,7 @@ async def export_streams(store: EventStore, name: str) -> tuple[tuple[str, ...],
     """The streams an export of the evaluation holds so that the file reads alone, and the
     prefixes of those that are many: its own, its runs' (their grades' and judges'), the
     snapshots they ran on, the definitions and the scorers."""
-    if not await history(store, name):
-        raise errors.NotFound(f"no evaluation named {name} (props eval list)")
+    await require(store, name)
     runs = await runs_of(store, name)
     run_streams = [streams.run(r) for r in runs]
     slugs = [r[0] for r in await store.sql.fetch(_Q["snapshots"], run_streams)]

@@ -182,4 +182,5 @@ async def watch_session(conn: asyncpg.Connection, every: float = 1.0) -> None:
 #   instead of 0.15, measured on a log of a million issues);
 # - no JIT compiling: these statements are priced high and run in milliseconds (a chunk's
 #   check took 170 ms compiled, 8 ms not, PostgreSQL 15).
-BULK_SETTINGS = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL jit = off"
+BULK = {"plan_cache_mode": "force_custom_plan", "jit": "off"}
+BULK_SETTINGS = "; ".join(f"SET LOCAL {name} = {value}" for name, value in BULK.items())

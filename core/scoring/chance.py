@@ -67,15 +67,23 @@ def merged(lines: int, issues: Ranges) -> Ranges:
     """`issues` on the circle of `lines` lines, overlapping and adjacent ranges merged: the
     same offsets meet an occurrence (a range meets it when one of its parts does), and the
     sweep below runs over fewer of them. A range as long as the file covers it all."""
+    if not issues:
+        return []
+    if max([e - s for s, e in issues]) + 1 >= lines:
+        return [(0, lines - 1)]
+    # (start on the circle, length - 1): the loop below is a re-scoring's hottest Python
+    spans = iter(sorted([(s % lines, e - s) for s, e in issues]))
     out: Ranges = []
-    for s, e in sorted(((s % lines, s % lines + e - s) for s, e in issues)):
-        if e - s + 1 >= lines:
-            return [(0, lines - 1)]
-        if out and s <= out[-1][1] + 1:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
+    first, d = next(spans)
+    last = first + d
+    for s, d in spans:
+        if s <= last + 1:
+            if s + d > last:
+                last = s + d
         else:
-            out.append((s, e))
+            out.append((first, last))
+            first, last = s, s + d
+    out.append((first, last))
     return out
 
 
@@ -83,20 +91,25 @@ def covered(lines: int, issues: Ranges, occurrence: Ranges, slack: int) -> int:
     """How many of the file's `lines` offsets put some range of `issues` (moved together)
     on some range of `occurrence` widened by `slack`: an exact count, in one sweep."""
     spans: Ranges = []
+    add = spans.append
     for a, b in occurrence:
+        a, b = a - slack, b + slack
         for s, e in issues:
-            lo, length = a - slack - e, (b + slack - s) - (a - slack - e) + 1
+            # the offsets from a - e to b - s put (s, e) on (a, b)
+            length = b - s - a + e + 1
             if length >= lines:
                 return lines
-            lo %= lines
+            lo = (a - e) % lines
             if lo + length <= lines:
-                spans.append((lo, lo + length - 1))
+                add((lo, lo + length - 1))
             else:  # round the circle
-                spans += [(lo, lines - 1), (0, lo + length - 1 - lines)]
+                add((lo, lines - 1))
+                add((0, lo + length - 1 - lines))
+    spans.sort()
     total, reach = 0, -1
-    for lo, hi in sorted(spans):
+    for lo, hi in spans:
         if hi > reach:
-            total += hi - max(lo, reach + 1) + 1
+            total += hi - (lo if lo > reach else reach + 1) + 1
             reach = hi
     return total
 

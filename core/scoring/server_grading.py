@@ -130,7 +130,8 @@ async def _grade_once(store: EventStore, s: scorers.Scorer, tolerance: int,
             [snap.version for _, snap in runs], [snap.ground_truth_hash for _, snap in runs],
             ranges, tolerance, files)
     async with store.sql.acquire() as conn, conn.transaction():
-        await conn.execute(BULK_SETTINGS)
+        await conn.execute(BULK_SETTINGS if dry_run else
+                           f"{BULK_SETTINGS}; {_STATEMENTS['lz4_where_available']}")
         if dry_run:
             row = await conn.fetchrow(_STATEMENTS["count_matches"], *args)
         else:

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import time
 import uuid
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -71,8 +72,11 @@ class Tickets:
 
 
 class FairSlots:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, limit: Callable[[], int] | None = None) -> None:
         self.capacity = capacity
+        # What the engines hold just now, read at each grant (a swarm's nodes come and go):
+        # the slots in use never pass it, nor `capacity`.
+        self.limit = limit
         self.used = 0
         self.per_model: collections.Counter[str] = collections.Counter()
         # requester -> evaluation -> waiters; the dicts' order is the round's order.
@@ -106,8 +110,12 @@ class FairSlots:
                 return waiter
         return None
 
+    def free(self) -> bool:
+        now = self.capacity if self.limit is None else min(self.capacity, self.limit())
+        return self.used < max(1, now)
+
     def _dispatch(self) -> None:
-        while self.used < self.capacity and (waiter := self._next()) is not None:
+        while self.free() and (waiter := self._next()) is not None:
             self._take(waiter.ticket)
             waiter.granted.set()
 
@@ -121,7 +129,7 @@ class FairSlots:
         self._dispatch()
 
     async def acquire(self, t: Ticket) -> None:
-        if not self._waiting and self.used < self.capacity and self._allowed(t):
+        if not self._waiting and self.free() and self._allowed(t):
             self._take(t)
             await anyio.lowlevel.checkpoint()
             return

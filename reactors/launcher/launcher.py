@@ -30,7 +30,7 @@ import anyio.abc
 import anyio.to_thread
 
 from props.core.domain import caps, catalog, definitions, endpoints, streams
-from props.core.log import faults
+from props.core.log import errors, faults
 from props.core.log.events import Event, NewEvent, RecordedEvent
 from props.core.log.stopping import Stop
 from props.core.log.store import EventStore
@@ -49,13 +49,18 @@ from props.reactors.launcher.run_specs import AgentDatabase, RunSpecs, container
 from props.reactors.launcher.run_state import RunState, fold_run, lifecycle_id, verdict
 from props.reactors.runtimes.container_runtime import (
     ContainerRuntime,
+    ContainerSpec,
     EngineUnreachable,
     HoldsImages,
+    RunLost,
+    StartCut,
+    VaryingCapacity,
     holds,
 )
 from props.schema import queries
 
 log = logging.getLogger(__name__)
+FAIL_TRIES = 10  # reads of a run's stream to record its failure while others move it
 
 _Q = queries.load("agents")
 SWEEP_SECONDS = 30.0
@@ -103,7 +108,10 @@ class Launcher:
         self.work_dir = work_dir
         self.capacity = max(1, min([max_concurrent, *(rt.capacity() for rt in runtimes)]))
         self.stats = LauncherStats()
-        self._slots = fair_queue.FairSlots(self.capacity)  # in turn, not first come
+        varying = [rt for rt in runtimes if isinstance(rt, VaryingCapacity)]
+        self._slots = fair_queue.FairSlots(  # in turn, not first come
+            self.capacity, (lambda: min(rt.capacity_now() for rt in varying))
+            if varying else None)
         self.tickets = fair_queue.Tickets(store)
         self._known: set[uuid.UUID] = set()  # runs queued or running in this process
         self._cancelled: set[uuid.UUID] = set()
@@ -216,21 +224,27 @@ class Launcher:
             self._known.discard(run_id)
 
     async def _append(self, run_id: uuid.UUID, what: str, event: Event,
-                      state: RunState) -> None:
+                      state: RunState, expected_version: int | None = None) -> None:
         event_id = lifecycle_id(run_id, what)
         if event_id in state.stored:
             return
         await self.store.append(streams.run(run_id), [NewEvent(event, event_id,
-                                                           {"actor": "launcher"})])
+                                                           {"actor": "launcher"})],
+                                expected_version=expected_version)
         state.stored.add(event_id)
 
     async def _finish(self, state: RunState, status: catalog.TerminalStatus,
-                      failure: catalog.Failure | None = None) -> None:
+                      failure: catalog.Failure | None = None, *,
+                      unless_moved: bool = False) -> None:
+        """The run's end recorded; `unless_moved`: only if its stream is still where
+        `state` read it (ConcurrencyConflict otherwise), for a launcher that no longer
+        holds its claim."""
         run_id = state.requested.run_id
         t = state.totals
         await self._append(run_id, "finished", catalog.RunFinished(
             run_id=run_id, status=status, failure=failure, tokens_in=t.tokens_in,
-            tokens_out=t.tokens_out, cost_usd=t.cost_usd), state)
+            tokens_out=t.tokens_out, cost_usd=t.cost_usd), state,
+            state.version if unless_moved else None)
         self.stats.finished += 1
 
     async def _run(self, run_id: uuid.UUID) -> None:
@@ -388,12 +402,25 @@ class Launcher:
         words); retryable as the retry rule says. Whatever goes wrong here stays with this
         run: the launcher goes on with the others, and the sweep takes this one up again."""
         try:
-            state = fold_run(await self.store.read_stream(streams.run(run_id)))
-            if state is None or state.finished or state.claim not in (None, self.launcher):
-                return  # (released, and another launcher's now)
-            phase = "report" if state.container_started else "launch"
-            await self._finish(state, "failed", catalog.Failure.of(
-                phase, category or faults.category_of(exc)))
+            for _ in range(FAIL_TRIES):
+                state = fold_run(await self.store.read_stream(streams.run(run_id)))
+                if state is None or state.finished or \
+                        state.claim not in (None, self.launcher):
+                    return  # (released, and another launcher's now)
+                phase = "report" if state.container_started else "launch"
+                # Compare-and-set: a run this launcher gave back may be claimed by another
+                # between the read and the append (chaos seed 10: failed engine_unreachable
+                # here after a launcher whose engine answers had claimed it).
+                try:
+                    await self._finish(state, "failed", catalog.Failure.of(
+                        phase, category or faults.category_of(exc)), unless_moved=True)
+                    break
+                except errors.ConcurrencyConflict:
+                    continue  # (read again: whose it is now decides)
+            else:
+                log.error("run %s: its stream moved %d times as its failure was recorded; "
+                          "the sweep tries again", run_id, FAIL_TRIES)
+                return
             await self._clean_up(run_id)  # a container may exist already
         except Exception as second:
             log.error("run %s: could not record its failure (%s: %s); the sweep tries again",
@@ -418,7 +445,10 @@ class Launcher:
         credentials = await agent_roles.create(self.store, run_id, state.caps,
                                                state.requested.agent_type)
         spec = await self.specs.spec(state, definition, credentials, rt, self.deployment)
-        container_id = await rt.start(spec)
+        try:
+            container_id = await rt.start(spec)
+        except StartCut as cut:
+            container_id = await self._start_again(run_id, rt, spec, cut)
         if state.container_started:
             self.stats.adopted += 1
             return
@@ -427,3 +457,21 @@ class Launcher:
             run_id=run_id, runtime=rt.kind,
             container_name=container_name(self.deployment, run_id),
             container_id=container_id), state)
+
+    async def _start_again(self, run_id: uuid.UUID, rt: ContainerRuntime,
+                           spec: ContainerSpec, cut: StartCut) -> str:
+        """The run's container made again after its engine's restart cut a start of it:
+        removed first (whatever of it may have run is gone with it), then started anew only
+        if its agent recorded nothing and called no model through the gateway; else the run
+        is lost (run_lost, retryable), never carried out twice."""
+        await rt.remove(spec.name)
+        binding = await agent_roles.binding(self.store, run_id)
+        called = await self.store.read_stream(streams.gateway(run_id), limit=1)
+        if called or (binding is not None and (binding.events or binding.bytes)):
+            raise RunLost(f"run {run_id}: {cut}; its agent had recorded "
+                          f"{0 if binding is None else binding.events} event(s)"
+                          f"{' and called a model' if called else ''}: not started again"
+                          ) from cut
+        log.warning("run %s: %s; removed it and starting it anew (its agent recorded "
+                    "nothing and called no model)", run_id, cut)
+        return await rt.start(spec)

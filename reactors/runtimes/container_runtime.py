@@ -55,6 +55,13 @@ class RunLost(errors.PropsError):
     category = "run_lost"
 
 
+class StartCut(EngineRefused):
+    """The engine keeps a start of this container that its own restart cut, and refuses
+    every later start of it (dockerd 20.10: a 500, "task ... already exists", for ever).
+    The container can only be removed (with whatever of it may be alive) and made again;
+    the launcher does so only when the run's agent recorded nothing (never run twice)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Mount:
     host: str
@@ -133,6 +140,15 @@ class ContainerRuntime(Protocol):
 
     def capacity(self) -> int:
         """How many containers this host can run at once."""
+
+
+@runtime_checkable
+class VaryingCapacity(Protocol):
+    """A runtime whose capacity changes while it serves (a cluster's nodes come and go): the
+    launcher's slots follow `capacity_now()` at each grant, never above `capacity()`."""
+
+    def capacity_now(self) -> int:
+        """How many runs the engine's ready nodes hold just now (at least one)."""
 
 
 @runtime_checkable

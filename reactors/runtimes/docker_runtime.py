@@ -35,6 +35,7 @@ from props.reactors.runtimes.container_runtime import (
     Mount,
     Outcome,
     Reach,
+    StartCut,
     host_capacity,
 )
 
@@ -107,6 +108,11 @@ def _config(spec: ContainerSpec) -> dict[str, Any]:
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
 T = TypeVar("T")
 REMOVAL_WAIT = 60.0  # seconds a remove waits for another path's removal of the same container
+# aiodocker's status for an engine it cannot connect to (no socket, refused, cut): nothing
+# is removing anything there, so a remove fails at once instead of waiting REMOVAL_WAIT
+# (a launcher whose engine was gone held a slot 60 s per finished run, local ones included,
+# in its clean-up: chaos's doomed launcher stalled behind it).
+NO_CONNECTION = 900
 ENGINE_DEADLINE = ANSWER_WAIT  # seconds any one request to the engine has to answer
 PULL_DEADLINE = 600.0  # ... and a pull of an image, which downloads it
 # What an engine gone away raises through aiohttp: refused or cut connections, a body cut
@@ -221,10 +227,16 @@ class DockerRuntime:
                 raise
         state = (await self._answer(container.show()))["State"]
         if state["Status"] == "created":
-            await self._answer(container.start())
+            try:
+                await self._answer(container.start())
+            except aiodocker.DockerError as exc:
+                if exc.status >= 500 and "already exists" in str(exc.message):
+                    raise StartCut(f"the engine refuses to start {spec.name}: a start of "
+                                   f"it that its restart cut is still there ({exc.message})"
+                                   ) from exc
+                raise
         return str(container.id)
 
-    @_engine_call
     @_engine_call
     async def has_image(self, image: str) -> bool:
         """Whether this engine holds `image`, or may pull it (recorded by registry and
@@ -302,6 +314,8 @@ class DockerRuntime:
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return
+            if exc.status == NO_CONNECTION:
+                raise
             # Another path (a cancel, a sweep) may be removing it: Docker answers 409
             # "already in progress", Podman other words and codes (a 500, to the inspect
             # too). The effect wanted is the container gone: raise only if it stays.
@@ -319,7 +333,9 @@ class DockerRuntime:
     async def _still_there(self, name: str) -> bool:
         try:
             return await self._find(name) is not None
-        except aiodocker.DockerError:
+        except aiodocker.DockerError as exc:
+            if exc.status == NO_CONNECTION:
+                raise  # (gone meanwhile: nothing to wait for)
             return True  # (an engine busy removing it may fail the inspect meanwhile)
 
     @_engine_call

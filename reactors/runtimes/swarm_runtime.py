@@ -39,6 +39,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import math
 import os
 import stat
 import time
@@ -71,6 +72,7 @@ CALL_DEADLINE = 30.0  # seconds any one engine call may take
 NODE_GRACE = 30.0  # seconds a run's node may be not ready before the run is lost
 POLL = 0.25  # seconds between looks at a running task
 PRUNE_EVERY = 60.0  # seconds between two prunes of the nodes' exited job containers
+CAPACITY_EVERY = 10.0  # seconds between two looks at the nodes' capacity from a start
 CONFIG_MAX = 500 * 1024  # the swarm's limit on one config
 CONFIGS_MAX = 1000  # configs (files) a run may be given
 SOCKET_TARGET = "/run/props-pg"
@@ -190,6 +192,9 @@ class SwarmRuntime:
         self.constraints = list(constraints)
         self.node_engines = list(node_engines)
         self._capacity = capacity
+        self._ready: int | None = None  # what the ready nodes hold, as last looked
+        self._node_states: dict[str, str] = {}  # by node id, as last seen
+        self._capacity_at = -math.inf
         self._not_ready_since: dict[str, float] = {}  # by service name
         self._output: dict[str, bytes] = {}  # a finished run's output, by service name
         self._pruned_at = time.monotonic()
@@ -287,6 +292,8 @@ class SwarmRuntime:
         tomb = await self._tombstone(spec.name)
         if tomb is not None:
             return str(tomb["ID"])
+        if time.monotonic() - self._capacity_at > CAPACITY_EVERY:
+            await self.refresh_capacity()
         template = await self._template(spec)
         try:
             made = await self.docker.services.create(
@@ -377,6 +384,9 @@ class SwarmRuntime:
             return
         node = await self.docker.nodes.inspect(node_id=node_id)
         self.placed[name] = str(node.get("Description", {}).get("Hostname", node_id))
+        if self._node_states.get(node_id) != node["Status"]["State"]:
+            self._node_states[node_id] = node["Status"]["State"]
+            await self.refresh_capacity()  # (a node gone or back: the slots follow)
         if node["Status"]["State"] == "ready":
             self._not_ready_since.pop(name, None)
             return
@@ -505,6 +515,21 @@ class SwarmRuntime:
     def capacity(self) -> int:
         return self._capacity or host_capacity()
 
+    def capacity_now(self) -> int:
+        """What the ready nodes hold as last looked (`refresh_capacity`), under capacity()."""
+        return max(1, min(self.capacity(), self._ready or self.capacity()))
+
+    async def refresh_capacity(self) -> int:
+        """Look at the nodes again (each node's share from its own resources, none for a
+        node down or drained): when a node's state changes under a run, and at a start
+        CAPACITY_EVERY seconds after the last look."""
+        with anyio.fail_after(CALL_DEADLINE):
+            nodes = await self.docker.nodes.list()
+        self._capacity_at = time.monotonic()
+        self._node_states.update((str(n["ID"]), str(n["Status"]["State"])) for n in nodes)
+        self._ready = sum(capacity_by_node(nodes).values())
+        return self.capacity_now()
+
 
 @asynccontextmanager
 async def opened(engine: str | None, required: bool) -> AsyncIterator[SwarmRuntime | None]:
@@ -526,15 +551,28 @@ async def opened(engine: str | None, required: bool) -> AsyncIterator[SwarmRunti
         yield swarm
 
 
-def _capacity_of(nodes: Sequence[Any], memory_mb_each: int = 512) -> int:
-    """What the ready nodes hold together: a run per core, bounded by memory, per node."""
-    total = 0
-    for node in nodes:
-        if node.get("Status", {}).get("State") != "ready" or \
-                node.get("Spec", {}).get("Availability") != "active":
-            continue
-        res = node.get("Description", {}).get("Resources", {})
-        cores = max(1, int(res.get("NanoCPUs", 1e9) // 1e9))
-        by_memory = max(1, int(res.get("MemoryBytes", 0)) // (memory_mb_each << 20))
-        total += min(cores * 4, by_memory)
-    return max(1, total)
+RUNS_PER_CORE = 4  # a critic waits on its model most of the time: a core runs several
+MEMORY_MB_EACH = 512  # ... each with this much memory of its node's
+
+
+def node_capacity(node: Any, memory_mb_each: int = MEMORY_MB_EACH) -> int:
+    """How many runs `node` (as the manager lists it) holds: a few per core, bounded by its
+    memory; none when it is not ready or not active (drained, paused)."""
+    if node.get("Status", {}).get("State") != "ready" or \
+            node.get("Spec", {}).get("Availability") != "active":
+        return 0
+    res = node.get("Description", {}).get("Resources", {})
+    cores = max(1, int(res.get("NanoCPUs", 1e9) // 1e9))
+    by_memory = max(1, int(res.get("MemoryBytes", 0)) // (memory_mb_each << 20))
+    return min(cores * RUNS_PER_CORE, by_memory)
+
+
+def capacity_by_node(nodes: Sequence[Any]) -> dict[str, int]:
+    """Each node's capacity from its own resources, by hostname."""
+    return {str(n.get("Description", {}).get("Hostname", n.get("ID"))): node_capacity(n)
+            for n in nodes}
+
+
+def _capacity_of(nodes: Sequence[Any]) -> int:
+    """What the ready nodes hold together (at least one run)."""
+    return max(1, sum(capacity_by_node(nodes).values()))

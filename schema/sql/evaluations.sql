@@ -15,6 +15,11 @@ SELECT run_id, snapshot, files_hash, recalled, expected, finds, graded,
 SELECT run_id, confirmed, rejected FROM projections.run_confirmations
  WHERE run_id = ANY ($1::uuid[]) AND scorer_name = $2 AND scorer_version = $3
 
+-- counted_runs --
+-- The runs that stand for the evaluation $1's cases: the view evaluation_runs of the
+-- projections in the schema {schema} (the live one, or a report's as of a point).
+SELECT run_id FROM {schema}.evaluation_runs WHERE evaluation = $1 AND counted
+
 -- names --
 -- Every evaluation recorded, by name.
 SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started' ORDER BY 1
@@ -23,9 +28,12 @@ SELECT DISTINCT data->>'name' FROM props.events WHERE type = 'evaluation.started
 -- Every run an evaluation requested ($1 its name), each version and attempt: requests of
 -- the same provenance as the evaluation's start (both recorded here, or both brought by an
 -- import of one signer). A request's metadata is the requester's word: an imported run that
--- claims `evaluation: demo` never joins this database's demo (its cohort, export, pages).
+-- claims `evaluation: demo` never joins this database's demo (its cohort, export, pages),
+-- nor does a request the API or the command line made (its `requested_by` is not the
+-- evaluation's `eval:NAME@VERSION`). As the projections' evaluation_runs view has it.
 SELECT (r.data->>'run_id')::uuid FROM props.events r
  WHERE r.category = 'run' AND r.type = 'run.requested' AND r.metadata->>'evaluation' = $1
+   AND r.data->>'requested_by' = 'eval:' || $1 || '@' || (r.metadata->>'evaluation_version')
    AND r.metadata->'origin'->>'signer' IS NOT DISTINCT FROM (
        SELECT s.metadata->'origin'->>'signer' FROM props.events s
         WHERE s.stream_id = 'evaluation-' || $1 AND s.stream_version = 1)

@@ -71,7 +71,11 @@ WITH graded AS (
       LEFT JOIN LATERAL (  -- one version per run: two versions may hold one ground truth
            SELECT min(v.version) AS version FROM {schema}.snapshots v
             WHERE v.slug = r.snapshot AND v.ground_truth_hash = g.ground_truth_hash) sv ON true
-     WHERE g.unscorable = 0
+     -- `<= 0` for `= 0` (a count is never negative): the planner guesses 0.5% of the runs
+     -- pass `= 0` on an aggregate's output and 33% pass `<= 0`; guessing 2 of 500 runs it
+     -- joined `found` to them in a loop (98,000 rows filtered for 403 runs: half the
+     -- report's scores statement, issue 56).
+     WHERE g.unscorable <= 0
 ), expected AS (
     SELECT slug, version, files_hash, count(*) AS expected
       FROM {schema}.scopes GROUP BY slug, version, files_hash
@@ -249,3 +253,68 @@ SELECT run_id, scorer_name, scorer_version, count(*) AS located,
        count(*) FILTER (WHERE NOT confirmed AND looked) AS rejected
   FROM occurrences
  GROUP BY run_id, scorer_name, scorer_version
+
+-- evaluation_runs --
+-- Every run an evaluation's latest version requested, with its case and attempt: requests of
+-- the evaluation's own provenance only (both recorded here, or brought by imports of one
+-- signer: a request's metadata is its requester's word). `counted`: the case's latest
+-- attempt, the run that stands for the case. This is the rule every reader of an
+-- evaluation's figures applies (`props report --eval`, `eval show`, `eval compare`, the API,
+-- the viewer: props.projections.evaluation_scores reads this view); of the counted runs,
+-- only the completed ones that are not excluded are in any figure (run_scores).
+CREATE VIEW {schema}.evaluation_runs AS
+SELECT v.name AS evaluation, v.version, r.case_key, coalesce(r.attempt, 0) AS attempt,
+       r.run_id, r.definition, r.model, r.snapshot, r.files_hash, r.status,
+       r.failure_category,
+       EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id) AS excluded,
+       coalesce(r.attempt, 0) = max(coalesce(r.attempt, 0))
+           OVER (PARTITION BY v.name, r.case_key) AS counted
+  FROM (SELECT DISTINCT ON (name) name, version, provenance
+          FROM {schema}.evaluation_versions ORDER BY name, version DESC) v
+  JOIN {schema}.agent_runs r
+    ON r.evaluation = v.name AND r.evaluation_version = v.version
+   AND r.provenance = v.provenance AND r.case_key IS NOT NULL
+
+-- evaluation_scores --
+-- Per evaluation, critic (definition, model) and scorer: the figures `props report --eval`
+-- and `props eval show` print, pooled over the evaluation's counted runs that are scored
+-- (evaluation_runs, run_scores). `located_recall` counts what the location rule located
+-- (never called recall: nobody has confirmed it); `confirmed_recall` what a verified judge
+-- or a person confirmed, null while nobody has said anything of its candidates
+-- (`reviewed` false: "unreviewed", never 0%). Chance is null unless every run's is recorded.
+-- A judge's or a person's own rows (a scorer that is not a location rule) have none of the
+-- confirmation columns, as in the report: their finds are claims already read.
+-- (No interval: the report's bootstrap resamples examples, props.core.scoring.intervals.)
+CREATE VIEW {schema}.evaluation_scores AS
+WITH pooled AS (
+    SELECT e.evaluation, s.definition, s.model, s.scorer_name, s.scorer_version,
+           coalesce(bool_and(k.deterministic), true) AS located_by_rule,
+           count(*) AS runs, sum(s.expected) AS expected, sum(s.recalled) AS located,
+           sum(s.finds) AS finds, sum(s.graded) AS graded,
+           coalesce(sum(c.confirmed), 0) AS confirmed, coalesce(sum(c.rejected), 0) AS rejected,
+           CASE WHEN bool_and(s.chance_recalled IS NOT NULL)
+                THEN sum(s.chance_recalled::numeric) END AS chance_recalled
+      FROM {schema}.evaluation_runs e
+      JOIN {schema}.run_scores s ON s.run_id = e.run_id
+      LEFT JOIN {schema}.run_confirmations c ON c.run_id = s.run_id
+       AND c.scorer_name = s.scorer_name AND c.scorer_version = s.scorer_version
+      LEFT JOIN {schema}.scorers k
+        ON k.name = s.scorer_name AND k.version = s.scorer_version
+     WHERE e.counted
+     GROUP BY e.evaluation, s.definition, s.model, s.scorer_name, s.scorer_version
+)
+SELECT evaluation, definition, model, scorer_name, scorer_version, runs, expected,
+       CASE WHEN located_by_rule THEN located END AS located,
+       located::float8 / nullif(expected, 0) AS located_recall,
+       CASE WHEN located_by_rule THEN confirmed END AS confirmed,
+       CASE WHEN located_by_rule THEN rejected END AS rejected,
+       CASE WHEN located_by_rule THEN located - confirmed - rejected END AS unconfirmed,
+       CASE WHEN located_by_rule THEN confirmed > 0 OR rejected > 0 OR located = 0
+       END AS reviewed,
+       CASE WHEN located_by_rule AND (confirmed > 0 OR rejected > 0 OR located = 0)
+            THEN confirmed::float8 / nullif(expected, 0) END AS confirmed_recall,
+       finds::float8 / nullif(graded, 0) AS precision,
+       chance_recalled::float8 / nullif(expected, 0) AS chance,
+       located::float8 / nullif(expected, 0) - chance_recalled::float8 / nullif(expected, 0)
+           AS above_chance
+  FROM pooled

@@ -60,10 +60,10 @@ SELECT coalesce($1::text, a.name) AS name,
 -- against a ground truth that is not recorded (unscorable), or scored.
 -- Runs with no issue reported are in the figures (they found nothing) and counted apart
 -- here. Set-based: each kind of run found in one pass, then every run looked up (a test per
--- run and issue took 22 s over a million issues); the unscorable from the grades' counts.
-WITH with_issues AS (
-    SELECT DISTINCT run_id FROM {schema}.reported_issues
-), ungraded AS (
+-- run and issue took 22 s over a million issues); the unscorable from the grades' counts;
+-- whether a completed run reported anything, one probe of the issues' index (grouping every
+-- issue by run took a third of the statement).
+WITH ungraded AS (
     SELECT DISTINCT i.run_id FROM {schema}.reported_issues i
      WHERE NOT EXISTS (SELECT 1 FROM {schema}.grading_edges e
                         WHERE e.critique_run_id = i.run_id AND e.critique_issue_id = i.issue_id
@@ -80,19 +80,19 @@ WITH with_issues AS (
                               AND sv.ground_truth_hash = o.ground_truth_hash))
 ), parked AS (  -- read from the log itself: a park is the consumers' record, not a fold
     SELECT DISTINCT run_id FROM props.parked_now WHERE run_id IS NOT NULL
-), states AS (
+), states AS MATERIALIZED (  -- once per run: its state is read by every count below
     SELECT CASE
         WHEN x.run_id IS NOT NULL THEN 'excluded'
         WHEN pk.run_id IS NOT NULL THEN 'parked'
         WHEN r.status IN ('requested', 'running') THEN 'unfinished'
         WHEN r.status <> 'completed' THEN 'not_completed'
-        WHEN i.run_id IS NULL THEN 'no_issues'
+        WHEN NOT EXISTS (SELECT 1 FROM {schema}.reported_issues i WHERE i.run_id = r.run_id)
+        THEN 'no_issues'
         WHEN u.run_id IS NOT NULL THEN 'ungraded'
         WHEN s.run_id IS NOT NULL THEN 'unscorable'
         ELSE 'scored' END AS state
       FROM {schema}.agent_runs r
       LEFT JOIN {schema}.excluded_runs x ON x.run_id = r.run_id
-      LEFT JOIN with_issues i ON i.run_id = r.run_id
       LEFT JOIN ungraded u ON u.run_id = r.run_id
       LEFT JOIN unscorable s ON s.run_id = r.run_id
       LEFT JOIN parked pk ON pk.run_id = r.run_id
@@ -203,12 +203,16 @@ SELECT s.model || ' / ' || s.definition AS "group",
 -- reviewers --
 -- The judges and people (scorers that read claims: not deterministic, `human` too) that
 -- graded an issue of these runs ($1; NULL: any run), and whether each confirmed something
--- (named a defect at full credit): who "confirmed by" may name, and who only looked.
+-- (named a defect at full credit): who "confirmed by" may name, and who only looked. Only
+-- the runs a figure counts (completed, not excluded: run_scores' rule): a verdict on a
+-- failed run's partial output is in no figure, so it names nobody beside them.
 SELECT e.scorer_name || '@' || e.scorer_version AS scorer,
        bool_or(e.tp_id IS NOT NULL AND e.grade >= 1) AS confirmed
   FROM {schema}.grading_edges e
   JOIN {schema}.scorers k
     ON k.name = e.scorer_name AND k.version = e.scorer_version AND NOT k.deterministic
+  JOIN {schema}.agent_runs r ON r.run_id = e.critique_run_id AND r.status = 'completed'
+   AND NOT EXISTS (SELECT 1 FROM {schema}.excluded_runs x WHERE x.run_id = r.run_id)
  WHERE ($1::uuid[] IS NULL OR e.critique_run_id = ANY ($1))
  GROUP BY 1 ORDER BY 1
 

@@ -81,6 +81,36 @@ def name(text: str) -> str:
     return text
 
 
+def push_target(text: str) -> str:
+    """Where an image is pushed: REGISTRY/REPOSITORY:TAG, the registry named
+    (props.core.domain.image_refs)."""
+    from props.core.domain import image_refs
+
+    try:
+        image_refs.push_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def base_source(text: str) -> str:
+    """A base: an image reference, or the path of a root filesystem tar (1 to 4,096
+    printable characters; which one it is, and whether it is there, the command decides)."""
+    if not 1 <= len(text) <= 4096 or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an image or a path (1 to "
+                                         f"4,096 printable characters)")
+    return text
+
+
+def runtime_name(text: str) -> str:
+    """A runtime's name as runtimes register (the catalog's RuntimeName: a lower-case
+    letter, then up to 31 of them, digits, - or _; whether one is registered, the command
+    decides)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", text):
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a runtime's name")
+    return text
+
+
 SHORT = 8  # hex digits of a run id shown in tables
 
 

@@ -76,12 +76,16 @@ def figure_columns(rows: Sequence[Mapping[str, Any]], wide: bool = False,
         Column("precision", "precision", shows=lambda r: interval(r, "precision"),
                optional=several),
         Column("chance", "chance", percent, optional=True, justify="right"),
-        Column("partial", "partial", shows=_count("partial"), optional=True),
-        Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
-        Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
-        Column("mean_run_located", "run located mean ± sd", optional=True, shows=lambda r:
-               f"{percent(r['mean_run_located'])} ± {percent(r['stddev_run_located'])}"
-               if "mean_run_located" in r else ""),
+        # The report's counts and spread; rows without them (`props eval show`'s critics)
+        # get no such column at all rather than a header over empty cells under --wide.
+        *[c for c in (
+            Column("partial", "partial", shows=_count("partial"), optional=True),
+            Column("known_fp", "known FP", shows=_count("known_fp"), optional=True),
+            Column("unmatched", "unmatched", shows=_count("unmatched"), optional=True),
+            Column("mean_run_located", "run located mean ± sd", optional=True,
+                   shows=lambda r: f"{percent(r['mean_run_located'])} ± "
+                   f"{percent(r['stddev_run_located'])}" if "mean_run_located" in r else ""),
+        ) if any(c.key in r for r in rows)],
     ]
 
 

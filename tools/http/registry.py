@@ -43,7 +43,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from props.core.domain import catalog, definitions, endpoints, tokens, vocabulary
+from props.core.domain import catalog, definitions, endpoints, image_refs, tokens, vocabulary
 from props.core.log import leadership
 from props.core.log.events import describe_validation_error
 from props.core.log.store import EventStore
@@ -53,15 +53,13 @@ log = logging.getLogger("props.registry")
 # The distribution spec's grammar: a repository name, a tag or digest, and the only paths
 # under /v2/ a client may ask for. Anything else (`..`, empty parts, encoded slashes) is
 # refused before it reaches the upstream, which would normalise it somewhere else.
-_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
-_NAME = rf"{_COMPONENT}(?:/{_COMPONENT})*"
-_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+_NAME, _TAG = image_refs.REPOSITORY, image_refs.TAG
 _DIGEST = r"[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[A-Za-z0-9=_-]+"
 _PATH = re.compile(
     rf"^(?:|_catalog|(?P<name>{_NAME})/(?:tags/list|manifests/(?:{_TAG}|{_DIGEST})"
     rf"|blobs/{_DIGEST}|blobs/uploads/(?:[A-Za-z0-9._=-]+)?))$")
 _MANIFEST = re.compile(rf"^(?P<repo>{_NAME})/manifests/(?P<ref>{_TAG}|{_DIGEST})$")
-MAX_NAME = 255  # the spec's limit on a repository name
+MAX_NAME = image_refs.MAX_NAME  # the spec's limit on a repository name
 # Hop-by-hop headers (RFC 9110 7.6.1) and what the proxy sets itself.
 _DROP = {"host", "authorization", "connection", "keep-alive", "transfer-encoding", "te",
          "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}

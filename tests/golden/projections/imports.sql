@@ -21,7 +21,7 @@ INSERT INTO projections.imported_runs AS t (run_id, archive_id, signer) SELECT r
     CASE type WHEN 'archive.imported' THEN data - 'runs' ELSE data END AS data,
     CASE type WHEN 'archive.imported' THEN data->'runs' END AS list
   FROM (SELECT tx_id, global_position, type, data, recorded_at FROM props.events
-  WHERE (tx_id, global_position) > ($1::xid8, $2::bigint) AND (tx_id, global_position) <= ($3::xid8, $4::bigint) AND global_position <> ALL ($5::bigint[]) AND ((type = 'archive.imported' AND schema_version = 1))) stored OFFSET 0) e
+  WHERE category IN ('import') AND (tx_id, global_position) > ($1::xid8, $2::bigint) AND (tx_id, global_position) <= ($3::xid8, $4::bigint) AND global_position <> ALL ($5::bigint[]) AND ((type = 'archive.imported' AND schema_version = 1))) stored OFFSET 0) e
   LEFT JOIN LATERAL jsonb_array_elements(e.list) WITH ORDINALITY AS elements(item, nth) ON true
   WHERE elements.item IS NOT NULL OR type NOT IN ('archive.imported')) s
   WINDOW w AS (PARTITION BY run_id

@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 import httpx
 
+from props.core.domain import catalog, streams
 from props.core.log import database, embedded, errors, retries
 from props.core.log.checkpoints import START
 from props.core.log.store import EventStore
@@ -65,6 +66,10 @@ SPARE, SPARE_LEASE = "spare", 3.0  # the third launcher, and how long it may be 
 # The fourth launcher, whose engine (an endpoint of the run's own) the fault engine-gone
 # takes away for good, and how long its runs wait for it before failing.
 DOOMED, DOOMED_ENGINE_WAIT = "doomed", 8.0
+# How long engine-gone waits for the doomed launcher to have a Docker run in flight: taken
+# away idle, its engine fails nothing and the invariant holds vacuously (every run of 12-07
+# before this wait: "0 Docker run(s) ... in flight"); the cut mid-answer needs one in flight.
+DOOMED_BUSY_WAIT = 20.0
 TERMINATE_WAIT = 30.0  # seconds a SIGTERMed replica or launcher has to stop, then SIGKILL
 NOT_INJECTED = {"disk-full": "the disk is shared with the machine"}
 
@@ -247,10 +252,12 @@ class Chaos:
                 return "NORUN: no Docker engine on a Unix socket to stand in front of"
             if self.endpoint.gone:
                 return "NORUN: the doomed launcher's engine is gone already"
+            busy = await self._doomed_busy(DOOMED_BUSY_WAIT)
             self.gone_at = await retry(lambda: self.store.sql.fetchval("SELECT now()"))
             self.endpoint.take_away()
             return (f"launcher {DOOMED}'s engine gone for good: its runs fail as "
-                    f"engine_unreachable after {DOOMED_ENGINE_WAIT:.0f} s")
+                    f"engine_unreachable after {DOOMED_ENGINE_WAIT:.0f} s ({busy} Docker "
+                    f"run(s) in flight on it)")
         if kind == "restart-postgres":
             if self.server_home is None:
                 return "NORUN: not the embedded server this command started"
@@ -259,6 +266,28 @@ class Chaos:
             await anyio.to_thread.run_sync(embedded.ensure_running, self.server_home)
             return "PostgreSQL stopped and started"
         raise ValueError(kind)
+
+    async def _doomed_busy(self, seconds: float) -> int:
+        """How many Docker runs the doomed launcher has in flight (claimed, container
+        started, not exited), waiting up to `seconds` for one."""
+        busy = 0
+        with anyio.move_on_after(seconds):
+            while True:
+                found = await retry(lambda: self.store.read_streams(
+                    [streams.run(r) for r in self.requested]))
+                busy = 0
+                for records in found.values():
+                    events = [r.event for r in records]
+                    claims = [e for e in events if isinstance(e, catalog.RunClaimed)]
+                    busy += bool(claims) and claims[-1].launcher == DOOMED \
+                        and isinstance(events[0], catalog.RunRequested) \
+                        and events[0].definition == "chaos-docker" \
+                        and any(isinstance(e, catalog.ContainerStarted) for e in events) \
+                        and not any(isinstance(e, catalog.ContainerExited) for e in events)
+                if busy:
+                    return busy
+                await anyio.sleep(0.2)
+        return busy
 
     async def _kill_container(self) -> str:
         """Kill one running container of this run's, local or Docker, from outside."""

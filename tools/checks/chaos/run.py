@@ -25,7 +25,7 @@ from props.reactors.runtimes import docker_runtime
 from props.reactors.runtimes.docker_runtime import DockerRuntime
 from props.tools.bundled import samples
 from props.tools.checks import hostile_critic, scratch
-from props.tools.checks.chaos import own_engine
+from props.tools.checks.chaos import own_engine, swarm_worker
 from props.tools.checks.chaos.harness import (
     CHAOS_AGENT,
     HOSTILE_EVERY,
@@ -41,6 +41,7 @@ from props.tools.checks.chaos.invariants import (
     drain,
     print_invariants,
 )
+from props.tools.checks.swarm import rig
 from props.tools.command_line.commands.chaos import FAULTS
 from props.tools.command_line.render import Console
 
@@ -48,6 +49,8 @@ console = Console(highlight=False, stderr=True)
 
 
 async def chaos_cmd(args: argparse.Namespace) -> int:
+    if args.kill_swarm_worker:
+        return await swarm_chaos(args)
     home = Path(tempfile.mkdtemp(prefix="props-chaos-"))
     held = False
     try:
@@ -80,6 +83,40 @@ async def chaos_cmd(args: argparse.Namespace) -> int:
             console.print(f"kept for inspection: {home}")
     print_invariants(chaos, invariants)
     return 0 if held else 1
+
+
+SWARM_DIR, SWARM_PREFIX = Path("/tmp/sw2n"), "sw2n"  # the recipe's names (../shared/swarm)
+
+
+async def swarm_chaos(args: argparse.Namespace) -> int:
+    """--kill-swarm-worker: its swarm up, the evaluation, the invariants, the swarm down."""
+    why = rig.missing()
+    if why is not None:
+        console.print(f"NORUN: {why}")
+        return 69  # EX_UNAVAILABLE
+    home = Path(tempfile.mkdtemp(prefix="props-chaos-swarm-"))
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            server, _ = await stack.enter_async_context(scratch_server(home))
+            dsn = await stack.enter_async_context(scratch.scratch_database(server, "chaos"))
+            store = await stack.enter_async_context(open_store(dsn, max_connections=6))
+            began = time.monotonic()
+            made = await anyio.to_thread.run_sync(rig.up, SWARM_DIR, SWARM_PREFIX)
+            stack.push_async_callback(anyio.to_thread.run_sync, made.down)
+            console.print(f"chaos: a two-node swarm up in {time.monotonic() - began:.1f} s "
+                          f"(seed {args.seed}); an evaluation of 20 cases on it")
+            failed: list[rig.RigFailed] = []
+            try:
+                kill, invariants = await swarm_worker.kill_worker_mid_evaluation(
+                    store, made, home, random.Random(args.seed), console.print)
+            except* rig.RigFailed as group:  # the swarm broke, not props: no verdict
+                failed.extend(e for e in group.exceptions if isinstance(e, rig.RigFailed))
+            if failed:
+                console.print(f"the swarm itself failed: {failed[0]}")
+                return 1
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return 0 if swarm_worker.print_run(kill, invariants) else 1
 
 
 async def run(chaos: Chaos, args: argparse.Namespace) -> list[Invariant]:

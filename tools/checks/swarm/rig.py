@@ -24,6 +24,10 @@ NEEDED = ("dockerd", "docker", "docker-registry", "ip", "nsenter", "unshare", "c
 TIMEOUT = 600.0  # seconds `up` may take (debootstrap, when the tar is not cached: ~2 min)
 
 
+class RigFailed(RuntimeError):
+    """The script failed (its stderr's tail is the message): the rig, not props."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Rig:
     directory: Path
@@ -67,7 +71,7 @@ def _script(command: str, directory: Path, prefix: str) -> str:
     done = subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True,
                           text=True, timeout=TIMEOUT, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{SCRIPT.name} {command} failed ({done.returncode}):\n"
+        raise RigFailed(f"{SCRIPT.name} {command} failed ({done.returncode}):\n"
                            f"{done.stderr[-3000:]}")
     return done.stdout
 

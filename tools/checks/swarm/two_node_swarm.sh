@@ -50,6 +50,10 @@ sock() { echo "$B/$1/docker.sock"; }
 dk() { local n=$1; shift; docker -H "unix://$(sock "$n")" "$@"; }   # docker CLI on node m|w
 api() { local n=$1; shift; curl -sS --max-time 30 --unix-socket "$(sock "$n")" "$@"; }  # raw Engine API
 pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# Dead for good: gone, or a zombie not reaped yet (kill -0 still answers for one, and dockerd
+# refuses to start beside a pidfile whose process it finds: "pid file found").
+pid_dead() { [[ -z ${1:-} ]] || ! pid_alive "$1" \
+  || [[ $(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) == Z ]]; }
 dockerd_pid() { cat "$B/$1/docker.pid" 2>/dev/null || true; }
 TIMES=$B/times.txt
 record() { echo "$1=$2" >> "$TIMES"; log "TIME $1 = $2 s"; }
@@ -103,6 +107,18 @@ dockerd_up() {  # $1 = m|w
   host=$([[ $n == m ]] && echo $MGR_HOST || echo $WRK_HOST)
   mkdir -p "$dir"
   if pid_alive "$(dockerd_pid "$n")" && dk "$n" version >/dev/null 2>&1; then return; fi
+  # A daemon SIGKILLed (kill-worker) left its pidfile, stale once its process is dead, and
+  # its containerd running: a new dockerd waits on that one and can time out ("timeout
+  # waiting for containerd to start", seen at the third kill of a session), so it goes too
+  # (the containers' shims live on; the new containerd finds them).
+  if pid_dead "$(dockerd_pid "$n")"; then
+    rm -f "$dir/docker.pid"
+    local cpid; cpid=$(cat "$dir/exec/containerd/containerd.pid" 2>/dev/null || true)
+    if ! pid_dead "$cpid"; then
+      kill -KILL "$cpid" 2>/dev/null || true
+      for _ in $(seq 1 50); do pid_dead "$cpid" && break; sleep 0.1; done
+    fi
+  fi
   local extra=()
   # No --node-generic-resource: 20.10's constraint enforcer rewrites completed jobs that
   # reserved one to "rejected" (the recipe's pitfall 6); the launcher limits concurrency.
@@ -275,7 +291,9 @@ down() {
 
 case ${1:-} in
   up) up ;;
-  kill-worker) kill -KILL "$(dockerd_pid w)" ;;
+  kill-worker)  # SIGKILL, then wait (bounded) until it is dead: a restart may follow at once
+    pid=$(dockerd_pid w); kill -KILL "$pid"
+    for _ in $(seq 1 100); do pid_dead "$pid" && break; sleep 0.1; done ;;
   status) status ;;
   down) down ;;
   *) echo "usage: $0 up|kill-worker|status|down" >&2; exit 2 ;;

@@ -26,4 +26,8 @@ def add_parser(sub: Any) -> None:
                    help="also stop and start a Docker engine as a fault: a dockerd the run "
                    "starts for itself (as root, its own data root and socket), which every "
                    "Docker run of the chaos uses; the machine's engine is never touched")
+    p.add_argument("--kill-swarm-worker", action="store_true",
+                   help="instead of the load: an evaluation of 20 cases on a two-node Docker "
+                   "Swarm of the run's own on this machine (root), whose worker's daemon is "
+                   "SIGKILLed mid-way and started again; then its invariants")
     p.set_defaults(handler="props.tools.checks.chaos.run:chaos_cmd")

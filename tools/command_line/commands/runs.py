@@ -8,6 +8,11 @@ from typing import Any
 from props.core.domain import vocabulary
 from props.tools.command_line import arguments
 
+# The bounds of props.reactors.runtimes.portable_image (a test holds them equal): this module
+# loads with every command, the image builder only with `props definitions build`.
+MAX_CRITIC_FILES = 5000
+MAX_CRITIC_MIB = 64
+
 
 def add_parsers(sub: Any) -> None:
     _definitions_parser(sub)
@@ -15,7 +20,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _definitions_parser(sub: Any) -> None:
-    d = sub.add_parser("definitions", help="agent images (critics, graders): push, list",
+    d = sub.add_parser("definitions", help="agent images (critics, graders): build, push, "
+                       "list",
                        description="A definition is an agent image recorded by its digest. "
                        "Runs name a definition and `latest`, a tag or a digest; the digest "
                        "actually used is recorded on the run.")
@@ -89,7 +95,79 @@ def _definitions_parser(sub: Any) -> None:
     p = cmds.add_parser("list", help="every definition pushed")
     arguments.add_format(p)
     p.set_defaults(handler="runs:list_definitions_cmd", connections=2)
+    _build_parser(cmds)
     _grant_parser(cmds)
+
+
+BUILD_EPILOG = """\
+For example, the how-to's critic (docs/howto/write-a-critic.md), to a registry on this
+machine (docs/howto/several-hosts.md starts one):
+  props definitions build --critic docs/howto/critic \\
+      --push localhost:5000/critics/my-critic:1
+It prints the image by digest (localhost:5000/critics/my-critic@sha256:...) and records
+critic my-critic:1 with that digest, for the docker runtime. For a Docker Swarm, a registry
+every node reaches, and the swarm runtime; a script and its own command:
+  props definitions build --critic review.py --runtime swarm \\
+      --push registry.example:5000/review:2 \\
+      -- python3 /critic/review.py --strict
+
+In the image: /opt/props-agent (the SDK, `import props_agent`, and psycopg, copied from
+props' own environment; on PYTHONPATH), /critic (the critic's files), CMD the command.
+The base must have python3 on its PATH, of the version props' psycopg is built for (the
+build checks it in the image: with no network, pulling nothing). The default base is
+Debian bookworm's minbase with python3, made once with debootstrap (root; about 2
+minutes, from DEBIAN_MIRROR or the Debian mirror apt uses) and kept as
+  ~/.cache/props/swarm/rootfs-bookworm-python3.tar
+
+Exit codes: 0 built, pushed and recorded; 2 an argument refused (nothing done); 65 the
+critic's files or the base refused (a symbolic link, too large, the wrong Python); 66 no
+such file; 69 no Docker engine, no base, or the registry did not take the image (nothing
+recorded); 78 a config that cannot be read, or a runtime that runs no image."""
+
+
+def _build_parser(cmds: Any) -> None:
+    p = cmds.add_parser(
+        "build", help="build a portable critic image, push it to a registry, record it",
+        description="Build a critic image that carries what it runs (its python3, props' "
+        "agent SDK and psycopg, the critic's own files) on a base you name, push it to the "
+        "registry you name, and record the definition by the digest the registry answered. "
+        "Unlike the reference image, which mounts this host's Python, it runs on any host "
+        "that can pull it: the hosts of several launchers, or every node of a Docker Swarm "
+        "(docs/howto/several-hosts.md). Nothing is pushed or recorded when an argument is "
+        "refused, and nothing is recorded when the push fails.",
+        epilog=BUILD_EPILOG)
+    p.add_argument("--critic", type=Path, required=True, metavar="PATH",
+                   help="the critic's script, or the folder of its files (copied to "
+                   f"/critic; at most {MAX_CRITIC_FILES:,} files of "
+                   f"{MAX_CRITIC_MIB} MiB, no symbolic links)")
+    p.add_argument("--push", type=arguments.push_target, required=True,
+                   metavar="REGISTRY/REPOSITORY:TAG",
+                   help="where the image goes: a registry every host that runs it can pull "
+                   "from (localhost:5000/critics/mine:1)")
+    p.add_argument("--base", type=arguments.base_source, metavar="IMAGE|FILE.tar",
+                   help="what the image starts from: an image on the Docker engine with "
+                   "python3, or a root filesystem as a tar (default: Debian bookworm's "
+                   "minbase with python3, made when missing)")
+    p.add_argument("--type", choices=("critic", "grader"), default="critic",
+                   dest="agent_type", help="critic (default) or grader")
+    p.add_argument("--name", type=arguments.name,
+                   help="definition name (default: the repository's last part)")
+    p.add_argument("--tag", type=arguments.name, help="definition tag (default: the push's)")
+    p.add_argument("--runtime", type=arguments.runtime_name, default="docker", metavar="NAME",
+                   help="what runs it: docker (default: a Docker or Podman engine, which "
+                   "pulls it by digest) or swarm (jobs on a Docker Swarm), or another "
+                   "registered container runtime")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="JSON or TOML given to the agent as its config")
+    p.add_argument("--network", action="store_true", help="give runs network access")
+    p.add_argument("--memory-mb", type=int, default=512, help="memory limit (default 512)")
+    p.add_argument("--cpus", type=float, default=1.0, help="CPU limit (default 1)")
+    p.add_argument("--max-events", type=int, metavar="N",
+                   help="cap on the events a run may report, granted with the push")
+    p.add_argument("command", nargs="*",
+                   help="the command to run (after --; default: python3 /critic/FILE for a "
+                   "script, python3 /critic/critic.py for a folder that has one)")
+    p.set_defaults(handler="images:build_cmd", connections=2)
 
 
 def _grant_parser(cmds: Any) -> None:

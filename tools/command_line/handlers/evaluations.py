@@ -213,8 +213,8 @@ async def _side(store: EventStore, spec: str, scorer: str | None,
     """EVAL or EVAL:DEFINITION: the evaluation's scored sums, and the definition named."""
     name, _, definition = spec.partition(":")
     ev = await evaluations.recorded(store, name)
-    found = await evaluation_scores.scored(store, await driver.case_states(store, ev, scorer),
-                                           scorer)
+    found = await evaluation_scores.scored(
+        store, name, await driver.case_states(store, ev, scorer), scorer)
     if definition and not any(d == definition for d, _m in found.sums):
         raise errors.NotFound(f"evaluation {name} has no critic {definition}; its critics: "
                               + ", ".join(sorted({d for d, _m in found.sums})))

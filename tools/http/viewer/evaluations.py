@@ -52,4 +52,5 @@ async def evaluation_page(request: Request, store: Store, viewer: Reader,
                 critics=critics, progress=_progress(standing),
                 open_cases=open_cases[:OPEN_SHOWN],
                 open_left=max(0, len(open_cases) - OPEN_SHOWN), method=intervals.METHOD,
-                bar_width=plots.BAR_WIDTH)
+                bar_width=plots.BAR_WIDTH,
+                confirmed_by=standing.found.judges if standing.found else [])
