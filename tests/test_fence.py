@@ -240,3 +240,38 @@ async def test_a_decode_filter_delivers_the_rest_undecoded(
         data_of(collector.seen[0].event)
     # Negative control: without the filter, every event is decoded.
     assert all(not isinstance(r.event, NotDecoded) for r in await store.read_all())
+
+
+async def test_the_chaos_runs_log_mark_is_final_and_catches_a_changed_event(
+    store: EventStore, new_event: Make
+) -> None:
+    """`props chaos` marks the log during its faults and re-hashes each mark at the end ("no
+    event lost or changed"). A mark taken at the highest position committed was not final: a
+    transaction that drew a lower position and committed later changed it (one whole-suite
+    run failed so, seed 10). A mark before the fence is final; a changed event still shows."""
+    from props.tools.checks.chaos.harness import log_mark, log_prefix
+
+    await store.append("run-before", [new_event("before")])
+    await fence_clear(store)  # a transaction elsewhere on a shared server would hold it
+    async with store.transaction() as slow:
+        await slow.append("run-slow", [new_event("slow")])  # the lowest position in flight
+        await store.append("run-fast", [new_event("fast")])
+        fence, count, digest = await log_mark(store)
+        naive_head = await store.pool.fetchval("SELECT max(global_position) FROM props.events")
+        naive_then = await store.pool.fetchval(
+            "SELECT count(*) FROM props.events WHERE global_position <= $1", naive_head)
+    assert count == 1, "only the event before the open transaction is before the fence"
+    assert await log_prefix(store, fence) == (count, digest)
+    # the negative control: the highest committed position marked a prefix that then grew
+    naive_now = await store.pool.fetchval(
+        "SELECT count(*) FROM props.events WHERE global_position <= $1", naive_head)
+    assert (naive_then, naive_now) == (2, 3)
+
+    async with store.pool.acquire() as conn, conn.transaction():
+        # an owner going around the log's append-only trigger, as tampering would
+        await conn.execute("SET LOCAL session_replication_role = replica")
+        await conn.execute("UPDATE props.events SET data = data || '{\"phase\": \"edited\"}' "
+                           "WHERE stream_id = 'run-before'")
+    tampered_count, tampered_digest = await log_prefix(store, fence)
+    assert tampered_count == count
+    assert tampered_digest != digest

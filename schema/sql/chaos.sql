@@ -35,9 +35,13 @@ AND r.data->>'definition' = 'hostile' AND r.stream_id = ANY($1::text[])
 SELECT count(*) FROM pg_roles r JOIN props.agent_bindings b ON b.role_name = r.rolname
 WHERE b.run_id = ANY($1::uuid[])
 
--- log_head --
-SELECT coalesce(max(global_position), 0) FROM props.events
+-- log_fence --
+-- The log's visibility fence: no transaction below it is still running, so the log's rows
+-- before it are final (a position drawn is not yet a row: max(global_position) is no such
+-- mark, a transaction in flight below it may still commit).
+SELECT pg_snapshot_xmin(pg_current_snapshot())
 
 -- log_prefix --
-SELECT event_id, type, data::text FROM props.events WHERE global_position <= $1
-ORDER BY global_position
+-- The rows before a fence ($1), in the log's read order.
+SELECT event_id, type, data::text FROM props.events WHERE tx_id < $1::xid8
+ORDER BY tx_id, global_position

@@ -324,14 +324,21 @@ class Chaos:
                 self.seen.extend(r.event_id for r in batch)
 
     async def mark_prefix(self) -> None:
-        """Count and hash of the log up to its current head, to check again at the end."""
-        head = await retry(lambda: self.store.sql.fetchval(_Q["log_head"]))
-        count, digest = await log_prefix(self.store, head)
-        self.prefixes.append((head, count, digest))
+        """Marks the log as it stands now, to check again at the end (`log_mark`)."""
+        self.prefixes.append(await log_mark(self.store))
 
 
-async def log_prefix(store: EventStore, head: int) -> tuple[int, str]:
-    rows = await retry(lambda: store.sql.fetch(_Q["log_prefix"], head))
+async def log_mark(store: EventStore) -> tuple[int, int, str]:
+    """The log's visibility fence now, with the count and hash of the rows before it. Those
+    rows are final, so a difference later is an event lost, changed or slipped in behind
+    readers that had passed it."""
+    fence: int = await retry(lambda: store.sql.fetchval(_Q["log_fence"]))
+    count, digest = await log_prefix(store, fence)
+    return fence, count, digest
+
+
+async def log_prefix(store: EventStore, fence: int) -> tuple[int, str]:
+    rows = await retry(lambda: store.sql.fetch(_Q["log_prefix"], fence))
     h = hashlib.sha256()
     for r in rows:
         h.update(f"{r[0]}|{r[1]}|{r[2]}\n".encode())

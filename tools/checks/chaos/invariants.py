@@ -137,13 +137,15 @@ async def check(chaos: Chaos, drained: bool) -> list[Invariant]:
     out.append(Invariant("the subscriber saw every event once", once,
                          f"{len(chaos.seen)} delivered, {len(set(chaos.seen))} distinct, "
                          f"{total} in the log"))
-    lost = []
-    for head, count, digest in chaos.prefixes:
-        if await log_prefix(store, head) != (count, digest):
-            lost.append(head)
-    out.append(Invariant("no event lost or changed", not lost,
-                         f"{len(chaos.prefixes)} prefixes of the log re-hashed; "
-                         f"{len(lost)} differ"))
+    changed = []
+    for fence, count, digest in chaos.prefixes:
+        now_count, now_digest = await log_prefix(store, fence)
+        if (now_count, now_digest) != (count, digest):
+            changed.append(f"before fence {fence}: {count} rows then, {now_count} now"
+                           f"{'' if now_count != count else ', changed'}")
+    out.append(Invariant("no event lost or changed", not changed,
+                         f"{len(chaos.prefixes)} prefixes of the log (each before the fence "
+                         f"of its time) re-hashed; differing: {'; '.join(changed) or 'none'}"))
     out.append(await _taken_over(chaos))
     out.append(await _engine_gone(chaos))
     out.append(await _hostile(chaos))
