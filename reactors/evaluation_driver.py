@@ -81,7 +81,7 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
                 return now.outcome
             # A case moves with an append: look again then, but at most every LOOK_GAP
             # seconds (a busy log would otherwise have every open case read 50 times a s).
-            await log_moved.wait(TICK, coalesce=LOOK_GAP)
+            await log_moved.wait(TICK, apart=LOOK_GAP)
 
 
 async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
@@ -102,7 +102,7 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
             if all(s.state in DONE or s.state == "failed" for s in states) \
                     or time.monotonic() > deadline:
                 return states
-            await log_moved.wait(TICK, coalesce=LOOK_GAP)
+            await log_moved.wait(TICK, apart=LOOK_GAP)
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:

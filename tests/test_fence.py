@@ -275,3 +275,26 @@ async def test_the_chaos_runs_log_mark_is_final_and_catches_a_changed_event(
     tampered_count, tampered_digest = await log_prefix(store, fence)
     assert tampered_count == count
     assert tampered_digest != digest
+
+
+async def test_wakeups_wake_every_wait_on_an_append_not_only_the_first(
+    store: EventStore, new_event: Make
+) -> None:
+    """An evaluation's driver looks at its cases when the log's NOTIFY says something was
+    appended (`Wakeups`). Its listener once held the first wait's event only, so every later
+    wait ran to its timeout: the driver looked every 0.5 s, and a freed slot waited for it
+    (measured: 18 of 18 waits of a 60-case evaluation ended at their timeout)."""
+    from props.core.log.subscription import Wakeups
+
+    async with Wakeups(store) as log_moved:
+        for n in range(3):
+            async with anyio.create_task_group() as tg:
+                async def append_soon(n: int = n) -> None:
+                    await anyio.sleep(0.2)
+                    await store.append(f"run-wake{n}", [new_event(f"wake{n}")])
+
+                tg.start_soon(append_soon)
+                began = anyio.current_time()
+                await log_moved.wait(30, apart=0)
+                waited = anyio.current_time() - began
+            assert waited < 10, f"wait {n} ran {waited:.1f} s: the append did not wake it"

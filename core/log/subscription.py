@@ -11,6 +11,7 @@ poll interval, never an event. Reads that fail because the server is gone are re
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
@@ -237,13 +238,17 @@ class Wakeups(anyio.AsyncContextManagerMixin):
     def __init__(self, store: EventStore) -> None:
         self.store = store
         self._wake = anyio.Event()
+        self._returned = -math.inf  # when the last wait returned (anyio's clock)
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncGenerator[Wakeups]:
         conn: asyncpg.Connection | None = None
         try:
             conn = await database.connect(self.store.dsn)
-            await conn.add_listener(CHANNEL, _setter(self._wake))
+            # Through a method, not `_setter(self._wake)`: each wait replaces the event, and
+            # a listener holding the first one woke the first wait only (every later one
+            # ran to its timeout: an evaluation's driver looked every 0.5 s, not on appends).
+            await conn.add_listener(CHANNEL, self._on_notify)
         except database.UNAVAILABLE as exc:
             log.warning("no listener for wake-ups (%s): polling", exc)
         try:
@@ -253,10 +258,16 @@ class Wakeups(anyio.AsyncContextManagerMixin):
                 with stopping.shield("a listener: its close"):
                     await conn.close(timeout=5)
 
-    async def wait(self, at_most: float, coalesce: float = 0.02) -> None:
-        """Until the log moves (then `coalesce` seconds more, so a burst of appends is one
-        wake-up), or `at_most` seconds."""
+    def _on_notify(self, *_: Any) -> None:
+        self._wake.set()
+
+    async def wait(self, at_most: float, apart: float = 0.02) -> None:
+        """Until the log moves, but not sooner than `apart` seconds after the last wait
+        returned (a busy log wakes its reader at most 1/`apart` times a second, a burst of
+        appends once or twice), or `at_most` seconds. An append after a quiet spell wakes it
+        at once: a sleep after every wake-up (as before) added its length to each."""
         with anyio.move_on_after(at_most):
             await self._wake.wait()
-            await anyio.sleep(coalesce)
+            await anyio.sleep(max(0.0, self._returned + apart - anyio.current_time()))
         self._wake = anyio.Event()
+        self._returned = anyio.current_time()
