@@ -162,10 +162,19 @@ class Slot:
     def __init__(self, slots: FairSlots, ticket: Ticket) -> None:
         self.slots = slots
         self.ticket = ticket
+        self.held = False
 
     async def __aenter__(self) -> None:
         await self.slots.acquire(self.ticket)
+        self.held = True
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.slots.release(self.ticket)
+        self.give_back()
+
+    def give_back(self) -> None:
+        """The slot handed on before the block ends (a run whose container has ended, with
+        only its clean-up left); the block's end then releases nothing."""
+        if self.held:
+            self.held = False
+            self.slots.release(self.ticket)

@@ -10,7 +10,8 @@ status and closed failure facts. Every event the launcher appends has an id deri
 run, so a launcher killed at any point and restarted appends each one exactly once.
 
 The durable state is the log: at start the launcher resumes every run requested and not
-finished. At most `capacity` runs hold a container at once; the others wait queued (their
+finished. At most `capacity` runs hold a container at once (a finished run's clean-up holds
+no slot); the others wait queued (their
 status stays `requested`), never dropped. Several launchers share the queue: a run is
 claimed (`run.claimed`, compare-and-set) by the one that has a slot first, and a dead
 launcher's runs are taken over once its lease runs out (props.reactors.launcher.launchers).
@@ -216,8 +217,9 @@ class Launcher:
                 log.warning("run %s: cannot read whose it is (%s); queued as nobody's",
                             run_id, type(exc).__name__)
                 ticket = fair_queue.Ticket("")
+            slot = self._slots.slot(ticket)
             await run_attempts.carry_out(
-                run_id, lambda: self._run(run_id), self._slots.slot(ticket), fail,
+                run_id, lambda: self._run(run_id, slot), slot, fail,
                 lambda: self.engine_wait,
                 lambda: launchers.release(self.store, run_id, self.launcher))
         finally:
@@ -247,9 +249,11 @@ class Launcher:
             state.version if unless_moved else None)
         self.stats.finished += 1
 
-    async def _run(self, run_id: uuid.UUID) -> None:
+    async def _run(self, run_id: uuid.UUID, slot: fair_queue.Slot | None = None) -> None:
         """One attempt at the run, from where its stream says it stands: settled, claimed,
-        contained and watched, then finished and cleaned up."""
+        contained and watched, then finished and cleaned up. `slot` (the one it runs
+        under) is handed on once the run is finished: its clean-up (the container removed,
+        the role dropped) holds no slot another run is waiting for."""
         records = await self.store.read_stream(streams.run(run_id))
         state = fold_run(records)
         if state is None or records[0].imported:
@@ -284,6 +288,8 @@ class Launcher:
         # keeps nothing.
         with self.stop.shielded(f"finishing run {run_id}", at_most=60):
             await self._finish(claimed, status, failure)
+            if slot is not None:
+                slot.give_back()
             await self._clean_up(run_id)
 
     async def _claim(self, state: RunState) -> RunState | None:

@@ -30,8 +30,9 @@ def add_parsers(sub: Any) -> None:
                    "start, local never uses it; any registered runtime's name (entry-point "
                    "group props.runtimes) requires that one")
     p.add_argument("--capacity", "--max-concurrent", dest="max_concurrent", type=int,
-                   metavar="N", help="the launcher's capacity: most containers at once (also "
-                   "bounded by what the host can hold); further runs wait queued (default 8)")
+                   metavar="N", help="the launcher's capacity: most runs with a container at once "
+                   "(also bounded by what the host can hold; a finished run's container being "
+                   "removed holds none); further runs wait queued (default 8)")
     p.add_argument("--launcher-name", metavar="NAME",
                    help="run this launcher under its own name (lower case, digits, . _ -): "
                    "launchers of different names run at once and share the queue, each "
