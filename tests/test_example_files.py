@@ -1,0 +1,86 @@
+"""A run's example written out before its container starts: every file byte for byte, each
+distinct content fetched once, many to a round trip (one query a file made a real project's
+453 files 453 round trips before each run's start)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from props.core.domain import catalog
+from props.core.domain.specimens import specimen_sync, specimens
+from props.core.log import errors
+from props.core.log.store import EventStore
+from props.reactors.gateway import Gateway
+from props.reactors.launcher import run_specs
+from props.reactors.launcher.run_specs import RunSpecs
+
+SLUG = "many/2026-12-07-00"
+DISTINCT = 300  # more than one round trip's worth (run_specs.BLOBS_AT_ONCE)
+SAME = b"print('the same bytes at three paths')\n"
+
+
+def _specimen(folder: Path) -> dict[str, bytes]:
+    code = folder / SLUG / "code"
+    code.mkdir(parents=True)
+    files = {f"pkg/m{n:03d}.py": f"value = {n}\n".encode() for n in range(DISTINCT)}
+    files |= {f"copies/c{n}.py": SAME for n in range(3)}
+    for path, content in files.items():
+        (code / path).parent.mkdir(parents=True, exist_ok=True)
+        (code / path).write_bytes(content)
+    (folder / SLUG / "ground_truth.toml").write_text(
+        '[[tp]]\nid = "first"\nseverity = "low"\nrationale = "a find"\n'
+        'occurrences = [ { "pkg/m000.py" = [[1, 1]] } ]\n')
+    return files
+
+
+def _request() -> catalog.RunRequested:
+    return catalog.RunRequested(
+        run_id=uuid.uuid4(), agent_type="critic", definition="any", model="m",
+        example=catalog.Example(snapshot=SLUG), timeout_seconds=60, budget_usd=0)
+
+
+async def test_an_examples_files_are_written_whole_a_chunk_of_blobs_at_a_time(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _specimen(tmp_path / "specimens")
+    folder = tmp_path / "specimens"
+    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+    asked: list[int] = []
+    real = store.get_blobs
+
+    async def counted(sha256s: Any) -> dict[str, bytes]:
+        asked.append(len(sha256s))
+        return await real(sha256s)
+
+    monkeypatch.setattr(store, "get_blobs", counted)
+    specs = RunSpecs(store, tmp_path / "work", cast(Gateway, None))
+    target = await specs.materialise(_request(), tmp_path / "example", datetime.now(UTC))
+
+    written = {str(p.relative_to(target)): p.read_bytes()
+               for p in target.rglob("*") if p.is_file()}
+    assert written == files
+    # each distinct content once (the three copies are one blob), in full chunks
+    assert sum(asked) == DISTINCT + 1
+    assert asked == [run_specs.BLOBS_AT_ONCE, DISTINCT + 1 - run_specs.BLOBS_AT_ONCE]
+
+
+async def test_an_example_whose_blob_is_gone_is_refused_by_name(
+        store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _specimen(tmp_path / "specimens")
+    folder = tmp_path / "specimens"
+    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+    real = store.get_blobs
+
+    async def one_lost(sha256s: Any) -> dict[str, bytes]:
+        found = await real(sha256s)
+        found.pop(min(found), None)
+        return found
+
+    monkeypatch.setattr(store, "get_blobs", one_lost)
+    specs = RunSpecs(store, tmp_path / "work", cast(Gateway, None))
+    with pytest.raises(errors.BlobNotFound, match=r"no blob [0-9a-f]{64} in this database"):
+        await specs.materialise(_request(), tmp_path / "example", datetime.now(UTC))
