@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 
 import anyio
 
@@ -33,6 +34,25 @@ with Agent.from_environment() as a:
 
 async def sync_samples(store: EventStore) -> None:
     folder = samples.samples_dir()
+    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+
+
+async def sync_specimen(store: EventStore, folder: Path, slug: str,
+                        files: Mapping[str, str | bytes], finding: tuple[str, int],
+                        rationale: str = "a find") -> None:
+    """A specimen `slug` of `files` under `folder`, its ground truth one finding (a path and
+    a line), synced into the log."""
+    code = folder / slug / "code"
+    for rel, content in files.items():
+        (code / rel).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            (code / rel).write_bytes(content)
+        else:
+            (code / rel).write_text(content)
+    path, line = finding
+    (folder / slug / "ground_truth.toml").write_text(
+        f'[[tp]]\nid = "the-find"\nseverity = "high"\nrationale = "{rationale}"\n'
+        f'occurrences = [ {{ "{path}" = [[{line}, {line}]] }} ]\n')
     await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 
 

@@ -23,32 +23,21 @@ from props.core.domain import (
     evaluations,
     streams,
 )
-from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import faults
 from props.core.log.store import EventStore
-from tests.reactor_helpers import finished
+from tests.reactor_helpers import finished, sync_specimen
 
 OLD_DEFAULT = 2000  # the cap every run had before caps were the operator's
 SLUG = "generated/2026-12-06-00"
 FILES, LINES = 22, 100  # 2,200 lines, each an undefined name: 2,200 findings (F821)
 
 
-def _project(folder: Path) -> None:
-    code = folder / SLUG / "code"
-    code.mkdir(parents=True)
-    for n in range(FILES):
-        (code / f"module_{n:02d}.py").write_text(
-            "".join(f"value_{i} = undefined_{i}\n" for i in range(LINES)))
-    (folder / SLUG / "ground_truth.toml").write_text(
-        '[[tp]]\nid = "undefined-name"\nseverity = "high"\nrationale = "a name never '
-        'defined"\noccurrences = [ { "module_00.py" = [[1, 1]] } ]\n')
-
-
 @pytest.fixture
 async def project(served: EventStore, tmp_path: Path) -> EventStore:
-    _project(tmp_path / "specimens")
-    folder = tmp_path / "specimens"
-    await specimen_sync.sync(served, str(folder), specimens.load_valid(folder))
+    files = {f"module_{n:02d}.py": "".join(f"value_{i} = undefined_{i}\n" for i in range(LINES))
+             for n in range(FILES)}
+    await sync_specimen(served, tmp_path / "specimens", SLUG, files, ("module_00.py", 1),
+                        rationale="a name never defined")
     return served
 
 

@@ -12,29 +12,22 @@ from typing import Any, cast
 import pytest
 
 from props.core.domain import catalog
-from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import errors
 from props.core.log.store import EventStore
 from props.reactors.gateway import Gateway
 from props.reactors.launcher import run_specs
 from props.reactors.launcher.run_specs import RunSpecs
+from tests.reactor_helpers import sync_specimen
 
 SLUG = "many/2026-12-07-00"
 DISTINCT = 300  # more than one round trip's worth (run_specs.BLOBS_AT_ONCE)
 SAME = b"print('the same bytes at three paths')\n"
 
 
-def _specimen(folder: Path) -> dict[str, bytes]:
-    code = folder / SLUG / "code"
-    code.mkdir(parents=True)
+async def _specimen(store: EventStore, folder: Path) -> dict[str, bytes]:
     files = {f"pkg/m{n:03d}.py": f"value = {n}\n".encode() for n in range(DISTINCT)}
     files |= {f"copies/c{n}.py": SAME for n in range(3)}
-    for path, content in files.items():
-        (code / path).parent.mkdir(parents=True, exist_ok=True)
-        (code / path).write_bytes(content)
-    (folder / SLUG / "ground_truth.toml").write_text(
-        '[[tp]]\nid = "first"\nseverity = "low"\nrationale = "a find"\n'
-        'occurrences = [ { "pkg/m000.py" = [[1, 1]] } ]\n')
+    await sync_specimen(store, folder, SLUG, files, ("pkg/m000.py", 1))
     return files
 
 
@@ -46,9 +39,7 @@ def _request() -> catalog.RunRequested:
 
 async def test_an_examples_files_are_written_whole_a_chunk_of_blobs_at_a_time(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    files = _specimen(tmp_path / "specimens")
-    folder = tmp_path / "specimens"
-    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+    files = await _specimen(store, tmp_path / "specimens")
     asked: list[int] = []
     real = store.get_blobs
 
@@ -70,9 +61,7 @@ async def test_an_examples_files_are_written_whole_a_chunk_of_blobs_at_a_time(
 
 async def test_an_example_whose_blob_is_gone_is_refused_by_name(
         store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _specimen(tmp_path / "specimens")
-    folder = tmp_path / "specimens"
-    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+    await _specimen(store, tmp_path / "specimens")
     real = store.get_blobs
 
     async def one_lost(sha256s: Any) -> dict[str, bytes]:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from props.core.domain import baselines, catalog, definitions, endpoints
-from props.core.domain.specimens import specimen_sync, specimens
 from props.core.log import server_checks
 from props.core.log.store import EventStore
 from props.reactors.runtimes import docker_runtime
@@ -31,6 +30,7 @@ from tests.reactor_helpers import (
     request,
     serving,
     sync_samples,
+    sync_specimen,
 )
 
 HOSTILE = "from props.tools.checks.hostile_critic import main; main()"
@@ -41,19 +41,13 @@ async def sync_shadowing_specimen(store: EventStore, folder: Path, marker: Path)
     """A snapshot whose files would replace each baseline's tool (`ruff/__main__.py`, ...)
     and hook the interpreter (`sitecustomize.py`, a `.pth`), each writing `marker` if run."""
     payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
-    code = folder / SHADOWING / "code"
     files = {"app.py": "import os\nprint(eval(os.environ.get('X', '1')))\n",
              "sitecustomize.py": payload, "usercustomize.py": payload,
              "evil.pth": "import os; " + payload}
     for tool in ("ruff", "bandit", "pylint"):
         files[f"{tool}/__init__.py"] = files[f"{tool}/__main__.py"] = payload
-    for rel, text in files.items():
-        (code / rel).parent.mkdir(parents=True, exist_ok=True)
-        (code / rel).write_text(text)
-    (folder / SHADOWING / "ground_truth.toml").write_text(
-        '[[tp]]\nid = "eval-of-input"\nseverity = "high"\nrationale = "eval of the '
-        'environment"\noccurrences = [ { "app.py" = [[2, 2]] } ]\n')
-    await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
+    await sync_specimen(store, folder, SHADOWING, files, ("app.py", 2),
+                        rationale="eval of the environment")
 
 
 async def hostile_report(store: EventStore, run_id: uuid.UUID) -> dict[str, object]:
