@@ -11,10 +11,10 @@ run, so a launcher killed at any point and restarted appends each one exactly on
 
 The durable state is the log: at start the launcher resumes every run requested and not
 finished. At most `capacity` runs hold a container at once (a finished run's clean-up holds
-no slot); the others wait queued (their
-status stays `requested`), never dropped. Several launchers share the queue: a run is
-claimed (`run.claimed`, compare-and-set) by the one that has a slot first, and a dead
-launcher's runs are taken over once its lease runs out (props.reactors.launcher.launchers).
+no slot); the others wait queued (their status stays `requested`), never dropped. Several
+launchers share the queue: a run is claimed (`run.claimed`, compare-and-set) by the one that
+has a slot first, and a dead launcher's runs are taken over once its lease runs out
+(props.reactors.launcher.launchers).
 """
 
 from __future__ import annotations
