@@ -55,7 +55,9 @@ __all__ = [
 ]
 
 TICK = 0.5  # the most seconds between looks at the cases (the log's NOTIFY wakes sooner)
-LOOK_GAP = 0.1  # the fewest seconds between two looks
+LOOK_GAP = 0.1  # the fewest seconds between two looks ...
+LOOK_SHARE = 3  # ... and at least this many times a look's own length: a driver of many
+# open cases on a busy log spends at most a third of its time (and its database's) looking
 
 
 async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Stops,
@@ -67,7 +69,9 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
     retried, told = 0, ""  # failed cases requested again (--retry-failed), and what was said
     async with Wakeups(store) as log_moved:
         while True:
+            began = time.monotonic()
             now = await look(store, ev, ceiling, stops, settled)
+            took = time.monotonic() - began
             line = progress.line(ev, now.states)
             if line != shown:
                 show(line)
@@ -79,9 +83,9 @@ async def _drive(store: EventStore, ev: Evaluation, ceiling: Ceiling, stops: Sto
                 told = said
             if now.over or time.monotonic() > deadline:
                 return now.outcome
-            # A case moves with an append: look again then, but at most every LOOK_GAP
-            # seconds (a busy log would otherwise have every open case read 50 times a s).
-            await log_moved.wait(TICK, apart=LOOK_GAP)
+            # A case moves with an append: look again then, but not sooner than LOOK_GAP
+            # (a busy log would otherwise have every open case read 50 times a second).
+            await log_moved.wait(TICK, apart=max(LOOK_GAP, LOOK_SHARE * took))
 
 
 async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
@@ -93,8 +97,10 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
     settled: dict[str, CaseState] = {}
     async with Wakeups(store) as log_moved:
         while True:
+            began = time.monotonic()
             states = await case_states(store, ev, await registration.active_scorer(store),
                                        settled=settled)
+            took = time.monotonic() - began
             settled.update((s.case.key, s) for s in states if s.state in DONE)
             if (now := progress.line(ev, states)) != shown:
                 show(now)
@@ -102,7 +108,7 @@ async def watch(store: EventStore, ev: Evaluation, show: Callable[[str], None],
             if all(s.state in DONE or s.state == "failed" for s in states) \
                     or time.monotonic() > deadline:
                 return states
-            await log_moved.wait(TICK, apart=LOOK_GAP)
+            await log_moved.wait(TICK, apart=max(LOOK_GAP, LOOK_SHARE * took))
 
 
 async def caught_up(store: EventStore, seconds: float = 60) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -49,10 +50,10 @@ async def sync_specimen(store: EventStore, folder: Path, slug: str,
             (code / rel).write_bytes(content)
         else:
             (code / rel).write_text(content)
-    path, line = finding
+    path, line = finding  # (JSON's strings are TOML's basic strings)
     (folder / slug / "ground_truth.toml").write_text(
-        f'[[tp]]\nid = "the-find"\nseverity = "high"\nrationale = "{rationale}"\n'
-        f'occurrences = [ {{ "{path}" = [[{line}, {line}]] }} ]\n')
+        f'[[tp]]\nid = "the-find"\nseverity = "high"\nrationale = {json.dumps(rationale)}\n'
+        f'occurrences = [ {{ {json.dumps(path)} = [[{line}, {line}]] }} ]\n')
     await specimen_sync.sync(store, str(folder), specimens.load_valid(folder))
 
 

@@ -121,53 +121,48 @@ async def test_max_connections_holds_outside_evaluations(
     assert (most_at_once(spans) == 1) == (limit == 1), spans
 
 
-class _SlowToRemove(LocalRuntime):
-    """A local runtime whose clean-up of a container takes `REMOVE_SECONDS`, and which
-    remembers when each run's removal ended."""
+class _HeldRemoval(LocalRuntime):
+    """A local runtime whose removal of a container waits until the test lets it end (at
+    most `HOLD` seconds), counting the removals that waited that long."""
 
-    REMOVE_SECONDS = 1.5
+    HOLD = 30.0
 
     def __init__(self, root: Path) -> None:
         super().__init__(root, trust_commands=True)
-        self.removed: dict[str, float] = {}
+        self.may_end = anyio.Event()
+        self.waited_out = 0
 
     async def remove(self, name: str) -> None:
         await super().remove(name)
-        await anyio.sleep(self.REMOVE_SECONDS)
-        self.removed.setdefault(name, anyio.current_time())
+        with anyio.move_on_after(self.HOLD) as held:
+            await self.may_end.wait()
+        self.waited_out += held.cancelled_caught
 
 
 async def test_a_finished_runs_clean_up_holds_no_slot(
         store: EventStore, tmp_path: Path) -> None:
-    """Capacity 1, two runs, removing a container takes 1.5 s: the second run starts while
-    the first one's container is still being removed (its slot is handed on at
-    `run.finished`). Control: the first run's removal did end after the second started, so
-    a slot held through the clean-up would have shown as a start after it."""
+    """Capacity 1, two runs, and the first run's container removal does not end until the
+    second run's container has started: it starts (the slot is handed on at
+    `run.finished`). A slot held through the clean-up would wait for the removal, which
+    would then wait out its 30 s: the negative control, measured."""
     await sync_samples(store)
     await push_code(store, "quick", WAIT.format(seconds=0.05))
     first, second = await _request(store, "quick", "cli", 2)
-    runtime = _SlowToRemove(tmp_path / "c")
+    runtime = _HeldRemoval(tmp_path / "c")
     launcher = Launcher(store, [runtime], tmp_path / "work", max_concurrent=1)
-    started: dict[uuid.UUID, float] = {}
 
-    async def note_starts() -> None:
-        while len(started) < 2:
-            for run_id in (first, second):
-                recs = await store.read_stream(f"run-{run_id}")
-                if run_id not in started and any(r.type_name == "container.started"
-                                                 for r in recs):
-                    started[run_id] = anyio.current_time()
-            await anyio.sleep(0.02)
+    async def both_started() -> bool:
+        found = await store.read_streams([f"run-{first}", f"run-{second}"])
+        return all(any(r.type_name == "container.started" for r in recs)
+                   for recs in found.values()) and len(found) == 2
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(ReactorHost(store, launcher, poll_interval=0.05).run)
-        await note_starts()
-        one, two = sorted(started, key=started.__getitem__)
-        await eventually(lambda: any(str(one) in name for name in runtime.removed))
+        await eventually(both_started)
+        runtime.may_end.set()
         await finished(store, [first, second])
         tg.cancel_scope.cancel()
-    removed_one = next(t for name, t in runtime.removed.items() if str(one) in name)
-    assert started[two] < removed_one, (started, runtime.removed)
+    assert runtime.waited_out == 0
 
 
 def _spans(events: dict[uuid.UUID, list[Any]]) -> list[Any]:

@@ -298,3 +298,28 @@ async def test_wakeups_wake_every_wait_on_an_append_not_only_the_first(
                 await log_moved.wait(30, apart=0)
                 waited = anyio.current_time() - began
             assert waited < 10, f"wait {n} ran {waited:.1f} s: the append did not wake it"
+
+
+async def test_wakeups_return_at_once_after_a_quiet_spell_and_stay_apart_on_a_busy_log(
+    store: EventStore, new_event: Make
+) -> None:
+    """`apart`: an append after a quiet spell wakes the waiter at once (a sleep of `apart`
+    after every wake-up, as before, made the first wait below 1.1 s or more); the next
+    wait, its append already there, returns no sooner than `apart` after the first."""
+    from props.core.log.subscription import Wakeups
+
+    apart = 1.0
+    async with Wakeups(store) as log_moved:
+        async with anyio.create_task_group() as tg:
+            async def append_soon() -> None:
+                await anyio.sleep(0.1)
+                await store.append("run-quiet", [new_event("quiet")])
+
+            tg.start_soon(append_soon)
+            began = anyio.current_time()
+            await log_moved.wait(30, apart=apart)
+            first = anyio.current_time()
+        assert first - began < 0.9, f"the first wake-up took {first - began:.2f} s"
+        await store.append("run-busy", [new_event("busy")])
+        await log_moved.wait(30, apart=apart)
+        assert anyio.current_time() - first >= apart

@@ -130,8 +130,11 @@ class FairSlots:
 
     async def acquire(self, t: Ticket) -> None:
         if not self._waiting and self.free() and self._allowed(t):
+            # Cancelled before the slot is taken, never after: a cancellation at a plain
+            # checkpoint here would leave the slot counted with no block to release it.
+            await anyio.lowlevel.checkpoint_if_cancelled()
             self._take(t)
-            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
             return
         waiter = _Waiter(t)
         self._waiting.setdefault(t.requester, {}).setdefault(

@@ -261,6 +261,8 @@ class Launcher:
         if state.finished:
             # Finished, perhaps by an attempt that failed while cleaning up (the engine went
             # away): make sure nothing of it is left. Every step is a no-op when done.
+            if slot is not None:
+                slot.give_back()
             await self._clean_up(run_id)
             return
         if state.cancel_requested and not state.container_started:

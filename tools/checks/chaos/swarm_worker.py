@@ -63,8 +63,9 @@ GRACE = {"outlasts": 3.0, "returns": 60.0}
 AWAY = {"outlasts": (4.0, 10.0), "returns": (4.0, 7.0)}
 DOWN_WAIT = 15.0  # at most this long more for the manager to mark the worker Down
 # A container counts as busy at the kill only if created at most this long ago: its critic
-# has a second or more of its 3 s sleep left (`Created` is in whole seconds).
-YOUNG = 1.5
+# has a second or more of its 3 s sleep left (`Created` is in whole seconds, rounded down,
+# so the age read is never less than the true one).
+YOUNG = 2.0
 EXAMPLES = ["csvtool/*", "logparse/*"]  # two snapshots of the bundled samples
 EPOCHS = 10  # ... ten times each: 20 cases
 
@@ -145,10 +146,13 @@ async def _young_on(engine: str, seconds: float) -> set[uuid.UUID]:
     """The runs whose container on `engine` is running and was created at most `seconds`
     ago (so its critic is still in its sleep, before its last line)."""
     found: set[uuid.UUID] = set()
-    async with aiodocker.Docker(url=engine, api_version=swarm_runtime.API_VERSION) as node:
-        with anyio.fail_after(swarm_runtime.CALL_DEADLINE):
-            listed = await node.containers.list(filters={"label": [LABEL],
-                                                         "status": ["running"]})
+    try:
+        async with aiodocker.Docker(url=engine, api_version=swarm_runtime.API_VERSION) as node:
+            with anyio.fail_after(swarm_runtime.CALL_DEADLINE):
+                listed = await node.containers.list(filters={"label": [LABEL],
+                                                             "status": ["running"]})
+    except (aiodocker.DockerError, OSError, TimeoutError):
+        return found  # (the worker's engine slow or away: none counted, asked again)
     for c in listed:
         if time.time() - c._container["Created"] <= seconds:
             found.add(uuid.UUID(c._container["Labels"][LABEL]))
