@@ -316,10 +316,10 @@ def check_base_tar(path: Path) -> None:
     size = path.stat().st_size
     if size > MAX_BASE_BYTES:
         raise BaseRefused(f"{path} is {size / 2**30:.1f} GiB, more than a base may be "
-                              f"({MAX_BASE_BYTES // 2**30} GiB)")
+                          f"({MAX_BASE_BYTES // 2**30} GiB)")
     if not tarfile.is_tarfile(path):
         raise BaseRefused(f"{path} is not a tar: --base names an image, or a root "
-                              f"filesystem as a tar (tar -C ROOT -cf FILE.tar .)")
+                          f"filesystem as a tar (tar -C ROOT -cf FILE.tar .)")
 
 
 def file_sha256(path: Path) -> str:

@@ -28,13 +28,12 @@ from props.reactors.runtimes import docker_runtime, portable_image, runtime_regi
 from props.tools.command_line.handlers import runs
 
 out = runs.out
+UNPINNED = "sha256:" + "0" * 64  # the digest until the registry answers it
 
 
 def say(line: str) -> None:
     """One line as it is: a reference or a digest is never split across lines."""
     out.print(Text(line), soft_wrap=True)
-
-UNPINNED = "sha256:" + "0" * 64  # the digest until the registry answers it
 
 
 class RuntimeRefused(errors.ConfigurationError):
