@@ -48,6 +48,18 @@ def engine_url() -> str:
     return os.environ.get("DOCKER_HOST", DEFAULT_URL)
 
 
+async def holds_image(docker: aiodocker.Docker, ref: str, seconds: float) -> bool:
+    """Whether the engine has the image `ref` itself (no pull), answered within `seconds`."""
+    try:
+        with anyio.fail_after(seconds):
+            await docker.images.inspect(ref)
+    except aiodocker.DockerError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 def configured() -> bool:
     """Whether this machine means to have an engine, answering or not: DOCKER_HOST set, the
     socket there, or dockerd installed (its socket is gone while it restarts)."""
@@ -243,13 +255,7 @@ class DockerRuntime:
         digest): a Podman engine beside Docker holds none of Docker's imported images."""
         if "@sha256:" in image:
             return True
-        try:
-            await self._answer(self.docker.images.inspect(image))
-        except aiodocker.DockerError as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return await holds_image(self.docker, image, self.deadline)
 
     async def _pull(self, image: str) -> bool:
         """Pull an image recorded by registry and digest (`host/name@sha256:...`), as

@@ -49,6 +49,7 @@ import anyio.to_thread
 from props.core.domain import image_refs
 from props.core.log import errors
 from props.reactors.agents import sdk
+from props.reactors.runtimes import docker_runtime
 
 CACHE = Path.home() / ".cache" / "props" / "swarm"  # the swarm rig's cache (tools/checks/swarm)
 ROOTFS_TAR = CACHE / "rootfs-bookworm-python3.tar"
@@ -361,14 +362,7 @@ async def import_base(docker: aiodocker.Docker, tar: Path) -> str:
 
 
 async def has_image(docker: aiodocker.Docker, ref: str) -> bool:
-    try:
-        with anyio.fail_after(60):
-            await docker.images.inspect(ref)
-    except aiodocker.DockerError as exc:
-        if exc.status == 404:
-            return False
-        raise
-    return True
+    return await docker_runtime.holds_image(docker, ref, 60)
 
 
 async def build(docker: aiodocker.Docker, archive: bytes, tag: str,
