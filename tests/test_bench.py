@@ -18,7 +18,7 @@ import pytest
 
 from props.core.log.store import EventStore
 from props.tools.checks.benchmarks import log_suite, peers
-from props.tools.checks.benchmarks.report import Check, Report
+from props.tools.checks.benchmarks.report import Check, Held, Report, Rounds
 from tests.conftest import once_per_ci
 
 CHECKS = {"append_single_vs_insert": (">=", 0.8), "append_batch100_vs_insert": (">=", 1.0),
@@ -59,6 +59,50 @@ def test_verdicts_can_fail_and_say_norun() -> None:
     line = orjson.loads(report.json_line())
     assert line["checks"][0] == {"name": "a", "value": None, "op": ">=", "target": 1.0,
                                  "unit": "ratio", "verdict": "NORUN"}
+
+
+def test_rounds_say_held_only_when_every_round_passed_with_headroom() -> None:
+    """A check over rounds is HELD when every round passed by 10% (>= 0.8 asks 0.88; <= 1.5
+    asks 1.5 / 1.1), PASS when every round passed but one not by 10%, FAIL when one round
+    failed however well the others did, NORUN when one round did not run it."""
+    assert Held("a", ">=", 0.8, [0.88, 0.95, 1.2]).verdict == "HELD"
+    assert Held("a", ">=", 0.8, [0.88, 0.87, 1.2]).verdict == "PASS"  # one round short
+    assert Held("a", ">=", 0.8, [2.0, 0.79, 2.0]).verdict == "FAIL"  # one round fails
+    assert Held("b", "<=", 1.5, [1.36, 1.0]).verdict == "HELD"
+    assert Held("b", "<=", 1.5, [1.37, 1.0]).verdict == "PASS"
+    assert Held("b", "<=", 1.5, [1.51]).verdict == "FAIL"
+    assert Held("a", ">=", 0.8, [2.0, None]).verdict == "NORUN"  # never read as a pass
+    rounds = Rounds("x", quick=True, loads=[1.0, 2.0], reports=[
+        Report("x", True, [Check("a", 1.0, ">=", 0.8), Check("b", 1.0, "<=", 1.5)]),
+        Report("x", True, [Check("a", 0.7, ">=", 0.8)])])  # b did not run in round 2
+    assert not rounds.passed
+    line = orjson.loads(rounds.json_line())
+    assert [(c["name"], c["values"], c["verdict"]) for c in line["checks"]] == [
+        ("a", [1.0, 0.7], "FAIL"), ("b", [1.0, None], "NORUN")]
+    assert line["rounds"] == 2 and line["loads"] == [1.0, 2.0] and len(line["reports"]) == 2
+    assert line["checks"][0]["headroom_target"] == 0.88
+
+
+@pytest.mark.bench
+def test_rounds_run_the_suite_again_and_summarise_every_round(server_dsn: str) -> None:
+    """`props bench cli --quick --rounds 2 --json`: two rounds really ran (each with its own
+    figures), the summary's values are each round's, and the exit code is every round's."""
+    env = {**os.environ, "PROPS_DSN": server_dsn}
+    out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", "cli", "--quick",
+                          "--rounds", "2", "--json"], capture_output=True, text=True, env=env,
+                         timeout=600, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    line = orjson.loads(out.stdout.strip().splitlines()[-1])
+    assert line["suite"] == "cli" and line["rounds"] == 2 and len(line["loads"]) == 2
+    reports = line["reports"]
+    assert len(reports) == 2 and reports[0]["figures"] != reports[1]["figures"]
+    for check in line["checks"]:
+        assert check["values"] == [next(c["value"] for c in r["checks"]
+                                        if c["name"] == check["name"]) for r in reports]
+        assert check["verdict"] in ("HELD", "PASS", "FAIL")
+    every_round_passed = all(c["verdict"] == "PASS" for r in reports for c in r["checks"])
+    assert out.returncode == (0 if every_round_passed else 1)
+    assert "round 2 of 2" in out.stderr and "with headroom" in out.stderr
 
 
 @pytest.mark.bench
@@ -228,11 +272,12 @@ def test_scale_mode_at_its_smallest_size_measures_every_phase(server_dsn: str) -
 
 
 def test_bench_modes_belong_to_their_suite(server_dsn: str) -> None:
-    """--peers and --scale are refused (exit 2, one line) on a suite without that mode,
-    before any database is made."""
+    """--peers and --scale are refused (exit 2, one line) on a suite without that mode, and
+    --rounds outside 1..20, before any database is made."""
     env = {**os.environ, "PROPS_DSN": server_dsn}
     for args in (["rescore", "--peers"], ["log", "--scale"], ["projections", "--scale-upto",
-                                                               "10000"]):
+                                                               "10000"],
+                 ["cli", "--rounds", "0"], ["cli", "--rounds", "21"]):
         out = subprocess.run([sys.executable, "-m", "props.tools.cli", "bench", *args],
                              capture_output=True, text=True, env=env, timeout=120,
                              check=False)

@@ -48,3 +48,79 @@ class Report:
     @property
     def passed(self) -> bool:
         return all(c.verdict == "PASS" for c in self.checks)
+
+
+# "Passes its target by at least 10%": the value could move 10% the wrong way and still pass
+# (>= 0.8 asks 0.88; <= 1.5 asks 1.5 / 1.1 = 1.36).
+HEADROOM = 0.1
+
+
+def with_headroom(op: Literal[">=", "<="], target: float, headroom: float = HEADROOM) -> float:
+    """The value a check must reach to pass its target with `headroom` to spare."""
+    # (to six places: 0.8 * 1.1 is 0.8800000000000001 in floating point, and 0.88 passes)
+    return round(target * (1 + headroom) if op == ">=" else target / (1 + headroom), 6)
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """One check over several rounds of its suite: each round's value, and whether every
+    round passed it, and with headroom."""
+
+    name: str
+    op: Literal[">=", "<="]
+    target: float
+    values: list[float | None]
+
+    @property
+    def headroom_target(self) -> float:
+        return with_headroom(self.op, self.target)
+
+    @property
+    def verdict(self) -> str:
+        """HELD: every round passed with headroom; PASS: every round passed; FAIL: a round
+        failed; NORUN: a round did not run it (never read as a pass)."""
+        if any(v is None for v in self.values):
+            return "NORUN"
+        def every_round_passes(target: float) -> bool:
+            return all(Check(self.name, v, self.op, target).verdict == "PASS"
+                       for v in self.values)
+
+        if not every_round_passes(self.target):
+            return "FAIL"
+        return "HELD" if every_round_passes(self.headroom_target) else "PASS"
+
+
+@dataclasses.dataclass
+class Rounds:
+    """The same suite run round after round (`props bench SUITE --rounds N`), each in a
+    scratch database of its own, with the machine's load after each."""
+
+    suite: str
+    quick: bool
+    reports: list[Report] = dataclasses.field(default_factory=list)
+    loads: list[float] = dataclasses.field(default_factory=list)  # 1-minute load average
+
+    def held(self) -> list[Held]:
+        names = list(dict.fromkeys(c.name for r in self.reports for c in r.checks))
+        out = []
+        for name in names:
+            found = [next((c for c in r.checks if c.name == name), None) for r in self.reports]
+            first = next(c for c in found if c is not None)
+            out.append(Held(name, first.op, first.target,
+                            [None if c is None else c.value for c in found]))
+        return out
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.reports)
+
+    def json_line(self) -> str:
+        return orjson.dumps({
+            "suite": self.suite, "quick": self.quick, "rounds": len(self.reports),
+            "headroom": HEADROOM, "loads": [round(x, 2) for x in self.loads],
+            "checks": [{"name": h.name, "op": h.op, "target": h.target,
+                        "headroom_target": round(h.headroom_target, 4),
+                        "values": [None if v is None else round(v, 3) for v in h.values],
+                        "verdict": h.verdict} for h in self.held()],
+            "reports": [orjson.loads(r.json_line()) for r in self.reports],
+        }).decode()

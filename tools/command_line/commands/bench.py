@@ -15,7 +15,8 @@ def add_parser(sub: Any) -> None:
         "server props uses). Every figure is measured side by side with the raw PostgreSQL "
         "operation it is built on, in the same run; the checks are ratios. Exit 0 when every "
         "check passes, 1 when one fails or did not run, 2 when --peers or --scale is given "
-        "to a suite that has no such mode.",
+        "to a suite that has no such mode. Ratios move with the machine's load: run "
+        "--rounds 3 to see how far.",
     )
     p.add_argument("suite", choices=sorted(SUITE_NAMES), help="which suite")
     p.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
@@ -32,4 +33,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--scale-upto", type=int, choices=(10_000, 100_000, 1_000_000),
                    metavar="EVENTS", help="with --scale: the largest size (10000, 100000 or "
                    "1000000); at 10000 alone nothing is compared and the checks say NORUN")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="run the suite N times in a row, each round in a scratch database "
+                   "of its own, then show each check's N values side by side with the "
+                   "machine's load after each round: HELD when every round passed by 10%% "
+                   "or more, PASS when every round passed. Exit 0 only when every round "
+                   "passed. With --json the last line holds every round")
     p.set_defaults(handler="bench:bench_cmd")
