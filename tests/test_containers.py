@@ -62,6 +62,41 @@ class TestPodmanRuntime(RuntimeContract):
 
 
 @pytest.mark.docker
+async def test_a_run_asks_the_docker_engine_nine_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One container's life as the launcher drives it (start, wait, logs, remove) takes nine
+    requests to the engine: the look-up before creating it (a restarted launcher adopts
+    the container it made), create and start; the look-up, wait and inspect (the exit code
+    and OOM flag); the inspect aiodocker makes for the log's framing and the log; the
+    removal. It took twelve when each call looked the container up first and the start
+    inspected it again."""
+    async with docker_or_skip() as rt:
+        assert isinstance(rt, DockerRuntime)
+        asked: list[tuple[str, str]] = []
+        query = rt.docker._do_query
+
+        async def counted(path: object, method: str, *args: object, **kwargs: object) -> object:
+            asked.append((method, str(path).split("/")[-1]))
+            return await query(path, method, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(rt.docker, "_do_query", counted)
+        made = Made(rt, REFERENCE_IMAGE, mount_host_python=True)
+        spec = made.spec("print('hello')")
+        try:
+            await rt.start(spec)
+            outcome = await rt.wait(spec.name, 60)
+            assert outcome is not None and outcome.exit_code == 0
+            assert b"hello" in await rt.logs(spec.name)
+            await rt.remove(spec.name)
+            lifecycle = list(asked)
+        finally:
+            await made.cleanup()  # (a removal of its own, not counted)
+        assert lifecycle == [("GET", "json"), ("POST", "create"), ("POST", "start"),
+                         ("GET", "json"), ("POST", "wait"), ("GET", "json"),
+                         ("GET", "json"), ("GET", "logs"), ("DELETE", spec.name)], lifecycle
+        assert spec.name not in await rt.names()
+
+
+@pytest.mark.docker
 async def test_docker_containers_have_no_network_unless_asked(docker: DockerRuntime,
                                                               tmp_path: Path) -> None:
     m = Made(docker, REFERENCE_IMAGE, mount_host_python=True)

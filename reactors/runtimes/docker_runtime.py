@@ -237,8 +237,10 @@ class DockerRuntime:
                         f"pulled: push the definition again (props definitions push, or "
                         f"docker push through props serve --registry)") from exc
                 raise
-        state = (await self._answer(container.show()))["State"]
-        if state["Status"] == "created":
+            state = "created"  # (just made: no inspect needed to say so)
+        else:
+            state = container["State"]["Status"]  # (inspected by the look-up itself)
+        if state == "created":
             try:
                 await self._answer(container.start())
             except aiodocker.DockerError as exc:
@@ -286,24 +288,23 @@ class DockerRuntime:
             await container.wait()
         return await self._outcome(container)
 
+    def _named(self, name: str) -> Any:
+        """A handle on the container `name` without asking the engine (an inspect each call
+        would be one more request a run): a call on it answers 404 if there is none."""
+        return self.docker.containers.container(name)
+
     @_engine_call
     async def kill(self, name: str) -> None:
-        container = await self._find(name)
-        if container is None:
-            return
         try:
-            await self._answer(container.kill(signal="SIGKILL"))
+            await self._answer(self._named(name).kill(signal="SIGKILL"))
         except aiodocker.DockerError as exc:
             if exc.status not in (404, 409):  # gone, or not running
                 raise
 
     @_engine_call
     async def logs(self, name: str) -> bytes:
-        container = await self._find(name)
-        if container is None:
-            return b""
-        try:
-            lines = await self._answer(container.log(stdout=True, stderr=True))
+        try:  # (aiodocker inspects the container first, for its Tty: a missing one is a 404)
+            lines = await self._answer(self._named(name).log(stdout=True, stderr=True))
         except aiodocker.DockerError as exc:
             if exc.status in (404, 409):  # gone, or being removed by another path: no logs
                 return b""
@@ -313,10 +314,7 @@ class DockerRuntime:
     @_engine_call
     async def remove(self, name: str) -> None:
         try:
-            container = await self._find(name)
-            if container is None:
-                return
-            await self._answer(container.delete(force=True))
+            await self._answer(self._named(name).delete(force=True))
         except aiodocker.DockerError as exc:
             if exc.status == 404:
                 return
