@@ -81,6 +81,7 @@ class Held:
         failed; NORUN: a round did not run it (never read as a pass)."""
         if any(v is None for v in self.values):
             return "NORUN"
+
         def every_round_passes(target: float) -> bool:
             return all(Check(self.name, v, self.op, target).verdict == "PASS"
                        for v in self.values)
