@@ -84,6 +84,11 @@ def _value(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _threshold(x: float) -> str:
+    """A headroom target as it is judged (1.35, 0.88, 55,000), never rounded past it."""
+    return f"{x:,.0f}" if abs(x) >= 100 and x == int(x) else f"{x:,.6f}".rstrip("0").rstrip(".")
+
+
 def _print_report(report: Report, title: str) -> None:
     print_table(console, [
         Column("name", "check"),
@@ -103,7 +108,8 @@ def _print_rounds(rounds: Rounds) -> None:
         Column("target", "target"), Column("headroom", "with headroom"),
         Column("verdict", "verdict")],
         [{"name": h.name, "values": " ".join(_value(v) for v in h.values),
-          "target": f"{h.op} {h.target}", "headroom": f"{h.op} {h.headroom_target:.3g}",
+          "target": f"{h.op} {h.target}",
+          "headroom": f"{h.op} {_threshold(h.headroom_target)}",
           "verdict": h.verdict} for h in rounds.held()],
         title=f"bench {rounds.suite}: {len(rounds.reports)} rounds, load after each "
               + " ".join(f"{x:.1f}" for x in rounds.loads))
