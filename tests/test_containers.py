@@ -91,8 +91,8 @@ async def test_a_run_asks_the_docker_engine_nine_times(monkeypatch: pytest.Monke
         finally:
             await made.cleanup()  # (a removal of its own, not counted)
         assert lifecycle == [("GET", "json"), ("POST", "create"), ("POST", "start"),
-                         ("GET", "json"), ("POST", "wait"), ("GET", "json"),
-                         ("GET", "json"), ("GET", "logs"), ("DELETE", spec.name)], lifecycle
+                             ("GET", "json"), ("POST", "wait"), ("GET", "json"),
+                             ("GET", "json"), ("GET", "logs"), ("DELETE", spec.name)], lifecycle
         assert spec.name not in await rt.names()
 
 

@@ -54,21 +54,21 @@ async def bench_cmd(args: argparse.Namespace) -> int:
         return 2
     server = database.resolve_dsn()
     rounds = Rounds(args.suite, args.quick)
+    several = args.rounds > 1  # (one round prints and summarises as it always has)
     for n in range(1, args.rounds + 1):
-        if args.rounds > 1:
-            console.print(f"round {n} of {args.rounds}")
+        of_rounds = f"round {n} of {args.rounds}" if several else ""
+        if several:
+            console.print(of_rounds)
         # Each round in a scratch database of its own, as a single run is.
         async with scratch.scratch_database(server, "bench") as dsn:
             report = await _one_round(args, dsn)
         rounds.reports.append(report)
         rounds.loads.append(os.getloadavg()[0])
-        _print_report(report, f"bench {report.suite}"
-                      + (f", round {n} of {args.rounds}" if args.rounds > 1 else ""))
-    if args.rounds > 1:
+        _print_report(report, ", ".join(filter(None, [f"bench {report.suite}", of_rounds])))
+    if several:
         _print_rounds(rounds)
     if args.json:
-        print((rounds.json_line() if args.rounds > 1 else rounds.reports[0].json_line()),
-              flush=True)
+        print(rounds.json_line() if several else report.json_line(), flush=True)
     return 0 if rounds.passed else 1
 
 
@@ -85,8 +85,9 @@ def _value(v: float | None) -> str:
 
 
 def _threshold(x: float) -> str:
-    """A headroom target as it is judged (1.35, 0.88, 55,000), never rounded past it."""
-    return f"{x:,.0f}" if abs(x) >= 100 and x == int(x) else f"{x:,.6f}".rstrip("0").rstrip(".")
+    """A headroom target as it is judged (1.35, 0.88, 55,000), never rounded past it (it is
+    held to six places: report.with_headroom)."""
+    return f"{x:,.6f}".rstrip("0").rstrip(".")
 
 
 def _print_report(report: Report, title: str) -> None:
