@@ -298,8 +298,16 @@ class DockerRuntime:
         try:
             await self._answer(self._named(name).kill(signal="SIGKILL"))
         except aiodocker.DockerError as exc:
-            if exc.status not in (404, 409):  # gone, or not running
+            if exc.status in (404, 409):  # gone, or not running
+                return
+            # Podman answers a container that has exited with a 500 ("can only kill running
+            # containers"), not Docker's 409: the effect wanted holds unless it still runs.
+            if exc.status == NO_CONNECTION or await self._running(name):
                 raise
+
+    async def _running(self, name: str) -> bool:
+        container = await self._find(name)
+        return container is not None and bool(container["State"].get("Running"))
 
     @_engine_call
     async def logs(self, name: str) -> bytes:

@@ -137,6 +137,16 @@ class RuntimeContract(abc.ABC):
         outcome = await made.rt.wait(spec.name, 30)
         assert outcome is not None and outcome.exit_code is None  # killed: no code of its own
 
+    async def test_a_kill_after_the_exit_keeps_the_exit_code(self, made: Made) -> None:
+        """The watch's kill may come just after the container ended by itself: there is
+        nothing to kill (Docker answers 409, Podman 500), and the run keeps its own code."""
+        spec = made.spec("import sys; sys.exit(3)")
+        await made.rt.start(spec)
+        ended = await made.rt.wait(spec.name, 60)
+        assert ended is not None and ended.exit_code == 3
+        await made.rt.kill(spec.name)
+        assert await made.rt.wait(spec.name, 5) == ended
+
     async def test_two_removals_of_one_container_both_succeed(self, made: Made) -> None:
         """A cancel and the run's own clean-up may remove the same container at once: the
         second removal has the same effect, not a launcher defect."""
