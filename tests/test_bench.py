@@ -91,6 +91,11 @@ def test_rounds_say_held_only_when_every_round_passed_with_headroom() -> None:
     # Judged as shown: 1.3504 is printed 1.350, and so it is judged.
     assert Rounds("x", True, [Report("x", True, [Check("b", 1.3504, "<=", 1.5)])]
                   ).held()[0].verdict == "HELD"
+    # ... and so is a single round's check: what is printed is what passed or failed.
+    assert Check("c", 0.4996, ">=", 0.5).verdict == "PASS"  # printed 0.500
+    assert Check("c", 0.4994, ">=", 0.5).verdict == "FAIL"  # printed 0.499
+    assert Check("d", 1.5004, "<=", 1.5).verdict == "PASS"
+    assert Check("d", 1.5006, "<=", 1.5).verdict == "FAIL"
 
 
 @pytest.mark.bench
