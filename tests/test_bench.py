@@ -8,8 +8,10 @@ what they say.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +300,36 @@ def test_bench_modes_belong_to_their_suite(server_dsn: str) -> None:
                              check=False)
         assert out.returncode == 2 and out.stdout == "", (args, out)
         assert len(out.stderr.strip().splitlines()) == 1 and "props bench" in out.stderr
+
+
+@pytest.mark.bench
+def test_a_bench_stopped_by_sigterm_drops_its_scratch_database(server_dsn: str) -> None:
+    """`timeout 60 props bench ...` sends SIGTERM: the command is cancelled as by Ctrl-C, so
+    its scratch database is dropped, and it exits 143 with one line. (SIGTERM's default
+    ended the process at once and left the database, with its events, on the server.)"""
+    import psycopg
+
+    def scratch() -> set[str]:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            return {r[0] for r in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'props\\_bench\\_%'")}
+
+    before = scratch()
+    proc = subprocess.Popen([sys.executable, "-m", "props.tools.cli", "bench", "cli",
+                             "--quick", "--rounds", "3"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PROPS_DSN": server_dsn})
+    try:
+        deadline = time.monotonic() + 120
+        while not scratch() - before:  # its first round's database, made and migrated
+            assert proc.poll() is None and time.monotonic() < deadline, "no scratch database"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143
+    assert err.decode().strip().splitlines()[-1] == "props: stopped by SIGTERM"
+    assert scratch() == before

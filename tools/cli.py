@@ -59,6 +59,9 @@ EX_SOFTWARE = 70  # a bug in props
 EX_NOINPUT = 66
 EX_NOPERM = 77
 EX_SIGPIPE = 128 + 13  # what a shell shows for a program whose reader went away
+EX_INTERRUPTED = 128 + 2  # ... for one stopped by Ctrl-C (SIGINT)
+EX_TERMINATED = 128 + 15  # ... and by SIGTERM
+_terminated = False  # set by the first SIGTERM (see _stop_on_sigterm)
 
 
 class ParagraphHelp(argparse.HelpFormatter):
@@ -160,8 +163,30 @@ def handler_of(name: str) -> Handler | StoreHandler:
     return found
 
 
+def _stop_on_sigterm() -> None:
+    """A SIGTERM (`timeout`, `kill`, a container or service manager) stops a command as
+    Ctrl-C does: the command is cancelled, so what it made is cleaned up (a benchmark's
+    scratch database dropped, an export's partial file removed) before it exits 143. Its
+    default, ending the process at once, left all of that behind. A second SIGTERM ends it at
+    once. The services (`props serve`, ...) take SIGTERM over for their own graceful stop."""
+    import asyncio  # (here: `props --version` and `--help` never load it)
+    import signal
+
+    loop, command = asyncio.get_running_loop(), asyncio.current_task()
+    assert command is not None
+
+    def terminate() -> None:
+        global _terminated
+        _terminated = True
+        loop.remove_signal_handler(signal.SIGTERM)  # (the default again: a second one kills)
+        command.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+
+
 async def execute(handler: Handler | StoreHandler, args: argparse.Namespace) -> int:
     """Run a command: with the store opened for it, as its parser asks, or alone."""
+    _stop_on_sigterm()
     connections = getattr(args, "connections", None)
     if connections is None:
         return await cast(Handler, handler)(args)
@@ -204,9 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return anyio.run(execute, handler, args, backend="asyncio")
+        code = anyio.run(execute, handler, args, backend="asyncio")
     except BaseException as exc:  # every way out is decided in _exit_for
-        return _exit_for(_leaf(exc))
+        code = _exit_for(_leaf(exc)) if not _terminated else EX_TERMINATED
+    if _terminated:  # (whatever the cancelled command raised or returned on its way out)
+        print("props: stopped by SIGTERM", file=sys.stderr)
+        return EX_TERMINATED
+    return code
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -230,7 +259,7 @@ def _exit_for(exc: BaseException) -> int:
         return _exit_for(props_error)
     if isinstance(exc, KeyboardInterrupt):
         print("props: interrupted", file=sys.stderr)
-        return 130
+        return EX_INTERRUPTED
     if isinstance(exc, SystemExit):
         return exc.code if isinstance(exc.code, int) else _fail(str(exc.code), 1)
     if isinstance(exc, BrokenPipeError):  # `props ... | head`: the reader has all it wants

@@ -7,6 +7,8 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
+
 from props.core.log import database, migrate
 
 _SAFE = re.compile(r"^props_[a-z]+_[0-9a-f]{12}$")
@@ -18,13 +20,15 @@ async def scratch_database(server_dsn: str, purpose: str) -> AsyncIterator[str]:
     name = f"props_{purpose}_{uuid.uuid4().hex[:12]}"
     if not _SAFE.match(name):  # made here, never from input; checked because it is spliced
         raise ValueError(f"unsafe scratch database name {name!r}")
-    async with database.session(server_dsn) as admin:
-        await admin.execute(f'CREATE DATABASE "{name}"')
     dsn = database.with_database(server_dsn, name)
-    try:
+    try:  # (the creation inside: a cancel right after it must not leave the database)
+        async with database.session(server_dsn) as admin:
+            await admin.execute(f'CREATE DATABASE "{name}"')
         await migrate.migrate_database(dsn)
         yield dsn
     finally:
-        # A connection of its own: the server may have restarted meanwhile (props chaos).
-        async with database.session(server_dsn) as admin:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        # A connection of its own: the server may have restarted meanwhile (props chaos);
+        # shielded: a command being cancelled (Ctrl-C, SIGTERM) still drops it.
+        with anyio.CancelScope(shield=True):
+            async with database.session(server_dsn) as admin:
+                await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
