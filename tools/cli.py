@@ -9,6 +9,8 @@ with a documented code; anything else is a bug: a traceback, and a line saying s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import gc
 import importlib
 import logging
@@ -16,7 +18,7 @@ import os
 import sys
 import textwrap
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, cast
 
 import anyio
@@ -61,7 +63,6 @@ EX_NOPERM = 77
 EX_SIGPIPE = 128 + 13  # what a shell shows for a program whose reader went away
 EX_INTERRUPTED = 128 + 2  # ... for one stopped by Ctrl-C (SIGINT)
 EX_TERMINATED = 128 + 15  # ... and by SIGTERM
-_terminated = False  # set by the first SIGTERM (see _stop_on_sigterm)
 
 
 class ParagraphHelp(argparse.HelpFormatter):
@@ -163,30 +164,72 @@ def handler_of(name: str) -> Handler | StoreHandler:
     return found
 
 
-def _stop_on_sigterm() -> None:
-    """A SIGTERM (`timeout`, `kill`, a container or service manager) stops a command as
-    Ctrl-C does: the command is cancelled, so what it made is cleaned up (a benchmark's
-    scratch database dropped, an export's partial file removed) before it exits 143. Its
-    default, ending the process at once, left all of that behind. A second SIGTERM ends it at
-    once. The services (`props serve`, ...) take SIGTERM over for their own graceful stop."""
+@dataclasses.dataclass
+class _Stopped:
+    """Which signal cancelled the command, if one did."""
+
+    by: str | None = None
+
+
+@contextlib.contextmanager
+def _cancelled_by_signal() -> Iterator[_Stopped]:
+    """Ctrl-C (SIGINT) and SIGTERM (`timeout`, `kill`, a container or service manager)
+    cancel the command inside this block, so it cleans up after itself (a benchmark's
+    scratch database dropped, an export's partial file removed) before it exits 130 or 143.
+    SIGTERM's default, ending the process at once, left all of that behind. What the command
+    shields gets the stop's deadline (stopping.DEADLINE_SECONDS), a second signal ends it at
+    once, and one that comes once the command has returned changes nothing. An anyio cancel,
+    not the task's own (asyncio's Ctrl-C): a worker thread's call is waited for (an export's
+    compressor closed under a write still in flight deadlocked) and shields hold. A Ctrl-C
+    this process was told to ignore stays ignored; the services (`props serve`, ...) take
+    both signals over for their own graceful stop."""
     import asyncio  # (here: `props --version` and `--help` never load it)
     import signal
 
-    loop, command = asyncio.get_running_loop(), asyncio.current_task()
-    assert command is not None
+    from props.core.log import stopping
 
-    def terminate() -> None:
-        global _terminated
-        _terminated = True
-        loop.remove_signal_handler(signal.SIGTERM)  # (the default again: a second one kills)
-        command.cancel()
+    loop, stop, stopped = asyncio.get_running_loop(), stopping.current(), _Stopped()
+    caught = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT)
+                                 not in (signal.SIG_IGN, None) else [])
+    signalled: list[str] = []
 
-    loop.add_signal_handler(signal.SIGTERM, terminate)
+    def cancel(signum: signal.Signals) -> None:
+        for each in caught:  # (the defaults again: a second signal ends the process)
+            loop.remove_signal_handler(each)
+        signalled.append(signum.name)
+        stop.begin()
+        scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        for signum in caught:
+            loop.add_signal_handler(signum, cancel, signum)
+        try:
+            yield stopped
+        finally:
+            for signum in caught:
+                loop.remove_signal_handler(signum)
+    # (a command that caught the cancel and returned anyway was not stopped by it)
+    stopped.by = signalled[0] if scope.cancelled_caught else None
 
 
 async def execute(handler: Handler | StoreHandler, args: argparse.Namespace) -> int:
-    """Run a command: with the store opened for it, as its parser asks, or alone."""
-    _stop_on_sigterm()
+    """Run a command until it ends, or until Ctrl-C or SIGTERM cancels it."""
+    code = EX_TERMINATED  # (replaced by the command's own unless a signal cancels it)
+    with _cancelled_by_signal() as stopped:
+        code = await _run(handler, args)
+    if stopped.by is None:
+        return code
+    # A signal cancelled it, and its cleanup is done (had the cleanup failed, its error
+    # would be on its way out instead, with its own line and code).
+    if stopped.by == "SIGINT":
+        print("props: interrupted", file=sys.stderr)
+        return EX_INTERRUPTED
+    print("props: stopped by SIGTERM", file=sys.stderr)
+    return EX_TERMINATED
+
+
+async def _run(handler: Handler | StoreHandler, args: argparse.Namespace) -> int:
+    """The command: with the store opened for it, as its parser asks, or alone."""
     connections = getattr(args, "connections", None)
     if connections is None:
         return await cast(Handler, handler)(args)
@@ -229,13 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        code = anyio.run(execute, handler, args, backend="asyncio")
+        return anyio.run(execute, handler, args, backend="asyncio")
     except BaseException as exc:  # every way out is decided in _exit_for
-        code = _exit_for(_leaf(exc)) if not _terminated else EX_TERMINATED
-    if _terminated:  # (whatever the cancelled command raised or returned on its way out)
-        print("props: stopped by SIGTERM", file=sys.stderr)
-        return EX_TERMINATED
-    return code
+        return _exit_for(_leaf(exc))
 
 
 def _leaf(exc: BaseException) -> BaseException:

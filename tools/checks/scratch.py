@@ -7,9 +7,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
-
-from props.core.log import database, migrate
+from props.core.log import database, migrate, stopping
 
 _SAFE = re.compile(r"^props_[a-z]+_[0-9a-f]{12}$")
 
@@ -28,7 +26,8 @@ async def scratch_database(server_dsn: str, purpose: str) -> AsyncIterator[str]:
         yield dsn
     finally:
         # A connection of its own: the server may have restarted meanwhile (props chaos);
-        # shielded: a command being cancelled (Ctrl-C, SIGTERM) still drops it.
-        with anyio.CancelScope(shield=True):
+        # shielded: a command being cancelled (Ctrl-C, SIGTERM) still drops it, within a
+        # minute (a server that took the connection and never answers is not waited on).
+        with stopping.shield(f"the scratch database {name}: its drop", at_most=60):
             async with database.session(server_dsn) as admin:
                 await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -62,7 +62,10 @@ async def run(dsn: str, quick: bool, console: Console) -> Report:
         console.print(f"live lag under {1000:,} events/s for {load_seconds:.0f}s ...")
         lag = await _lag_under_load(store, work, rate=1000, seconds=load_seconds)
         report.figures["lag"] = lag
-        value = lag["p99_ms"] if lag["events"] else None
+        # An event the runner never projected fails the check, however few: its lag is
+        # unknown (the worst seen stands for it), and the p99 alone would pass up to 1%.
+        value = (lag["max_ms"] if lag["not_projected_in_time"] else lag["p99_ms"]) \
+            if lag["events"] else None
         report.checks.append(Check("lag_p99_ms", value, "<=", 250, unit="ms"))
     return report
 
