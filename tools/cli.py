@@ -19,11 +19,14 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
 from props.core.log import errors
+
+if TYPE_CHECKING:
+    from props.core.log.stopping import Stop
 
 # Which module holds each command's parser, in the order `props --help` lists them. A command
 # imports its own parser module only (they import nothing heavy), and its handler's module
@@ -166,8 +169,9 @@ def handler_of(name: str) -> Handler | StoreHandler:
 
 @dataclasses.dataclass
 class _Stopped:
-    """Which signal cancelled the command, if one did."""
+    """Which signal cancelled the command, if one did; what its stop's deadline cut."""
 
+    stop: Stop
     by: str | None = None
 
 
@@ -188,17 +192,22 @@ def _cancelled_by_signal() -> Iterator[_Stopped]:
 
     from props.core.log import stopping
 
-    loop, stop, stopped = asyncio.get_running_loop(), stopping.current(), _Stopped()
+    loop, stop = asyncio.get_running_loop(), stopping.current()
+    stopped = _Stopped(stop)
     caught = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT)
                                  not in (signal.SIG_IGN, None) else [])
     signalled: list[str] = []
 
     def cancel(signum: signal.Signals) -> None:
+        scope.cancel()
+        signalled.append(signum.name)
         for each in caught:  # (the defaults again: a second signal ends the process)
             loop.remove_signal_handler(each)
-        signalled.append(signum.name)
+        # ... SIGINT's too: asyncio's default raises KeyboardInterrupt inside the loop, past
+        # anyio's worker threads, and the exit then waited on one of them for good.
+        if signal.SIGINT in caught:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
         stop.begin()
-        scope.cancel()
 
     with anyio.CancelScope() as scope:
         for signum in caught:
@@ -220,7 +229,9 @@ async def execute(handler: Handler | StoreHandler, args: argparse.Namespace) -> 
     if stopped.by is None:
         return code
     # A signal cancelled it, and its cleanup is done (had the cleanup failed, its error
-    # would be on its way out instead, with its own line and code).
+    # would be on its way out instead, with its own line and code) or cut at the deadline.
+    if stopped.stop.unfinished:
+        print(f"props: {stopped.stop.report()}", file=sys.stderr)
     if stopped.by == "SIGINT":
         print("props: interrupted", file=sys.stderr)
         return EX_INTERRUPTED

@@ -26,6 +26,7 @@ from props.core.log.dsn import with_user as with_user
 log = logging.getLogger(__name__)
 
 APPLICATION_NAME = "props"
+POOL_CLOSE_WAIT = 10.0  # seconds a pool's connections have to be given back at its close
 
 # A connection of its own or one borrowed from a pool: both run statements alike.
 Connection: TypeAlias = (
@@ -155,7 +156,15 @@ async def pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> AsyncItera
     try:
         yield p
     finally:
-        await p.close()
+        # Bounded: a server that stopped answering held a stopping command for good.
+        closed = False
+        try:
+            with anyio.move_on_after(POOL_CLOSE_WAIT):
+                await p.close()
+                closed = True
+        finally:
+            if not closed:  # (timed out, or cancelled: its connections are dropped at once)
+                p.terminate()
 
 
 async def watch_session(conn: asyncpg.Connection, every: float = 1.0) -> None:

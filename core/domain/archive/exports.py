@@ -203,8 +203,11 @@ async def export(store: EventStore, selection: Selection, out: Path,
             await anyio.to_thread.run_sync(lambda: tmp.unlink(missing_ok=True))
         raise
     else:
-        await anyio.to_thread.run_sync(sink.close)  # also closes the file
-    await anyio.to_thread.run_sync(tmp.replace, out)
+        # Finished as one step: a cancel here (Ctrl-C, SIGTERM) leaves the whole file, never
+        # its .partial beside nothing.
+        with stopping.shield(f"the export {out}: its completion"):
+            await anyio.to_thread.run_sync(sink.close)  # also closes the file
+            await anyio.to_thread.run_sync(tmp.replace, out)
     report.bytes_out = (await anyio.to_thread.run_sync(out.stat)).st_size
     return report
 

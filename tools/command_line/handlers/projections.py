@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import anyio
 import anyio.abc
 
 from props.core.domain import parking as core_parking
+from props.core.log import stopping
 from props.core.log.store import EventStore
 from props.projections import engine, parking, readers
 from props.projections import status as projection_status
@@ -23,7 +25,8 @@ console = Console(highlight=False, stderr=True)
 async def run_cmd(args: argparse.Namespace, store: EventStore) -> int:
     runner = engine.Runner(store)
     async with anyio.create_task_group() as tg:
-        await tg.start(cancel_on_signal, tg.cancel_scope, "stopping: finishing the current batch")
+        await tg.start(partial(cancel_on_signal, stop=stopping.current()), tg.cancel_scope,
+                       "stopping: finishing the current batch")
         console.print(f"projection runner on {len(engine.ALL)} projections; Ctrl-C stops")
         await runner.run()
     console.print(f"stopped after {runner.stats.events:,} events "

@@ -8,6 +8,7 @@ import logging
 import secrets
 import sys
 import webbrowser
+from functools import partial
 
 import anyio
 
@@ -37,7 +38,8 @@ async def view_cmd(args: argparse.Namespace, store: EventStore) -> int:
         if args.open:
             webbrowser.open(f"{url}login")
         async with anyio.create_task_group() as tg:
-            await tg.start(cancel_on_signal, tg.cancel_scope, "stopping the viewer")
+            await tg.start(partial(cancel_on_signal, stop=stopping.current()),
+                           tg.cancel_scope, "stopping the viewer")
             await tg.start(http_server.serve, http_app.create_app(store), sock)
             # The projections are what the viewer shows: kept current while it runs (in
             # one process at a time: a `props serve` elsewhere keeps doing it instead).
