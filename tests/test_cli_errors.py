@@ -169,3 +169,19 @@ async def test_run_ids_are_shown_short_and_taken_by_unique_prefix(store: EventSt
     assert short.returncode == 2 and "give at least 4 hex digits" in short.stderr
     held = props("runs", "hold", "abcd2", "--reason", "audit", dsn=dsn)
     assert held.returncode == 0 and str(two) in held.stdout
+
+
+
+def test_ctrl_c_while_a_command_loads_says_one_line_and_exits_130() -> None:
+    """Ctrl-C while the command is still loading (its parser, its handler's imports: the
+    KeyboardInterrupt comes from wherever the import was, `typing`, `pydantic`, ...): one
+    line and 130, as once it runs, never a traceback. The interrupt is raised where the
+    handler's module is imported, so the test does not depend on a signal's timing."""
+    import sys
+
+    probe = ("import sys\nfrom props.tools import cli\n"
+             "def interrupted(name):\n    raise KeyboardInterrupt\n"
+             "cli.handler_of = interrupted\nsys.exit(cli.main(['events', 'tail']))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert (out.returncode, out.stderr.strip()) == (130, "props: interrupted")
