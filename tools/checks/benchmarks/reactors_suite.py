@@ -5,8 +5,8 @@ once and carried out one at a time (request -> role -> container started -> exit
 finished -> graded), timed per run, between N bare runs of the very same container spec
 before and N after (create, start, wait, remove: what `docker run --rm` does) on the same
 engine. The ratio is props' time per run over the bare container's (the mean of before and
-after). The local runtime is measured the same way,
-beside a bare `python -c pass` process, as a figure.
+after). The local runtime is measured the same way, beside a bare `python -c pass` process,
+as a figure.
 
 Launchers: runs that wait 2 s each (an LLM-bound critic's shape) through one launcher of 8
 slots, then through two of 8 each sharing the queue: the throughput of two over one.
