@@ -116,14 +116,14 @@ def write(out: Path, template: Path, events: list[dict[str, Any]],
           sign_with: Ed25519PrivateKey | None = None) -> Path:
     """`template`'s header with `events` (and no blobs), re-chained, manifest recounted and
     unsigned (or signed by `sign_with`)."""
-    lines = [orjson.loads(line) for _, line in export_lines.read_lines(template)]
+    lines = list(exports.objects(line for _, line in export_lines.read_lines(template)))
     counts: dict[str, int] = {}
     for e in events:
         counts[e["type"]] = counts.get(e["type"], 0) + 1
     manifest = {k: v for k, v in lines[-1].items() if k != "signature"}
     manifest.update(events=len(events), blobs=0, counts=dict(sorted(counts.items())),
                     archive_id=str(uuid.uuid4()))
-    rebuilt = _rechained([orjson.dumps(obj) + b"\n" for obj in [lines[0], *events, manifest]])
+    rebuilt = _rechained([lines[0], *events, manifest])
     if sign_with is not None:  # over the manifest as re-chained
         last = orjson.loads(rebuilt[-1])
         rebuilt[-1] = orjson.dumps({**last, "signature": signing.sign(last, sign_with)}) + b"\n"

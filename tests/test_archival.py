@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 
 import anyio
-import orjson
 import pytest
 
 from props.core.domain import catalog
@@ -213,8 +212,7 @@ async def test_archive_while_writers_append_and_readers_read(
     hot = {r[2] for r in await rows(store)}
     in_files: list[uuid.UUID] = []
     for done in report.archived:
-        for _n, line in exports._lines(done.file):
-            obj = orjson.loads(line)
+        for obj in exports.objects(line for _n, line in exports._lines(done.file)):
             if obj["kind"] == "event":
                 in_files.append(uuid.UUID(obj["event_id"]))
     assert len(in_files) == len(set(in_files)) and not hot & set(in_files)

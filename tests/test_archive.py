@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import zstandard
 
-from props.core.domain.archive import exports, imports
+from props.core.domain.archive import event_lines, exports, imports
 from props.core.domain.store import open_store
 from props.core.log import errors, migrate
 from props.core.log.store import EventStore
@@ -19,6 +21,7 @@ from props.tools.checks.workload import Workload
 from tests.conftest import fence_clear
 
 EVERYTHING = exports.Selection()
+CHAIN_EVERY = exports.CHAIN_EVERY
 
 
 async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
@@ -98,7 +101,7 @@ async def test_every_mutation_is_refused_before_anything_is_written(
     rng = random.Random(6)
     original = exported.read_bytes()
     lines = _lines(exported)
-    events = [i for i, line in enumerate(lines) if b'"kind":"event"' in line]
+    events = [i for i, line in enumerate(lines) if line.startswith(b"[")]  # version 2's
     mutant = tmp_path / "mutant.jsonl.zst"
     kinds: dict[str, int] = {}
     for n in range(240):
@@ -122,9 +125,9 @@ async def test_every_mutation_is_refused_before_anything_is_written(
             elif kind == "drop":
                 del changed[a]
             else:
-                obj = orjson.loads(changed[a])
-                obj["stream_version"] += 1
-                changed[a] = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS) + b"\n"
+                fields = orjson.loads(changed[a])
+                fields[event_lines.FIELDS.index("stream_version")] += 1
+                changed[a] = orjson.dumps(fields) + b"\n"
             _write(mutant, changed)
         with pytest.raises(exports.ArchiveError):
             exports.verify(mutant)
@@ -148,13 +151,13 @@ async def test_selection_by_category_and_position(store: EventStore, exported: P
     no_gt = tmp_path / "no-ground-truth.jsonl.zst"
     report = await exports.export(store, exports.Selection(exclude_categories=("snapshot",)),
                                   no_gt)
-    kinds = {orjson.loads(line).get("stream_id", "-").split("-")[0] for line in _lines(no_gt)}
+    kinds = {obj.get("stream_id", "-").split("-")[0] for obj in exports.objects(_lines(no_gt))}
     assert "snapshot" not in kinds and "run" in kinds
     assert report.blobs == 0  # the specimen files belonged to the snapshots
     part = tmp_path / "part.jsonl.zst"
     cut = await exports.export(store, exports.Selection(after_position=10, to_position=30),
                                part)
-    positions = [orjson.loads(x)["position"] for x in _lines(part) if b'"event"' in x]
+    positions = [x["position"] for x in exports.objects(_lines(part)) if x["kind"] == "event"]
     assert cut.events == 20 and positions == list(range(11, 31))
 
 
@@ -167,6 +170,134 @@ async def test_a_newer_format_version_is_refused(exported: Path, tmp_path: Path)
     _write(newer, lines)
     with pytest.raises(exports.ArchiveError, match="upgrade props"):
         exports.verify(newer)
+
+
+VERSION_1 = Path(__file__).parent / "fixtures" / "export-v1.jsonl.zst"  # props at 72eb41b
+
+
+async def test_a_version_1_file_still_imports_and_exports_again_as_version_2(
+    store: EventStore, new_database: object, tmp_path: Path
+) -> None:
+    """A file props wrote before format version 2 (every event an object) verifies and
+    imports; written again from there it is version 2, and imports to the same projections."""
+    assert orjson.loads(_lines(VERSION_1)[0])["version"] == 1
+    assert exports.verify(VERSION_1).events == 1078
+    first = await imports.import_archive(store, VERSION_1)
+    assert first.imported == 1078 and first.blobs == 16
+    again = tmp_path / "again.jsonl.zst"
+    await fence_clear(store)
+    await exports.export(store, EVERYTHING, again)
+    assert orjson.loads(_lines(again)[0])["version"] == 2
+    old = {e["event_id"]: e for e in exports.objects(_lines(VERSION_1)) if e["kind"] == "event"}
+    new = {e["event_id"]: e for e in exports.objects(_lines(again)) if e["kind"] == "event"}
+    assert old.keys() <= new.keys()  # (and the import's own record)
+    for event_id, event in old.items():  # the same events, under new positions
+        assert {k: v for k, v in new[event_id].items() if k not in ("position", "tx_id",
+                                                                     "metadata")} == \
+            {k: v for k, v in event.items() if k not in ("position", "tx_id", "metadata")}
+    other = new_database()  # type: ignore[operator]
+    await migrate.migrate_database(other)
+    async with open_store(other) as target:
+        second = await imports.import_archive(target, again)
+        assert second.imported == second.events == 1079
+        await fence_clear(target)
+        await fence_clear(store)
+        await engine.rebuild(target)
+        await engine.rebuild(store)
+        assert await projected(target) == await projected(store)
+    # Negative control: the old file's chain still holds it (an edit of one event refused).
+    lines = _lines(VERSION_1)
+    at = next(i for i, line in enumerate(lines) if b'"kind":"event"' in line)
+    edited = tmp_path / "edited.jsonl.zst"
+    _write(edited, [*lines[:at], lines[at].replace(b'"stream_version":1', b'"stream_version":2'),
+                    *lines[at + 1:]])
+    with pytest.raises(exports.ArchiveError, match="hash chain breaks"):
+        exports.verify(edited)
+
+
+def _event_line_at(lines: list[bytes], n: int) -> int:
+    return [i for i, line in enumerate(lines) if line.startswith(b"[")][n]
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    (lambda f: f.__setitem__(0, 0), "position step 0 is not a whole number of at least 1"),
+    (lambda f: f.__setitem__(0, -3), "position step -3 is not"),
+    (lambda f: f.__setitem__(0, True), "position step true is not"),
+    (lambda f: f.__setitem__(1, 1.5), "transaction step 1.5 is not a whole number"),
+    (lambda f: f.__setitem__(9, 7), "time 7 is not a string"),
+    (lambda f: f.append("x"), "an event line has 10 fields, not 11"),
+    (lambda f: f.pop(), "an event line has 10 fields, not 9"),
+])
+async def test_a_version_2_event_line_that_does_not_read_back_is_refused_naming_it(
+    exported: Path, tmp_path: Path, change: Any, refusal: str
+) -> None:
+    """A line whose chain holds (re-chained by whoever wrote it) but whose fields cannot be
+    read as an event: refused by `verify`, naming the line, before any import stages it."""
+    lines = _lines(exported)
+    at = _event_line_at(lines, 5)
+    fields = orjson.loads(lines[at])
+    change(fields)
+    crafted = tmp_path / "crafted.jsonl.zst"
+    _write(crafted, _relinked([*lines[:at], orjson.dumps(fields) + b"\n", *lines[at + 1:]]))
+    with pytest.raises(exports.ArchiveError, match=rf":{at + 1}: {refusal}"):
+        exports.verify(crafted)
+    _write(crafted, _relinked(lines))  # negative control: the same file, unchanged, verifies
+    exports.verify(crafted)
+
+
+async def test_the_first_event_s_time_is_never_left_to_the_one_before(
+    exported: Path, tmp_path: Path
+) -> None:
+    lines = _lines(exported)
+    at = _event_line_at(lines, 0)
+    fields = orjson.loads(lines[at])
+    fields[9] = None
+    crafted = tmp_path / "crafted.jsonl.zst"
+    _write(crafted, _relinked([*lines[:at], orjson.dumps(fields) + b"\n", *lines[at + 1:]]))
+    with pytest.raises(exports.ArchiveError, match=rf":{at + 1}: the first event's time"):
+        exports.verify(crafted)
+
+
+async def test_a_chain_link_spelled_otherwise_is_not_a_link(
+    store: EventStore, tmp_path: Path
+) -> None:
+    """The 1000th event line's link, with a space before it: the same JSON, but not the
+    bytes the exporter wrote, so no link (and a field too many)."""
+    w = Workload(31)
+    await w.setup(store)
+    await w.append_runs(store, 60)
+    await fence_clear(store)
+    exported = tmp_path / "log.jsonl.zst"
+    await exports.export(store, EVERYTHING, exported)
+    exports.verify(exported)  # the control: as written, the link is one
+    lines = _lines(exported)
+    at = _event_line_at(lines, CHAIN_EVERY - 1)
+    assert re.search(rb',"[0-9a-f]{64}"\]\n\Z', lines[at])  # (the 1000th: it shows one)
+    spaced = lines[at][:-69] + b', "' + lines[at][-67:]
+    assert orjson.loads(spaced) == orjson.loads(lines[at])
+    crafted = tmp_path / "crafted.jsonl.zst"
+    _write(crafted, [*lines[:at], spaced, *lines[at + 1:]])
+    with pytest.raises(exports.ArchiveError, match=rf":{at + 1}: the hash chain breaks"):
+        exports.verify(crafted)
+
+
+def _relinked(lines: list[bytes]) -> list[bytes]:
+    """Raw version 2 lines with the chain and manifest recomputed over them as they stand
+    (`_rechained` would read each event, and so refuse the ones these tests break)."""
+    out: list[bytes] = []
+    link, n = exports._GENESIS, 0
+    for line in lines:
+        if line.startswith(b"["):
+            fields = orjson.loads(line)
+            body, _ = event_lines.split_link(line, fields)
+            link, n = exports._link(link, body), n + 1
+            line = event_lines.with_link(body, link) if n % CHAIN_EVERY == 0 else body
+        elif b'"kind":"manifest"' in line:
+            manifest = orjson.loads(line)
+            line = exports._line({**manifest, "chain": link,
+                                  "sha256": hashlib.sha256(b"".join(out)).hexdigest()})
+        out.append(line)
+    return out
 
 
 async def test_a_range_without_its_beginning_is_refused_whole(
@@ -185,41 +316,38 @@ async def test_a_range_without_its_beginning_is_refused_whole(
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
 
 
-def _rechained(lines: list[bytes]) -> list[bytes]:
-    """The lines with every chain link and the manifest recomputed, as an exporter that
-    wrote them would have: a consistent archive, whatever its content."""
+def _rechained(objects: list[dict[str, Any]]) -> list[bytes]:
+    """The lines (as `exports.objects` reads them) written again with every chain link and
+    the manifest recomputed, as an exporter that wrote them would have: a consistent
+    archive, whatever its content."""
     out: list[bytes] = []
-    chain, n = exports._GENESIS, 0
-    for raw in lines:
-        obj = orjson.loads(raw)
+    chain = exports.EventChain()
+    for obj in objects:
         if obj["kind"] == "event":
-            obj.pop("chain", None)
-            n += 1
-            raw, chain = exports._chained(obj, chain, n)
+            out.append(chain.line([obj[f] for f in event_lines.FIELDS]))
         elif obj["kind"] == "manifest":
             content = hashlib.sha256(b"".join(out)).hexdigest()
-            raw = exports._line({**obj, "chain": chain, "sha256": content})
-        out.append(raw)
+            out.append(exports._line({**obj, "chain": chain.link, "sha256": content}))
+        else:
+            out.append(exports._line(obj))
     return out
 
 
 async def test_a_consistent_archive_with_a_malformed_field_is_refused(
     exported: Path, tmp_path: Path, new_database: object
 ) -> None:
-    lines = _lines(exported)
-    events = [i for i, raw in enumerate(lines) if orjson.loads(raw)["kind"] == "event"]
-    bad = orjson.loads(lines[events[2]])
+    lines = list(exports.objects(_lines(exported)))
+    events = [i for i, obj in enumerate(lines) if obj["kind"] == "event"]
+    bad = lines[events[2]]
     crafted = tmp_path / "crafted.jsonl.zst"
     # An event id is checked while verifying (only the spelling props writes: see
     # test_imports_add), naming the line; a time only by the database, while staging.
-    _write(crafted, _rechained([*lines[:events[2]],
-                                orjson.dumps({**bad, "event_id": "not-a-uuid"}) + b"\n",
+    _write(crafted, _rechained([*lines[:events[2]], {**bad, "event_id": "not-a-uuid"},
                                 *lines[events[2] + 1:]]))
     with pytest.raises(exports.ArchiveError, match=rf":{events[2] + 1}: event id 'not-a-uuid' "
                                                    r"is not a UUID as props writes it"):
         exports.verify(crafted)
-    bad["recorded_at"] = "not-a-time"
-    lines[events[2]] = orjson.dumps(bad) + b"\n"
+    lines[events[2]] = {**bad, "recorded_at": "not-a-time"}
     _write(crafted, _rechained(lines))
     exports.verify(crafted)  # the chain and manifest hold: only the field is wrong
     other = new_database()  # type: ignore[operator]
@@ -231,7 +359,7 @@ async def test_a_consistent_archive_with_a_malformed_field_is_refused(
         assert await target.pool.fetchval("SELECT count(*) FROM props.events") == 0
         assert await target.pool.fetchval("SELECT count(*) FROM props.blobs") == 0
     # Negative control: the same archive re-chained without the edit imports.
-    _write(crafted, _rechained(_lines(exported)))
+    _write(crafted, _rechained(list(exports.objects(_lines(exported)))))
     async with open_store(other) as target:
         report = await imports.import_archive(target, crafted, inert=True)
         assert report.imported + report.inert == report.events > 0

@@ -56,7 +56,7 @@ async def count(store: EventStore) -> int:
 def crafted(path: Path, out: Path, change: Callable[[list[dict[str, Any]]], None]) -> Path:
     """`path`'s lines, changed by `change` (on the parsed event lines), re-chained and with
     a manifest recounted and unsigned: a file an attacker wrote from scratch."""
-    lines = [orjson.loads(raw) for raw in _lines(path)]
+    lines = list(exports.objects(_lines(path)))
     events = [obj for obj in lines if obj["kind"] == "event"]
     change(events)
     counts: dict[str, int] = {}
@@ -65,7 +65,7 @@ def crafted(path: Path, out: Path, change: Callable[[list[dict[str, Any]]], None
     manifest = {k: v for k, v in lines[-1].items() if k != "signature"}
     manifest.update(events=len(events), counts=dict(sorted(counts.items())))
     rebuilt = [obj for obj in lines[:-1] if obj["kind"] != "event"] + events + [manifest]
-    _write(out, _rechained([orjson.dumps(obj) + b"\n" for obj in rebuilt]))
+    _write(out, _rechained(rebuilt))
     return out
 
 

@@ -47,7 +47,7 @@ NOT_RUN = {
     "README.md": 3, "docs/quickstart.md": 1,
     "docs/howto/llm-critic.md": 1, "docs/howto/variant.md": 1,
     "docs/howto/ground-truth.md": 2, "docs/howto/write-a-critic.md": 3,
-    "docs/howto/scorer.md": 2, "docs/howto/results.md": 1, "docs/howto/export.md": 2,
+    "docs/howto/scorer.md": 2, "docs/howto/results.md": 1, "docs/howto/export.md": 1,
     "docs/howto/service.md": 0, "docs/howto/serve.md": 0, "docs/howto/several-hosts.md": 10,
     "docs/howto/add-a-runtime.md": 0, "docs/howto/local-model.md": 2,
 }

@@ -22,6 +22,7 @@ import pytest
 import zstandard
 
 from props.core.domain import baselines, catalog, definitions, evaluation_starts, evaluations
+from props.core.domain.archive import exports
 from props.core.domain.store import open_store
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -331,8 +332,8 @@ async def test_export_eval_is_one_evaluation_that_reads_alone(
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     with path.open("rb") as raw:
-        text = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
-    return [json.loads(line) for line in text.splitlines()]
+        text = zstandard.ZstdDecompressor().stream_reader(raw).read()
+    return list(exports.objects(text.splitlines(True)))
 
 
 @pytest.mark.slow

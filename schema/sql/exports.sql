@@ -28,16 +28,16 @@ CREATE TEMP TABLE import_events (
 CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, content bytea);
 
 -- stage_events --
--- A chunk of checked event lines (a JSON array of them), parsed here, on the server's core,
--- into typed columns: the JSON text is what the chain hashed. Keys map to the columns by name;
--- `kind` and `chain` are left out. $2: the chunk's line numbers, in the same order.
+-- A chunk of checked events, parsed here, on the server's core, into typed columns: $1 a JSON
+-- array of each event's fields by place (event_lines.FIELDS: a version 2 file's line as the chain
+-- hashed it, whose steps and time are not read here); $2-$4 the positions, transactions and
+-- times the client read them as; $5 their lines in the file, all in the same order.
 INSERT INTO import_events
-SELECT x.position, x.tx_id, x.event_id, x.stream_id, x.stream_version, x.type, x.schema_version,
-       x.data, x.metadata, x.recorded_at, x.n
-  FROM ROWS FROM (jsonb_populate_recordset(NULL::import_events, $1::jsonb),
-                  unnest($2::integer[]))
-       AS x(position, tx_id, event_id, stream_id, stream_version, type, schema_version, data,
-            metadata, recorded_at, line, n)
+SELECT x.position, x.tx_id, (x.f->>2)::uuid, x.f->>3, (x.f->>4)::integer, x.f->>5,
+       (x.f->>6)::smallint, x.f->7, x.f->8, x.recorded_at::timestamptz, x.line
+  FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::bigint[]), unnest($3::bigint[]),
+                  unnest($4::text[]), unnest($5::integer[]))
+       AS x(f, position, tx_id, recorded_at, line)
 
 -- drop_stage_tables --
 DROP TABLE IF EXISTS import_events, import_blobs

@@ -51,12 +51,15 @@ def read_lines(path: Path, max_line: int = MAX_LINE_BYTES,
         raise ArchiveError(f"{path}: cannot read: {exc}") from exc
 
 
-def parse_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
+def parse_line(path: Path, number: int, line: bytes) -> dict[str, Any] | list[Any]:
+    """A line as an object with its `kind`, or an array (an event, in format version 2)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise ArchiveError(f"{path}:{number}: not a JSON line ({exc}); nothing was written"
                            ) from None
+    if isinstance(obj, list):
+        return obj
     if not isinstance(obj, dict) or "kind" not in obj:
         raise ArchiveError(f"{path}:{number}: not an archive line; nothing was written")
     return obj

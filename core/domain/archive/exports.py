@@ -3,15 +3,19 @@ one to the log).
 
 The file is zstd-compressed JSON lines, readable without props (`zstd -dc FILE | jq`):
 
-    {"kind": "header", "format": "props-export", "version": 1, "selection": {...}}
+    {"kind": "header", "format": "props-export", "version": 2, "event_fields": [...], ...}
     {"kind": "blob", "sha256": ..., "size": ..., "base64": ...}      # before its first use
-    {"kind": "event", "position": ..., "event_id": ..., ...}   # every 1000th: "chain"
+    [1, 0, "<event id>", "run-...", 3, "issue.reported", 1, {...}, {...}, null]  # an event
     {"kind": "manifest", "events": N, "blobs": M, "counts": {...}, "first": ..., "last": ...,
      "chain": <last chain>, "sha256": <sha256 of every line before this one>,
      "archive_id": <uuid>, "signature": {...}}                  # signature: `--sign KEY`
 
+An event line is an array of `event_lines.FIELDS`, written against the event before it
+(its position and transaction as steps, its time null when unchanged: event_lines). Version 1
+files (every event an object with those keys, and `kind`) are still read.
+
 A hash chain runs across the events: link = sha256(previous link + the event line's bytes
-without `chain`); every 1000th event line (and the manifest) carries the link, so an edit,
+without its link); every 1000th event line (and the manifest) carries the link, so an edit,
 deletion, reordering or truncation is detected and located within 1,000 events, while the
 file stays small (a link on every line would add 64 incompressible characters per event).
 The manifest's sha256 covers every line before it, headers and blobs too; an Ed25519
@@ -39,7 +43,7 @@ import hashlib
 import re
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,7 +54,7 @@ import zstandard
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from props.core.domain import canonical_ids, catalog
-from props.core.domain.archive import export_lines, signing
+from props.core.domain.archive import event_lines, export_lines, signing
 from props.core.domain.archive.export_lines import MAX_LINE_BYTES
 from props.core.domain.specimens import specimens
 from props.core.log import errors, stopping
@@ -59,7 +63,8 @@ from props.core.log.store import EventStore
 from props.schema import queries
 
 FORMAT = "props-export"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)  # version 1: props before 2026-12-08, every event an object
 _ARCHIVAL = queries.load("archival")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
@@ -115,19 +120,45 @@ COMPRESSION = zstandard.ZstdCompressionParameters.from_level(
     16, enable_ldm=True, threads=-1, job_size=1 << 20, overlap_log=5, write_checksum=True)
 
 
+# An event as an import stages it: its fields as a JSON array in `event_lines.FIELDS`' places
+# (the steps and the time there are not read), and its position, transaction and time whole.
+StagedEvent = tuple[bytes, int, int | None, str]
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 event line's object, its position, transaction and time of the types
+    staging takes (ValueError: not)."""
+    position, tx_id, recorded_at = obj.get("position"), obj.get("tx_id"), obj.get("recorded_at")
+    if type(position) is not int:
+        raise ValueError(f"position {str(position)[:40]!r} is not a whole number")
+    if tx_id is not None and type(tx_id) is not int:
+        raise ValueError(f"transaction {str(tx_id)[:40]!r} is not a whole number")
+    if type(recorded_at) is not str:
+        raise ValueError(f"time {str(recorded_at)[:40]!r} is not a string")
+    return obj
+
+
 def _link(previous: str, body: bytes) -> str:
     """The chain's next link: over the previous one and the event's line without its own."""
     return hashlib.sha256(previous.encode() + body).hexdigest()
 
 
-def _chained(obj: dict[str, Any], previous: str, n: int) -> tuple[bytes, str]:
-    """The event's line, and the next link; the `n`th event's line shows the link every
-    CHAIN_EVERY events."""
-    body = _line(obj)
-    chain = _link(previous, body)
-    if n % CHAIN_EVERY == 0:
-        return _line({**obj, "chain": chain}), chain
-    return body, chain
+class EventChain:
+    """Events as the exporter writes them: each line against the one before it, the hash
+    chain run across them, every CHAIN_EVERY-th line showing its link."""
+
+    def __init__(self) -> None:
+        self.steps = event_lines.Steps()
+        self.link = _GENESIS
+        self.events = 0
+
+    def line(self, event: Sequence[Any]) -> bytes:
+        """The line of an event given as its values in `event_lines.FIELDS` order."""
+        body = self.steps.encode(event)
+        self.link = _link(self.link, body)
+        self.events += 1
+        return event_lines.with_link(body, self.link) if self.events % CHAIN_EVERY == 0 \
+            else body
 
 
 async def export(store: EventStore, selection: Selection, out: Path,
@@ -149,8 +180,9 @@ async def export(store: EventStore, selection: Selection, out: Path,
 
     try:
         await emit([_line({"kind": "header", "format": FORMAT, "version": VERSION,
+                           "event_fields": event_lines.FIELDS,
                            "selection": selection.describe()})])
-        chain = _GENESIS
+        chain = EventChain()
         counts: Counter[str] = Counter()
         first: dict[str, Any] | None = None
         last: dict[str, Any] | None = None
@@ -171,16 +203,11 @@ async def export(store: EventStore, selection: Selection, out: Path,
                                        f"bytes once encoded); nothing was exported")
                 report.blobs += 1
             for r in page:
-                event = {"kind": "event", "position": r.global_position,
-                         "tx_id": r.tx_id, "event_id": str(r.event_id),
-                         "stream_id": r.stream_id,
-                         "stream_version": r.stream_version, "type": r.type,
-                         "schema_version": r.schema_version,
-                         "data": orjson.loads(r.data),
-                         "metadata": orjson.loads(r.metadata),
-                         "recorded_at": r.recorded_at.isoformat()}
-                line, chain = _chained(event, chain, report.events + 1)
-                lines.append(line)
+                # data and metadata as the log stores their JSON: written, never re-parsed
+                lines.append(chain.line((
+                    r.global_position, r.tx_id, str(r.event_id), r.stream_id,
+                    r.stream_version, r.type, r.schema_version, orjson.Fragment(r.data),
+                    orjson.Fragment(r.metadata), r.recorded_at.isoformat())))
                 counts[r.type] += 1
                 report.events += 1
                 report.bytes_in += len(r.data) + len(r.metadata)
@@ -192,7 +219,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
                 progress(len(page))
         manifest = {"kind": "manifest", "events": report.events, "blobs": report.blobs,
                     "counts": dict(sorted(counts.items())), "first": first, "last": last,
-                    "chain": chain, "sha256": content.hexdigest(),
+                    "chain": chain.link, "sha256": content.hexdigest(),
                     "selection": selection.describe(), "archive_id": str(uuid.uuid4())}
         if sign_with is not None:
             manifest["signature"] = signing.sign(manifest, sign_with)
@@ -254,6 +281,23 @@ async def _pages(store: EventStore, s: Selection) -> AsyncIterator[list[_Stored]
 # -- reading and verifying ---------------------------------------------------------------------
 
 
+def objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """Each of a file's lines as an object, unchecked (`verify` checks): an event by field
+    name (`kind` "event"), its position, transaction and time whole and its chain link left
+    out, whichever format version wrote it."""
+    steps = event_lines.Steps()
+    for line in lines:
+        obj = orjson.loads(line)
+        if isinstance(obj, list):
+            event_lines.split_link(line, obj)
+            yield {"kind": "event", **steps.decode(obj)}
+        else:
+            if obj.get("kind") == "event":
+                obj.pop("chain", None)
+            yield obj
+
+
+
 @dataclasses.dataclass
 class Verified:
     events: int
@@ -284,24 +328,35 @@ class _Verifier:
         self.events = 0
         self.blobs = 0
         self.manifest: dict[str, Any] | None = None
+        self.version = 0  # the header's
+        self.steps = event_lines.Steps()  # version 2: what each event line is read against
 
-    def check(self, number: int, line: bytes) -> tuple[str, bytes | None]:
-        """Check one line; return its kind, and a blob's content. The parsed line is not
-        kept: holding thousands of parsed events would wake the cyclic GC for nothing."""
+    def check(self, number: int, line: bytes) -> tuple[str, bytes | StagedEvent | None]:
+        """Check one line; return its kind, and a blob's content or an event as staging
+        takes it. The parsed line is not kept: holding thousands of parsed events would
+        wake the cyclic GC for nothing."""
         where = f"{self.path}:{number}"
         if self.manifest is not None:
             raise ArchiveError(f"{where}: data after the manifest; nothing was written")
         obj = _parse(self.path, number, line)
+        if isinstance(obj, list):  # version 2's event line
+            if self.version != 2:
+                raise ArchiveError(f"{where}: not a props export (no header)" if number == 1
+                                   else f"{where}: not an archive line; nothing was written")
+            self.content.update(line)
+            return "event", self._event(where, line, obj)
         kind = obj["kind"]
         if number == 1:
             if kind != "header" or obj.get("format") != FORMAT:
                 raise ArchiveError(f"{where}: not a props export (no header)")
-            if obj.get("version") != VERSION:
+            if obj.get("version") not in READS:
                 raise ArchiveError(f"{where}: archive format version {obj.get('version')}; "
-                                   f"this props reads version {VERSION}: upgrade props")
+                                   f"this props reads versions {', '.join(map(str, READS))}: "
+                                   f"upgrade props")
+            self.version = obj["version"]
         elif kind == "header":
             raise ArchiveError(f"{where}: a second header")
-        payload = None
+        payload: bytes | StagedEvent | None = None
         if kind == "manifest":
             self.manifest = obj
             return kind, payload
@@ -311,24 +366,42 @@ class _Verifier:
             if hashlib.sha256(payload).hexdigest() != obj["sha256"]:
                 raise ArchiveError(f"{where}: blob content does not match its sha256")
             self.blobs += 1
-        elif kind == "event":
-            claimed = obj.pop("chain", None)
-            self.events += 1
-            # A line without a link is hashed as it stands: the exporter wrote exactly the
-            # bytes it linked, so any other spelling of the same event breaks the chain too.
-            expected = _link(self.chain, line if claimed is None else _line(obj))
-            shown = self.events % CHAIN_EVERY == 0
-            if shown != (claimed is not None) or (shown and claimed != expected):
-                raise ArchiveError(
-                    f"{where}: the hash chain breaks at event {obj.get('event_id')}: an event "
-                    f"in the {CHAIN_EVERY} before it was changed, removed or reordered; "
-                    f"nothing was written")
-            self.chain = expected
-            self._check_event(where, obj)
-            self.counts[str(obj["type"])] += 1
+        elif kind == "event" and self.version == 1:
+            payload = self._event(where, line, obj)
         elif kind != "header":
             raise ArchiveError(f"{where}: unknown line kind {kind!r}")
         return kind, payload
+
+    def _event(self, where: str, line: bytes, obj: dict[str, Any] | list[Any]) -> StagedEvent:
+        """Check an event's line (an array in version 2, an object in version 1): its link,
+        then the event itself. Returns the event as staging takes it."""
+        if isinstance(obj, list):
+            body, claimed = event_lines.split_link(line, obj)
+        else:
+            claimed = obj.pop("chain", None)
+            body = line if claimed is None else _line(obj)
+        self.events += 1
+        # A line without a link is hashed as it stands: the exporter wrote exactly the
+        # bytes it linked, so any other spelling of the same event breaks the chain too.
+        expected = _link(self.chain, body)
+        shown = self.events % CHAIN_EVERY == 0
+        if shown != (claimed is not None) or (shown and claimed != expected):
+            raise ArchiveError(
+                f"{where}: the hash chain breaks at event {self.events:,}: an event in the "
+                f"{CHAIN_EVERY} before it was changed, removed or reordered; nothing was "
+                f"written")
+        self.chain = expected
+        try:
+            event = self.steps.decode(obj) if isinstance(obj, list) else _whole(obj)
+        except ValueError as exc:
+            raise ArchiveError(f"{where}: {exc}; nothing was written") from None
+        self._check_event(where, event)
+        self.counts[str(event["type"])] += 1
+        # A version 2 line goes to the server as the chain hashed it (its fields by place);
+        # a version 1 event is written so (once: only an old file pays it).
+        fields = body.removesuffix(b"\n") if isinstance(obj, list) else orjson.dumps(
+            [None, None, *(event[f] for f in event_lines.FIELDS[2:9]), None])
+        return fields, event["position"], event["tx_id"], event["recorded_at"]
 
     def _check_event(self, where: str, obj: dict[str, Any]) -> None:
         """The event as the log would take it: a stream name of the log's shape, metadata
@@ -344,8 +417,9 @@ class _Verifier:
                     else f"event id {str(obj.get('event_id'))[:80]!r}")
             raise ArchiveError(f"{where}: {what} is not a UUID as props writes it (lower "
                                f"case, 8-4-4-4-12); nothing was written")
-        if not isinstance(obj.get("metadata"), dict):
-            raise ArchiveError(f"{where}: metadata is not an object; nothing was written")
+        for part in ("data", "metadata"):  # (the log's own constraint, said here by line)
+            if not isinstance(obj.get(part), dict):
+                raise ArchiveError(f"{where}: {part} is not an object; nothing was written")
         if not isinstance(type_name, str) or not isinstance(version, int) or \
                 isinstance(version, bool):
             raise ArchiveError(f"{where}: an event needs a type and a schema version; "
@@ -385,9 +459,9 @@ class _Verifier:
 
 
 def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
-                  n: int) -> list[tuple[int, bytes, str, bytes | None]]:
-    """The next `n` event or blob lines (number, bytes, kind, blob content), each checked on
-    the way (raises on the first bad one)."""
+                  n: int) -> list[tuple[int, bytes | StagedEvent]]:
+    """The next `n` event or blob lines (number, and the blob's content or the event as
+    staging takes it), each checked on the way (raises on the first bad one)."""
     out = []
     for number, line in lines:
         try:
@@ -398,7 +472,8 @@ def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
             raise ArchiveError(f"{state.path}:{number}: malformed line ({exc!r}); nothing was "
                                f"written") from exc
         if kind in ("event", "blob"):
-            out.append((number, line, kind, payload))
+            assert payload is not None  # (an event's or a blob's)
+            out.append((number, payload))
             if len(out) >= n:
                 break
     return out

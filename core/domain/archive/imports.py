@@ -257,7 +257,7 @@ async def _stage(conn: Any, path: Path, chunk: _Staged) -> None:
             with errors.refused():
                 await conn.execute(_Q["stage_events"],
                                    (b"[" + b",".join(chunk.events) + b"]").decode(),
-                                   chunk.lines)
+                                   chunk.positions, chunk.tx_ids, chunk.times, chunk.lines)
         except (errors.ValueRefused, errors.AlreadyExists) as exc:
             raise ArchiveError(f"{path}: lines {chunk.first_line}-{chunk.last_line}: an event "
                                f"with a malformed field ({exc}); nothing was written") from None
@@ -287,11 +287,14 @@ _STAGE_CHUNK = 1000
 
 @dataclasses.dataclass
 class _Staged:
-    """A checked chunk as the staging tables take it: event lines as they stand (sent as one
-    JSON array), blobs as rows."""
+    """A checked chunk as the staging tables take it: events as one JSON array of their
+    fields' arrays, beside their positions, transactions, times and lines; blobs as rows."""
 
     events: list[bytes]
     blobs: list[tuple[Any, ...]]
+    positions: list[int] = dataclasses.field(default_factory=list)
+    tx_ids: list[int | None] = dataclasses.field(default_factory=list)
+    times: list[str] = dataclasses.field(default_factory=list)
     lines: list[int] = dataclasses.field(default_factory=list)  # each event's line
     first_line: int = 0
     last_line: int = 0
@@ -299,12 +302,16 @@ class _Staged:
 
 def _next_staged(state: _Verifier, lines: Iterator[tuple[int, bytes]]) -> _Staged:
     checked = _next_checked(state, lines, _STAGE_CHUNK)
-    chunk = _Staged([], [], [], checked[0][0] if checked else 0,
-                    checked[-1][0] if checked else 0)
-    for number, line, kind, payload in checked:
-        if kind == "event":
-            chunk.events.append(line)
+    chunk = _Staged([], [], first_line=checked[0][0] if checked else 0,
+                    last_line=checked[-1][0] if checked else 0)
+    for number, payload in checked:
+        if isinstance(payload, tuple):  # an event
+            fields, position, tx_id, recorded_at = payload
+            chunk.events.append(fields)
+            chunk.positions.append(position)
+            chunk.tx_ids.append(tx_id)
+            chunk.times.append(recorded_at)
             chunk.lines.append(number)
-        elif payload is not None:
+        else:
             chunk.blobs.append(blobs.packed(payload))
     return chunk

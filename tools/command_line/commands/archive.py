@@ -11,8 +11,10 @@ from props.tools.command_line import arguments
 FORMAT_HELP = """\
 The file is zstd-compressed JSON lines (a header, the referenced blobs, the events, and a
 manifest with counts, the first and last event, a sha256 of the content and the head of a
-hash chain across events). Read it without props: `zstd -dc FILE | jq -c 'select(.kind ==
-"event")'`, or DuckDB: `SELECT * FROM read_json('FILE', format='newline_delimited')`.
+hash chain across events). Each event is an array of the header's `event_fields`, its
+position and tx_id as steps from the previous event's, its time null when unchanged. Read it
+without props: `zstd -dc FILE | jq -c 'select(type == "array")'` (docs/howto/export.md sums
+the positions).
 """
 
 
