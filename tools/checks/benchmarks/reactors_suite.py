@@ -92,15 +92,18 @@ async def _caught_up(store: EventStore, hosts: list[ReactorHost]) -> None:
             await anyio.sleep(0.1)
 
 
+_FINISHED = ("SELECT count(*) FROM props.events "
+             "WHERE stream_id = ANY($1::text[]) AND type = 'run.finished'")
+
+
 async def _all_finished(store: EventStore, ids: list[uuid.UUID]) -> None:
-    """Wait for every run's finish, polled from outside as a client of the log would."""
+    """Wait for every run's finish, polled from outside as a client of the log would: the
+    runs' finishes counted every 10 ms. (Reading each run's whole stream, typed, every 10 ms
+    took a tenth of the process's CPU, on the event loop of the launcher being timed.)"""
+    wanted = [streams.run(run_id) for run_id in ids]
     with anyio.fail_after(600):
-        for run_id in ids:
-            while True:
-                types = [r.type_name for r in await store.read_stream(streams.run(run_id))]
-                if "run.finished" in types:
-                    break
-                await anyio.sleep(0.01)
+        while await store.pool.fetchval(_FINISHED, wanted) < len(ids):
+            await anyio.sleep(0.01)
 
 
 async def _through_props(store: EventStore, rt: ContainerRuntime, work: Path,
