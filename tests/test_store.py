@@ -91,9 +91,10 @@ async def test_malformed_payload_is_refused_with_the_field_named(store: EventSto
             "run_id": str(uuid.uuid4()), "phase": "x", "duration_seconds": 1, "bogus": 1})
     with pytest.raises(errors.UnknownEventType, match=r"no\.such"):
         store.registry.parse("no.such", {})
-    with pytest.raises(errors.InvalidEvent, match="stream id"):
-        await store.append("Not A Stream", [catalog.PhaseCompleted(
-            run_id=uuid.uuid4(), phase="x", duration_seconds=1)])
+    for stream in ("Not A Stream", "run-x y", "run-x\n"):  # (`$` matched before a newline)
+        with pytest.raises(errors.InvalidEvent, match="stream id"):
+            await store.append(stream, [catalog.PhaseCompleted(
+                run_id=uuid.uuid4(), phase="x", duration_seconds=1)])
     assert await count(store) == 0
 
 

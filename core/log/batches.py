@@ -17,7 +17,7 @@ import orjson
 from props.core.log import errors
 from props.core.log.events import Event, EventRegistry, NewEvent
 
-STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-\S+$")
+STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-\S+\Z")  # (\Z: `$` lets a final newline by)
 MAX_BATCH = 10_000
 COPY_COLUMNS = ["event_id", "stream_id", "stream_version", "type", "schema_version", "data",
                  "metadata"]

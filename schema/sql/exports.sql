@@ -31,13 +31,19 @@ CREATE TEMP TABLE import_blobs (sha256 bytea, size bigint, compression text, con
 -- A chunk of checked events, parsed here, on the server's core, into typed columns: $1 a JSON
 -- array of each event's fields by place (event_lines.FIELDS: a version 2 file's line as the chain
 -- hashed it, whose steps and time are not read here); $2-$4 the positions, transactions and
--- times the client read them as; $5 their lines in the file, all in the same order.
+-- times the client read them as (a time parsed there, as ISO 8601 with an offset: never one of
+-- the server's own readings of text); $5 their lines in the file, all in the same order.
 INSERT INTO import_events
 SELECT x.position, x.tx_id, (x.f->>2)::uuid, x.f->>3, (x.f->>4)::integer, x.f->>5,
-       (x.f->>6)::smallint, x.f->7, x.f->8, x.recorded_at::timestamptz, x.line
+       (x.f->>6)::smallint, x.f->7, x.f->8, x.recorded_at, x.line
   FROM ROWS FROM (jsonb_array_elements($1::jsonb), unnest($2::bigint[]), unnest($3::bigint[]),
-                  unnest($4::text[]), unnest($5::integer[]))
+                  unnest($4::timestamptz[]), unnest($5::integer[]))
        AS x(f, position, tx_id, recorded_at, line)
+
+-- repeated_event_ids --
+-- An event id the file gives twice (the first such, by line): refused before anything is written.
+SELECT event_id, min(line) AS first_line, max(line) AS again_line FROM import_events
+ GROUP BY event_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1
 
 -- drop_stage_tables --
 DROP TABLE IF EXISTS import_events, import_blobs

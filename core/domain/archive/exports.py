@@ -57,7 +57,7 @@ from props.core.domain import canonical_ids, catalog
 from props.core.domain.archive import event_lines, export_lines, signing
 from props.core.domain.archive.export_lines import MAX_LINE_BYTES
 from props.core.domain.specimens import specimens
-from props.core.log import errors, stopping
+from props.core.log import batches, errors, stopping
 from props.core.log.events import EventRegistry
 from props.core.log.store import EventStore
 from props.schema import queries
@@ -69,7 +69,6 @@ _ARCHIVAL = queries.load("archival")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
 _IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
-_STREAM_ID = re.compile(r"^[a-z][a-z0-9_]*-.")
 T = TypeVar("T")
 U = TypeVar("U")
 # (the reading side, bounded, is its module's; named here as every caller knows them)
@@ -122,7 +121,22 @@ COMPRESSION = zstandard.ZstdCompressionParameters.from_level(
 
 # An event as an import stages it: its fields as a JSON array in `event_lines.FIELDS`' places
 # (the steps and the time there are not read), and its position, transaction and time whole.
-StagedEvent = tuple[bytes, int, int | None, str]
+StagedEvent = tuple[bytes, int, int | None, datetime]
+MAX_INTEGER = 2**31 - 1  # PostgreSQL's integer: a stream version
+MAX_BIGINT = 2**63 - 1  # a position, a transaction
+
+
+def _time(text: str) -> datetime:
+    """An event's time as a file spells it: ISO 8601 with its offset from UTC, the time the
+    server stores. (PostgreSQL reads more, `now`, `epoch`, a time in its own zone, a year BC
+    that no reader of the log can then decode: none is a recorded time.)"""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"time {text[:40]!r} is not an ISO 8601 time") from None
+    if at.tzinfo is None:
+        raise ValueError(f"time {text[:40]!r} has no offset from UTC")
+    return at
 
 
 def _whole(obj: dict[str, Any]) -> dict[str, Any]:
@@ -330,6 +344,7 @@ class _Verifier:
         self.manifest: dict[str, Any] | None = None
         self.version = 0  # the header's
         self.steps = event_lines.Steps()  # version 2: what each event line is read against
+        self.time_text, self.time = "", datetime.min  # the last event's time, as read
 
     def check(self, number: int, line: bytes) -> tuple[str, bytes | StagedEvent | None]:
         """Check one line; return its kind, and a blob's content or an event as staging
@@ -349,11 +364,15 @@ class _Verifier:
         if number == 1:
             if kind != "header" or obj.get("format") != FORMAT:
                 raise ArchiveError(f"{where}: not a props export (no header)")
-            if obj.get("version") not in READS:
+            if type(obj.get("version")) is not int or obj["version"] not in READS:
                 raise ArchiveError(f"{where}: archive format version {obj.get('version')}; "
                                    f"this props reads versions {', '.join(map(str, READS))}: "
                                    f"upgrade props")
             self.version = obj["version"]
+            if self.version == 2 and obj.get("event_fields") != list(event_lines.FIELDS):
+                raise ArchiveError(f"{where}: the header's event_fields are not "
+                                   f"{', '.join(event_lines.FIELDS)}: not a file this props "
+                                   f"reads; nothing was written")
         elif kind == "header":
             raise ArchiveError(f"{where}: a second header")
         payload: bytes | StagedEvent | None = None
@@ -393,6 +412,12 @@ class _Verifier:
         self.chain = expected
         try:
             event = self.steps.decode(obj) if isinstance(obj, list) else _whole(obj)
+            if not 1 <= event["position"] <= MAX_BIGINT:
+                raise ValueError(f"position {event['position']} is past PostgreSQL's bigint")
+            if event["tx_id"] is not None and not 0 <= event["tx_id"] <= MAX_BIGINT:
+                raise ValueError(f"transaction {event['tx_id']} is past PostgreSQL's bigint")
+            if event["recorded_at"] != self.time_text:  # (most events: their previous's)
+                self.time, self.time_text = _time(event["recorded_at"]), event["recorded_at"]
         except ValueError as exc:
             raise ArchiveError(f"{where}: {exc}; nothing was written") from None
         self._check_event(where, event)
@@ -401,14 +426,15 @@ class _Verifier:
         # a version 1 event is written so (once: only an old file pays it).
         fields = body.removesuffix(b"\n") if isinstance(obj, list) else orjson.dumps(
             [None, None, *(event[f] for f in event_lines.FIELDS[2:9]), None])
-        return fields, event["position"], event["tx_id"], event["recorded_at"]
+        return fields, event["position"], event["tx_id"], self.time
 
     def _check_event(self, where: str, obj: dict[str, Any]) -> None:
         """The event as the log would take it: a stream name of the log's shape, metadata
         an object, and data the catalog accepts (an import never writes what a rebuild or
         a reader would then fail on, for good)."""
         type_name, version = obj.get("type"), obj.get("schema_version")
-        if not isinstance(obj.get("stream_id"), str) or not _STREAM_ID.match(obj["stream_id"]):
+        if not isinstance(obj.get("stream_id"), str) or \
+                not batches.STREAM_ID.match(obj["stream_id"]):
             raise ArchiveError(f"{where}: stream id {str(obj.get('stream_id'))[:80]!r} is not "
                                f"CATEGORY-ID; nothing was written")
         loose = canonical_ids.loose_stream_id(obj["stream_id"])
@@ -417,6 +443,10 @@ class _Verifier:
                     else f"event id {str(obj.get('event_id'))[:80]!r}")
             raise ArchiveError(f"{where}: {what} is not a UUID as props writes it (lower "
                                f"case, 8-4-4-4-12); nothing was written")
+        stream_version = obj.get("stream_version")
+        if type(stream_version) is not int or not 1 <= stream_version <= MAX_INTEGER:
+            raise ArchiveError(f"{where}: stream version {str(stream_version)[:40]!r} is not a "
+                               f"whole number from 1 to {MAX_INTEGER:,}; nothing was written")
         for part in ("data", "metadata"):  # (the log's own constraint, said here by line)
             if not isinstance(obj.get(part), dict):
                 raise ArchiveError(f"{where}: {part} is not an object; nothing was written")
@@ -458,11 +488,13 @@ class _Verifier:
         return Verified(self.events, self.blobs, dict(self.counts), manifest)
 
 
-def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
-                  n: int) -> list[tuple[int, bytes | StagedEvent]]:
+def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]], n: int,
+                  max_bytes: int = MAX_LINE_BYTES) -> list[tuple[int, bytes | StagedEvent]]:
     """The next `n` event or blob lines (number, and the blob's content or the event as
-    staging takes it), each checked on the way (raises on the first bad one)."""
+    staging takes it), fewer once they hold `max_bytes`, each checked on the way (raises on
+    the first bad one)."""
     out = []
+    held = 0
     for number, line in lines:
         try:
             kind, payload = state.check(number, line)
@@ -474,6 +506,7 @@ def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]],
         if kind in ("event", "blob"):
             assert payload is not None  # (an event's or a blob's)
             out.append((number, payload))
-            if len(out) >= n:
+            held += len(line)
+            if len(out) >= n or held >= max_bytes:
                 break
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -151,8 +152,14 @@ async def import_archive(store: EventStore, path: Path,
 
 
 async def _refuse_what_rewrites_history(conn: Any, path: Path) -> None:
-    """Refuse a staged file whose snapshot versions are backdated or out of their slug's
-    stream, or whose events are recorded in the future (before anything is written)."""
+    """Refuse a staged file that gives an event id twice, whose snapshot versions are
+    backdated or out of their slug's stream, or whose events are recorded in the future
+    (before anything is written)."""
+    repeated = await conn.fetchrow(_Q["repeated_event_ids"])
+    if repeated is not None:
+        raise ArchiveError(
+            f"{path}:{repeated['again_line']}: event id {repeated['event_id']} again (first at "
+            f"line {repeated['first_line']}): an event is recorded once; nothing was written")
     backdated = await conn.fetchrow(_Q["backdated_snapshots"])
     if backdated is not None:
         raise ArchiveError(
@@ -283,6 +290,9 @@ async def _restore(conn: Any, name: str) -> int:
 
 _STAGE_BLOB_COLUMNS = ["sha256", "size", "compression", "content"]
 _STAGE_CHUNK = 1000
+# ... or fewer: a chunk is held twice over (checked, and joined for the server) while the next
+# is checked, and one line may be up to MAX_LINE_BYTES.
+_STAGE_BYTES = 16 * 1024 * 1024
 
 
 @dataclasses.dataclass
@@ -294,14 +304,14 @@ class _Staged:
     blobs: list[tuple[Any, ...]]
     positions: list[int] = dataclasses.field(default_factory=list)
     tx_ids: list[int | None] = dataclasses.field(default_factory=list)
-    times: list[str] = dataclasses.field(default_factory=list)
+    times: list[datetime] = dataclasses.field(default_factory=list)
     lines: list[int] = dataclasses.field(default_factory=list)  # each event's line
     first_line: int = 0
     last_line: int = 0
 
 
 def _next_staged(state: _Verifier, lines: Iterator[tuple[int, bytes]]) -> _Staged:
-    checked = _next_checked(state, lines, _STAGE_CHUNK)
+    checked = _next_checked(state, lines, _STAGE_CHUNK, _STAGE_BYTES)
     chunk = _Staged([], [], first_line=checked[0][0] if checked else 0,
                     last_line=checked[-1][0] if checked else 0)
     for number, payload in checked:
