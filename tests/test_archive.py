@@ -36,17 +36,21 @@ async def projected(store: EventStore) -> dict[str, list[tuple[object, ...]]]:
     return out
 
 
-@pytest.fixture
-async def exported(store: EventStore, tmp_path: Path) -> Path:
+async def _export_runs(store: EventStore, runs: int, path: Path) -> Path:
+    """A log of `runs` generated runs (and what they run on), exported whole to `path`."""
     w = Workload(31)
     await w.setup(store)
-    await w.append_runs(store, 40)
+    await w.append_runs(store, runs)
     await fence_clear(store)  # (a shared server: another database's writer holds it)
-    path = tmp_path / "log.jsonl.zst"
     report = await exports.export(store, EVERYTHING, path)
     assert report.events == await store.pool.fetchval("SELECT count(*) FROM props.events")
     assert report.blobs > 0  # the specimens' files travel with their snapshots
     return path
+
+
+@pytest.fixture
+async def exported(store: EventStore, tmp_path: Path) -> Path:
+    return await _export_runs(store, 40, tmp_path / "log.jsonl.zst")
 
 
 async def test_round_trip_rebuilds_identical_projections(
@@ -289,12 +293,7 @@ async def test_an_import_stages_large_events_in_chunks_bounded_by_bytes(
 ) -> None:
     """Events of 1 MiB each (metadata the log took) go over a few at a time, not a thousand:
     what an import holds is bounded by bytes, whatever each line's size."""
-    w = Workload(31)
-    await w.setup(store)
-    await w.append_runs(store, 2)
-    await fence_clear(store)
-    source = tmp_path / "small.jsonl.zst"
-    await exports.export(store, EVERYTHING, source)
+    source = await _export_runs(store, 2, tmp_path / "small.jsonl.zst")
     lines = list(exports.objects(_lines(source)))
     events = [i for i, obj in enumerate(lines) if obj["kind"] == "event"]
     for i in events[-12:]:
@@ -366,12 +365,7 @@ async def test_a_chain_link_spelled_otherwise_is_not_a_link(
 ) -> None:
     """The 1000th event line's link, with a space before it: the same JSON, but not the
     bytes the exporter wrote, so no link (and a field too many)."""
-    w = Workload(31)
-    await w.setup(store)
-    await w.append_runs(store, 60)
-    await fence_clear(store)
-    exported = tmp_path / "log.jsonl.zst"
-    await exports.export(store, EVERYTHING, exported)
+    exported = await _export_runs(store, 60, tmp_path / "log.jsonl.zst")
     exports.verify(exported)  # the control: as written, the link is one
     lines = _lines(exported)
     at = _event_line_at(lines, CHAIN_EVERY - 1)
