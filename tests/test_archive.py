@@ -234,7 +234,7 @@ async def test_a_version_1_file_still_imports_and_exports_again_as_version_2(
     ("stream_version", True, "stream version 'True' is not"),
     ("stream_id", "scorer-overlap x", "is not CATEGORY-ID"),
     ("stream_id", "scorer-overlap\n", "is not CATEGORY-ID"),
-    ("position", 2**63, "position 9223372036854775808 is past PostgreSQL's bigint"),
+    ("position", 2**63, "position 9223372036854775808 is not from 1 to 9,223,372,036,"),
 ])
 async def test_a_field_the_log_would_read_otherwise_is_refused_naming_its_line(
     exported: Path, tmp_path: Path, field: str, value: Any, refusal: str

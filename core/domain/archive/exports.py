@@ -311,7 +311,6 @@ def objects(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
             yield obj
 
 
-
 @dataclasses.dataclass
 class Verified:
     events: int
@@ -413,9 +412,11 @@ class _Verifier:
         try:
             event = self.steps.decode(obj) if isinstance(obj, list) else _whole(obj)
             if not 1 <= event["position"] <= MAX_BIGINT:
-                raise ValueError(f"position {event['position']} is past PostgreSQL's bigint")
-            if event["tx_id"] is not None and not 0 <= event["tx_id"] <= MAX_BIGINT:
-                raise ValueError(f"transaction {event['tx_id']} is past PostgreSQL's bigint")
+                raise ValueError(f"position {event['position']} is not from 1 to "
+                                 f"{MAX_BIGINT:,} (PostgreSQL's bigint)")
+            if event.get("tx_id") is not None and not 0 <= event["tx_id"] <= MAX_BIGINT:
+                raise ValueError(f"transaction {event['tx_id']} is not from 0 to "
+                                 f"{MAX_BIGINT:,} (PostgreSQL's bigint)")
             if event["recorded_at"] != self.time_text:  # (most events: their previous's)
                 self.time, self.time_text = _time(event["recorded_at"]), event["recorded_at"]
         except ValueError as exc:
@@ -426,7 +427,7 @@ class _Verifier:
         # a version 1 event is written so (once: only an old file pays it).
         fields = body.removesuffix(b"\n") if isinstance(obj, list) else orjson.dumps(
             [None, None, *(event[f] for f in event_lines.FIELDS[2:9]), None])
-        return fields, event["position"], event["tx_id"], self.time
+        return fields, event["position"], event.get("tx_id"), self.time
 
     def _check_event(self, where: str, obj: dict[str, Any]) -> None:
         """The event as the log would take it: a stream name of the log's shape, metadata
