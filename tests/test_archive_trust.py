@@ -238,6 +238,7 @@ async def test_the_cli_signs_and_refuses_in_one_line(source: EventStore, tmp_pat
     (trusted / "lab.pub").write_bytes((tmp_path / "home" / "keys" / "lab.pub").read_bytes())
     ok = props("verify", str(signed), "--trusted-keys", str(trusted))
     assert ok.returncode == 0 and "signed by" in ok.stdout, ok.stderr
+    assert "format version 2" in " ".join(ok.stdout.split())  # (wrapped at the terminal)
     refused = props("import", str(unsigned), "--trusted-keys", str(trusted))
     assert refused.returncode == 65, refused.stderr
     assert refused.stderr.strip().count("\n") == 0 and "not signed" in refused.stderr

@@ -317,6 +317,7 @@ class Verified:
     blobs: int
     counts: dict[str, int]
     manifest: dict[str, Any]
+    version: int  # the file's format
 
 
 def verify(path: Path, registry: EventRegistry = catalog.REGISTRY,
@@ -486,7 +487,7 @@ class _Verifier:
             if manifest.get(key) != actual:
                 raise ArchiveError(f"{self.path}: manifest {key} does not match the content; "
                                    f"nothing was written")
-        return Verified(self.events, self.blobs, dict(self.counts), manifest)
+        return Verified(self.events, self.blobs, dict(self.counts), manifest, self.version)
 
 
 def _next_checked(state: _Verifier, lines: Iterator[tuple[int, bytes]], n: int,

@@ -102,7 +102,7 @@ async def _all_finished(store: EventStore, ids: list[uuid.UUID]) -> None:
     took a tenth of the process's CPU, on the event loop of the launcher being timed.)"""
     wanted = [streams.run(run_id) for run_id in ids]
     with anyio.fail_after(600):
-        while await store.pool.fetchval(_FINISHED, wanted) < len(ids):
+        while await store.pool.fetchval(_FINISHED, wanted) < len(ids):  # noqa: ASYNC110
             await anyio.sleep(0.01)
 
 

@@ -171,5 +171,5 @@ async def verify_cmd(args: argparse.Namespace) -> int:
     signer = signing.signer(verified.manifest, _trusted(args.trusted_keys))
     console.print(f"{args.file}: intact: {verified.events:,} event(s), {verified.blobs:,} "
                   f"blob(s), chain {verified.manifest['chain'][:16]}, signed by "
-                  f"{signer or 'nobody (unsigned)'}")
+                  f"{signer or 'nobody (unsigned)'}, format version {verified.version}")
     return 0
