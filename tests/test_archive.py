@@ -378,6 +378,32 @@ async def test_a_chain_link_spelled_otherwise_is_not_a_link(
         exports.verify(crafted)
 
 
+async def test_an_edited_event_is_placed_after_the_last_link_that_held(
+    store: EventStore, tmp_path: Path
+) -> None:
+    """An edit is found at the next link shown, or at the manifest's: the refusal names
+    that line, or the last line whose link held."""
+    exported = await _export_runs(store, 60, tmp_path / "log.jsonl.zst")
+    short = tmp_path / "short.jsonl.zst"  # fewer events than CHAIN_EVERY: no link shown
+    await exports.export(store, exports.Selection(to_position=500), short)
+    edited = tmp_path / "edited.jsonl.zst"
+
+    def refusal(path: Path, event: int) -> str:
+        lines = _lines(path)
+        at = _event_line_at(lines, event)
+        _write(edited, [*lines[:at], lines[at].replace(b"[1,", b"[2,", 1), *lines[at + 1:]])
+        with pytest.raises(exports.ArchiveError) as caught:
+            exports.verify(edited)
+        return str(caught.value)
+
+    linked = _event_line_at(_lines(exported), CHAIN_EVERY - 1) + 1  # the 1000th's line
+    assert f"edited.jsonl.zst:{linked}: the hash chain breaks at event 1,000" in \
+        refusal(exported, 5)
+    assert f"edited.jsonl.zst: the hash chain breaks after line {linked}, its last link" in \
+        refusal(exported, CHAIN_EVERY + 5)
+    assert "edited.jsonl.zst: the hash chain breaks after the header" in refusal(short, 5)
+
+
 def _relinked(lines: list[bytes]) -> list[bytes]:
     """Raw version 2 lines with the chain and manifest recomputed over them as they stand
     (`_rechained` would read each event, and so refuse the ones these tests break)."""

@@ -244,3 +244,19 @@ async def test_the_cli_signs_and_refuses_in_one_line(source: EventStore, tmp_pat
     assert refused.stderr.strip().count("\n") == 0 and "not signed" in refused.stderr
     missing = props("export", "-o", str(tmp_path / "no" / "such" / "x.zst"))
     assert missing.returncode == 78 and "Traceback" not in missing.stderr
+    # A category no event is in (a typo in an exclusion) is refused, never exported past.
+    typo = tmp_path / "typo.jsonl.zst"
+    refused = props("export", "-o", str(typo), "--exclude-category", "snapshott")
+    assert refused.returncode == 66 and not typo.exists(), refused.stderr
+    assert refused.stderr.strip().count("\n") == 0 and "'snapshott'" in refused.stderr
+    assert "snapshot" in refused.stderr.replace("'snapshott'", "")  # the log's, listed
+    # A list in one flag is the flag repeated.
+    listed_once = props("export", "-o", str(tmp_path / "two.jsonl.zst"),
+                        "--category", "definition,scorer")
+    repeated = props("export", "-o", str(tmp_path / "again.jsonl.zst"),
+                     "--category", "definition", "--category", "scorer")
+    assert listed_once.returncode == repeated.returncode == 0, listed_once.stderr
+    assert listed_once.stdout.split(" event(s)")[0] == repeated.stdout.split(" event(s)")[0]
+    assert not listed_once.stdout.startswith("exported 0 ")
+    gone = props("verify", str(tmp_path / "no-such.jsonl.zst"))
+    assert gone.returncode == 66 and "no such file" in gone.stderr, gone.stderr

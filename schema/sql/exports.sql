@@ -17,6 +17,23 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
  ORDER BY global_position
  LIMIT $9
 
+-- unknown_categories --
+-- Of the categories an export names ($1), those no event of the log is in (one probe of the
+-- category index each): a typo in --exclude-category must not export what it meant to leave out.
+SELECT c FROM unnest($1::text[]) AS c
+ WHERE NOT EXISTS (SELECT 1 FROM props.events e WHERE e.category = c)
+ ORDER BY c
+
+-- categories --
+-- Every category of the log, walking the category index from one value to the next.
+WITH RECURSIVE c(category) AS (
+    (SELECT category FROM props.events ORDER BY category LIMIT 1)
+    UNION ALL
+    SELECT (SELECT e.category FROM props.events e WHERE e.category > c.category
+             ORDER BY e.category LIMIT 1)
+      FROM c WHERE c.category IS NOT NULL)
+SELECT category FROM c WHERE category IS NOT NULL
+
 -- stage_tables --
 -- Per-session staging for an import: verified rows wait here; nothing of the log changes.
 CREATE TEMP TABLE import_events (

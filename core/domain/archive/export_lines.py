@@ -47,8 +47,10 @@ def read_lines(path: Path, max_line: int = MAX_LINE_BYTES,
     except zstandard.ZstdError as exc:
         raise ArchiveError(f"{path}: not a readable zstd stream ({exc}): corrupt or "
                            f"truncated; nothing was written") from exc
+    except FileNotFoundError:
+        raise errors.NotFound(f"{path}: no such file") from None
     except OSError as exc:
-        raise ArchiveError(f"{path}: cannot read: {exc}") from exc
+        raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
 def parse_line(path: Path, number: int, line: bytes) -> dict[str, Any] | list[Any]:

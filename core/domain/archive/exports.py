@@ -66,6 +66,7 @@ FORMAT = "props-export"
 VERSION = 2
 READS = (1, 2)  # version 1: props before 2026-12-08, every event an object
 _ARCHIVAL = queries.load("archival")
+_EXPORTS = queries.load("exports")
 _SHA = re.compile(rb'"([0-9a-f]{64})"')
 _GENESIS = "0" * 64
 _IMPORT_NAMESPACE = uuid.UUID("9b6c3f0e-1d2a-4e57-b8c9-3a4f5e6d7c81")
@@ -180,6 +181,7 @@ async def export(store: EventStore, selection: Selection, out: Path,
                  sign_with: Ed25519PrivateKey | None = None) -> ExportReport:
     """Write the selected events (and the blobs they reference) to `out`, atomically;
     signed by `sign_with` when given."""
+    await _refuse_unknown_categories(store, selection)
     report = ExportReport()
     tmp = out.with_name(out.name + ".partial")
     content = hashlib.sha256()
@@ -251,6 +253,20 @@ async def export(store: EventStore, selection: Selection, out: Path,
             await anyio.to_thread.run_sync(tmp.replace, out)
     report.bytes_out = (await anyio.to_thread.run_sync(out.stat)).st_size
     return report
+
+
+async def _refuse_unknown_categories(store: EventStore, selection: Selection) -> None:
+    """A category the selection names that no event is in: refused before anything is
+    written (a typo in an exclusion would otherwise export what it meant to leave out)."""
+    named = sorted({*(selection.categories or ()), *(selection.exclude_categories or ())})
+    if not named:
+        return
+    unknown = [r[0] for r in await store.sql.fetch(_EXPORTS["unknown_categories"], named)]
+    if unknown:
+        known = [r[0] for r in await store.sql.fetch(_EXPORTS["categories"])]
+        raise errors.NotFound(
+            f"no event of the log is in category {', '.join(map(repr, unknown))}; the log's "
+            f"categories: {', '.join(known) or 'none'}; nothing was exported")
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen one costs 50% more per event
@@ -345,12 +361,14 @@ class _Verifier:
         self.version = 0  # the header's
         self.steps = event_lines.Steps()  # version 2: what each event line is read against
         self.time_text, self.time = "", datetime.min  # the last event's time, as read
+        self.number = 0  # the line being checked
+        self.linked_line = 0  # the last event line that showed its link
 
     def check(self, number: int, line: bytes) -> tuple[str, bytes | StagedEvent | None]:
         """Check one line; return its kind, and a blob's content or an event as staging
         takes it. The parsed line is not kept: holding thousands of parsed events would
         wake the cyclic GC for nothing."""
-        where = f"{self.path}:{number}"
+        where, self.number = f"{self.path}:{number}", number
         if self.manifest is not None:
             raise ArchiveError(f"{where}: data after the manifest; nothing was written")
         obj = _parse(self.path, number, line)
@@ -410,6 +428,8 @@ class _Verifier:
                 f"{CHAIN_EVERY} before it was changed, removed or reordered; nothing was "
                 f"written")
         self.chain = expected
+        if shown:
+            self.linked_line = self.number
         try:
             event = self.steps.decode(obj) if isinstance(obj, list) else _whole(obj)
             if not 1 <= event["position"] <= MAX_BIGINT:
@@ -481,12 +501,23 @@ class _Verifier:
         if manifest is None:
             raise ArchiveError(f"{self.path}: no manifest at the end: the archive is "
                                f"truncated; nothing was written")
+        said = {
+            "events": f"the manifest counts {manifest.get('events')} event(s), the file holds "
+                      f"{self.events:,}: an event line was removed or added",
+            "blobs": f"the manifest counts {manifest.get('blobs')} blob(s), the file holds "
+                     f"{self.blobs:,}: a blob line was removed or added",
+            "chain": f"the hash chain breaks after "
+                     f"{f'line {self.linked_line}' if self.linked_line else 'the header'}, "
+                     f"its last link shown: an event after it was changed, removed or "
+                     f"reordered",
+            "sha256": "the manifest's sha256 is not that of the lines before it: a line was "
+                      "changed",
+            "counts": "the manifest's counts by type are not the events'"}
         for key, actual in (("events", self.events), ("blobs", self.blobs),
                             ("chain", self.chain), ("sha256", self.content.hexdigest()),
                             ("counts", dict(sorted(self.counts.items())))):
             if manifest.get(key) != actual:
-                raise ArchiveError(f"{self.path}: manifest {key} does not match the content; "
-                                   f"nothing was written")
+                raise ArchiveError(f"{self.path}: {said[key]}; nothing was written")
         return Verified(self.events, self.blobs, dict(self.counts), manifest, self.version)
 
 

@@ -13,8 +13,8 @@ The file is zstd-compressed JSON lines (a header, the referenced blobs, the even
 manifest with counts, the first and last event, a sha256 of the content and the head of a
 hash chain across events). Each event is an array of the header's `event_fields`, its
 position and tx_id as steps from the previous event's, its time null when unchanged. Read it
-without props: `zstd -dc FILE | jq -c 'select(type == "array")'` (docs/howto/export.md sums
-the positions).
+without props: `zstd -dc FILE | jq -c 'select(type == "array") | {type: .[5], stream_id:
+.[3]}'` (docs/howto/export.md sums the steps into positions).
 """
 
 
@@ -29,13 +29,16 @@ def add_parsers(sub: Any) -> None:
                    help="last global position (default: the end)")
     p.add_argument("--since", type=datetime.fromisoformat, help="recorded at or after (ISO)")
     p.add_argument("--until", type=datetime.fromisoformat, help="recorded before (ISO)")
-    p.add_argument("--category", action="append", help="only these stream categories")
+    p.add_argument("--category", action="append",
+                   help="only these stream categories (repeat the flag, or separate them with "
+                   "commas; a category no event is in is refused)")
     p.add_argument("--eval", dest="evaluation", metavar="NAME", type=arguments.name,
                    help="only what this evaluation needs to be read alone: its plans and "
                    "endings, its runs with their grades, the snapshots they ran on, the "
                    "definitions and scorers")
     p.add_argument("--exclude-category", action="append",
-                   help="leave these out (e.g. snapshot, to leave ground truth out)")
+                   help="leave these out (e.g. snapshot, to leave ground truth out; as "
+                   "--category)")
     p.add_argument("--sign", metavar="KEY",
                    help="sign the file with this key (a name in $PROPS_HOME/keys, or the path "
                         "of a .key file; see `props keys create`)")

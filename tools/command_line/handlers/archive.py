@@ -26,6 +26,12 @@ console = Console(highlight=False)
 
 
 
+def _categories(values: list[str] | None) -> tuple[str, ...] | None:
+    """`--category run,grading` as `--category run --category grading`."""
+    named = tuple(c.strip() for v in values or () for c in v.split(",") if c.strip())
+    return named or None
+
+
 async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
     ids = prefixes = None
     if args.evaluation is not None:
@@ -33,8 +39,8 @@ async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
     selection = exports.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
         since=args.since, until=args.until,
-        categories=tuple(args.category) if args.category else None,
-        exclude_categories=tuple(args.exclude_category) if args.exclude_category else None,
+        categories=_categories(args.category),
+        exclude_categories=_categories(args.exclude_category),
         evaluation=args.evaluation, stream_ids=ids, stream_prefixes=prefixes)
     key = None if args.sign is None else signing.load_private(
         args.sign, key_handlers.keys_dir(None))
@@ -66,7 +72,8 @@ async def import_cmd(args: argparse.Namespace, store: EventStore) -> int:
                       f"{report.restored}: {report.imported:,} event(s) back at their "
                       f"original positions")
         return 0
-    console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, "
+    kept = f"{report.inert:,} kept as history, " if report.inert else ""
+    console.print(f"verified {report.events:,} event(s); imported {report.imported:,}, {kept}"
                   f"{report.already_present:,} already present; {report.blobs:,} blob(s)")
     if report.history or report.kept_inert:
         console.print(Text(
