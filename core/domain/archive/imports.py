@@ -132,7 +132,7 @@ async def import_archive(store: EventStore, path: Path,
             report.signer = signing.signer(verified.manifest, trusted)
             report.trust = "trusted" if trusted is not None else trust.decide(
                 report.signer, await trust.trusted(store), untrusted=untrusted)
-            await _refuse_what_rewrites_history(conn, path)
+            await _refuse_before_writing(conn, path)
             await conn.fetchval(_EVENTS["ensure_partitions"], report.events)
             try:
                 with errors.refused():
@@ -151,7 +151,7 @@ async def import_archive(store: EventStore, path: Path,
     return report
 
 
-async def _refuse_what_rewrites_history(conn: Any, path: Path) -> None:
+async def _refuse_before_writing(conn: Any, path: Path) -> None:
     """Refuse a staged file that gives an event id twice, whose snapshot versions are
     backdated or out of their slug's stream, or whose events are recorded in the future
     (before anything is written)."""
