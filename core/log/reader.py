@@ -110,6 +110,11 @@ class Reader:
         progress bar's total, so no command counts the log with a statement of its own."""
         return int(await self.pool.fetchval(_Q["count_after"], after_position))
 
+    async def count_of_type(self, stream_ids: Sequence[str], type_name: str) -> int:
+        """How many events of `type_name` the streams `stream_ids` hold (read directly, as
+        streams are): a client waiting for an outcome counts it, reading no event."""
+        return int(await self.pool.fetchval(_Q["count_of_type"], list(stream_ids), type_name))
+
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, limit: int | None = None
     ) -> list[RecordedEvent]:

@@ -76,6 +76,11 @@ SELECT global_position, tx_id, event_id, stream_id, stream_version, type, schema
 -- How many events the log holds after position $1 (0: every one): a progress bar's total.
 SELECT count(*) FROM props.events WHERE global_position > $1
 
+-- count_of_type --
+-- How many events of type $2 the streams $1 hold, read directly as streams are: a client's
+-- wait for an outcome (how many of these runs finished).
+SELECT count(*) FROM props.events WHERE stream_id = ANY ($1::text[]) AND type = $2
+
 -- ping --
 -- Does the database answer (a health probe): one round trip, nothing read.
 SELECT 1

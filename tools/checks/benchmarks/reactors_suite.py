@@ -92,17 +92,13 @@ async def _caught_up(store: EventStore, hosts: list[ReactorHost]) -> None:
             await anyio.sleep(0.1)
 
 
-_FINISHED = ("SELECT count(*) FROM props.events "
-             "WHERE stream_id = ANY($1::text[]) AND type = 'run.finished'")
-
-
 async def _all_finished(store: EventStore, ids: list[uuid.UUID]) -> None:
     """Wait for every run's finish, polled from outside as a client of the log would: the
     runs' finishes counted every 10 ms. (Reading each run's whole stream, typed, every 10 ms
     took a tenth of the process's CPU, on the event loop of the launcher being timed.)"""
     wanted = [streams.run(run_id) for run_id in ids]
     with anyio.fail_after(600):
-        while await store.pool.fetchval(_FINISHED, wanted) < len(ids):  # noqa: ASYNC110
+        while await store.reader.count_of_type(wanted, "run.finished") < len(ids):  # noqa: ASYNC110
             await anyio.sleep(0.01)
 
 
