@@ -81,6 +81,22 @@ def name(text: str) -> str:
     return text
 
 
+_CATEGORY = re.compile(r"[a-z][a-z0-9_]{0,199}")
+
+
+def categories(text: str) -> list[str]:
+    """Stream categories, one or several separated by commas (`run,grading`), each as a
+    stream id starts (`run` of `run-<id>`, at most 200 characters): `action="extend"` takes
+    them as the flag repeated."""
+    named = [c.strip() for c in text.split(",") if c.strip()]
+    bad = next((c for c in named if not _CATEGORY.fullmatch(c)), None)
+    if not named or bad is not None:
+        raise argparse.ArgumentTypeError(f"{(bad or text)[:40]!r} is not a stream category "
+                                         f"(lower-case letters, digits and _, as a stream "
+                                         f"id starts)")
+    return named
+
+
 def push_target(text: str) -> str:
     """Where an image is pushed: REGISTRY/REPOSITORY:TAG, the registry named
     (props.core.domain.image_refs)."""

@@ -90,7 +90,8 @@ def split_link(line: bytes, fields: list[Any]) -> tuple[bytes, str | None]:
     if len(fields) != len(FIELDS) + 1:
         return line, None
     found = _LINK.search(line)
-    if found is None or fields[-1] != found.group(1).decode():
+    link = None if found is None else found.group(1).decode()
+    if found is None or fields[-1] != link:
         return line, None
     fields.pop()
-    return line[:found.start()] + b"]\n", found.group(1).decode()
+    return line[:found.start()] + b"]\n", link

@@ -56,6 +56,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from props.core.domain import canonical_ids, catalog
 from props.core.domain.archive import event_lines, export_lines, signing
 from props.core.domain.archive.export_lines import MAX_LINE_BYTES
+from props.core.domain.catalog.parts import INT32
 from props.core.domain.specimens import specimens
 from props.core.log import batches, errors, stopping
 from props.core.log.events import EventRegistry
@@ -123,7 +124,6 @@ COMPRESSION = zstandard.ZstdCompressionParameters.from_level(
 # An event as an import stages it: its fields as a JSON array in `event_lines.FIELDS`' places
 # (the steps and the time there are not read), and its position, transaction and time whole.
 StagedEvent = tuple[bytes, int, int | None, datetime]
-MAX_INTEGER = 2**31 - 1  # PostgreSQL's integer: a stream version
 MAX_BIGINT = 2**63 - 1  # a position, a transaction
 
 
@@ -265,8 +265,14 @@ async def _refuse_unknown_categories(store: EventStore, selection: Selection) ->
     if unknown:
         known = [r[0] for r in await store.sql.fetch(_EXPORTS["categories"])]
         raise errors.NotFound(
-            f"no event of the log is in category {', '.join(map(repr, unknown))}; the log's "
-            f"categories: {', '.join(known) or 'none'}; nothing was exported")
+            f"no event of the log is in category {_listed(list(map(repr, unknown)), 10)}; the "
+            f"log's categories: {_listed(known, 50) or 'none'}; nothing was exported")
+
+
+def _listed(names: list[str], most: int) -> str:
+    """Names for one line: the first `most`, and how many more."""
+    more = f" and {len(names) - most:,} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 @dataclasses.dataclass(slots=True)  # not frozen: a frozen one costs 50% more per event
@@ -361,14 +367,13 @@ class _Verifier:
         self.version = 0  # the header's
         self.steps = event_lines.Steps()  # version 2: what each event line is read against
         self.time_text, self.time = "", datetime.min  # the last event's time, as read
-        self.number = 0  # the line being checked
         self.linked_line = 0  # the last event line that showed its link
 
     def check(self, number: int, line: bytes) -> tuple[str, bytes | StagedEvent | None]:
         """Check one line; return its kind, and a blob's content or an event as staging
         takes it. The parsed line is not kept: holding thousands of parsed events would
         wake the cyclic GC for nothing."""
-        where, self.number = f"{self.path}:{number}", number
+        where = f"{self.path}:{number}"
         if self.manifest is not None:
             raise ArchiveError(f"{where}: data after the manifest; nothing was written")
         obj = _parse(self.path, number, line)
@@ -377,7 +382,7 @@ class _Verifier:
                 raise ArchiveError(f"{where}: not a props export (no header)" if number == 1
                                    else f"{where}: not an archive line; nothing was written")
             self.content.update(line)
-            return "event", self._event(where, line, obj)
+            return "event", self._event(number, line, obj)
         kind = obj["kind"]
         if number == 1:
             if kind != "header" or obj.get("format") != FORMAT:
@@ -404,14 +409,15 @@ class _Verifier:
                 raise ArchiveError(f"{where}: blob content does not match its sha256")
             self.blobs += 1
         elif kind == "event" and self.version == 1:
-            payload = self._event(where, line, obj)
+            payload = self._event(number, line, obj)
         elif kind != "header":
             raise ArchiveError(f"{where}: unknown line kind {kind!r}")
         return kind, payload
 
-    def _event(self, where: str, line: bytes, obj: dict[str, Any] | list[Any]) -> StagedEvent:
-        """Check an event's line (an array in version 2, an object in version 1): its link,
-        then the event itself. Returns the event as staging takes it."""
+    def _event(self, number: int, line: bytes, obj: dict[str, Any] | list[Any]) -> StagedEvent:
+        """Check the event line `number` (an array in version 2, an object in version 1): its
+        link, then the event itself. Returns the event as staging takes it."""
+        where = f"{self.path}:{number}"
         if isinstance(obj, list):
             body, claimed = event_lines.split_link(line, obj)
         else:
@@ -429,7 +435,7 @@ class _Verifier:
                 f"written")
         self.chain = expected
         if shown:
-            self.linked_line = self.number
+            self.linked_line = number
         try:
             event = self.steps.decode(obj) if isinstance(obj, list) else _whole(obj)
             if not 1 <= event["position"] <= MAX_BIGINT:
@@ -466,9 +472,9 @@ class _Verifier:
             raise ArchiveError(f"{where}: {what} is not a UUID as props writes it (lower "
                                f"case, 8-4-4-4-12); nothing was written")
         stream_version = obj.get("stream_version")
-        if type(stream_version) is not int or not 1 <= stream_version <= MAX_INTEGER:
+        if type(stream_version) is not int or not 1 <= stream_version <= INT32:
             raise ArchiveError(f"{where}: stream version {str(stream_version)[:40]!r} is not a "
-                               f"whole number from 1 to {MAX_INTEGER:,}; nothing was written")
+                               f"whole number from 1 to {INT32:,}; nothing was written")
         for part in ("data", "metadata"):  # (the log's own constraint, said here by line)
             if not isinstance(obj.get(part), dict):
                 raise ArchiveError(f"{where}: {part} is not an object; nothing was written")

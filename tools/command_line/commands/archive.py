@@ -29,14 +29,14 @@ def add_parsers(sub: Any) -> None:
                    help="last global position (default: the end)")
     p.add_argument("--since", type=datetime.fromisoformat, help="recorded at or after (ISO)")
     p.add_argument("--until", type=datetime.fromisoformat, help="recorded before (ISO)")
-    p.add_argument("--category", action="append",
+    p.add_argument("--category", action="extend", type=arguments.categories,
                    help="only these stream categories (repeat the flag, or separate them with "
                    "commas; a category no event is in is refused)")
     p.add_argument("--eval", dest="evaluation", metavar="NAME", type=arguments.name,
                    help="only what this evaluation needs to be read alone: its plans and "
                    "endings, its runs with their grades, the snapshots they ran on, the "
                    "definitions and scorers")
-    p.add_argument("--exclude-category", action="append",
+    p.add_argument("--exclude-category", action="extend", type=arguments.categories,
                    help="leave these out (e.g. snapshot, to leave ground truth out; as "
                    "--category)")
     p.add_argument("--sign", metavar="KEY",

@@ -26,12 +26,6 @@ console = Console(highlight=False)
 
 
 
-def _categories(values: list[str] | None) -> tuple[str, ...] | None:
-    """`--category run,grading` as `--category run --category grading`."""
-    named = tuple(c.strip() for v in values or () for c in v.split(",") if c.strip())
-    return named or None
-
-
 async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
     ids = prefixes = None
     if args.evaluation is not None:
@@ -39,8 +33,8 @@ async def export_cmd(args: argparse.Namespace, store: EventStore) -> int:
     selection = exports.Selection(
         after_position=max(0, args.from_position - 1), to_position=args.to_position,
         since=args.since, until=args.until,
-        categories=_categories(args.category),
-        exclude_categories=_categories(args.exclude_category),
+        categories=tuple(args.category) if args.category else None,
+        exclude_categories=tuple(args.exclude_category) if args.exclude_category else None,
         evaluation=args.evaluation, stream_ids=ids, stream_prefixes=prefixes)
     key = None if args.sign is None else signing.load_private(
         args.sign, key_handlers.keys_dir(None))
